@@ -1,0 +1,5 @@
+import sys
+
+from light_llm.cli import main
+
+sys.exit(main())

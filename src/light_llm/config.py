@@ -1,0 +1,248 @@
+"""Model configuration, named presets, and the counts of seed 000 §9 / seed 002 §8.1, §11.1.
+
+``ModelConfig`` is the single description of a model that both engines (PyTorch and NumPy)
+read, and that a checkpoint stores as ``config.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from light_llm.errors import ConfigError
+
+POSITIONS = ("learned", "sinusoidal", "rotary", "none")
+NORMS = ("layernorm", "rmsnorm")
+ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "swiglu")
+BLOCK_ORDERS = ("pre", "post")
+ATTENTIONS = ("softmax", "linear")
+
+
+@dataclass
+class ModelConfig:
+    """Shape and variant switches of a decoder-only transformer (seed 000 §1 notation).
+
+    vocab_size  V        n_layer  L        n_head  n_h        n_embd  d_model
+    block_size  T_max (the context length: GPT-2's n_positions)
+    """
+
+    vocab_size: int = 50257
+    block_size: int = 1024
+    n_layer: int = 6
+    n_head: int = 6
+    n_embd: int = 384
+    dropout: float = 0.0
+    bias: bool = True  # biases in Linear layers and LayerNorm, as GPT-2
+    tie_embeddings: bool = True  # lm_head.weight is wte.weight (seed 002 §10.2)
+    positions: str = "learned"  # learned | sinusoidal | rotary | none
+    position_base: float = 10000.0  # base of sinusoidal PE and RoPE (seed 003 uses 100)
+    norm: str = "layernorm"  # layernorm | rmsnorm
+    norm_eps: float = 1e-5
+    activation: str = "gelu"  # gelu (exact erf) | gelu_tanh | relu | swiglu
+    block_order: str = "pre"  # pre-LN (GPT-2, seed 002 §9.1) | post-LN (original Transformer)
+    attention: str = "softmax"  # softmax | linear (seed 002 §11.3, causal form)
+    n_inner: int | None = None  # FFN hidden width; default 4*d (8d/3 rounded for SwiGLU)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` with one sentence if this config cannot work."""
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}.")
+        if self.n_embd % self.n_head != 0:
+            raise ConfigError(
+                f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})."
+            )
+        choices = {
+            "positions": POSITIONS,
+            "norm": NORMS,
+            "activation": ACTIVATIONS,
+            "block_order": BLOCK_ORDERS,
+            "attention": ATTENTIONS,
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigError(
+                    f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}."
+                )
+        if self.positions == "rotary" and self.head_dim % 2 != 0:
+            raise ConfigError(f"rotary positions need an even head size, got {self.head_dim}.")
+        if self.positions == "sinusoidal" and self.n_embd % 2 != 0:
+            raise ConfigError(f"sinusoidal positions need an even n_embd, got {self.n_embd}.")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}.")
+        if self.position_base <= 1.0:
+            raise ConfigError(f"position_base must be greater than 1, got {self.position_base}.")
+        if self.n_inner is not None and (not isinstance(self.n_inner, int) or self.n_inner < 1):
+            raise ConfigError(f"n_inner must be a positive integer, got {self.n_inner!r}.")
+
+    # ----------------------------------------------------------------- derived sizes
+    @property
+    def head_dim(self) -> int:
+        """d_k = d_v = d_model / n_h (seed 000 §3)."""
+        return self.n_embd // self.n_head
+
+    @property
+    def ffn_hidden(self) -> int:
+        """d_ff: 4 d_model (seed 000 §4), or 8/3 d_model rounded up to a multiple of 8 for
+        SwiGLU so that its three matrices hold as many weights as the two of a 4x MLP."""
+        if self.n_inner is not None:
+            return self.n_inner
+        if self.activation == "swiglu":
+            return 8 * math.ceil(8 * self.n_embd / 3 / 8)
+        return 4 * self.n_embd
+
+    # ----------------------------------------------------------------- (de)serialisation
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown model config keys: {', '.join(unknown)}.")
+        return cls(**data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    def replace(self, **changes: Any) -> ModelConfig:
+        return dataclasses.replace(self, **changes)
+
+
+PRESETS: dict[str, ModelConfig] = {
+    # The seed's model, light_llm.py (seed 000): ~30M parameters with tied embeddings.
+    "seed-30m": ModelConfig(
+        vocab_size=50257, block_size=1024, n_layer=6, n_head=6, n_embd=384, dropout=0.1
+    ),
+    # A model that trains in a minute or two on a laptop CPU (nanoGPT's CPU recipe shape).
+    "char-baby": ModelConfig(
+        vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128, dropout=0.0
+    ),
+    # nanoGPT's shakespeare-char shape.
+    "shakespeare-char": ModelConfig(
+        vocab_size=65, block_size=256, n_layer=6, n_head=6, n_embd=384, dropout=0.2
+    ),
+    # GPT-2 small (124M), with GPT-2's tanh GELU so HuggingFace weights load unchanged.
+    "gpt2-124m": ModelConfig(
+        vocab_size=50257,
+        block_size=1024,
+        n_layer=12,
+        n_head=12,
+        n_embd=768,
+        dropout=0.0,
+        activation="gelu_tanh",
+    ),
+}
+
+# Presets whose vocabulary is built from the corpus (character level).
+CHAR_PRESETS = frozenset({"char-baby", "shakespeare-char"})
+
+
+def preset(name: str, **overrides: Any) -> ModelConfig:
+    """Return a copy of the named preset with ``overrides`` applied."""
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r}; known presets: {', '.join(PRESETS)}.")
+    return PRESETS[name].replace(**overrides)
+
+
+# --------------------------------------------------------------------------- counting
+@dataclass
+class ModelCounts:
+    """Parameter, FLOP and memory counts of a config at a given context length."""
+
+    params: int  # every trainable parameter (a tied matrix counted once)
+    params_embedding: int  # token table + learned position table
+    params_non_embedding: int
+    flops_forward_per_token: int
+    flops_train_per_token: int
+    context: int
+    kv_cache_bytes: int  # per sequence, at `context` tokens
+    attention_matrix_bytes: int  # one layer's n_h x T x T scores, per sequence
+    activation_bytes: int  # L x T x d_model residual stream, per sequence
+    bytes_per_value: int
+    per_layer: dict[str, int] = field(default_factory=dict)
+
+
+def count_parameters(config: ModelConfig) -> dict[str, int]:
+    """Exact parameter count by component (seed 002 §8.1: 4 d^2 per attention layer + biases).
+
+    Per layer: attention W^QKV (d x 3d) and W^O (d x d); FFN W_1 (d x d_ff), W_2 (d_ff x d)
+    and, for SwiGLU, the gate V (d x d_ff); two norms. Plus the token table E (V x d), the
+    learned position table P (T_max x d), the final norm (pre-LN only), and an untied head.
+    """
+    d, d_ff, b = config.n_embd, config.ffn_hidden, int(config.bias)
+    norm_params = d * (2 if (config.norm == "layernorm" and config.bias) else 1)
+    attention = d * 3 * d + 3 * d * b + d * d + d * b
+    n_ffn_in = 2 if config.activation == "swiglu" else 1
+    ffn = n_ffn_in * (d * d_ff + d_ff * b) + d_ff * d + d * b
+    per_layer = attention + ffn + 2 * norm_params
+    token_table = config.vocab_size * d
+    position_table = config.block_size * d if config.positions == "learned" else 0
+    head = 0 if config.tie_embeddings else config.vocab_size * d
+    final_norm = norm_params if config.block_order == "pre" else 0  # post-LN ends normalised
+    return {
+        "token_embedding": token_table,
+        "position_embedding": position_table,
+        "attention_per_layer": attention,
+        "ffn_per_layer": ffn,
+        "norms_per_layer": 2 * norm_params,
+        "layers": config.n_layer * per_layer,
+        "final_norm": final_norm,
+        "lm_head_untied": head,
+        "total": token_table + position_table + config.n_layer * per_layer + final_norm + head,
+    }
+
+
+def model_counts(
+    config: ModelConfig, context: int | None = None, bytes_per_value: int = 4
+) -> ModelCounts:
+    """Counts of seed 000 §9 and seed 002 §11.1 at ``context`` tokens (default T_max).
+
+    FLOPs per token, forward (a multiply-add is 2 FLOPs):
+        2 N_matmul                 every weight in a matrix product is used once
+      + 2 L T d_model (softmax)    QK^T and A V: each token attends to T keys, 2 x 2 x T x d / 2
+                                   averaged over causal positions (T/2 keys each), i.e.
+                                   4 L d (T/2) = 2 L T d
+      + 2 V d_model                the output head (tied or not)
+    Training is 3x the forward (backward ~ 2x forward), the usual 6N + attention estimate.
+    """
+    T = config.block_size if context is None else int(context)
+    if T < 1:
+        raise ConfigError(f"context must be at least 1 token, got {T}.")
+    parts = count_parameters(config)
+    d, L = config.n_embd, config.n_layer
+    embedding = parts["token_embedding"] + parts["position_embedding"]
+    matmul_weights = (
+        L * (4 * d * d + (3 if config.activation == "swiglu" else 2) * d * config.ffn_hidden)
+        + config.vocab_size * d
+    )
+    if config.attention == "softmax":
+        attention_flops = 2 * L * T * d  # causal average of 4 L d (T/2)
+    else:  # linear attention keeps a d_k x d_v state per head: 4 L d d_k per token
+        attention_flops = 4 * L * d * config.head_dim
+    forward = 2 * matmul_weights + attention_flops
+    kv = 2 * L * T * d * bytes_per_value
+    attention_matrix = config.n_head * T * T * bytes_per_value
+    if config.attention == "linear":
+        attention_matrix = config.n_head * config.head_dim * config.head_dim * bytes_per_value
+    return ModelCounts(
+        params=parts["total"],
+        params_embedding=embedding,
+        params_non_embedding=parts["total"] - embedding,
+        flops_forward_per_token=forward,
+        flops_train_per_token=3 * forward,
+        context=T,
+        kv_cache_bytes=kv,
+        attention_matrix_bytes=attention_matrix,
+        activation_bytes=L * T * d * bytes_per_value,
+        bytes_per_value=bytes_per_value,
+        per_layer={k: v for k, v in parts.items() if k.endswith("per_layer")},
+    )

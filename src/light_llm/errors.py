@@ -1,0 +1,34 @@
+"""The typed exceptions of light-llm.
+
+Every error a user can cause (bad input, a bad file, an impossible option) is raised as a
+subclass of :class:`LightLLMError` whose message is one clear sentence. The CLI prints that
+sentence on stderr and exits with code 2; nothing else escapes as a traceback.
+"""
+
+
+class LightLLMError(Exception):
+    """Base class: a problem the user can fix, described in one sentence."""
+
+
+class ConfigError(LightLLMError, ValueError):
+    """A model or training configuration that cannot work (e.g. n_embd not divisible by n_head)."""
+
+
+class CheckpointError(LightLLMError):
+    """A checkpoint folder that is missing, corrupt, or does not match its config."""
+
+
+class TokenizerError(LightLLMError, ValueError):
+    """Text or ids a tokenizer cannot handle (e.g. a character outside a char vocabulary)."""
+
+
+class DataError(LightLLMError):
+    """A corpus that cannot be trained on: empty, binary, not UTF-8, or too short."""
+
+
+class SamplingError(LightLLMError, ValueError):
+    """Sampling options out of range (top_p outside (0, 1], top_k < 1, negative temperature)."""
+
+
+class TrainingError(LightLLMError):
+    """Training cannot go on (NaN loss, unwritable output folder, mismatched resume)."""

@@ -1,0 +1,222 @@
+"""The GPT: a decoder-only transformer language model (seed 000, ``light_llm.py``).
+
+    X_0 = E[tokens] + P[positions]                       (seed 000 §2)
+    X_l = Block_l(X_{l-1}),  l = 1..L                    (seed 000 §6, seed 002 §9.1)
+    logits = LN_f(X_L) E^T                               (tied head, seed 002 §10.2)
+    loss = -(1/T) Σ_t log softmax(logits_t)[x_{t+1}]     (seed 000 §7)
+
+Module and weight names follow GPT-2 (``transformer.wte``, ``transformer.h.0.attn.c_attn``, ...)
+so HuggingFace checkpoints map onto them directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint as activation_checkpoint
+
+from light_llm.config import ModelConfig
+from light_llm.errors import ConfigError
+from light_llm.nn.attention import KVCache
+from light_llm.nn.blocks import Block
+from light_llm.nn.norms import build_norm
+from light_llm.nn.positions import SinusoidalPositions, rope_angles
+
+INIT_STD = 0.02  # N(0, 0.02) for every weight matrix and embedding (seed 000 §10)
+
+
+class GPT(nn.Module):
+    """A GPT language model built from a :class:`ModelConfig`.
+
+    ``forward(idx, targets)`` returns ``(logits, loss)``: logits first, loss None without
+    targets. Variants (positions, norm, activation, block order, attention) come from the
+    config; their formulas live in ``light_llm.nn``.
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        config.validate()
+        self.config = config
+        layers = {
+            "wte": nn.Embedding(config.vocab_size, config.n_embd),  # E: (V, d)
+            "drop": nn.Dropout(config.dropout),
+            "h": nn.ModuleList(Block(config, causal=True) for _ in range(config.n_layer)),
+        }
+        if config.positions == "learned":
+            layers["wpe"] = nn.Embedding(config.block_size, config.n_embd)  # P: (T_max, d)
+        elif config.positions == "sinusoidal":
+            layers["wpe"] = SinusoidalPositions(
+                config.block_size, config.n_embd, config.position_base
+            )
+        if config.block_order == "pre":
+            layers["ln_f"] = build_norm(config)
+        self.transformer = nn.ModuleDict(layers)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        if config.tie_embeddings:
+            self.lm_head.weight = self.transformer.wte.weight
+        if config.positions == "rotary":
+            cos, sin = rope_angles(
+                torch.arange(config.block_size), config.head_dim, config.position_base
+            )
+            self.register_buffer("rope_cos", cos, persistent=False)  # (T_max, hs/2)
+            self.register_buffer("rope_sin", sin, persistent=False)
+        self.gradient_checkpointing = False
+        self.apply(self._init_weights)
+
+    # ------------------------------------------------------------------ construction
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        """Weights ~ N(0, 0.02), biases 0 (seed 000 §10); norms start at γ = 1, β = 0."""
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, device: str | torch.device = "cpu") -> GPT:
+        """Load a light-llm checkpoint folder or a HuggingFace GPT-2 folder."""
+        from light_llm.checkpoint import load_model
+
+        return load_model(path, device=device)
+
+    def save_pretrained(self, path: str | Path, tokenizer=None) -> None:
+        """Write a light-llm checkpoint folder (model.safetensors, config.json, tokenizer)."""
+        from light_llm.checkpoint import save_model
+
+        save_model(self, path, tokenizer=tokenizer)
+
+    # ------------------------------------------------------------------ properties
+    def num_parameters(self, exclude_embeddings: bool = False) -> int:
+        """Trainable parameters, a tied matrix counted once."""
+        total = sum(p.numel() for p in self.parameters())
+        if exclude_embeddings:
+            total -= self.transformer.wte.weight.numel()
+            if self.config.positions == "learned":
+                total -= self.transformer.wpe.weight.numel()
+        return total
+
+    @property
+    def device(self) -> torch.device:
+        return self.transformer.wte.weight.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.transformer.wte.weight.dtype
+
+    def attention_layers(self) -> Iterator[nn.Module]:
+        for block in self.transformer.h:
+            yield block.attn
+
+    def use_fast_attention(self, enabled: bool = True) -> None:
+        """Switch every layer between the fused kernel and the explicit formula."""
+        for attn in self.attention_layers():
+            attn.use_fast = enabled
+
+    def new_cache(self, batch_size: int) -> KVCache:
+        """An empty KV cache for ``batch_size`` sequences, in the model's device and dtype."""
+        return KVCache.allocate(self.config, batch_size, self.device, self.dtype)
+
+    # ------------------------------------------------------------------ forward
+    def positions_for(
+        self, n_new: int, offset: int, attention_mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        """Absolute positions of the new tokens: offset..offset+T-1, or, with left padding,
+        the count of real tokens before each one (so every row starts at position 0)."""
+        if attention_mask is None:
+            return torch.arange(offset, offset + n_new, device=self.device)  # (T,)
+        positions = attention_mask.long().cumsum(-1) - 1  # (B, offset + T)
+        return positions.clamp_min(0)[:, -n_new:]  # (B, T)
+
+    def forward(
+        self,
+        idx: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        *,
+        cache: KVCache | None = None,
+        attention_mask: torch.Tensor | None = None,
+        last_only: bool = False,
+        label_smoothing: float = 0.0,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """idx: (B, T) token ids -> logits (B, T, V) (or (B, 1, V) with ``last_only``), loss.
+
+        ``targets`` (B, T): next-token ids, -1 to ignore; loss is the mean cross-entropy
+        (seed 000 §7) with optional label smoothing α (seed 002 §12.2, eq. 51).
+        ``cache``: a :class:`KVCache`; idx then holds only the new tokens (seed 002 §11.2).
+        ``attention_mask`` (B, cache length + T): 1 for real tokens, 0 for left padding.
+        """
+        B, T = idx.shape
+        offset = cache.length if cache is not None else 0
+        if offset + T > self.config.block_size:
+            raise ConfigError(
+                f"sequence of {offset + T} tokens is longer than the context of "
+                f"{self.config.block_size} (block_size)."
+            )
+        positions = self.positions_for(T, offset, attention_mask)  # (T,) or (B, T)
+        x = self.transformer.wte(idx)  # E[tokens]: (B, T, d)
+        if "wpe" in self.transformer:
+            x = x + self.transformer.wpe(positions)  # + P[positions]
+        x = self.transformer.drop(x)
+        rope = None
+        if self.config.positions == "rotary":
+            cos, sin = self.rope_cos[positions], self.rope_sin[positions]  # (..., T, hs/2)
+            if positions.dim() == 2:
+                cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, hs/2)
+            rope = (cos, sin)
+        key_padding = attention_mask.bool() if attention_mask is not None else None
+        for i, block in enumerate(self.transformer.h):
+            kwargs = {
+                "offset": offset,
+                "key_padding": key_padding,
+                "rope": rope,
+                "cache": cache.layers[i] if cache is not None else None,
+            }
+            if self.gradient_checkpointing and self.training:
+                # recompute this block's activations in the backward pass (seed 001,
+                # "Gradient Checkpointing"): memory O(L) blocks -> O(1) blocks + inputs
+                x = activation_checkpoint(block, x, use_reentrant=False, **kwargs)
+            else:
+                x = block(x, **kwargs)
+        if cache is not None:
+            cache.length += T
+        if "ln_f" in self.transformer:
+            x = self.transformer.ln_f(x)
+        if last_only and targets is None:
+            x = x[:, -1:, :]  # only the next token's distribution is needed
+        logits = self.lm_head(x)  # (B, T, V)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(
+                logits.reshape(-1, logits.size(-1)).float(),
+                targets.reshape(-1),
+                ignore_index=-1,
+                label_smoothing=label_smoothing,
+            )
+        return logits, loss
+
+    @torch.no_grad()
+    def attention_maps(self, idx: torch.Tensor) -> list[torch.Tensor]:
+        """Attention weights A of every layer for ``idx`` (B, T): a list of (B, nh, T, T),
+        computed by the explicit formula."""
+        layers = list(self.attention_layers())
+        for attn in layers:
+            attn.record_weights = True
+        try:
+            self(idx)
+            return [attn.last_weights for attn in layers]
+        finally:
+            for attn in layers:
+                attn.record_weights = False
+                attn.last_weights = None
+
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, **sampling) -> torch.Tensor:
+        """Continue ``idx`` (B, T) by ``max_new_tokens`` tokens with the KV cache; see
+        :func:`light_llm.generate.generate` for the sampling options."""
+        from light_llm.generate import generate
+
+        return generate(self, idx, max_new_tokens, **sampling)

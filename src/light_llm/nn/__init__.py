@@ -1,0 +1,1 @@
+"""PyTorch layers, one concept a file: positions, norms, feed-forward, attention, blocks."""

@@ -1,0 +1,65 @@
+"""Position-wise feed-forward networks (seed 000 §4; seed 001 "Feed-Forward Networks";
+seed 002 §9.1 eq. 39, §12.1 eq. 50)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from light_llm.config import ModelConfig
+
+
+def activation_fn(name: str, x: torch.Tensor) -> torch.Tensor:
+    """The non-linearity σ of the FFN:
+
+    gelu       GELU(x) = x Φ(x), Φ the standard normal CDF (seed 000 §4)
+    gelu_tanh  0.5 x (1 + tanh(sqrt(2/π) (x + 0.044715 x³))), GPT-2's approximation (seed 000 §4)
+    relu       max(0, x) (seed 001 "Feed-Forward Networks")
+    """
+    if name == "gelu":
+        return F.gelu(x)
+    if name == "gelu_tanh":
+        return F.gelu(x, approximate="tanh")
+    return F.relu(x)
+
+
+class MLP(nn.Module):
+    """FFN(x) = Dropout(σ(x W_1 + b_1) W_2 + b_2), W_1: d -> d_ff, W_2: d_ff -> d (seed 000 §4).
+
+    Weight names follow GPT-2 (``c_fc`` = W_1, ``c_proj`` = W_2) so checkpoints map directly.
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.activation = config.activation
+        self.c_fc = nn.Linear(config.n_embd, config.ffn_hidden, bias=config.bias)
+        self.c_proj = nn.Linear(config.ffn_hidden, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, T, d)
+        hidden = activation_fn(self.activation, self.c_fc(x))  # (B, T, d_ff)
+        return self.dropout(self.c_proj(hidden))
+
+
+class SwiGLU(nn.Module):
+    """SwiGLU(x) = (Swish(x W_1) ⊙ (x V)) W_2, Swish(z) = z σ(z) (seed 001 "SwiGLU", β = 1).
+
+    ``c_fc`` = W_1 (the Swish gate), ``c_v`` = V (the linear value), ``c_proj`` = W_2.
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, config.ffn_hidden, bias=config.bias)
+        self.c_v = nn.Linear(config.n_embd, config.ffn_hidden, bias=config.bias)
+        self.c_proj = nn.Linear(config.ffn_hidden, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, T, d)
+        hidden = F.silu(self.c_fc(x)) * self.c_v(x)  # (B, T, d_ff)
+        return self.dropout(self.c_proj(hidden))
+
+
+def build_feedforward(config: ModelConfig) -> nn.Module:
+    """The FFN the config asks for."""
+    return SwiGLU(config) if config.activation == "swiglu" else MLP(config)
