@@ -1,0 +1,103 @@
+"""The interface every light-llm tokenizer follows, and the atomic file write they save with.
+
+A tokenizer turns text into the integer ids a model's embedding table is indexed by (seed 000
+§2: X = E[tokens] + P[positions]) and back. Three kinds exist: ``char`` (one id per
+character of the training corpus), ``gpt2`` (GPT-2's byte-level BPE) and ``bert`` (WordPiece
+with [CLS]/[SEP], seed 003 §3-4). A checkpoint folder stores its tokenizer as
+``light_tokenizer.json`` (see :func:`light_llm.tokenizers.load_tokenizer`).
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import os
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from light_llm.errors import CheckpointError, TokenizerError
+
+TOKENIZER_FILE = "light_tokenizer.json"
+
+
+class Tokenizer(ABC):
+    """Text <-> token ids.
+
+    Attributes:
+        name: "char", "gpt2" or "bert".
+        vocab_size: number of distinct ids; every id is in ``range(vocab_size)``.
+        eos_id: the id that ends a document (GPT-2's <|endoftext|>, BERT's [SEP]),
+            or None when the vocabulary has none (char).
+    """
+
+    name: ClassVar[str]
+    vocab_size: int
+    eos_id: int | None
+
+    @abstractmethod
+    def encode(self, text: str) -> list[int]:
+        """The ids of ``text``, without any special tokens added around it."""
+
+    @abstractmethod
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text that ``ids`` stand for."""
+
+    @abstractmethod
+    def tokens(self, ids: Sequence[int]) -> list[str]:
+        """The piece of text each id stands for, one string per id, for display."""
+
+    @abstractmethod
+    def save(self, folder: str | os.PathLike) -> None:
+        """Write ``light_tokenizer.json`` (and any file it refers to) into ``folder``."""
+
+    def check_ids(self, ids: Sequence[int]) -> list[int]:
+        """``ids`` as a list of ints; TokenizerError names the first id outside the vocabulary."""
+        try:
+            checked = [operator.index(i) for i in ids]
+        except TypeError as exc:
+            raise TokenizerError(f"token ids must be integers ({exc}).") from exc
+        for token_id in checked:
+            if not 0 <= token_id < self.vocab_size:
+                raise TokenizerError(
+                    f"token id {token_id} is outside the {self.name} vocabulary "
+                    f"(ids run from 0 to {self.vocab_size - 1})."
+                )
+        return checked
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(vocab_size={self.vocab_size})"
+
+
+def check_text(text: object) -> str:
+    """``text`` itself if it is a str, else TokenizerError (bytes and None are common slips)."""
+    if not isinstance(text, str):
+        raise TokenizerError(f"tokenizers encode str, not {type(text).__name__}.")
+    return text
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that a reader sees the old file or the whole new one, never a
+    half-written one: write a temporary file in the same folder, fsync it, then os.replace."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def write_tokenizer_json(folder: str | os.PathLike, config: dict[str, Any]) -> None:
+    """Write ``config`` as ``folder/light_tokenizer.json`` atomically (CheckpointError if not)."""
+    path = Path(folder) / TOKENIZER_FILE
+    try:
+        write_atomically(path, json.dumps(config).encode("ascii"))
+    except OSError as exc:
+        raise CheckpointError(f"cannot write the tokenizer to {path}: {exc.strerror}.") from exc

@@ -1,0 +1,95 @@
+"""Finding a tokenizer: by name (``get_tokenizer``) or in a checkpoint (``load_tokenizer``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from light_llm.errors import CheckpointError, TokenizerError
+from light_llm.tokenizers.base import TOKENIZER_FILE, Tokenizer
+from light_llm.tokenizers.bert import VOCAB_FILE, BertTokenizer, load_hf_bert_tokenizer
+from light_llm.tokenizers.char import CharTokenizer
+from light_llm.tokenizers.gpt2 import GPT2Tokenizer
+
+TOKENIZER_NAMES = ("char", "gpt2", "bert")
+
+
+def get_tokenizer(name: str, text: str | None = None) -> Tokenizer:
+    """A fresh tokenizer by name: "gpt2", "bert" (the packaged all-MiniLM-L6-v2 vocabulary),
+    or "char", whose vocabulary is built from ``text`` (the training corpus)."""
+    if name == "gpt2":
+        return GPT2Tokenizer()
+    if name == "bert":
+        return BertTokenizer.packaged()
+    if name == "char":
+        if text is None:
+            raise TokenizerError(
+                "the char tokenizer needs the corpus text to build its vocabulary."
+            )
+        return CharTokenizer.from_text(text)
+    raise TokenizerError(
+        f"unknown tokenizer {name!r}; the known ones are {', '.join(TOKENIZER_NAMES)}."
+    )
+
+
+def load_tokenizer(folder: str | os.PathLike) -> Tokenizer:
+    """The tokenizer saved in a checkpoint folder.
+
+    Reads ``light_tokenizer.json`` (what :meth:`Tokenizer.save` writes). A folder without one
+    may be a HuggingFace model: a ``config.json`` with ``"model_type": "gpt2"`` means the
+    GPT-2 tokenizer, and a ``vocab.txt`` means a BERT WordPiece tokenizer over it.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise CheckpointError(f"no checkpoint folder at {folder}.")
+    path = folder / TOKENIZER_FILE
+    if path.is_file():
+        return tokenizer_from_json(read_json(path), folder)
+    config_path = folder / "config.json"
+    if config_path.is_file() and read_json(config_path).get("model_type") == "gpt2":
+        return GPT2Tokenizer()
+    if (folder / VOCAB_FILE).is_file():
+        return load_hf_bert_tokenizer(folder)
+    raise CheckpointError(
+        f"no tokenizer in {folder}: expected {TOKENIZER_FILE}, a GPT-2 config.json or a BERT "
+        f"{VOCAB_FILE}."
+    )
+
+
+def read_json(path: Path) -> dict:
+    """A JSON object from ``path``; CheckpointError if it is unreadable or not an object."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{path} is unreadable or not valid JSON ({exc}).") from None
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{path} should hold a JSON object.")
+    return value
+
+
+def tokenizer_from_json(config: dict, folder: Path) -> Tokenizer:
+    """The tokenizer described by the ``light_tokenizer.json`` of ``folder``."""
+    kind = config.get("type")
+    try:
+        if kind == "gpt2":
+            return GPT2Tokenizer()
+        if kind == "char":
+            return CharTokenizer(config["chars"])
+        if kind == "bert":
+            return BertTokenizer.from_vocab_file(
+                folder / config["vocab_file"],
+                lowercase=config["lowercase"],
+                strip_accents=config["strip_accents"],
+                model_max_length=config["model_max_length"],
+            )
+    except KeyError as exc:
+        raise CheckpointError(
+            f"{folder / TOKENIZER_FILE} lacks the {exc.args[0]!r} entry of a {kind} tokenizer."
+        ) from None
+    except (TokenizerError, TypeError) as exc:
+        raise CheckpointError(f"{folder / TOKENIZER_FILE} is corrupt: {exc}") from None
+    raise CheckpointError(
+        f"{folder / TOKENIZER_FILE} names an unknown tokenizer type {kind!r}; "
+        f"the known ones are {', '.join(TOKENIZER_NAMES)}."
+    )
