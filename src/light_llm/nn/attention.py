@@ -66,7 +66,9 @@ def attention_explicit(
     scores = scores / math.sqrt(d_k)  # step 2, scale by 1/sqrt(d_k)
     if allowed is not None:
         scores = scores.masked_fill(~allowed, float("-inf"))  # step 3, mask with -inf
-    weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)  # step 4, rows sum to 1
+    # step 4, softmax along each row (in float32 at least, for bf16/fp16 inputs): rows sum to 1
+    weights = torch.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32))
+    weights = weights.to(q.dtype)
     if dropout_p > 0.0:
         weights = F.dropout(weights, dropout_p)
     return weights @ v, weights  # step 5, weighted sum of values: (B, nh, Tq, hs)

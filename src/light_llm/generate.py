@@ -1,0 +1,234 @@
+"""Text generation: temperature, top-k and top-p sampling with a KV cache (seed 000 §8,
+seed 002 §11.2).
+
+    P(x_t | x_<t) = softmax(logits_t / τ)        τ -> 0 is argmax (greedy)
+    top-k: keep the k largest logits              top-p: keep the smallest set whose mass >= p
+
+Decoding runs the prompt through the model once (filling the cache), then feeds one token per
+step. When the sequence reaches the context length, the model keeps seeing exactly the last
+``block_size`` tokens: the cache is refilled from that window at each further step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+import torch
+
+from light_llm.errors import SamplingError
+
+
+def validate_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
+    """Raise :class:`SamplingError` for options outside their range."""
+    if temperature is None or not temperature >= 0.0:  # also rejects NaN
+        raise SamplingError(f"temperature must be 0 (greedy) or positive, got {temperature}.")
+    if top_k is not None and (isinstance(top_k, bool) or int(top_k) != top_k or top_k < 1):
+        raise SamplingError(f"top_k must be an integer of at least 1, got {top_k}.")
+    if top_p is not None and not 0.0 < top_p <= 1.0:
+        raise SamplingError(f"top_p must be in (0, 1], got {top_p}.")
+
+
+def filter_logits(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+) -> torch.Tensor:
+    """Divide by the temperature, then set to -inf every logit outside the top-k set and
+    outside the nucleus (seed 000 §8). ``logits``: (B, V), returned as float32 (B, V).
+
+    Top-k keeps every logit >= the k-th largest (ties at the boundary are kept, so exactly k
+    survive when values are distinct). Top-p sorts probabilities in descending order and keeps
+    the smallest prefix whose cumulative mass reaches p; the most likely token is always kept.
+    A temperature of 0 is treated as 1 here: greedy decoding is done by :func:`sample_next`.
+    """
+    validate_sampling(temperature, top_k, top_p)
+    logits = logits.float()
+    if temperature > 0.0:
+        logits = logits / temperature
+    if top_k is not None and top_k < logits.size(-1):
+        kth_largest = torch.topk(logits, int(top_k), dim=-1).values[..., -1:]  # (B, 1)
+        logits = logits.masked_fill(logits < kth_largest, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, sorted_index = torch.sort(logits, dim=-1, descending=True)
+        cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+        # drop a token when the mass *before* it already reaches p: the kept prefix is the
+        # smallest one with cumulative mass >= p, and always contains the first token
+        mass_before = cumulative - torch.softmax(sorted_logits, dim=-1)
+        drop_sorted = mass_before >= top_p
+        drop = drop_sorted.scatter(-1, sorted_index, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def sample_next(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Draw the next token from P_temp = softmax(filtered logits) (seed 000 §8).
+    ``logits``: (B, V) -> (B,) token ids. Temperature 0 is greedy (argmax)."""
+    if temperature == 0.0:
+        validate_sampling(temperature, top_k, top_p)
+        return logits.argmax(dim=-1)
+    probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
+    return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
+
+
+@torch.no_grad()
+def stream_tokens(
+    model,
+    idx: torch.Tensor,
+    max_new_tokens: int,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+    eos_id: int | None = None,
+    attention_mask: torch.Tensor | None = None,
+    use_cache: bool = True,
+) -> Iterator[torch.Tensor]:
+    """Yield the new token ids, (B,), one step at a time.
+
+    ``idx`` (B, T) holds the prompts, left-padded when ``attention_mask`` (B, T) marks padding.
+    Prompts longer than the context are cropped to their last ``block_size`` tokens. Rows that
+    produced ``eos_id`` keep yielding ``eos_id``; the stream ends when every row has.
+    """
+    validate_sampling(temperature, top_k, top_p)
+    if max_new_tokens < 0:
+        raise SamplingError(f"max_new_tokens must be 0 or more, got {max_new_tokens}.")
+    block_size = model.config.block_size
+    was_training = model.training
+    model.eval()
+    try:
+        tokens = idx
+        mask = attention_mask
+        if mask is None and tokens.size(1) == 0:
+            raise SamplingError("the prompt is empty: give at least one token.")
+        finished = torch.zeros(idx.size(0), dtype=torch.bool, device=idx.device)
+        cache = None
+        for _ in range(max_new_tokens):
+            window = tokens[:, -block_size:]
+            window_mask = mask[:, -block_size:] if mask is not None else None
+            if not use_cache:
+                logits, _ = model(window, attention_mask=window_mask, last_only=True)
+            elif cache is None or cache.length >= block_size:
+                # fill (or refill, once the context is full) the cache from the window
+                cache = model.new_cache(tokens.size(0))
+                logits, _ = model(window, cache=cache, attention_mask=window_mask, last_only=True)
+            else:
+                logits, _ = model(
+                    tokens[:, -1:], cache=cache, attention_mask=window_mask, last_only=True
+                )
+            next_ids = sample_next(logits[:, -1, :], temperature, top_k, top_p, generator)
+            if eos_id is not None:
+                next_ids = torch.where(finished, torch.full_like(next_ids, eos_id), next_ids)
+                finished |= next_ids == eos_id
+            tokens = torch.cat((tokens, next_ids[:, None]), dim=1)
+            if mask is not None:
+                mask = torch.cat((mask, torch.ones_like(mask[:, :1])), dim=1)
+            yield next_ids
+            if eos_id is not None and bool(finished.all()):
+                return
+    finally:
+        model.train(was_training)
+
+
+def generate(model, idx: torch.Tensor, max_new_tokens: int, **sampling) -> torch.Tensor:
+    """Continue ``idx`` (B, T) by up to ``max_new_tokens`` tokens: returns (B, T + n).
+    Options as :func:`stream_tokens`."""
+    steps = list(stream_tokens(model, idx, max_new_tokens, **sampling))
+    if not steps:
+        return idx
+    return torch.cat((idx, torch.stack(steps, dim=1)), dim=1)
+
+
+def left_pad(
+    sequences: Sequence[Sequence[int]], pad_id: int, device: torch.device | str = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stack token lists of different lengths, padding on the left so that every row's last
+    token is its newest: returns ids (B, T) and attention_mask (B, T) (1 = real token)."""
+    longest = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), longest), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), longest), dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        if len(seq):
+            ids[row, longest - len(seq) :] = torch.tensor(list(seq), dtype=torch.long)
+            mask[row, longest - len(seq) :] = 1
+    return ids.to(device), mask.to(device)
+
+
+def generate_text(
+    model,
+    tokenizer,
+    prompts: Sequence[str],
+    max_new_tokens: int,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    stop_at_eos: bool = True,
+    use_cache: bool = True,
+    on_text: Callable[[int, str], None] | None = None,
+) -> list[str]:
+    """Generate a continuation for each prompt and return the continuations (without the
+    prompts). ``on_text(row, piece)`` receives each row's new text as soon as it decodes to
+    whole characters (a byte-level token can hold part of a UTF-8 character), for streaming.
+    """
+    validate_sampling(temperature, top_k, top_p)
+    if not prompts:
+        raise SamplingError("give at least one prompt.")
+    encoded = [tokenizer.encode(p) for p in prompts]
+    for prompt, ids in zip(prompts, encoded, strict=True):
+        if not ids:
+            raise SamplingError(
+                f"the prompt {prompt!r} encodes to no tokens: give at least one character."
+            )
+    device = model.transformer.wte.weight.device
+    if len(encoded) == 1:
+        idx = torch.tensor([encoded[0]], dtype=torch.long, device=device)
+        mask = None
+    else:
+        idx, mask = left_pad(encoded, pad_id=0, device=device)
+    generator = None
+    if seed is not None:
+        generator = torch.Generator(device=device)
+        generator.manual_seed(seed)
+    eos_id = tokenizer.eos_id if stop_at_eos else None
+    new_ids: list[list[int]] = [[] for _ in prompts]
+    shown = [""] * len(prompts)
+    done = [False] * len(prompts)
+    for step_ids in stream_tokens(
+        model,
+        idx,
+        max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        generator=generator,
+        eos_id=eos_id,
+        attention_mask=mask,
+        use_cache=use_cache,
+    ):
+        for row, token in enumerate(step_ids.tolist()):
+            if done[row]:
+                continue
+            if eos_id is not None and token == eos_id:
+                done[row] = True
+                continue
+            new_ids[row].append(token)
+            if on_text is not None:
+                text = tokenizer.decode(new_ids[row])
+                if not text.endswith("\ufffd") and len(text) > len(shown[row]):
+                    on_text(row, text[len(shown[row]) :])
+                    shown[row] = text
+    results = [tokenizer.decode(ids) for ids in new_ids]
+    if on_text is not None:
+        for row, text in enumerate(results):
+            if len(text) > len(shown[row]) and text.startswith(shown[row]):
+                on_text(row, text[len(shown[row]) :])
+    return results

@@ -1,0 +1,32 @@
+"""Shared test fixtures: small configs covering every variant the ModelConfig allows."""
+
+import pytest
+import torch
+
+from light_llm.config import ModelConfig
+
+VARIANTS = {
+    "seed": {},
+    "sinusoidal": {"positions": "sinusoidal"},
+    "sinusoidal-base100": {"positions": "sinusoidal", "position_base": 100.0},
+    "rotary": {"positions": "rotary"},
+    "no-positions": {"positions": "none"},
+    "rmsnorm-nobias": {"norm": "rmsnorm", "bias": False},
+    "gelu-tanh": {"activation": "gelu_tanh"},
+    "relu": {"activation": "relu"},
+    "swiglu": {"activation": "swiglu"},
+    "post-ln": {"block_order": "post"},
+    "linear-attention": {"attention": "linear"},
+    "untied": {"tie_embeddings": False},
+}
+
+
+def tiny_config(**overrides) -> ModelConfig:
+    base = dict(vocab_size=37, block_size=16, n_layer=2, n_head=2, n_embd=16, dropout=0.0)
+    base.update(overrides)
+    return ModelConfig(**base)
+
+
+@pytest.fixture(autouse=True)
+def _seed_everything():
+    torch.manual_seed(0)

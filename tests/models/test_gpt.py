@@ -1,0 +1,157 @@
+"""The GPT: fast vs explicit attention, causality, KV cache vs full recomputation, padding."""
+
+import pytest
+import torch
+
+from light_llm.config import model_counts
+from light_llm.errors import ConfigError
+from light_llm.models.gpt import GPT
+from tests.conftest import VARIANTS, tiny_config
+
+
+def make_model(variant: str, **overrides) -> GPT:
+    model = GPT(tiny_config(**VARIANTS[variant], **overrides))
+    model.eval()
+    return model
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_fast_and_explicit_attention_agree(variant):
+    model = make_model(variant)
+    idx = torch.randint(0, 37, (3, 16))
+    fast, _ = model(idx)
+    model.use_fast_attention(False)
+    explicit, _ = model(idx)
+    assert (fast - explicit).abs().max().item() <= 1e-5
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_changing_token_t_never_changes_earlier_logits(variant):
+    model = make_model(variant)
+    idx = torch.randint(0, 37, (1, 16))
+    base, _ = model(idx)
+    for t in (0, 5, 15):
+        changed = idx.clone()
+        changed[0, t] = (changed[0, t] + 1) % 37
+        logits, _ = model(changed)
+        assert torch.equal(logits[0, :t], base[0, :t]) or (
+            (logits[0, :t] - base[0, :t]).abs().max() < 1e-6
+        )
+        if t < 15:  # and the change is visible from t on
+            assert (logits[0, t:] - base[0, t:]).abs().max() > 1e-6
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_kv_cache_decoding_equals_full_recomputation_at_every_step(variant):
+    model = make_model(variant)
+    idx = torch.randint(0, 37, (2, 16))
+    full, _ = model(idx)
+    cache = model.new_cache(2)
+    # a prompt of 5 tokens, then one token at a time, then a chunk of 3
+    pieces = [idx[:, :5]] + [idx[:, t : t + 1] for t in range(5, 13)] + [idx[:, 13:16]]
+    start = 0
+    for piece in pieces:
+        logits, _ = model(piece, cache=cache)
+        end = start + piece.size(1)
+        assert (logits - full[:, start:end]).abs().max().item() <= 1e-5, (variant, start)
+        start = end
+    assert cache.length == 16
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_left_padding_does_not_change_a_row(variant):
+    """A left-padded row in a batch gives the logits that row gives alone."""
+    model = make_model(variant)
+    short = torch.randint(1, 37, (1, 6))
+    long = torch.randint(1, 37, (1, 10))
+    alone, _ = model(short)
+    batch = torch.cat((torch.cat((torch.zeros(1, 4, dtype=torch.long), short), 1), long))
+    mask = torch.ones_like(batch)
+    mask[0, :4] = 0
+    padded, _ = model(batch, attention_mask=mask)
+    assert (padded[0, 4:] - alone[0]).abs().max().item() <= 1e-5
+    long_alone, _ = model(long)
+    assert (padded[1] - long_alone[0]).abs().max().item() <= 1e-5
+    # and with the KV cache, token by token after the padded prompt
+    cache = model.new_cache(2)
+    model(batch, cache=cache, attention_mask=mask)
+    nxt = torch.randint(1, 37, (2, 1))
+    mask2 = torch.cat((mask, torch.ones(2, 1, dtype=torch.long)), 1)
+    step, _ = model(nxt, cache=cache, attention_mask=mask2)
+    ref, _ = model(torch.cat((short, nxt[:1]), 1))
+    assert (step[0, -1] - ref[0, -1]).abs().max().item() <= 1e-5
+
+
+def test_loss_is_mean_cross_entropy_of_the_next_token():
+    model = make_model("seed")
+    idx = torch.randint(0, 37, (2, 8))
+    targets = torch.randint(0, 37, (2, 8))
+    targets[0, 3] = -1  # ignored
+    logits, loss = model(idx, targets)
+    log_probs = torch.log_softmax(logits.double(), -1)
+    picked = [
+        -log_probs[b, t, targets[b, t]] for b in range(2) for t in range(8) if targets[b, t] >= 0
+    ]
+    assert abs(loss.item() - torch.stack(picked).mean().item()) < 1e-5
+
+
+def test_label_smoothing_matches_formula():
+    """Seed 002 §12.2, eq. 51: y = (1 - α) onehot + α/V."""
+    model = make_model("seed")
+    idx = torch.randint(0, 37, (2, 8))
+    targets = torch.randint(0, 37, (2, 8))
+    logits, loss = model(idx, targets, label_smoothing=0.1)
+    log_probs = torch.log_softmax(logits.double(), -1).reshape(-1, 37)
+    smooth = torch.full_like(log_probs, 0.1 / 37)
+    smooth[torch.arange(16), targets.reshape(-1)] += 0.9
+    expected = -(smooth * log_probs).sum(-1).mean()
+    assert abs(loss.item() - expected.item()) < 1e-5
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_parameter_count_formula_matches_the_module(variant):
+    config = tiny_config(**VARIANTS[variant])
+    model = GPT(config)
+    assert model_counts(config).params == sum(p.numel() for p in model.parameters())
+
+
+def test_tied_head_is_the_embedding_and_init_is_n_0_002():
+    model = GPT(tiny_config(vocab_size=500, n_embd=64, n_head=4))
+    assert model.lm_head.weight.data_ptr() == model.transformer.wte.weight.data_ptr()
+    weight = model.transformer.h[0].mlp.c_fc.weight
+    assert abs(weight.std().item() - 0.02) < 0.002 and abs(weight.mean().item()) < 0.002
+    assert torch.count_nonzero(model.transformer.h[0].attn.c_attn.bias) == 0
+
+
+def test_too_long_sequence_is_a_config_error():
+    model = make_model("seed")
+    with pytest.raises(ConfigError, match="longer than the context"):
+        model(torch.zeros(1, 17, dtype=torch.long))
+
+
+def test_n_embd_not_divisible_by_n_head_is_one_sentence():
+    with pytest.raises(ConfigError, match="divisible by n_head"):
+        tiny_config(n_embd=10, n_head=3)
+
+
+def test_gradient_checkpointing_gives_the_same_gradients():
+    model = GPT(tiny_config())
+    idx = torch.randint(0, 37, (2, 16))
+    _, loss = model(idx, idx)
+    loss.backward()
+    plain = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    model.gradient_checkpointing = True
+    _, loss = model(idx, idx)
+    loss.backward()
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.grad, plain[name], rtol=1e-5, atol=1e-7)
+
+
+def test_attention_maps_are_causal_distributions():
+    model = make_model("seed")
+    maps = model.attention_maps(torch.randint(0, 37, (1, 9)))
+    assert len(maps) == 2 and maps[0].shape == (1, 2, 9, 9)
+    for weights in maps:
+        torch.testing.assert_close(weights.sum(-1), torch.ones(1, 2, 9))
+        assert torch.all(weights.triu(1) == 0)

@@ -1,0 +1,114 @@
+"""Each layer against its formula computed independently (NumPy, float64, loops)."""
+
+import math
+
+import numpy as np
+import torch
+
+from light_llm.nn.attention import attention_explicit, attention_mask, causal_linear_attention
+from light_llm.nn.feedforward import SwiGLU, activation_fn
+from light_llm.nn.norms import LayerNorm, RMSNorm
+from light_llm.nn.positions import apply_rotary, rope_angles, sinusoidal_table
+from tests.conftest import tiny_config
+
+
+def test_sinusoidal_table_matches_the_formula_elementwise():
+    for base, dim in ((10000.0, 8), (100.0, 4)):
+        table = sinusoidal_table(6, dim, base).numpy()
+        for pos in range(6):
+            for i in range(dim // 2):
+                angle = pos / base ** (2 * i / dim)
+                assert abs(table[pos, 2 * i] - math.sin(angle)) < 1e-6
+                assert abs(table[pos, 2 * i + 1] - math.cos(angle)) < 1e-6
+
+
+def test_rope_is_a_pairwise_rotation_and_depends_only_on_the_offset():
+    hs = 8
+    q, k = torch.randn(1, 1, 1, hs), torch.randn(1, 1, 1, hs)
+
+    def rotate(x, m):
+        cos, sin = rope_angles(torch.tensor([m]), hs)
+        return apply_rotary(x, cos, sin)
+
+    # pair (0, 1) rotated by angle m * θ_0 = m
+    r = rotate(q, 3)[0, 0, 0].numpy()
+    x0, x1 = q[0, 0, 0, 0].item(), q[0, 0, 0, 1].item()
+    assert abs(r[0] - (x0 * math.cos(3) - x1 * math.sin(3))) < 1e-5
+    assert abs(r[1] - (x0 * math.sin(3) + x1 * math.cos(3))) < 1e-5
+    dots = [(rotate(q, m + 4) * rotate(k, m)).sum().item() for m in range(5)]
+    assert max(dots) - min(dots) < 1e-4
+    assert abs(rotate(q, 7).norm().item() - q.norm().item()) < 1e-5
+
+
+def test_layernorm_and_rmsnorm_match_the_formulas():
+    x = torch.randn(3, 5, 16, dtype=torch.float64)
+    ln = LayerNorm(16).double()
+    with torch.no_grad():
+        ln.weight.uniform_(0.5, 1.5)
+        ln.bias.uniform_(-0.5, 0.5)
+    xn = x.numpy()
+    mu = xn.mean(-1, keepdims=True)
+    var = ((xn - mu) ** 2).mean(-1, keepdims=True)
+    expected = (
+        ln.weight.detach().numpy() * (xn - mu) / np.sqrt(var + 1e-5) + ln.bias.detach().numpy()
+    )
+    np.testing.assert_allclose(ln(x).detach().numpy(), expected, rtol=1e-10, atol=1e-12)
+    rms = RMSNorm(16).double()
+    expected = xn / np.sqrt((xn**2).mean(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(rms(x).detach().numpy(), expected, rtol=1e-10, atol=1e-12)
+
+
+def test_activations_match_their_formulas():
+    x = torch.linspace(-4, 4, 101, dtype=torch.float64)
+    xn = x.numpy()
+    erf = np.vectorize(math.erf)
+    np.testing.assert_allclose(
+        activation_fn("gelu", x).numpy(), xn * 0.5 * (1 + erf(xn / math.sqrt(2))), atol=1e-12
+    )
+    tanh_gelu = 0.5 * xn * (1 + np.tanh(math.sqrt(2 / math.pi) * (xn + 0.044715 * xn**3)))
+    np.testing.assert_allclose(activation_fn("gelu_tanh", x).numpy(), tanh_gelu, atol=1e-12)
+    np.testing.assert_allclose(activation_fn("relu", x).numpy(), np.maximum(xn, 0))
+
+
+def test_swiglu_matches_its_formula():
+    config = tiny_config(activation="swiglu", bias=False)
+    ffn = SwiGLU(config).double()
+    x = torch.randn(2, 3, 16, dtype=torch.float64)
+    w1, v, w2 = (m.weight.detach().numpy() for m in (ffn.c_fc, ffn.c_v, ffn.c_proj))
+    xn = x.numpy()
+    gate = xn @ w1.T
+    expected = (gate / (1 + np.exp(-gate)) * (xn @ v.T)) @ w2.T
+    np.testing.assert_allclose(ffn(x).detach().numpy(), expected, rtol=1e-10, atol=1e-12)
+
+
+def test_explicit_attention_matches_a_loop_over_positions():
+    q, k, v = (torch.randn(1, 2, 5, 4, dtype=torch.float64) for _ in range(3))
+    allowed = attention_mask(5, 5, 0, True, None, q.device)
+    y, weights = attention_explicit(q, k, v, allowed)
+    qn, kn, vn = q.numpy(), k.numpy(), v.numpy()
+    for h in range(2):
+        for i in range(5):
+            scores = np.array([qn[0, h, i] @ kn[0, h, j] / 2.0 for j in range(i + 1)])
+            p = np.exp(scores - scores.max())
+            p /= p.sum()
+            np.testing.assert_allclose(weights[0, h, i, : i + 1].numpy(), p, rtol=1e-12)
+            np.testing.assert_allclose(y[0, h, i].numpy(), p @ vn[0, h, : i + 1], rtol=1e-10)
+
+
+def test_causal_linear_attention_matches_running_sums():
+    q, k, v = (torch.randn(2, 3, 7, 4, dtype=torch.float64) for _ in range(3))
+    y = causal_linear_attention(q, k, v, None, None).numpy()
+
+    def phi(x):
+        return np.where(x > 0, x + 1, np.exp(x))
+
+    qn, kn, vn = q.numpy(), k.numpy(), v.numpy()
+    for b in range(2):
+        for h in range(3):
+            s = np.zeros((4, 4))
+            z = np.zeros(4)
+            for i in range(7):
+                s += np.outer(phi(kn[b, h, i]), vn[b, h, i])
+                z += phi(kn[b, h, i])
+                fq = phi(qn[b, h, i])
+                np.testing.assert_allclose(y[b, h, i], fq @ s / (fq @ z), rtol=1e-10)

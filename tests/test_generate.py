@@ -1,0 +1,108 @@
+"""Sampling rules (seed 000 §8) and generation."""
+
+import pytest
+import torch
+
+from light_llm.errors import SamplingError
+from light_llm.generate import filter_logits, generate, left_pad, sample_next, stream_tokens
+from light_llm.models.gpt import GPT
+from tests.conftest import tiny_config
+
+
+def test_top_k_keeps_exactly_k_candidates():
+    logits = torch.randn(4, 50)
+    for k in (1, 3, 17, 50):
+        kept = torch.isfinite(filter_logits(logits, top_k=k))
+        assert kept.sum(-1).tolist() == [k] * 4
+        for row in range(4):
+            expected = set(torch.argsort(logits[row], descending=True)[:k].tolist())
+            assert set(kept[row].nonzero().flatten().tolist()) == expected
+
+
+def test_top_p_keeps_the_smallest_set_reaching_p():
+    probs = torch.tensor([[0.5, 0.2, 0.15, 0.1, 0.05]])
+    logits = probs.log()
+    for p, expected in ((0.5, 1), (0.51, 2), (0.7, 2), (0.71, 3), (0.86, 4), (1.0, 5), (0.01, 1)):
+        kept = torch.isfinite(filter_logits(logits, top_p=p))[0]
+        assert kept.sum().item() == expected, p
+        assert kept[:expected].all()
+    # random distributions: the kept mass reaches p, and dropping the least likely kept token
+    # would fall below p
+    for _ in range(20):
+        logits = torch.randn(1, 30) * 2
+        p = float(torch.rand(()).clamp(0.05, 0.95))
+        kept = torch.isfinite(filter_logits(logits, top_p=p))[0]
+        probs = torch.softmax(logits, -1)[0]
+        mass = probs[kept].sum().item()
+        assert mass >= p - 1e-6
+        assert mass - probs[kept].min().item() < p
+
+
+def test_temperature_to_zero_equals_greedy():
+    logits = torch.randn(8, 40)
+    greedy = sample_next(logits, temperature=0.0)
+    assert torch.equal(greedy, logits.argmax(-1))
+    gen = torch.Generator().manual_seed(0)
+    cold = sample_next(logits, temperature=1e-4, generator=gen)
+    assert torch.equal(cold, greedy)
+
+
+def test_temperature_scales_logits():
+    logits = torch.randn(2, 10)
+    torch.testing.assert_close(filter_logits(logits, temperature=0.5), logits / 0.5)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"temperature": -0.1},
+        {"temperature": float("nan")},
+        {"top_k": 0},
+        {"top_p": 0.0},
+        {"top_p": 1.5},
+    ],
+)
+def test_bad_sampling_options_raise_one_sentence(options):
+    with pytest.raises(SamplingError) as info:
+        sample_next(torch.randn(1, 5), **{"temperature": 1.0, **options})
+    assert "\n" not in str(info.value)
+
+
+def test_seeded_sampling_is_reproducible_and_cache_matches_no_cache():
+    model = GPT(tiny_config(block_size=12))
+    idx = torch.randint(0, 37, (2, 4))
+    outs = []
+    for use_cache in (True, True, False):
+        gen = torch.Generator().manual_seed(123)
+        outs.append(
+            generate(model, idx, 20, temperature=0.9, top_k=10, generator=gen, use_cache=use_cache)
+        )
+    assert torch.equal(outs[0], outs[1])
+    assert torch.equal(outs[0], outs[2])  # also past the 12-token context (sliding window)
+    assert outs[0].shape == (2, 24)
+
+
+def test_generation_stops_at_eos_and_pads_finished_rows():
+    model = GPT(tiny_config())
+    idx = torch.randint(0, 37, (3, 3))
+    eos = int(generate(model, idx, 1, temperature=0.0)[0, -1])  # row 0's first greedy token
+    steps = list(stream_tokens(model, idx, 10, temperature=0.0, eos_id=eos))
+    assert steps[0][0].item() == eos
+    assert all(s[0].item() == eos for s in steps)
+
+
+def test_left_pad_aligns_prompts_to_the_right():
+    ids, mask = left_pad([[5, 6, 7], [8]], pad_id=0)
+    assert ids.tolist() == [[5, 6, 7], [0, 0, 8]]
+    assert mask.tolist() == [[1, 1, 1], [0, 0, 1]]
+
+
+def test_batched_prompts_equal_one_at_a_time():
+    model = GPT(tiny_config(positions="rotary"))
+    a, b = [3, 4, 5, 6, 7], [9, 10]
+    ids, mask = left_pad([a, b], pad_id=0)
+    batched = generate(model, ids, 6, temperature=0.0, attention_mask=mask)
+    alone_a = generate(model, torch.tensor([a]), 6, temperature=0.0)
+    alone_b = generate(model, torch.tensor([b]), 6, temperature=0.0)
+    assert batched[0, -6:].tolist() == alone_a[0, -6:].tolist()
+    assert batched[1, -6:].tolist() == alone_b[0, -6:].tolist()
