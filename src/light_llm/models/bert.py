@@ -1,0 +1,441 @@
+"""The BERT-style encoder: bidirectional post-LN blocks, pooling, and a masked-LM head.
+
+    X_0 = Dropout(LN(E[tokens] + P[positions] + S[token types]))   (learned positions: seed 001
+                                                                    "Learned Position Embeddings
+                                                                    (BERT)"; seed 003 §4 types)
+    X_l = Block_l(X_{l-1}), post-LN, no causal mask                 (seed 001 "For BERT: No
+                                                                    masking"; seed 002 §9.1)
+    sentence embedding = normalise(Σ_t m_t X_L[t] / Σ_t m_t)        (masked mean; seed 002 §6.1)
+    MLM logits = LN(GELU(X_L W_t + b_t)) E^T + b                    (tied head; seed 003 §29,
+                                                                    seed 002 §10.2 eq. 43)
+
+The blocks are the GPT's own (:class:`light_llm.nn.blocks.Block`) built with ``causal=False``
+and ``block_order="post"``: only the mask and the order of the residual and the norm differ.
+Padding is masked through ``SelfAttention``'s ``key_padding``, so a real token never attends
+to a [PAD].
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save
+from torch import nn
+
+from light_llm.checkpoint import (
+    CONFIG_FILE,
+    FORMAT_NAME,
+    WEIGHTS_FILE,
+    describe_names,
+    read_config_json,
+    read_weights,
+    resolve_checkpoint_dir,
+    tokenizer_files,
+    write_folder_atomically,
+)
+from light_llm.config import ModelConfig
+from light_llm.errors import CheckpointError, ConfigError
+from light_llm.models.gpt import GPT
+from light_llm.nn.blocks import Block
+from light_llm.nn.norms import LayerNorm
+from light_llm.nn.positions import SinusoidalPositions
+
+IGNORE_INDEX = -1  # label of a position the MLM loss skips (the GPT's targets use -1 too)
+ARCHITECTURE = "bert"  # the "architecture" of a light-llm encoder checkpoint's config.json
+NEEDS_ENCODER = "a BERT-style encoder (a light-llm BERT checkpoint or a HuggingFace BERT folder)"
+POOLINGS = ("mean", "cls")
+
+
+@dataclass
+class EncoderConfig(ModelConfig):
+    """A :class:`ModelConfig` for the encoder, with BERT's defaults and two more fields.
+
+    Defaults are the shape of all-MiniLM-L6-v2 (6 layers, 12 heads, 384 wide, 512 positions,
+    the 30522-token uncased WordPiece vocabulary), post-LN with LayerNorm ε = 1e-12 and exact
+    GELU, as BERT.
+
+    type_vocab_size  number of token types (segments): 2, sentence A and sentence B (seed 003 §4)
+    mlm_head         whether the model has the masked-LM head (a sentence-embedding checkpoint
+                     such as MiniLM ships without one)
+    """
+
+    vocab_size: int = 30522
+    block_size: int = 512
+    n_layer: int = 6
+    n_head: int = 12
+    n_embd: int = 384
+    dropout: float = 0.1
+    norm_eps: float = 1e-12
+    block_order: str = "post"
+    type_vocab_size: int = 2
+    mlm_head: bool = True
+
+    def validate(self) -> None:
+        super().validate()
+        if not isinstance(self.type_vocab_size, int) or self.type_vocab_size < 1:
+            raise ConfigError(
+                f"type_vocab_size must be a positive integer, got {self.type_vocab_size!r}."
+            )
+        if self.positions == "rotary":
+            raise ConfigError("the encoder takes learned, sinusoidal or no positions, not rotary.")
+        if self.attention != "softmax":
+            raise ConfigError(
+                "light-llm's linear attention is the causal form; the encoder needs softmax."
+            )
+
+
+ENCODER_PRESETS: dict[str, EncoderConfig] = {
+    # The shape of sentence-transformers' all-MiniLM-L6-v2 (22.7M parameters), no MLM head.
+    "minilm-l6": EncoderConfig(mlm_head=False),
+    # A small encoder that learns masked-LM on the Shakespeare corpus on a laptop CPU.
+    "bert-shakespeare": EncoderConfig(block_size=128, n_layer=4, n_head=4, n_embd=256),
+}
+
+
+def encoder_preset(name: str, **overrides: Any) -> EncoderConfig:
+    """A copy of the named encoder preset with ``overrides`` applied."""
+    if name not in ENCODER_PRESETS:
+        raise ConfigError(
+            f"unknown encoder preset {name!r}; known presets: {', '.join(ENCODER_PRESETS)}."
+        )
+    return ENCODER_PRESETS[name].replace(**overrides)
+
+
+class EncoderEmbeddings(nn.Module):
+    """X_0 = Dropout(LN(E[tokens] + P[positions] + S[token types])).
+
+    E (V, d): the token table (seed 002 §10.2, eq. 42); P (T_max, d): learned positions (seed
+    001 "Learned Position Embeddings (BERT)"), or sinusoidal, or none; S (n_types, d): one
+    vector for sentence A, one for sentence B (the token type ids of seed 003 §4).
+    """
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)  # E
+        if config.positions == "learned":
+            self.wpe = nn.Embedding(config.block_size, config.n_embd)  # P
+        elif config.positions == "sinusoidal":
+            self.wpe = SinusoidalPositions(config.block_size, config.n_embd, config.position_base)
+        else:
+            self.wpe = None
+        self.wtt = nn.Embedding(config.type_vocab_size, config.n_embd)  # S
+        self.ln = LayerNorm(config.n_embd, config.norm_eps, bias=config.bias)
+        self.drop = nn.Dropout(config.dropout)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+        x = self.wte(input_ids) + self.wtt(token_type_ids)  # (B, T, d)
+        if self.wpe is not None:
+            positions = torch.arange(input_ids.size(1), device=input_ids.device)  # (T,)
+            x = x + self.wpe(positions)
+        return self.drop(self.ln(x))
+
+
+class MaskedLMHead(nn.Module):
+    """BERT's prediction head: logits = LN(GELU(h W_t + b_t)) E^T + b (seed 003 §29).
+
+    The decoder shares the token table E with the embeddings (weight tying, seed 002 §10.2,
+    eq. 43) unless ``tie_embeddings`` is False; the output bias b is its own.
+    """
+
+    def __init__(self, config: EncoderConfig, token_table: nn.Embedding) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.n_embd, config.n_embd)  # W_t, b_t
+        self.ln = LayerNorm(config.n_embd, config.norm_eps, bias=config.bias)
+        self.decoder = nn.Linear(config.n_embd, config.vocab_size)  # E^T, b
+        if config.tie_embeddings:
+            self.decoder.weight = token_table.weight
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:  # (..., d) -> (..., V)
+        return self.decoder(self.ln(F.gelu(self.dense(hidden))))
+
+
+class BertEncoder(nn.Module):
+    """A BERT-style encoder built from an :class:`EncoderConfig`.
+
+    ``forward(input_ids, labels=None, *, attention_mask=None, token_type_ids=None)`` returns
+    ``(output, loss)`` as the GPT does, so the same trainer drives both: ``output`` is the
+    MLM logits (B, T, V), or the hidden states (B, T, d) for a model without an MLM head.
+    With ``labels`` (B, T) (token ids at the chosen positions, :data:`IGNORE_INDEX` elsewhere)
+    only the chosen positions go through the head: ``output`` is then their logits (N, V), in
+    row-major order of the chosen positions, and ``loss`` their mean cross-entropy.
+    """
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        config.validate()
+        self.config = config
+        self.embeddings = EncoderEmbeddings(config)
+        self.h = nn.ModuleList(Block(config, causal=False) for _ in range(config.n_layer))
+        self.mlm_head = MaskedLMHead(config, self.embeddings.wte) if config.mlm_head else None
+        self.apply(GPT._init_weights)  # N(0, 0.02), zero biases (seed 000 §10)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def device(self) -> torch.device:
+        return self.embeddings.wte.weight.device
+
+    def num_parameters(self) -> int:
+        """Trainable parameters, the tied token table counted once."""
+        return sum(p.numel() for p in self.parameters())
+
+    def use_fast_attention(self, enabled: bool = True) -> None:
+        """Switch every layer between the fused kernel and the explicit formula."""
+        for block in self.h:
+            block.attn.use_fast = enabled
+
+    # ------------------------------------------------------------------ forward
+    def encode(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The contextual vectors X_L (B, T, d) of ``input_ids`` (B, T).
+
+        ``attention_mask`` (B, T): 1 on real tokens, 0 on [PAD] (seed 003 §4); None means all
+        real. ``token_type_ids`` (B, T): 0 for sentence A, 1 for B; None means all 0.
+        """
+        T = input_ids.size(1)
+        if T > self.config.block_size:
+            raise ConfigError(
+                f"sequence of {T} tokens is longer than the encoder's {self.config.block_size} "
+                "positions (block_size)."
+            )
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        x = self.embeddings(input_ids, token_type_ids)  # (B, T, d)
+        key_padding = None
+        if attention_mask is not None and not bool(attention_mask.all()):
+            key_padding = attention_mask.bool()  # (B, T)
+        for block in self.h:
+            x = block(x, key_padding=key_padding)
+        return x
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        hidden = self.encode(input_ids, attention_mask, token_type_ids)  # (B, T, d)
+        if self.mlm_head is None:
+            if labels is not None:
+                raise ConfigError(
+                    "this encoder has no masked-LM head, so it cannot be trained on MLM labels."
+                )
+            return hidden, None
+        if labels is None:
+            return self.mlm_head(hidden), None  # (B, T, V)
+        chosen = labels != IGNORE_INDEX  # (B, T)
+        logits = self.mlm_head(hidden[chosen])  # (N, V)
+        return logits, masked_lm_loss(logits, labels[chosen])
+
+    @torch.no_grad()
+    def attention_maps(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> list[torch.Tensor]:
+        """Attention weights A of every layer, a list of (B, nh, T, T), by the explicit formula."""
+        layers = [block.attn for block in self.h]
+        for attn in layers:
+            attn.record_weights = True
+        try:
+            self.encode(input_ids, attention_mask)
+            return [attn.last_weights for attn in layers]
+        finally:
+            for attn in layers:
+                attn.record_weights = False
+                attn.last_weights = None
+
+    # ------------------------------------------------------------------ checkpoints
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, device: str = "cpu") -> BertEncoder:
+        """Load a light-llm encoder checkpoint or a HuggingFace BERT folder."""
+        return load_encoder(path, device)
+
+    def save_pretrained(self, folder: str | os.PathLike, tokenizer=None) -> None:
+        """Write a light-llm checkpoint folder; see :func:`save_encoder`."""
+        save_encoder(self, folder, tokenizer)
+
+
+def masked_lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy -(1/N) Σ_i log softmax(logits_i)[target_i] over the N chosen
+    positions only (seed 003 §29; seed 000 §7). With nothing chosen there is nothing to learn
+    and the loss is 0 (still part of the graph, so backward works)."""
+    if targets.numel() == 0:
+        return logits.sum() * 0.0
+    return F.cross_entropy(logits.float(), targets)
+
+
+# ---------------------------------------------------------------------- pooling
+def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Masked mean over the real tokens: u = Σ_t m_t h_t / Σ_t m_t (padding ignored).
+
+    hidden (B, T, d), attention_mask (B, T) of 1/0 -> (B, d)."""
+    weights = attention_mask.to(hidden.dtype).unsqueeze(-1)  # (B, T, 1)
+    return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
+
+
+def cls_pool(hidden: torch.Tensor) -> torch.Tensor:
+    """The vector of the [CLS] token, the first position: (B, T, d) -> (B, d)."""
+    return hidden[:, 0]
+
+
+def l2_normalize(vectors: torch.Tensor) -> torch.Tensor:
+    """u / ||u||_2 on the last dimension, so that u·v is the cosine similarity (seed 002 §6.1)."""
+    return F.normalize(vectors, p=2.0, dim=-1)
+
+
+def cosine_similarity_matrix(vectors: torch.Tensor) -> torch.Tensor:
+    """cos(u_i, u_j) = u_i^T u_j / (||u_i||_2 ||u_j||_2) for every pair (seed 002 §6.1): (N, N)."""
+    unit = l2_normalize(vectors)
+    return unit @ unit.T
+
+
+def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """Pool (B, T, d) hidden states to (B, d) sentence vectors: "mean" or "cls"."""
+    if pooling == "mean":
+        return mean_pool(hidden, attention_mask)
+    if pooling == "cls":
+        return cls_pool(hidden)
+    raise ConfigError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}.")
+
+
+@torch.inference_mode()
+def embed_sentences(
+    model: BertEncoder,
+    tokenizer,
+    sentences: Sequence[str],
+    max_length: int = 256,
+    batch_size: int = 32,
+    pooling: str = "mean",
+    normalize: bool = True,
+) -> torch.Tensor:
+    """Sentence embeddings (N, d), in the order of ``sentences``.
+
+    The all-MiniLM-L6-v2 recipe: WordPiece with [CLS]/[SEP], truncated to ``max_length``
+    (256 for that model), the encoder, the masked mean over real tokens, L2 normalisation.
+    Sentences are encoded in batches of similar length (sorted longest first) so that little
+    compute goes to padding; each batch is padded to its longest.
+    """
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be at least 1, got {batch_size}.")
+    if pooling not in POOLINGS:
+        raise ConfigError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}.")
+    max_length = min(max_length, model.config.block_size)
+    order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))
+    vectors = torch.empty(len(sentences), model.config.n_embd)
+    for start in range(0, len(order), batch_size):
+        indices = order[start : start + batch_size]
+        batch = tokenizer.batch_encode_plus(
+            [sentences[i] for i in indices], max_length=max_length, padding="longest"
+        )
+        inputs = {key: torch.tensor(value, device=model.device) for key, value in batch.items()}
+        hidden = model.encode(**inputs)  # (b, T, d)
+        pooled = pool(hidden, inputs["attention_mask"], pooling)  # (b, d)
+        vectors[indices] = (l2_normalize(pooled) if normalize else pooled).float().cpu()
+    return vectors
+
+
+# ---------------------------------------------------------------------- loading
+def load_encoder(path: str | os.PathLike, device: str | torch.device = "cpu") -> BertEncoder:
+    """An encoder from a light-llm checkpoint folder ("architecture": "bert"), a training
+    output folder holding one, or a HuggingFace BERT folder; CheckpointError for anything else
+    (a GPT checkpoint included)."""
+    folder = resolve_checkpoint_dir(path)
+    config = read_config_json(folder)
+    if config.get("model_type") == "bert":
+        from light_llm.interop.hf_bert import load_hf_bert
+
+        return load_hf_bert(folder, device)
+    if config.get("format") != FORMAT_NAME:
+        what = f"a HuggingFace {config['model_type']} model" if "model_type" in config else None
+        raise CheckpointError(
+            f"{folder} holds {what or 'no model light-llm knows'}, not {NEEDS_ENCODER}."
+        )
+    if config.get("architecture") != ARCHITECTURE:
+        what = "a GPT" if config.get("architecture") == "gpt" else "an unknown architecture"
+        raise CheckpointError(f"{folder} holds {what}, not {NEEDS_ENCODER}.")
+    model_dict = config.get("model")
+    if not isinstance(model_dict, dict):
+        raise CheckpointError(f'{folder / CONFIG_FILE} lacks the "model" settings.')
+    try:
+        encoder_config = EncoderConfig.from_dict(model_dict)
+    except (ConfigError, TypeError) as exc:
+        raise CheckpointError(
+            f"{folder / CONFIG_FILE} has an invalid model config: {exc}"
+        ) from None
+    model = BertEncoder(encoder_config)
+    load_state(model, read_weights(folder), folder / WEIGHTS_FILE)
+    return model.to(device).eval()
+
+
+def state_to_save(model: BertEncoder) -> dict[str, torch.Tensor]:
+    """The state dict to write: contiguous tensors, the tied decoder weight left out (it is
+    the token table, stored once)."""
+    state = model.state_dict()
+    if model.mlm_head is not None and model.config.tie_embeddings:
+        del state["mlm_head.decoder.weight"]
+    return {name: tensor.detach().cpu().contiguous() for name, tensor in state.items()}
+
+
+def load_state(model: BertEncoder, state: dict[str, torch.Tensor], source: Path) -> None:
+    """Copy ``state`` into ``model``, every tensor accounted for; CheckpointError on any
+    missing, unexpected or mis-shaped tensor."""
+    expected = state_to_save(model)
+    missing = sorted(set(expected) - set(state))
+    if missing:
+        raise CheckpointError(
+            f"{source} lacks the tensor(s) {describe_names(missing)} that its config needs."
+        )
+    unexpected = sorted(set(state) - set(expected))
+    if unexpected:
+        raise CheckpointError(
+            f"{source} holds tensor(s) {describe_names(unexpected)} that its config does not have."
+        )
+    for name, tensor in state.items():
+        if tensor.shape != expected[name].shape:
+            raise CheckpointError(
+                f"{source}: tensor {name} has shape {tuple(tensor.shape)}, the config needs "
+                f"{tuple(expected[name].shape)}."
+            )
+    model.load_state_dict(state, strict=False)
+
+
+def save_encoder(
+    model: BertEncoder,
+    folder: str | os.PathLike,
+    tokenizer=None,
+    extra_files: dict[str, bytes] | None = None,
+) -> None:
+    """Write a light-llm encoder checkpoint folder, all of it or nothing (the folder is
+    replaced as a unit): config.json ({"format": "light-llm", "architecture": "bert",
+    "model": {...}}), model.safetensors (the tied decoder weight stored once, as the token
+    table), the tokenizer's files, and ``extra_files``."""
+    files = checkpoint_files(model)
+    if tokenizer is not None:
+        files.update(tokenizer_files(tokenizer))
+    files.update(extra_files or {})
+    write_folder_atomically(folder, files)
+
+
+def checkpoint_files(model: BertEncoder) -> dict[str, bytes]:
+    """The files of a light-llm encoder checkpoint: config.json and model.safetensors."""
+    config = {
+        "format": FORMAT_NAME,
+        "architecture": ARCHITECTURE,
+        "model": dataclasses.asdict(model.config),
+    }
+    return {
+        CONFIG_FILE: json.dumps(config, indent=2, sort_keys=True).encode("utf-8"),
+        WEIGHTS_FILE: save(state_to_save(model), metadata={"format": "pt"}),
+    }
