@@ -220,6 +220,8 @@ def test_other_bad_options_are_refused(bert):
         bert.encode_plus("a", padding="left")
     with pytest.raises(TokenizerError, match="pair"):
         bert.batch_encode_plus([("a", "b", "c")])
+    with pytest.raises(TokenizerError, match="a list of sentences"):
+        bert.batch_encode_plus("one sentence")
     with pytest.raises(TokenizerError, match="outside"):
         bert.decode([30522])
 

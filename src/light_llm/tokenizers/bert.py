@@ -250,6 +250,8 @@ class BertTokenizer(Tokenizer):
             raise TokenizerError(
                 f"padding must be False, 'longest' or 'max_length', got {padding!r}."
             )
+        if isinstance(texts, str):
+            raise TokenizerError("batch_encode_plus takes a list of sentences, not one str.")
         pairs = [self._checked_pair(item) for item in texts]
         has_pair = any(second is not None for _, second in pairs)
         limit = self.model_max_length if max_length is None else max_length
@@ -292,9 +294,9 @@ class BertTokenizer(Tokenizer):
             raise TokenizerError(f"max_length must be an integer, got {max_length!r}.")
         if max_length < special_count:
             what = (
-                "a sentence pair needs [CLS] and two [SEP]"
+                "a pair needs [CLS] and two [SEP]"
                 if needs_pair
-                else ("a sentence needs [CLS] and [SEP]")
+                else "a sentence needs [CLS] and [SEP]"
             )
             raise TokenizerError(
                 f"max_length {max_length} is too small: {what}, so the minimum is {special_count}."
