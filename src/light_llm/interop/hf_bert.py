@@ -1,0 +1,161 @@
+"""HuggingFace BERT folders -> the light-llm encoder (:class:`light_llm.models.bert.BertEncoder`).
+
+A HuggingFace BERT keeps query, key and value as three matrices and names each sub-layer after
+its place in the original code; light-llm keeps one fused W^QKV, as the GPT does. Per layer i:
+
+    encoder.layer.i.attention.self.{query,key,value}   -> h.i.attn.c_attn   (rows q | k | v)
+    encoder.layer.i.attention.output.dense             -> h.i.attn.c_proj   (W^O)
+    encoder.layer.i.attention.output.LayerNorm         -> h.i.ln_1          (post-LN)
+    encoder.layer.i.intermediate.dense                 -> h.i.mlp.c_fc      (W_1)
+    encoder.layer.i.output.dense                       -> h.i.mlp.c_proj    (W_2)
+    encoder.layer.i.output.LayerNorm                   -> h.i.ln_2
+    embeddings.{word,position,token_type}_embeddings   -> embeddings.{wte,wpe,wtt}
+    embeddings.LayerNorm                               -> embeddings.ln
+    cls.predictions.transform.{dense,LayerNorm}, .bias -> mlm_head.{dense,ln}, decoder.bias
+
+Both use the nn.Linear layout (out, in), so no matrix is transposed. Keys may carry the
+``bert.`` prefix of BertForMaskedLM. The pooler (a dense + tanh over [CLS] trained for next
+sentence prediction) and the next-sentence head are not part of the encoder and are left out.
+Only safetensors weights are read: a pickled ``pytorch_model.bin`` can run code when loaded.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from light_llm.checkpoint import WEIGHTS_FILE, read_config_json, read_weights
+from light_llm.errors import CheckpointError
+from light_llm.models.bert import BertEncoder, EncoderConfig, load_state
+from light_llm.tokenizers.bert import packaged_bert_folder as packaged_minilm_path
+
+__all__ = ["encoder_config_from_hf", "load_hf_bert", "packaged_minilm_path", "state_from_hf"]
+
+HF_ACTIVATIONS = {
+    "gelu": "gelu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "relu": "relu",
+}
+LAYER_PARTS = {
+    "attention.output.dense": "attn.c_proj",
+    "attention.output.LayerNorm": "ln_1",
+    "intermediate.dense": "mlp.c_fc",
+    "output.dense": "mlp.c_proj",
+    "output.LayerNorm": "ln_2",
+}
+EMBEDDING_PARTS = {
+    "embeddings.word_embeddings": "embeddings.wte",
+    "embeddings.position_embeddings": "embeddings.wpe",
+    "embeddings.token_type_embeddings": "embeddings.wtt",
+    "embeddings.LayerNorm": "embeddings.ln",
+    "cls.predictions.transform.dense": "mlm_head.dense",
+    "cls.predictions.transform.LayerNorm": "mlm_head.ln",
+}
+NOT_IN_ENCODER = ("pooler.", "cls.seq_relationship.", "embeddings.position_ids")
+
+
+def encoder_config_from_hf(hf: dict, has_mlm_head: bool, source: Path) -> EncoderConfig:
+    """The :class:`EncoderConfig` of a HuggingFace BERT ``config.json``."""
+    activation = HF_ACTIVATIONS.get(hf.get("hidden_act", "gelu"))
+    if activation is None:
+        raise CheckpointError(
+            f"{source} uses the activation {hf.get('hidden_act')!r}; light-llm's encoder "
+            f"supports {', '.join(HF_ACTIVATIONS)}."
+        )
+    if hf.get("position_embedding_type", "absolute") != "absolute":
+        raise CheckpointError(
+            f"{source} uses {hf['position_embedding_type']!r} position embeddings; light-llm's "
+            "encoder has absolute (learned) ones."
+        )
+    try:
+        width = hf["hidden_size"]
+        return EncoderConfig(
+            vocab_size=hf["vocab_size"],
+            block_size=hf["max_position_embeddings"],
+            n_layer=hf["num_hidden_layers"],
+            n_head=hf["num_attention_heads"],
+            n_embd=width,
+            n_inner=None if hf["intermediate_size"] == 4 * width else hf["intermediate_size"],
+            dropout=hf.get("hidden_dropout_prob", 0.1),
+            norm_eps=hf.get("layer_norm_eps", 1e-12),
+            activation=activation,
+            type_vocab_size=hf.get("type_vocab_size", 2),
+            tie_embeddings=hf.get("tie_word_embeddings", True),
+            mlm_head=has_mlm_head,
+        )
+    except KeyError as exc:
+        raise CheckpointError(f"{source} lacks the BERT setting {exc.args[0]!r}.") from None
+    except ValueError as exc:  # ConfigError
+        raise CheckpointError(f"{source} describes a model light-llm cannot build: {exc}") from None
+
+
+def state_from_hf(hf_state: dict[str, torch.Tensor], n_layer: int) -> dict[str, torch.Tensor]:
+    """Rename (and fuse q, k, v of) a HuggingFace BERT state dict into light-llm's names.
+
+    Tensors outside the encoder (pooler, next-sentence head, position_ids) are dropped; a
+    tied decoder weight, when stored, is dropped too (it is the token table). Anything else
+    unknown is kept under its own name, so that :func:`load_state` reports it.
+    """
+    state = {}
+    for name, tensor in hf_state.items():
+        name = name.removeprefix("bert.")
+        name = name.replace("LayerNorm.gamma", "LayerNorm.weight")  # pre-2019 names
+        name = name.replace("LayerNorm.beta", "LayerNorm.bias")
+        if name.startswith(NOT_IN_ENCODER):
+            continue
+        state[name] = tensor
+    renamed = {}
+    for i in range(n_layer):
+        prefix = f"encoder.layer.{i}."
+        for kind in ("weight", "bias"):
+            parts = [f"{prefix}attention.self.{p}.{kind}" for p in ("query", "key", "value")]
+            if all(part in state for part in parts):
+                renamed[f"h.{i}.attn.c_attn.{kind}"] = torch.cat([state.pop(p) for p in parts])
+        for hf_part, ours in LAYER_PARTS.items():
+            for kind in ("weight", "bias"):
+                if f"{prefix}{hf_part}.{kind}" in state:
+                    renamed[f"h.{i}.{ours}.{kind}"] = state.pop(f"{prefix}{hf_part}.{kind}")
+    for hf_part, ours in EMBEDDING_PARTS.items():
+        for kind in ("weight", "bias"):
+            if f"{hf_part}.{kind}" in state:
+                renamed[f"{ours}.{kind}"] = state.pop(f"{hf_part}.{kind}")
+    # the decoder's own bias is the one its forward adds; "cls.predictions.bias" is the same
+    # tensor when the head is tied, and the only one stored then
+    output_bias = state.pop("cls.predictions.bias", None)
+    decoder_bias = state.pop("cls.predictions.decoder.bias", output_bias)
+    if decoder_bias is not None:
+        renamed["mlm_head.decoder.bias"] = decoder_bias
+    if "cls.predictions.decoder.weight" in state:
+        renamed["mlm_head.decoder.weight"] = state.pop("cls.predictions.decoder.weight")
+    renamed.update(state)
+    return renamed
+
+
+def load_hf_bert(folder: str | os.PathLike, device: str | torch.device = "cpu") -> BertEncoder:
+    """A HuggingFace BERT folder (config.json with "model_type": "bert", model.safetensors)
+    loaded into a :class:`BertEncoder`, in eval mode. The MLM head is loaded when the folder
+    has one (BertForMaskedLM); a sentence-embedding model such as MiniLM has none."""
+    folder = Path(folder)
+    hf = read_config_json(folder)
+    if hf.get("model_type") != "bert":
+        raise CheckpointError(
+            f"{folder} is not a HuggingFace BERT folder (its config.json has model_type "
+            f"{hf.get('model_type')!r}, not 'bert')."
+        )
+    hf_state = read_weights(folder)  # safetensors only: a pickle is refused, never opened
+    has_head = any(name.startswith("cls.predictions.") for name in hf_state)
+    config = encoder_config_from_hf(hf, has_head, folder)
+    state = state_from_hf(hf_state, config.n_layer)
+    word_table = state.get("embeddings.wte.weight")
+    decoder = state.get("mlm_head.decoder.weight")
+    if decoder is not None and word_table is not None and torch.equal(decoder, word_table):
+        del state["mlm_head.decoder.weight"]  # tied, stored twice by older transformers
+        config = config.replace(tie_embeddings=True)
+    elif decoder is not None:
+        config = config.replace(tie_embeddings=False)
+    model = BertEncoder(config)
+    load_state(model, state, folder / WEIGHTS_FILE)
+    return model.to(device).eval()

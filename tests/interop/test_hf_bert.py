@@ -1,0 +1,134 @@
+"""HuggingFace BERT weights in the light-llm encoder, against sentence-transformers and
+transformers themselves."""
+
+import json
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from light_llm.errors import CheckpointError
+from light_llm.interop.hf_bert import load_hf_bert, packaged_minilm_path
+from light_llm.models.bert import embed_sentences, load_encoder
+from light_llm.tokenizers import BertTokenizer
+
+SENTENCES = [
+    "I love dogs.",
+    "I love dogs. Dogs are great.",
+    "The bank of the river was flooded!",
+    "To be, or not to be, that is the question.",
+    "A man, a plan, a canal: Panama",
+    "Café déjà vu — naïve résumé",
+    "GPUs multiply matrices; CPUs wait patiently.",
+    "x",
+    "",
+    "Shall I compare thee to a summer's day? Thou art more lovely and more temperate: rough "
+    "winds do shake the darling buds of May, and summer's lease hath all too short a date.",
+    "Numbers like 3.14159 and 2,718 tokenize into pieces.",
+    "東京 is the capital of Japan.",
+]
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return load_hf_bert(packaged_minilm_path())
+
+
+@pytest.fixture(scope="module")
+def sentence_transformer():
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(packaged_minilm_path()), device="cpu")
+
+
+def test_minilm_embeddings_match_sentence_transformers(minilm, sentence_transformer):
+    reference = torch.from_numpy(sentence_transformer.encode(SENTENCES, batch_size=5))
+    ours = embed_sentences(minilm, BertTokenizer.packaged(), SENTENCES, batch_size=5)
+    assert ours.dtype == torch.float32 and ours.shape == reference.shape == (len(SENTENCES), 384)
+    cosines = F.cosine_similarity(ours, reference, dim=-1)
+    assert torch.all(cosines >= 0.99999), cosines
+    torch.testing.assert_close(ours.norm(dim=-1), torch.ones(len(SENTENCES)))
+
+
+def test_minilm_hidden_states_match_transformers_on_a_padded_pair_batch(minilm):
+    from transformers import BertModel
+
+    reference_model = BertModel.from_pretrained(str(packaged_minilm_path())).eval()
+    batch = BertTokenizer.packaged().batch_encode_plus(
+        [("I love chess", "I love soccer"), "The bank of the river was flooded!", "x"],
+        padding="longest",
+    )
+    inputs = {key: torch.tensor(value) for key, value in batch.items()}
+    with torch.no_grad():
+        expected = reference_model(**inputs).last_hidden_state
+        ours = minilm.encode(**inputs)
+    real = inputs["attention_mask"].bool()
+    torch.testing.assert_close(ours[real], expected[real], atol=2e-5, rtol=1e-4)
+
+
+def test_batching_never_changes_minilm_embeddings(minilm):
+    tokenizer = BertTokenizer.packaged()
+    batched = embed_sentences(minilm, tokenizer, SENTENCES, batch_size=len(SENTENCES))
+    for i, sentence in enumerate(SENTENCES):
+        alone = embed_sentences(minilm, tokenizer, [sentence])
+        torch.testing.assert_close(batched[i], alone[0], atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_masked_lm_head_matches_transformers(tmp_path, tie):
+    from transformers import BertConfig, BertForMaskedLM
+
+    config = BertConfig(
+        vocab_size=61,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=48,
+        max_position_embeddings=24,
+        tie_word_embeddings=tie,
+    )
+    torch.manual_seed(1)
+    reference = BertForMaskedLM(config).eval()
+    with torch.no_grad():  # give the zero-initialised biases and LayerNorms real values
+        for name, parameter in reference.named_parameters():
+            if "LayerNorm" in name or name.endswith("bias"):
+                parameter.add_(0.1 * torch.randn_like(parameter))
+    reference.save_pretrained(tmp_path)
+    model = load_encoder(tmp_path)
+    assert model.config.n_inner == 48 and model.config.tie_embeddings == tie
+    ids = torch.randint(1, 61, (2, 9))
+    mask = torch.ones_like(ids)
+    mask[1, 6:] = 0
+    types = torch.zeros_like(ids)
+    types[:, 4:] = 1
+    with torch.no_grad():
+        expected = reference(input_ids=ids, attention_mask=mask, token_type_ids=types).logits
+        ours, _ = model(ids, attention_mask=mask, token_type_ids=types)
+    real = mask.bool()
+    torch.testing.assert_close(ours[real], expected[real], atol=1e-5, rtol=1e-4)
+
+
+def test_refuses_pickled_weights(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    (tmp_path / "pytorch_model.bin").write_bytes(b"not opened")
+    with pytest.raises(CheckpointError, match="safetensors"):
+        load_hf_bert(tmp_path)
+
+
+def test_refuses_a_folder_that_is_not_bert(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "roberta"}))
+    with pytest.raises(CheckpointError, match="not a HuggingFace BERT folder"):
+        load_hf_bert(tmp_path)
+    with pytest.raises(CheckpointError, match="roberta model, not a BERT-style encoder"):
+        load_encoder(tmp_path)
+
+
+def test_unsupported_position_embeddings_are_refused(tmp_path):
+    hf_config = json.loads((packaged_minilm_path() / "config.json").read_text())
+    hf_config["position_embedding_type"] = "relative_key"
+    (tmp_path / "config.json").write_text(json.dumps(hf_config))
+    (tmp_path / "model.safetensors").symlink_to(packaged_minilm_path() / "model.safetensors")
+    with pytest.raises(CheckpointError, match="relative_key"):
+        load_hf_bert(tmp_path)
