@@ -1,0 +1,103 @@
+"""Activations of the feed-forward network, forward and backward: GELU (exact and tanh),
+ReLU and SwiGLU (seed 000 §4; seed 001 "Feed-Forward Networks"; seed 002 §9.2, eq. 40).
+
+The error function and the logistic sigmoid come from ``scipy.special`` (NumPy has neither);
+everything else is written out.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import erf, expit
+
+from light_llm.errors import ConfigError
+
+SQRT_2 = math.sqrt(2.0)
+INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+GELU_TANH_CUBIC = 0.044715
+
+
+def gelu_forward(x: np.ndarray) -> tuple[np.ndarray, tuple]:
+    """GELU(x) = x Φ(x), Φ(x) = ½ (1 + erf(x / √2)) the standard normal CDF
+    (seed 002 §9.2, eq. 40; seed 000 §4)."""
+    cdf = 0.5 * (1.0 + erf(x / SQRT_2))  # Φ(x)
+    return x * cdf, (x, cdf)
+
+
+def gelu_backward(dout: np.ndarray, cache: tuple) -> np.ndarray:
+    """d/dx [x Φ(x)] = Φ(x) + x φ(x), φ(x) = exp(-x²/2) / √(2π) the normal density."""
+    x, cdf = cache
+    pdf = INV_SQRT_2PI * np.exp(-0.5 * x * x)  # φ(x)
+    return dout * (cdf + x * pdf)
+
+
+def gelu_tanh_forward(x: np.ndarray) -> tuple[np.ndarray, tuple]:
+    """GELU(x) ≈ ½ x (1 + tanh(u)), u = √(2/π) (x + 0.044715 x³): GPT-2's approximation
+    (seed 000 §4)."""
+    tanh_u = np.tanh(SQRT_2_OVER_PI * (x + GELU_TANH_CUBIC * x * x * x))
+    return 0.5 * x * (1.0 + tanh_u), (x, tanh_u)
+
+
+def gelu_tanh_backward(dout: np.ndarray, cache: tuple) -> np.ndarray:
+    """d/dx ½ x (1 + tanh u) = ½ (1 + tanh u) + ½ x (1 - tanh² u) du/dx,
+    du/dx = √(2/π) (1 + 3 · 0.044715 x²)."""
+    x, tanh_u = cache
+    du_dx = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_TANH_CUBIC * x * x)
+    return dout * (0.5 * (1.0 + tanh_u) + 0.5 * x * (1.0 - tanh_u * tanh_u) * du_dx)
+
+
+def relu_forward(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ReLU(x) = max(0, x) (seed 001 "Feed-Forward Networks"; seed 000 §4)."""
+    positive = x > 0
+    return x * positive, positive
+
+
+def relu_backward(dout: np.ndarray, cache: np.ndarray) -> np.ndarray:
+    """d/dx max(0, x) = 1 where x > 0, else 0 (0 at x = 0, as PyTorch)."""
+    return dout * cache
+
+
+def swiglu_forward(gate: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, tuple]:
+    """SwiGLU's product Swish(x W_1) ⊙ (x V), Swish(z) = z σ(z) (β = 1) (seed 001 "SwiGLU"),
+    given the two projections gate = x W_1 and value = x V."""
+    if gate.shape != value.shape:
+        raise ConfigError(
+            f"SwiGLU needs a gate and a value of the same shape, got {gate.shape} and "
+            f"{value.shape}."
+        )
+    sigmoid = expit(gate)  # σ(z) = 1 / (1 + e^-z)
+    swish = gate * sigmoid
+    return swish * value, (gate, value, sigmoid, swish)
+
+
+def swiglu_backward(dout: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Product rule, with Swish'(z) = σ(z) + z σ(z) (1 - σ(z)):
+
+        dgate = dout ⊙ value ⊙ Swish'(gate)        dvalue = dout ⊙ Swish(gate)
+
+    Returns (dgate, dvalue)."""
+    gate, value, sigmoid, swish = cache
+    dswish_dgate = sigmoid + swish * (1.0 - sigmoid)
+    return dout * value * dswish_dgate, dout * swish
+
+
+ELEMENTWISE = {
+    "gelu": (gelu_forward, gelu_backward),
+    "gelu_tanh": (gelu_tanh_forward, gelu_tanh_backward),
+    "relu": (relu_forward, relu_backward),
+}
+
+
+def activation_forward(name: str, x: np.ndarray) -> tuple[np.ndarray, object]:
+    """The element-wise non-linearity σ of an MLP by its config name (gelu, gelu_tanh, relu)."""
+    if name not in ELEMENTWISE:
+        raise ConfigError(f"unknown activation {name!r}; known: {', '.join(ELEMENTWISE)}.")
+    return ELEMENTWISE[name][0](x)
+
+
+def activation_backward(name: str, dout: np.ndarray, cache: object) -> np.ndarray:
+    """The backward of :func:`activation_forward`."""
+    return ELEMENTWISE[name][1](dout, cache)
