@@ -1,0 +1,319 @@
+"""Checkpoint folders: round trips for every variant, every refusal, and atomic replacement."""
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import safetensors.torch
+import torch
+import transformers
+
+from light_llm.checkpoint import (
+    load_config,
+    load_model,
+    resolve_checkpoint_dir,
+    save_model,
+    write_folder_atomically,
+)
+from light_llm.errors import CheckpointError
+from light_llm.models.gpt import GPT
+from light_llm.tokenizers import CharTokenizer, load_tokenizer
+from tests.conftest import VARIANTS, tiny_config
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def perturbed(model: GPT) -> GPT:
+    """Every parameter moved off its initial value (norms start at exactly 1 and 0)."""
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.01 * torch.randn_like(parameter))
+    return model.eval()
+
+
+def logits_of(model: GPT, idx: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return model(idx)[0]
+
+
+def assert_one_sentence(message: str) -> None:
+    assert "\n" not in message and "Traceback" not in message
+    assert message.endswith(".")
+
+
+def siblings(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.parent.iterdir() if p.name != folder.name)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_round_trip_gives_identical_logits(tmp_path, variant):
+    model = perturbed(GPT(tiny_config(**VARIANTS[variant])))
+    save_model(model, tmp_path / "ck")
+    loaded = load_model(tmp_path / "ck")
+    idx = torch.randint(0, 37, (2, 16))
+    assert torch.equal(logits_of(loaded, idx), logits_of(model, idx))
+    assert loaded.config == model.config
+    assert not loaded.training
+    if model.config.tie_embeddings:
+        assert loaded.lm_head.weight is loaded.transformer.wte.weight
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_tied_head_is_stored_once(tmp_path, tied):
+    model = GPT(tiny_config(tie_embeddings=tied))
+    save_model(model, tmp_path / "ck")
+    stored = safetensors.torch.load_file(tmp_path / "ck" / "model.safetensors")
+    expected = set(model.state_dict()) - ({"lm_head.weight"} if tied else set())
+    assert set(stored) == expected
+
+
+def test_config_json_describes_the_model(tmp_path):
+    config = tiny_config(positions="rotary", norm="rmsnorm")
+    save_model(GPT(config), tmp_path / "ck")
+    written = json.loads((tmp_path / "ck" / "config.json").read_text())
+    assert written == {"format": "light-llm", "architecture": "gpt", "model": config.to_dict()}
+    assert load_config(tmp_path / "ck") == config
+
+
+def test_tokenizer_and_extra_files_are_saved(tmp_path):
+    tokenizer = CharTokenizer.from_text("to be or not to be")
+    save_model(GPT(tiny_config()), tmp_path / "ck", tokenizer, {"train_state.json": b"{}"})
+    assert load_tokenizer(tmp_path / "ck").encode("not to be") == tokenizer.encode("not to be")
+    assert (tmp_path / "ck" / "train_state.json").read_bytes() == b"{}"
+
+
+def test_training_output_folder_resolves_to_its_checkpoint(tmp_path):
+    model = perturbed(GPT(tiny_config()))
+    save_model(model, tmp_path / "out" / "checkpoint")
+    assert resolve_checkpoint_dir(tmp_path / "out") == tmp_path / "out" / "checkpoint"
+    idx = torch.randint(0, 37, (1, 8))
+    assert torch.equal(logits_of(load_model(tmp_path / "out"), idx), logits_of(model, idx))
+
+
+def test_from_pretrained_reads_light_llm_and_huggingface_folders(tmp_path):
+    hf_config = transformers.GPT2Config(
+        n_layer=2,
+        n_embd=32,
+        n_head=4,
+        vocab_size=37,
+        n_positions=16,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+    hf_model = transformers.GPT2LMHeadModel(hf_config).eval()
+    hf_model.save_pretrained(tmp_path / "hf", safe_serialization=True)
+    idx = torch.randint(0, 37, (2, 16))
+    with torch.no_grad():
+        expected = hf_model(idx).logits
+    from_hf = GPT.from_pretrained(tmp_path / "hf")
+    assert (logits_of(from_hf, idx) - expected).abs().max().item() <= 1e-5
+
+    from_hf.save_pretrained(tmp_path / "ours")
+    reloaded = GPT.from_pretrained(tmp_path / "ours")
+    assert torch.equal(logits_of(reloaded, idx), logits_of(from_hf, idx))
+
+
+# --------------------------------------------------------------------------- refusals
+def write_json(path: Path, value) -> None:
+    path.write_text(json.dumps(value))
+
+
+def edit_config(folder: Path, **model_changes) -> None:
+    config = json.loads((folder / "config.json").read_text())
+    config["model"].update(model_changes)
+    write_json(folder / "config.json", config)
+
+
+def edit_weights(folder: Path, change) -> None:
+    tensors = safetensors.torch.load_file(folder / "model.safetensors")
+    change(tensors)
+    safetensors.torch.save_file(tensors, folder / "model.safetensors")
+
+
+BREAKAGES = {
+    "folder missing": (lambda f: os.rename(f, f.with_name("elsewhere")), "no checkpoint folder"),
+    "config missing": (lambda f: (f / "config.json").unlink(), "no config.json"),
+    "config not JSON": (lambda f: (f / "config.json").write_text("{nope"), "not valid JSON"),
+    "config not an object": (lambda f: write_json(f / "config.json", [1]), "JSON object"),
+    "unknown format": (lambda f: write_json(f / "config.json", {"a": 1}), "neither"),
+    "encoder": (
+        lambda f: write_json(f / "config.json", {"format": "light-llm", "architecture": "bert"}),
+        "light-llm fill-mask",
+    ),
+    "unknown architecture": (
+        lambda f: write_json(f / "config.json", {"format": "light-llm", "architecture": "x"}),
+        "unknown architecture 'x'",
+    ),
+    "invalid model config": (lambda f: edit_config(f, n_head=3), "divisible by n_head"),
+    "unknown config key": (lambda f: edit_config(f, colour="red"), "colour"),
+    "weights missing": (lambda f: (f / "model.safetensors").unlink(), "model.safetensors is"),
+    "weights truncated": (
+        lambda f: (f / "model.safetensors").write_bytes(
+            (f / "model.safetensors").read_bytes()[:300]
+        ),
+        "not a readable safetensors file",
+    ),
+    "weights garbage": (
+        lambda f: (f / "model.safetensors").write_bytes(b"\x00" * 64),
+        "not a readable safetensors file",
+    ),
+    "tensor missing": (
+        lambda f: edit_weights(f, lambda t: t.pop("transformer.h.1.mlp.c_fc.bias")),
+        "lacks the tensor(s) transformer.h.1.mlp.c_fc.bias",
+    ),
+    "tensor unexpected": (
+        lambda f: edit_weights(f, lambda t: t.update({"transformer.h.9.x": torch.zeros(2)})),
+        "transformer.h.9.x",
+    ),
+    "config does not match weights": (
+        lambda f: edit_config(f, vocab_size=40),
+        "transformer.wte.weight has shape (37, 16) but the config needs (40, 16)",
+    ),
+}
+
+
+@pytest.mark.parametrize("breakage", sorted(BREAKAGES))
+def test_broken_checkpoint_is_refused_in_one_sentence(tmp_path, breakage):
+    folder = tmp_path / "ck"
+    save_model(GPT(tiny_config()), folder)
+    breaking, expected_words = BREAKAGES[breakage]
+    breaking(folder)
+    with pytest.raises(CheckpointError) as caught:
+        load_model(folder)
+    assert expected_words in str(caught.value)
+    assert_one_sentence(str(caught.value))
+
+
+class WritesAFileWhenUnpickled:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (str(self.path), "w"))
+
+
+def test_pickled_weights_are_refused_without_being_opened(tmp_path):
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    write_json(
+        folder / "config.json",
+        {
+            "model_type": "gpt2",
+            "n_layer": 1,
+            "n_head": 2,
+            "n_embd": 8,
+            "vocab_size": 10,
+            "n_positions": 8,
+        },
+    )
+    sentinel = tmp_path / "the pickle ran"
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps(WritesAFileWhenUnpickled(sentinel)))
+    with pytest.raises(CheckpointError, match="only safetensors") as caught:
+        load_model(folder)
+    assert not sentinel.exists()
+    assert_one_sentence(str(caught.value))
+
+
+# --------------------------------------------------------------------------- atomic writes
+def test_failed_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+    folder = tmp_path / "ck"
+    old = perturbed(GPT(tiny_config()))
+    save_model(old, folder)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+
+    def disk_full(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", disk_full)
+    with pytest.raises(CheckpointError, match="No space left on device"):
+        save_model(perturbed(GPT(tiny_config())), folder)
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert siblings(folder) == []
+
+
+def test_failed_swap_puts_the_previous_checkpoint_back(tmp_path, monkeypatch):
+    folder = tmp_path / "ck"
+    old = perturbed(GPT(tiny_config()))
+    save_model(old, folder)
+    real_replace = os.replace
+    calls = []
+
+    def replace_failing_second_time(source, target):
+        calls.append((source, target))
+        if len(calls) == 2:  # new folder -> ck, after ck was moved aside
+            raise OSError(5, "Input/output error")
+        return real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", replace_failing_second_time)
+    with pytest.raises(CheckpointError, match="previous one is unchanged"):
+        save_model(perturbed(GPT(tiny_config())), folder)
+    monkeypatch.undo()
+    idx = torch.randint(0, 37, (1, 8))
+    assert torch.equal(logits_of(load_model(folder), idx), logits_of(old, idx))
+    assert siblings(folder) == []
+
+
+KILLED_WRITER = textwrap.dedent(
+    """
+    import os, shutil, sys
+    import torch
+    from light_llm.checkpoint import save_model
+    from light_llm.models.gpt import GPT
+    from tests.conftest import tiny_config
+
+    folder, where = sys.argv[1], sys.argv[2]
+    calls = []
+    real_replace = os.replace
+
+    def replace_or_die(source, target):
+        calls.append(source)
+        if where == f"replace-{len(calls)}":
+            os._exit(9)  # killed: no exception handler, no clean-up runs
+        return real_replace(source, target)
+
+    def die(*args, **kwargs):
+        os._exit(9)
+
+    os.replace = replace_or_die
+    if where == "rmtree":
+        shutil.rmtree = die
+    torch.manual_seed(123)
+    save_model(GPT(tiny_config()), folder)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "where, survivor", [("replace-1", "old"), ("replace-2", "old"), ("rmtree", "new")]
+)
+def test_kill_at_any_moment_leaves_a_loadable_checkpoint(tmp_path, where, survivor):
+    folder = tmp_path / "ck"
+    old = perturbed(GPT(tiny_config()))
+    save_model(old, folder)
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{SRC.parent}"}
+    done = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(folder), where], env=env)
+    assert done.returncode == 9
+    torch.manual_seed(123)
+    new = GPT(tiny_config()).eval()
+    idx = torch.randint(0, 37, (1, 8))
+    loaded = load_model(folder)
+    expected = old if survivor == "old" else new
+    assert torch.equal(logits_of(loaded, idx), logits_of(expected, idx))
+
+    newest = perturbed(GPT(tiny_config()))
+    save_model(newest, folder)  # the next save succeeds and clears the leftovers
+    assert torch.equal(logits_of(load_model(folder), idx), logits_of(newest, idx))
+    assert siblings(folder) == []
+
+
+def test_file_names_must_be_plain(tmp_path):
+    for name in ("../escape", "sub/file", ".hidden", ""):
+        with pytest.raises(CheckpointError, match="plain file names"):
+            write_folder_atomically(tmp_path / "ck", {name: b"x"})
+    assert not (tmp_path / "ck").exists()
