@@ -1,0 +1,220 @@
+"""HuggingFace GPT-2 folders, both directions: ``config.json`` + ``model.safetensors`` as
+``transformers``' ``GPT2LMHeadModel.save_pretrained`` writes them.
+
+light-llm's GPT already uses GPT-2's module names (``transformer.h.0.attn.c_attn`` ...), so the
+mapping is name for name, with one twist: GPT-2 computes its projections with ``Conv1D``,
+y = x W + b with W stored (in, out), while light-llm uses ``nn.Linear``, y = x W^T + b with W
+stored (out, in). The four projection weights (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj)
+are therefore transposed on the way in and on the way out. ``transformers`` itself is not
+needed here: only its file format is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import safetensors.torch
+import torch
+
+from light_llm.checkpoint import (
+    CONFIG_FILE,
+    WEIGHTS_FILE,
+    gpt_config_from_json,
+    is_hf_gpt2,
+    load_weights_into,
+    read_config_json,
+    read_weights,
+    tokenizer_files,
+    write_folder_atomically,
+)
+from light_llm.config import ModelConfig
+from light_llm.errors import CheckpointError, ConfigError
+
+# GPT-2's activation_function names -> light-llm's, and back
+ACTIVATIONS_FROM_HF = {
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu": "gelu",
+    "relu": "relu",
+}
+ACTIVATIONS_TO_HF = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
+
+# GPT-2 options that change the function the model computes, with the value light-llm assumes
+UNSUPPORTED_OPTIONS = {
+    "scale_attn_by_inverse_layer_idx": False,  # scores also divided by the layer number
+    "scale_attn_weights": True,  # scores divided by sqrt(d_k) (seed 000 §3)
+    "add_cross_attention": False,  # encoder-decoder cross-attention layers
+}
+
+CONV1D_WEIGHTS = (
+    ".attn.c_attn.weight",
+    ".attn.c_proj.weight",
+    ".mlp.c_fc.weight",
+    ".mlp.c_proj.weight",
+)
+IGNORED_BUFFERS = (".attn.bias", ".attn.masked_bias")  # causal-mask buffers older versions saved
+GPT2_END_OF_TEXT_ID = 50256
+
+
+def config_from_hf(hf_config: dict[str, Any]) -> ModelConfig:
+    """The :class:`ModelConfig` of a HuggingFace GPT-2 ``config.json`` (n_positions ->
+    block_size, n_embd, n_layer, n_head, vocab_size, n_inner, activation_function,
+    layer_norm_epsilon, resid_pdrop, tie_word_embeddings). ConfigError names any option that
+    makes the model compute something light-llm does not."""
+    for option, supported in UNSUPPORTED_OPTIONS.items():
+        if option in hf_config and bool(hf_config[option]) != supported:
+            raise ConfigError(
+                f"the GPT-2 option {option}={hf_config[option]!r} is not supported by light-llm."
+            )
+    activation = hf_config.get("activation_function", "gelu_new")
+    if activation not in ACTIVATIONS_FROM_HF:
+        raise ConfigError(
+            f"the GPT-2 activation_function {activation!r} is not supported; light-llm knows "
+            f"{', '.join(ACTIVATIONS_FROM_HF)}."
+        )
+    block_size = hf_config.get("n_positions", hf_config.get("n_ctx"))
+    shape = {
+        "vocab_size": hf_config.get("vocab_size"),
+        "block_size": block_size,
+        "n_layer": hf_config.get("n_layer"),
+        "n_head": hf_config.get("n_head"),
+        "n_embd": hf_config.get("n_embd"),
+    }
+    absent = [name for name, value in shape.items() if value is None]
+    if absent:
+        names = ["n_positions" if name == "block_size" else name for name in absent]
+        raise ConfigError(f"the GPT-2 config lacks {', '.join(names)}.")
+    return ModelConfig(
+        **shape,
+        dropout=float(hf_config.get("resid_pdrop", 0.1)),
+        bias=True,
+        tie_embeddings=bool(hf_config.get("tie_word_embeddings", True)),
+        positions="learned",
+        norm="layernorm",
+        norm_eps=float(hf_config.get("layer_norm_epsilon", 1e-5)),
+        activation=ACTIVATIONS_FROM_HF[activation],
+        block_order="pre",
+        attention="softmax",
+        n_inner=hf_config.get("n_inner"),
+    )
+
+
+def is_conv1d_weight(name: str) -> bool:
+    return name.endswith(CONV1D_WEIGHTS)
+
+
+def tensors_from_hf(hf_tensors: dict[str, torch.Tensor], tied: bool) -> dict[str, torch.Tensor]:
+    """GPT-2's tensors renamed and laid out as light-llm's: the ``transformer.`` prefix added
+    where a bare ``GPT2Model`` saved without it, Conv1D weights (in, out) transposed to
+    (out, in), mask buffers dropped, and a tied lm_head.weight dropped (it is wte)."""
+    tensors = {}
+    for name, tensor in hf_tensors.items():
+        if name.endswith(IGNORED_BUFFERS) or (tied and name == "lm_head.weight"):
+            continue
+        if not name.startswith(("transformer.", "lm_head.")):
+            name = f"transformer.{name}"
+        tensors[name] = tensor.t().contiguous() if is_conv1d_weight(name) else tensor
+    return tensors
+
+
+def load_hf_gpt2(folder: str | os.PathLike, device: str | torch.device = "cpu"):
+    """A light-llm :class:`~light_llm.models.gpt.GPT` (eval mode) holding the weights of a
+    HuggingFace GPT-2 folder. Only safetensors weights are read, never a pickle."""
+    from light_llm.models.gpt import GPT
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise CheckpointError(f"no checkpoint folder at {folder}.")
+    config_json = read_config_json(folder)
+    if not is_hf_gpt2(config_json):
+        raise CheckpointError(
+            f"{folder} is not a HuggingFace GPT-2 folder (its {CONFIG_FILE} has no "
+            '"model_type": "gpt2").'
+        )
+    config = gpt_config_from_json(config_json, folder)
+    tensors = tensors_from_hf(read_weights(folder), tied=config.tie_embeddings)
+    model = GPT(config)
+    load_weights_into(model, tensors, folder / WEIGHTS_FILE)
+    return model.to(device).eval()
+
+
+def check_exportable(config: ModelConfig) -> None:
+    """ConfigError naming the first setting a GPT-2 config cannot express."""
+    reasons = {
+        "positions": (config.positions != "learned", "GPT-2 has learned positions only"),
+        "norm": (config.norm != "layernorm", "GPT-2 has LayerNorm only"),
+        "activation": (
+            config.activation not in ACTIVATIONS_TO_HF,
+            "GPT-2's MLP has no gated (SwiGLU) form",
+        ),
+        "block_order": (config.block_order != "pre", "GPT-2 is pre-LN only"),
+        "attention": (config.attention != "softmax", "GPT-2 has softmax attention only"),
+        "bias": (not config.bias, "GPT-2 always has biases"),
+    }
+    for field, (refused, why) in reasons.items():
+        if refused:
+            raise ConfigError(
+                f"cannot export {field}={getattr(config, field)!r} to GPT-2 format: {why}."
+            )
+
+
+def hf_config_from(config: ModelConfig, eos_id: int | None) -> dict[str, Any]:
+    """The HuggingFace GPT-2 ``config.json`` of ``config`` (the inverse of config_from_hf)."""
+    hf_config: dict[str, Any] = {
+        "architectures": ["GPT2LMHeadModel"],
+        "model_type": "gpt2",
+        "vocab_size": config.vocab_size,
+        "n_positions": config.block_size,
+        "n_embd": config.n_embd,
+        "n_layer": config.n_layer,
+        "n_head": config.n_head,
+        "n_inner": config.n_inner,
+        "activation_function": ACTIVATIONS_TO_HF[config.activation],
+        "layer_norm_epsilon": config.norm_eps,
+        "resid_pdrop": config.dropout,
+        "embd_pdrop": config.dropout,
+        "attn_pdrop": config.dropout,
+        "initializer_range": 0.02,
+        "scale_attn_weights": True,
+        "scale_attn_by_inverse_layer_idx": False,
+        "reorder_and_upcast_attn": False,
+        "tie_word_embeddings": config.tie_embeddings,
+        "use_cache": True,
+    }
+    if eos_id is not None:
+        hf_config["bos_token_id"] = eos_id
+        hf_config["eos_token_id"] = eos_id
+    return hf_config
+
+
+def export_hf_gpt2(model, folder: str | os.PathLike, tokenizer=None) -> None:
+    """Write ``model`` as a HuggingFace GPT-2 folder that ``GPT2LMHeadModel.from_pretrained``
+    loads: config.json and model.safetensors (Conv1D weights transposed to (in, out)).
+
+    Without ``tokenizer`` the folder implies GPT-2's tokenizer, as every GPT-2 folder does;
+    with one, its ``light_tokenizer.json`` is written too, which light-llm reads first (a
+    character-level model exported this way keeps its vocabulary). The folder is replaced as a
+    unit. ConfigError if the model uses a variant GPT-2 cannot express.
+    """
+    config = model.config
+    check_exportable(config)
+    tensors = {}
+    for name, tensor in model.state_dict().items():
+        if config.tie_embeddings and name == "lm_head.weight":
+            continue  # GPT-2 ties it to wte itself
+        tensor = tensor.detach().cpu()
+        tensors[name] = (tensor.t() if is_conv1d_weight(name) else tensor).contiguous()
+    if tokenizer is not None:
+        eos_id = tokenizer.eos_id
+    else:
+        eos_id = GPT2_END_OF_TEXT_ID if config.vocab_size > GPT2_END_OF_TEXT_ID else None
+    files = {
+        CONFIG_FILE: json.dumps(hf_config_from(config, eos_id), indent=2).encode("utf-8"),
+        WEIGHTS_FILE: safetensors.torch.save(tensors, metadata={"format": "pt"}),
+    }
+    if tokenizer is not None:
+        files.update(tokenizer_files(tokenizer))
+    write_folder_atomically(folder, files)
