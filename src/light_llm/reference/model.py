@@ -1,0 +1,349 @@
+"""The GPT in NumPy: the PyTorch engine's model with every backward pass written out
+(seed 000; seed 001 "Backpropagation Through Transformers"; seed 002 §7.3, §9-§10).
+
+    X_0 = Dropout(E[tokens] + P[positions])           (seed 000 §2)
+    X_l = Block_l(X_{l-1}),  l = 1..L                 (blocks.py)
+    logits = LN_f(X_L) W_head^T,  W_head = E if tied  (seed 002 §10.2, eq. 43)
+    loss = mean cross-entropy(logits, targets)        (loss.py)
+
+``forward`` returns the logits, the loss and a cache; ``backward(cache)`` walks the same steps
+in reverse and returns the gradient of every parameter, by the PyTorch engine's names
+(``transformer.h.0.attn.c_attn.weight``, ...), so that the two engines share configs,
+checkpoints and optimiser code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from light_llm.config import ModelConfig
+from light_llm.errors import CheckpointError, ConfigError
+from light_llm.reference.blocks import block_backward, block_forward, norm_backward, norm_forward
+from light_llm.reference.dropout import dropout_backward, dropout_forward
+from light_llm.reference.embedding import embedding_backward, embedding_forward
+from light_llm.reference.kv_cache import KVCache
+from light_llm.reference.linear import linear_backward, linear_forward
+from light_llm.reference.loss import cross_entropy_backward, cross_entropy_forward
+from light_llm.reference.positions import rope_angles, sinusoidal_table
+
+INIT_STD = 0.02  # N(0, 0.02) for every weight matrix and embedding (seed 000 §10)
+DTYPES = {"float32": np.float32, "float64": np.float64}
+
+
+def parameter_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every trainable parameter's name and shape, as ``GPT(config).named_parameters()``
+    lists them (a tied lm_head.weight is the token table, listed once)."""
+    d, d_ff, V = config.n_embd, config.ffn_hidden, config.vocab_size
+    shapes: dict[str, tuple[int, ...]] = {"transformer.wte.weight": (V, d)}
+    if config.positions == "learned":
+        shapes["transformer.wpe.weight"] = (config.block_size, d)
+
+    def add_norm(name: str) -> None:
+        shapes[name + ".weight"] = (d,)
+        if config.norm == "layernorm" and config.bias:
+            shapes[name + ".bias"] = (d,)
+
+    def add_linear(name: str, n_out: int, n_in: int) -> None:
+        shapes[name + ".weight"] = (n_out, n_in)
+        if config.bias:
+            shapes[name + ".bias"] = (n_out,)
+
+    for i in range(config.n_layer):
+        layer = f"transformer.h.{i}"
+        add_norm(layer + ".ln_1")
+        add_linear(layer + ".attn.c_attn", 3 * d, d)
+        add_linear(layer + ".attn.c_proj", d, d)
+        add_norm(layer + ".ln_2")
+        add_linear(layer + ".mlp.c_fc", d_ff, d)
+        if config.activation == "swiglu":
+            add_linear(layer + ".mlp.c_v", d_ff, d)
+        add_linear(layer + ".mlp.c_proj", d, d_ff)
+    if config.block_order == "pre":
+        add_norm("transformer.ln_f")
+    if not config.tie_embeddings:
+        shapes["lm_head.weight"] = (V, d)
+    return shapes
+
+
+def as_numpy(value) -> np.ndarray:
+    """A NumPy array from a NumPy array or a PyTorch tensor (without importing torch)."""
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+@dataclass
+class ForwardCache:
+    """What :meth:`NumpyGPT.backward` needs from a forward pass."""
+
+    idx_cache: tuple
+    positions: np.ndarray
+    position_cache: tuple | None
+    dropout_cache: np.ndarray | None
+    block_caches: list
+    final_norm_cache: tuple | None
+    head_cache: tuple
+    loss_cache: tuple | None
+    differentiable: bool
+
+
+class NumpyGPT:
+    """A GPT language model in NumPy, built from a :class:`ModelConfig`; every variant the
+    config allows (positions, norm, activation, block order, attention, bias, tying).
+
+    ``params`` maps the PyTorch engine's parameter names to arrays of ``dtype`` (float32 or
+    float64). ``training`` switches dropout on, drawn from ``rng``.
+    """
+
+    def __init__(self, config: ModelConfig, *, dtype=np.float32, seed: int = 0) -> None:
+        config.validate()
+        dtype = np.dtype(dtype)
+        if dtype not in (np.float32, np.float64):
+            raise ConfigError(f"the NumPy engine runs in float32 or float64, not {dtype}.")
+        self.config = config
+        self.dtype = dtype
+        self.training = False
+        self.rng = np.random.default_rng(seed)
+        self.params = self.initial_parameters(np.random.default_rng(seed))
+        if config.positions == "sinusoidal":
+            self.position_table = sinusoidal_table(
+                config.block_size, config.n_embd, config.position_base, dtype
+            )
+        if config.positions == "rotary":
+            self.rope_cos, self.rope_sin = rope_angles(
+                np.arange(config.block_size), config.head_dim, config.position_base, dtype
+            )
+
+    # ------------------------------------------------------------------ parameters
+    def initial_parameters(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Weights ~ N(0, 0.02), biases 0, norm gains 1 (seed 000 §10), as the PyTorch GPT."""
+        params = {}
+        for name, shape in parameter_shapes(self.config).items():
+            if name.endswith(".bias"):
+                value = np.zeros(shape)
+            elif len(shape) == 1:  # a norm's gain γ
+                value = np.ones(shape)
+            else:
+                value = rng.normal(0.0, INIT_STD, size=shape)
+            params[name] = value.astype(self.dtype)
+        return params
+
+    def num_parameters(self) -> int:
+        return sum(p.size for p in self.params.values())
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """The parameters as ``GPT.state_dict()`` names them: with a tied lm_head.weight
+        present as the token table itself."""
+        state = dict(self.params)
+        if self.config.tie_embeddings:
+            state["lm_head.weight"] = self.params["transformer.wte.weight"]
+        return state
+
+    def load_state_dict(self, tensors, source: str = "the state dict") -> None:
+        """Copy arrays (or PyTorch tensors) by name into ``params``, cast to the model's dtype.
+        Every parameter must be there with its shape; a tied lm_head.weight may be present or
+        not. Anything else is a CheckpointError naming it."""
+        tensors = dict(tensors)
+        if self.config.tie_embeddings:
+            tensors.pop("lm_head.weight", None)
+        shapes = parameter_shapes(self.config)
+        missing = sorted(set(shapes) - set(tensors))
+        if missing:
+            raise CheckpointError(
+                f"{source} lacks {', '.join(missing[:3])}"
+                f"{' and more' if len(missing) > 3 else ''}, which this config needs."
+            )
+        unexpected = sorted(set(tensors) - set(shapes))
+        if unexpected:
+            raise CheckpointError(
+                f"{source} holds {', '.join(unexpected[:3])}"
+                f"{' and more' if len(unexpected) > 3 else ''}, which this config does not have."
+            )
+        for name, shape in shapes.items():
+            value = as_numpy(tensors[name])
+            if value.shape != shape:
+                raise CheckpointError(
+                    f"{source}: {name} has shape {value.shape} but this config needs {shape}."
+                )
+            self.params[name] = np.array(value, dtype=self.dtype)
+
+    @classmethod
+    def from_torch_state_dict(cls, state_dict, config: ModelConfig, dtype=None) -> NumpyGPT:
+        """A NumpyGPT with the weights of a PyTorch GPT's ``state_dict()`` (tensors or arrays);
+        the dtype follows the token table unless given."""
+        if dtype is None:
+            dtype = as_numpy(state_dict["transformer.wte.weight"]).dtype
+        model = cls(config, dtype=dtype)
+        model.load_state_dict(state_dict)
+        return model
+
+    def save_pretrained(self, folder, tokenizer=None, extra_files=None) -> None:
+        """Write a light-llm checkpoint folder that the PyTorch engine loads too."""
+        from light_llm.reference.checkpoint import save_numpy_model
+
+        save_numpy_model(self, folder, tokenizer=tokenizer, extra_files=extra_files)
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, dtype=None) -> NumpyGPT:
+        """Load a light-llm (or HuggingFace GPT-2) checkpoint folder."""
+        from light_llm.reference.checkpoint import load_numpy_model
+
+        return load_numpy_model(path, dtype=dtype)
+
+    def new_cache(self, batch_size: int) -> KVCache:
+        """An empty KV cache for ``batch_size`` sequences (seed 002 §11.2)."""
+        return KVCache.allocate(self.config, batch_size, self.dtype)
+
+    # ------------------------------------------------------------------ forward
+    def positions_for(
+        self, n_new: int, offset: int, attention_mask: np.ndarray | None
+    ) -> np.ndarray:
+        """Absolute positions of the new tokens: offset..offset+T-1, or, with left padding,
+        the count of real tokens before each one (every row starts at position 0)."""
+        if attention_mask is None:
+            return np.arange(offset, offset + n_new)  # (T,)
+        positions = np.cumsum(np.asarray(attention_mask, dtype=np.int64), axis=-1) - 1
+        return np.maximum(positions, 0)[:, -n_new:]  # (B, T)
+
+    def forward(
+        self,
+        idx: np.ndarray,
+        targets: np.ndarray | None = None,
+        *,
+        kv_cache: KVCache | None = None,
+        attention_mask: np.ndarray | None = None,
+        last_only: bool = False,
+        label_smoothing: float = 0.0,
+    ) -> tuple[np.ndarray, float | None, ForwardCache]:
+        """idx: (B, T) token ids -> (logits (B, T, V), loss or None, cache for backward).
+
+        ``targets`` (B, T): next-token ids, -1 to ignore (seed 000 §7), with optional label
+        smoothing (seed 002 §12.2). ``kv_cache``: a :class:`KVCache`; idx then holds only the
+        new tokens. ``attention_mask`` (B, cache length + T): 1 for real tokens, 0 for left
+        padding. ``last_only`` keeps only the last position's logits (generation)."""
+        config = self.config
+        idx = np.asarray(idx)
+        if idx.ndim != 2 or not np.issubdtype(idx.dtype, np.integer):
+            raise ConfigError(f"idx must be a (B, T) array of token ids, got shape {idx.shape}.")
+        B, T = idx.shape
+        offset = kv_cache.length if kv_cache is not None else 0
+        if offset + T > config.block_size:
+            raise ConfigError(
+                f"sequence of {offset + T} tokens is longer than the context of "
+                f"{config.block_size} (block_size)."
+            )
+        if attention_mask is not None and np.shape(attention_mask) != (B, offset + T):
+            raise ConfigError(
+                f"attention_mask must have shape {(B, offset + T)}, got {np.shape(attention_mask)}."
+            )
+        dropout_p = config.dropout if self.training else 0.0
+        positions = self.positions_for(T, offset, attention_mask)  # (T,) or (B, T)
+        x, idx_cache = embedding_forward(idx, self.params["transformer.wte.weight"])  # E[idx]
+        position_cache = None
+        if config.positions == "learned":
+            pos_emb, position_cache = embedding_forward(
+                positions, self.params["transformer.wpe.weight"]
+            )
+            x = x + pos_emb  # + P[positions]
+        elif config.positions == "sinusoidal":
+            x = x + self.position_table[positions]
+        x, dropout_cache = dropout_forward(x, dropout_p, self.rng)
+        rope = None
+        if config.positions == "rotary":
+            cos, sin = self.rope_cos[positions], self.rope_sin[positions]  # (..., T, hs/2)
+            rope = (cos[:, None], sin[:, None]) if positions.ndim == 2 else (cos, sin)
+        key_padding = None if attention_mask is None else np.asarray(attention_mask, dtype=bool)
+        block_caches = []
+        for i in range(config.n_layer):
+            x, block_cache = block_forward(
+                x,
+                self.params,
+                f"transformer.h.{i}",
+                config,
+                dropout_p,
+                self.rng,
+                rope=rope,
+                key_padding=key_padding,
+                offset=offset,
+                layer_cache=kv_cache.layers[i] if kv_cache is not None else None,
+            )
+            block_caches.append(block_cache)
+        if kv_cache is not None:
+            kv_cache.length += T
+        final_norm_cache = None
+        if config.block_order == "pre":
+            x, final_norm_cache = norm_forward(x, self.params, "transformer.ln_f", config)
+        cut = last_only and targets is None
+        if cut:
+            x = x[:, -1:, :]  # only the next token's distribution is needed
+        logits, head_cache = linear_forward(x, self.head_weight)  # (B, T, V)
+        loss, loss_cache = None, None
+        if targets is not None:
+            loss, loss_cache = cross_entropy_forward(logits, targets, -1, label_smoothing)
+        cache = ForwardCache(
+            idx_cache,
+            positions,
+            position_cache,
+            dropout_cache,
+            block_caches,
+            final_norm_cache,
+            head_cache,
+            loss_cache,
+            differentiable=kv_cache is None and not cut,
+        )
+        return logits, loss, cache
+
+    __call__ = forward
+
+    @property
+    def head_weight(self) -> np.ndarray:
+        """The output projection: the token table itself when tied (seed 002 §10.2)."""
+        name = "transformer.wte.weight" if self.config.tie_embeddings else "lm_head.weight"
+        return self.params[name]
+
+    # ------------------------------------------------------------------ backward
+    def backward(self, cache: ForwardCache, dlogits: np.ndarray | None = None) -> dict:
+        """Gradients of every parameter, by name, from a forward pass's cache: of the loss
+        (when the forward had targets) or of Σ dlogits ⊙ logits for a given ``dlogits``.
+
+        The steps of ``forward`` in reverse: loss (softmax - one-hot), head, final norm,
+        blocks L..1, dropout, embeddings. A tied token table collects the gradient of both
+        its uses, as the lookup and as the head (seed 002 §10.2)."""
+        config = self.config
+        if not cache.differentiable:
+            raise ConfigError(
+                "backward needs a forward pass over the whole sequence, without a KV cache "
+                "or last_only."
+            )
+        if dlogits is None:
+            if cache.loss_cache is None:
+                raise ConfigError("backward needs a forward pass with targets, or dlogits.")
+            dlogits = cross_entropy_backward(cache.loss_cache)
+        grads: dict[str, np.ndarray] = {}
+        dx, dhead, _ = linear_backward(dlogits, cache.head_cache)
+        if config.block_order == "pre":
+            dx = norm_backward(dx, cache.final_norm_cache, grads, "transformer.ln_f", config)
+        for i in reversed(range(config.n_layer)):
+            dx = block_backward(dx, cache.block_caches[i], grads, f"transformer.h.{i}", config)
+        dx = dropout_backward(dx, cache.dropout_cache)
+        dwte = embedding_backward(dx, cache.idx_cache)
+        if config.positions == "learned":
+            dpos = dx.sum(axis=0) if cache.positions.ndim == 1 else dx  # shared by the batch
+            grads["transformer.wpe.weight"] = embedding_backward(dpos, cache.position_cache)
+        if config.tie_embeddings:
+            dwte += dhead
+        else:
+            grads["lm_head.weight"] = dhead
+        grads["transformer.wte.weight"] = dwte
+        return {name: grads[name] for name in self.params}
+
+    # ------------------------------------------------------------------ generation
+    def generate(self, idx: np.ndarray, max_new_tokens: int, **sampling) -> np.ndarray:
+        """Continue ``idx`` (B, T) by up to ``max_new_tokens`` tokens with the KV cache; see
+        :func:`light_llm.reference.sampling.generate` for the options."""
+        from light_llm.reference.sampling import generate
+
+        return generate(self, idx, max_new_tokens, **sampling)
