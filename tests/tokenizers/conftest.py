@@ -3,9 +3,9 @@
 GPT-2: HuggingFace ``tokenizers``' ByteLevelBPETokenizer (a merges-based BPE, written
 independently of tiktoken) and tiktoken's own "gpt2" encoding, whose download URLs are pointed
 at the packaged files (its SHA-256 checks then prove they are OpenAI's originals).
-BERT: ``transformers``' BertTokenizerLegacy (pure Python: basic tokenizer, WordPiece,
-truncation and padding all written in Python) and BertTokenizer (``tokenizers`` under the hood,
-loaded from the packaged tokenizer.json).
+BERT: ``transformers``' pure-Python BERT tokenizer (basic tokenizer, WordPiece, truncation and
+padding all written in Python: BertTokenizerLegacy in transformers 5, BertTokenizer in 4) and
+BertTokenizerFast (``tokenizers`` under the hood, loaded from the packaged tokenizer.json).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from light_llm.tokenizers.bert import packaged_bert_folder
 from light_llm.tokenizers.gpt2 import gpt2_vocabulary_files
 
 transformers.logging.set_verbosity_error()  # "longest_first truncation" warnings per call
+
+PURE_PYTHON_BERT = getattr(transformers, "BertTokenizerLegacy", None) or transformers.BertTokenizer
 
 
 @pytest.fixture(scope="session")
@@ -50,11 +52,11 @@ def tiktoken_gpt2() -> tiktoken.Encoding:
 @pytest.fixture(scope="session")
 def slow_bert():
     folder = packaged_bert_folder()
-    return transformers.BertTokenizerLegacy(
+    return PURE_PYTHON_BERT(
         vocab_file=str(folder / "vocab.txt"), do_lower_case=True, model_max_length=512
     )
 
 
 @pytest.fixture(scope="session")
 def fast_bert():
-    return transformers.BertTokenizer.from_pretrained(str(packaged_bert_folder()))
+    return transformers.BertTokenizerFast.from_pretrained(str(packaged_bert_folder()))

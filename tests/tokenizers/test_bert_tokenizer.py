@@ -1,17 +1,17 @@
 """BERT WordPiece with encode_plus semantics (seed 003 §3-4), against transformers' BERT
 tokenizers loaded from the same packaged vocabulary.
 
-Two references: BertTokenizerLegacy, all pure Python (basic tokenizer, WordPiece, truncation,
-padding), which is independent of everything light-llm runs; and BertTokenizer, which in
-transformers 5 runs HF ``tokenizers`` end to end from the packaged tokenizer.json.
+Two references (see conftest.py): ``slow_bert``, all pure Python (basic tokenizer, WordPiece,
+truncation, padding), which is independent of everything light-llm runs; and ``fast_bert``,
+BertTokenizerFast, which runs HF ``tokenizers`` end to end from the packaged tokenizer.json.
 They disagree in two places, so the tests say which one they follow:
 - characters the two Unicode tables see differently (code points unassigned in one Unicode
   version and new in another, e.g. U+2E5D, U+0890): light-llm's splitting is HF tokenizers',
-  so on arbitrary text it is compared with BertTokenizer, and with the legacy tokenizer on
+  so on arbitrary text it is compared with the fast tokenizer, and with the slow one on
   text from long-assigned scripts;
 - longest-first truncation of a pair when the budget splits oddly: HF tokenizers gives the
-  odd position to the longer sentence (the second on a tie), the legacy one to the first.
-  light-llm follows HF tokenizers, what BertTokenizer / AutoTokenizer give.
+  odd position to the longer sentence (the second on a tie), the pure-Python one to the first.
+  light-llm follows HF tokenizers, what BertTokenizerFast / AutoTokenizer give.
 """
 
 from __future__ import annotations
