@@ -1,0 +1,305 @@
+"""Pictures as PNG files: attention weights, positional encodings, the learning-rate schedule,
+softmax at several temperatures, activations and filtered distributions.
+
+Figures are drawn with matplotlib's object API on the Agg renderer (no pyplot, no display, no
+global state) at a fixed size, so a figure of given content always has the same pixel size.
+Each file is written atomically: rendered in memory, then written to a temporary file in the
+same folder and renamed over the target.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from light_llm.errors import DataError
+from light_llm.generate import filter_logits
+from light_llm.nn.feedforward import activation_fn
+from light_llm.nn.positions import rope_angles, sinusoidal_table
+from light_llm.tokenizers.base import write_atomically
+from light_llm.train.optim import learning_rate
+
+DPI = 100
+PANEL_INCHES = 3.2  # one heatmap panel in a grid
+MARGIN_INCHES = 1.2  # room for the title and axis labels
+MIN_WIDTH_INCHES = 6.0  # so that a one-panel figure still has room for its title
+MAX_TICK_LABELS = 40  # longer axes label every k-th token
+WIDE_FIGURE = (10.0, 5.0)  # (width, height) in inches of the single-plot figures
+
+
+def save(figure: Figure, path: str | Path) -> Path:
+    """Render ``figure`` as PNG and write it atomically to ``path``; returns the path."""
+    path = Path(path)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI)
+    try:
+        write_atomically(path, buffer.getvalue())
+    except OSError as exc:
+        raise DataError(f"cannot write the picture {path}: {exc.strerror or exc}.") from None
+    return path
+
+
+def grid_size_inches(n_rows: int, n_cols: int) -> tuple[float, float]:
+    """(width, height) of a grid of heatmap panels."""
+    width = max(MIN_WIDTH_INCHES, PANEL_INCHES * n_cols + MARGIN_INCHES)
+    return (width, PANEL_INCHES * n_rows + MARGIN_INCHES)
+
+
+def label_ticks(axes, labels: Sequence[str], axis: str) -> None:
+    """Put token labels on an axis, every k-th one when there are many."""
+    every = max(1, -(-len(labels) // MAX_TICK_LABELS))
+    positions = list(range(0, len(labels), every))
+    shown = [labels[i] for i in positions]
+    if axis == "x":
+        axes.set_xticks(positions, shown, rotation=90, fontsize=7)
+    else:
+        axes.set_yticks(positions, shown, fontsize=7)
+
+
+def heatmap_grid(
+    path: str | Path,
+    panels: Sequence[Sequence[tuple[str, np.ndarray]]],
+    row_labels: Sequence[str],
+    column_labels: Sequence[str],
+    title: str,
+    annotate: bool | None = None,
+    value_range: tuple[float, float] | None = (0.0, 1.0),
+    x_label: str = "key (attended to)",
+    y_label: str = "query (attending)",
+) -> Path:
+    """A grid of labelled heatmaps, ``panels[r][c] = (panel title, matrix)``, one colour scale.
+
+    ``annotate`` writes each value in its cell (default: when the matrices are small).
+    ``value_range`` fixes the colour scale (attention weights lie in [0, 1]); None spans the
+    data.
+    """
+    n_rows, n_cols = len(panels), max(len(row) for row in panels)
+    figure = Figure(figsize=grid_size_inches(n_rows, n_cols), layout="constrained")
+    figure.suptitle(title)
+    axes_grid = figure.subplots(n_rows, n_cols, squeeze=False)
+    finite = [m[np.isfinite(m)] for row in panels for _, m in row]
+    low, high = value_range or (min(v.min() for v in finite), max(v.max() for v in finite))
+    if annotate is None:
+        annotate = len(row_labels) <= 10 and len(column_labels) <= 10
+    image = None
+    for r, row in enumerate(panels):
+        for c in range(n_cols):
+            axes = axes_grid[r][c]
+            if c >= len(row):
+                axes.set_visible(False)
+                continue
+            panel_title, matrix = row[c]
+            image = axes.imshow(matrix, cmap="viridis", vmin=low, vmax=high, aspect="auto")
+            axes.set_title(panel_title, fontsize=9)
+            label_ticks(axes, column_labels, "x")
+            label_ticks(axes, row_labels, "y")
+            if r == n_rows - 1:
+                axes.set_xlabel(x_label, fontsize=8)
+            if c == 0:
+                axes.set_ylabel(y_label, fontsize=8)
+            if annotate:
+                for (i, j), value in np.ndenumerate(matrix):
+                    text = "-inf" if value == -np.inf else f"{value:.2f}"
+                    bright = np.isfinite(value) and value > low + 0.6 * (high - low)
+                    axes.text(
+                        j,
+                        i,
+                        text,
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                        color="black" if bright else "white",
+                    )
+    figure.colorbar(image, ax=axes_grid, shrink=0.8)
+    return save(figure, path)
+
+
+def attention_maps_figure(
+    path: str | Path,
+    maps: np.ndarray,
+    tokens: Sequence[str],
+    layers: Sequence[int],
+    heads: Sequence[int],
+    title: str,
+) -> Path:
+    """Attention weights of a model: ``maps`` (n_layers_shown, n_heads_shown, T, T), one row of
+    panels per layer and one column per head, tokens on both axes."""
+    panels = [
+        [(f"layer {layer}, head {head}", maps[r, c]) for c, head in enumerate(heads)]
+        for r, layer in enumerate(layers)
+    ]
+    return heatmap_grid(path, panels, tokens, tokens, title)
+
+
+def positional_encoding_heatmap(
+    path: str | Path,
+    n_positions: int,
+    dim: int,
+    base: float,
+    example: tuple[Sequence[str], np.ndarray] | None = None,
+) -> Path:
+    """Heatmap of the sinusoidal table PE(pos, j) (seed 003 §9's figure; seed 001), positions
+    down, dimensions across; with ``example`` = (tokens, table), a small annotated panel of the
+    worked example beside it."""
+    table = sinusoidal_table(n_positions, dim, base).numpy()
+    n_cols = 2 if example is not None else 1
+    figure = Figure(figsize=WIDE_FIGURE, layout="constrained")
+    figure.suptitle(f"Sinusoidal positional encodings, base n = {base:g}")
+    axes_list = figure.subplots(1, n_cols, squeeze=False, width_ratios=[1, 2][-n_cols:])[0]
+    if example is not None:
+        tokens, small = example
+        axes = axes_list[0]
+        axes.imshow(small, cmap="RdBu_r", vmin=-1, vmax=1)
+        for (i, j), value in np.ndenumerate(small):
+            color = "white" if abs(value) > 0.6 else "black"
+            axes.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8, color=color)
+        axes.set_title(f"{' '.join(tokens)!r}: d = {small.shape[1]}", fontsize=9)
+        axes.set_xticks(range(small.shape[1]), [f"j={j}" for j in range(small.shape[1])])
+        axes.set_yticks(range(len(tokens)), [f"{i} {t}" for i, t in enumerate(tokens)])
+        axes.set_xlabel("dimension j")
+        axes.set_ylabel("position")
+    axes = axes_list[-1]
+    image = axes.imshow(table, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
+    axes.set_title(f"{n_positions} positions x {dim} dimensions", fontsize=9)
+    axes.set_xlabel("dimension j (even: sin, odd: cos)")
+    axes.set_ylabel("position")
+    figure.colorbar(image, ax=axes, shrink=0.8, label="PE(pos, j)")
+    return save(figure, path)
+
+
+def positional_encoding_curves(
+    path: str | Path,
+    dim: int,
+    base: float,
+    n_positions: int,
+    dimensions: Sequence[int],
+    tokens: Sequence[str] | None = None,
+) -> Path:
+    """PE(pos, j) against the position for each dimension j in ``dimensions`` (seed 003 §12's
+    figure): sines and cosines whose wavelength grows with j.
+
+    PE(pos, 2i) = sin(pos θ_i) and PE(pos, 2i+1) = cos(pos θ_i) with θ_i = base^(-2i/d), the
+    angles ``rope_angles`` computes; it draws the curves through fractional positions, and the
+    dots are the table the model uses (``sinusoidal_table``) at the integer positions. With
+    ``tokens``, the first positions get large dots and the words in the legend.
+    """
+    fine = torch.linspace(0.0, n_positions - 1, 20 * n_positions, dtype=torch.float64)
+    cos, sin = rope_angles(fine, dim, base)  # (samples, dim/2): cos and sin of pos θ_i
+    table = sinusoidal_table(n_positions, dim, base).numpy()  # (n_positions, dim)
+    figure = Figure(figsize=WIDE_FIGURE, layout="constrained")
+    axes = figure.subplots()
+    for j in dimensions:
+        curve = (sin if j % 2 == 0 else cos)[:, j // 2]
+        kind = "sin" if j % 2 == 0 else "cos"
+        (line,) = axes.plot(fine, curve, linewidth=1.2, label=f"j = {j} ({kind}, i = {j // 2})")
+        axes.plot(np.arange(n_positions), table[:, j], "o", markersize=2.5, color=line.get_color())
+        if tokens is not None:
+            axes.plot(
+                np.arange(len(tokens)),
+                table[: len(tokens), j],
+                "o",
+                markersize=7,
+                color=line.get_color(),
+                markeredgecolor="black",
+            )
+    title = f"Sinusoidal positional encodings per dimension (d = {dim}, base n = {base:g})"
+    if tokens is not None:
+        title += f"\nlarge dots: {' '.join(tokens)!r} at positions 0-{len(tokens) - 1}"
+    axes.set_title(title)
+    axes.set_ylim(-1.1, 1.1)
+    axes.set_xlabel("position pos")
+    axes.set_ylabel("PE(pos, j)")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return save(figure, path)
+
+
+def learning_rate_figure(
+    path: str | Path,
+    max_lr: float,
+    min_lr: float,
+    warmup_iters: int,
+    lr_decay_iters: int,
+    max_iters: int,
+) -> Path:
+    """The learning rate at every step of a run, by ``train.optim.learning_rate`` (seed 000 §7,
+    seed 002 §4.2): linear warmup, cosine decay, then the floor."""
+    steps = np.arange(max_iters)
+    rates = [learning_rate(int(t), max_lr, min_lr, warmup_iters, lr_decay_iters) for t in steps]
+    figure = Figure(figsize=WIDE_FIGURE, layout="constrained")
+    axes = figure.subplots()
+    axes.plot(steps, rates, color="tab:blue")
+    axes.axvline(warmup_iters, color="gray", linestyle=":", label=f"end of warmup ({warmup_iters})")
+    axes.axvline(
+        lr_decay_iters, color="gray", linestyle="--", label=f"end of decay ({lr_decay_iters})"
+    )
+    axes.axhline(min_lr, color="tab:red", linestyle=":", label=f"min_lr = {min_lr:g}")
+    axes.set_xlabel("optimizer step")
+    axes.set_ylabel("learning rate")
+    axes.set_title(f"Learning-rate schedule: warmup + cosine (max_lr = {max_lr:g})")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    return save(figure, path)
+
+
+def distributions_figure(
+    path: str | Path,
+    distributions: Sequence[tuple[str, np.ndarray]],
+    labels: Sequence[str],
+    title: str,
+) -> Path:
+    """Grouped bars: one group per token, one bar per named distribution."""
+    figure = Figure(figsize=WIDE_FIGURE, layout="constrained")
+    axes = figure.subplots()
+    positions = np.arange(len(labels))
+    width = 0.8 / len(distributions)
+    for k, (name, probabilities) in enumerate(distributions):
+        axes.bar(
+            positions + (k - (len(distributions) - 1) / 2) * width, probabilities, width, label=name
+        )
+    axes.set_xticks(positions, labels)
+    axes.set_ylabel("probability")
+    highest = max(float(np.max(p)) for _, p in distributions)
+    axes.set_ylim(0, min(1.0, 1.15 * highest))
+    axes.set_title(title)
+    axes.grid(alpha=0.3, axis="y")
+    axes.legend(fontsize=8)
+    return save(figure, path)
+
+
+def softmax_temperatures_figure(
+    path: str | Path, logits: Sequence[float], labels: Sequence[str], temperatures: Sequence[float]
+) -> Path:
+    """softmax(z / τ) for several temperatures τ (seed 002 §15.4; seed 000 §8), as grouped bars;
+    the division is ``generate.filter_logits``, as in sampling."""
+    z = torch.tensor([logits])  # (B=1, V)
+    distributions = [
+        (f"τ = {t:g}", torch.softmax(filter_logits(z, temperature=t), -1)[0].numpy())
+        for t in temperatures
+    ]
+    return distributions_figure(
+        path, distributions, labels, f"Softmax with temperature: logits {list(logits)}"
+    )
+
+
+def activations_figure(path: str | Path) -> Path:
+    """ReLU, GELU (exact and tanh) and Swish (SiLU, SwiGLU's gate) on [-4, 4], by
+    ``nn.feedforward.activation_fn`` and ``torch.nn.functional.silu`` (seed 000 §4; seed 001)."""
+    x = torch.linspace(-4.0, 4.0, 401)
+    figure = Figure(figsize=WIDE_FIGURE, layout="constrained")
+    axes = figure.subplots()
+    styles = {"relu": "-", "gelu": "-", "gelu_tanh": ":"}  # the two GELUs nearly coincide
+    for name, style in styles.items():
+        axes.plot(x, activation_fn(name, x), style, label=name, linewidth=2)
+    axes.plot(x, torch.nn.functional.silu(x), "--", label="swish (SwiGLU gate)", linewidth=2)
+    axes.set_xlabel("z")
+    axes.set_ylabel("activation(z)")
+    axes.set_title("Feed-forward activations: ReLU, GELU, GELU (tanh), Swish")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    return save(figure, path)

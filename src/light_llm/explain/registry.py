@@ -1,0 +1,311 @@
+"""The registry of worked examples: name, one-line summary, the function that computes its steps
+and the one that draws its pictures."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from light_llm.errors import ConfigError
+from light_llm.explain import (
+    attention_examples,
+    layer_examples,
+    plots,
+    position_examples,
+    probability_examples,
+    tokenization_examples,
+    training_examples,
+)
+from light_llm.explain.steps import Step
+
+
+@dataclass(frozen=True)
+class Example:
+    """A worked example: ``steps()`` computes it; ``figures(folder)`` writes its PNGs (None
+    when no picture helps) and returns their paths."""
+
+    name: str
+    summary: str
+    steps: Callable[[], list[Step]]
+    figures: Callable[[Path], list[Path]] | None = None
+
+
+def value_of(steps: list[Step], title: str) -> np.ndarray:
+    """The value of the step called ``title``."""
+    return next(np.asarray(step.value) for step in steps if step.title == title)
+
+
+def cat_sat_figures(folder: Path) -> list[Path]:
+    steps = attention_examples.cat_sat()
+    tokens = attention_examples.CAT_SAT_TOKENS
+    panels = [
+        [
+            ("GPT (causal mask)", value_of(steps, "Attention weights, GPT (causal softmax)")),
+            ("BERT (no mask)", value_of(steps, "Attention weights, BERT (no mask)")),
+        ]
+    ]
+    title = 'Attention weights for "The cat sat" (seed 001, d_k = 3)'
+    return [plots.heatmap_grid(folder / "cat_sat_attention.png", panels, tokens, tokens, title)]
+
+
+def multi_head_figures(folder: Path) -> list[Path]:
+    steps = attention_examples.multi_head()
+    tokens = attention_examples.CAT_SAT_TOKENS
+    panels = [
+        [(f"head {h}", value_of(steps, f"Attention weights of head {h} (causal)")) for h in (1, 2)]
+    ]
+    title = 'Multi-head attention on "The cat sat": weights per head (d_model = 4, h = 2)'
+    return [plots.heatmap_grid(folder / "multi_head_attention.png", panels, tokens, tokens, title)]
+
+
+def river_figures(folder: Path) -> list[Path]:
+    steps = attention_examples.river()
+    distributions = [
+        (
+            "softmax(q·k) (seed 003)",
+            value_of(steps, "Attention weights without scaling: softmax(q·k)"),
+        ),
+        (
+            "softmax(q·k / sqrt(3))",
+            value_of(steps, "Attention weights with scaling: softmax(q·k / sqrt(3))"),
+        ),
+    ]
+    title = 'Attention of "river" over "The bank of the river was flooded!" (seed 003 §23)'
+    return [
+        plots.distributions_figure(
+            folder / "river_attention.png", distributions, attention_examples.RIVER_TOKENS, title
+        )
+    ]
+
+
+def sinusoidal_robot_figures(folder: Path) -> list[Path]:
+    tokens = position_examples.ROBOT_TOKENS
+    steps = position_examples.sinusoidal_robot()
+    table = value_of(steps, "Positional encodings P (d = 4, n = 100)")
+    base, dim = position_examples.ROBOT_BASE, position_examples.ROBOT_DIM
+    return [
+        plots.positional_encoding_heatmap(
+            folder / "positional_encoding_heatmap.png", 100, 64, base, example=(tokens, table)
+        ),
+        plots.positional_encoding_curves(
+            folder / "positional_encoding_curves.png", dim, base, 64, range(dim), tokens
+        ),
+    ]
+
+
+def sinusoidal_10000_figures(folder: Path) -> list[Path]:
+    return [
+        plots.positional_encoding_heatmap(
+            folder / "positional_encoding_heatmap_10000.png", 100, 512, 10000.0
+        ),
+        plots.positional_encoding_curves(
+            folder / "positional_encoding_curves_10000.png",
+            512,
+            10000.0,
+            100,
+            (16, 48, 96, 160, 256),
+        ),
+    ]
+
+
+def rope_figures(folder: Path) -> list[Path]:
+    steps = position_examples.rope()
+    scores = value_of(steps, "Scores q_m · k_n")
+    n = position_examples.ROPE_POSITIONS
+    return [
+        plots.heatmap_grid(
+            folder / "rope_scores.png",
+            [[("q_m · k_n", scores)]],
+            [f"m={m}" for m in range(n)],
+            [f"n={m}" for m in range(n)],
+            "RoPE: q_m · k_n\nconstant along each diagonal: depends on m - n only",
+            value_range=None,
+            x_label="key position n",
+            y_label="query position m",
+        )
+    ]
+
+
+def activation_figures(folder: Path) -> list[Path]:
+    return [plots.activations_figure(folder / "activations.png")]
+
+
+def softmax_figures(folder: Path) -> list[Path]:
+    logits = probability_examples.SOFTMAX_LOGITS
+    labels = [f"z{i} = {v:g}" for i, v in enumerate(logits)]
+    return [
+        plots.softmax_temperatures_figure(
+            folder / "softmax_temperatures.png", logits, labels, (0.25, 0.5, 1.0, 2.0, 5.0)
+        )
+    ]
+
+
+def sampling_figures(folder: Path) -> list[Path]:
+    steps = probability_examples.sampling()
+    distributions = [
+        ("τ = 1", value_of(steps, "P = softmax(logits), τ = 1")),
+        ("top-k, k = 3", value_of(steps, "top-k, k = 3")),
+        ("top-p, p = 0.9", value_of(steps, "top-p, p = 0.9")),
+        ("τ = 0.7, k = 4, p = 0.9", value_of(steps, "τ = 0.7, top-k = 4, top-p = 0.9 together")),
+    ]
+    tokens = probability_examples.SAMPLING_TOKENS
+    return [
+        plots.distributions_figure(
+            folder / "sampling_filters.png",
+            distributions,
+            tokens,
+            "Next-token distribution after temperature, top-k and top-p (seed 000 §8)",
+        ),
+        plots.softmax_temperatures_figure(
+            folder / "sampling_temperatures.png",
+            probability_examples.SAMPLING_LOGITS,
+            tokens,
+            (0.5, 0.7, 1.0, 2.0),
+        ),
+    ]
+
+
+def lr_schedule_figures(folder: Path) -> list[Path]:
+    s = training_examples.EXAMPLE_SCHEDULE
+    return [
+        plots.learning_rate_figure(
+            folder / "learning_rate_schedule.png",
+            s.max_lr,
+            s.min_lr,
+            s.warmup_iters,
+            s.lr_decay_iters,
+            s.max_iters,
+        )
+    ]
+
+
+EXAMPLES: dict[str, Example] = {
+    example.name: example
+    for example in (
+        Example(
+            "cat-sat",
+            'attention on "The cat sat": Q·K^T, scaling, causal mask, softmax '
+            "for GPT and BERT, A·V (seed 001)",
+            attention_examples.cat_sat,
+            cat_sat_figures,
+        ),
+        Example(
+            "multi-head",
+            "multi-head split, per-head attention, concat and W^O with "
+            "d_model = 4, h = 2 (seed 001, 000 §3)",
+            attention_examples.multi_head,
+            multi_head_figures,
+        ),
+        Example(
+            "tiny-attention",
+            "the tiny attention forward pass and its backward pass "
+            "dL/dV, dL/dQ, dL/dK (seed 002 §14)",
+            attention_examples.tiny_attention,
+        ),
+        Example(
+            "river",
+            'attention for "river" in "The bank of the river was flooded!", with '
+            "and without 1/sqrt(d_k) (seed 003 §16-25)",
+            attention_examples.river,
+            river_figures,
+        ),
+        Example(
+            "sinusoidal",
+            'sinusoidal positions, d = 4, base n = 100, for "I am a robot", '
+            "and E + P (seed 003 §9, §13)",
+            position_examples.sinusoidal_robot,
+            sinusoidal_robot_figures,
+        ),
+        Example(
+            "sinusoidal-10000",
+            "sinusoidal positions with base 10000, d_model = 512 (seed 001)",
+            position_examples.sinusoidal_10000,
+            sinusoidal_10000_figures,
+        ),
+        Example(
+            "rope",
+            "rotary embeddings: q_m · k_n depends only on m - n (seed 001, 002 §8.2)",
+            position_examples.rope,
+            rope_figures,
+        ),
+        Example("norms", "LayerNorm and RMSNorm of [1, 3, 2, 4] (seed 001)", layer_examples.norms),
+        Example(
+            "ffn",
+            "the ReLU feed-forward network with the seed's 4x4 W_1, W_2 (seed 001)",
+            layer_examples.feedforward,
+            activation_figures,
+        ),
+        Example(
+            "swiglu",
+            "SwiGLU: Swish(x W_1) ⊙ (x V) (seed 001)",
+            layer_examples.swiglu,
+            activation_figures,
+        ),
+        Example(
+            "softmax",
+            "softmax, its Jacobian, log-sum-exp and temperature (seed 002 §2.3, §4.4, App. B)",
+            probability_examples.softmax_example,
+            softmax_figures,
+        ),
+        Example(
+            "sampling",
+            "temperature, top-k and top-p on a next-token distribution (seed 000 §8)",
+            probability_examples.sampling,
+            sampling_figures,
+        ),
+        Example(
+            "adamw",
+            "one AdamW step: moments, bias correction, decoupled weight decay "
+            "(seed 000 §7, 002 §4.1)",
+            training_examples.adamw_step,
+        ),
+        Example(
+            "lr-schedule",
+            "linear warmup + cosine learning-rate schedule (seed 000 §7, 002 §4.2)",
+            training_examples.lr_schedule,
+            lr_schedule_figures,
+        ),
+        Example(
+            "grad-clip",
+            "global-norm clipping of a norm-50 gradient at 5 (seed 002 §4.3)",
+            training_examples.grad_clip,
+        ),
+        Example(
+            "tokenization",
+            'BERT inputs for "I love dogs." and a sentence pair: ids, '
+            "attention mask, token types (seed 003 §3-4)",
+            tokenization_examples.tokenization,
+        ),
+    )
+}
+
+
+def names() -> list[str]:
+    """The example names, in the order ``light-llm explain`` lists them."""
+    return list(EXAMPLES)
+
+
+def get(name: str) -> Example:
+    """The example called ``name``; ConfigError naming the known ones otherwise."""
+    try:
+        return EXAMPLES[name]
+    except KeyError:
+        raise ConfigError(
+            f"there is no worked example {name!r}; the examples are: {', '.join(EXAMPLES)}."
+        ) from None
+
+
+def run(name: str) -> list[Step]:
+    """The steps of the example called ``name``, computed now."""
+    return get(name).steps()
+
+
+def write_figures(name: str, folder: str | Path) -> list[Path]:
+    """Write the PNGs of the example called ``name`` into ``folder``; [] if it has none."""
+    example = get(name)
+    if example.figures is None:
+        return []
+    return example.figures(Path(folder))

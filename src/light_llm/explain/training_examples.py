@@ -1,0 +1,216 @@
+"""Worked examples of the optimiser side of training: one AdamW step, the warmup + cosine
+learning-rate schedule and global-norm gradient clipping (seed 000 §7, §10; seed 002 §4), by
+``light_llm.train.optim`` (``configure_adamw``, ``learning_rate``, ``clip_grad_norm``), the
+functions the trainer calls."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from light_llm.explain.steps import Step
+from light_llm.train.optim import clip_grad_norm, configure_adamw, learning_rate
+
+ADAMW_WEIGHT = [[0.5, -0.3, 0.8], [-0.2, 0.4, 0.1]]
+ADAMW_BIAS = [0.1, -0.1]
+ADAMW_WEIGHT_GRAD = [[0.1, -0.2, 0.3], [0.05, 0.0, -0.4]]
+ADAMW_BIAS_GRAD = [0.2, -0.05]
+ADAMW_LR = 0.01
+ADAMW_BETAS = (0.9, 0.95)
+ADAMW_WEIGHT_DECAY = 0.1
+ADAMW_EPS = 1e-8
+SEED_000_ADAMW = "seed 000 §7, AdamW"
+
+
+def adamw_step() -> list[Step]:
+    """One AdamW step on a 3 -> 2 linear layer (seed 000 §7; seed 002 §4.1, eqs. 7-9):
+    m = β1 m + (1-β1) g, v = β2 v + (1-β2) g², bias correction, θ -= α (m̂/(√v̂+ε) + λθ),
+    with decay on the weight matrix only, as ``configure_adamw`` sets it up for training."""
+    layer = nn.Linear(3, 2).double()
+    with torch.no_grad():
+        layer.weight.copy_(torch.tensor(ADAMW_WEIGHT))
+        layer.bias.copy_(torch.tensor(ADAMW_BIAS))
+    layer.weight.grad = torch.tensor(ADAMW_WEIGHT_GRAD, dtype=torch.float64)
+    layer.bias.grad = torch.tensor(ADAMW_BIAS_GRAD, dtype=torch.float64)
+    weight_before = layer.weight.detach().clone()
+    bias_before = layer.bias.detach().clone()
+    optimizer = configure_adamw(
+        layer, ADAMW_WEIGHT_DECAY, ADAMW_LR, ADAMW_BETAS, device_type="cpu", eps=ADAMW_EPS
+    )
+    optimizer.step()
+    state = optimizer.state[layer.weight]
+    m, v = state["exp_avg"], state["exp_avg_sq"]
+    beta1, beta2 = ADAMW_BETAS
+    m_hat = m / (1 - beta1)  # t = 1
+    v_hat = v / (1 - beta2)
+    direction = m_hat / (v_hat.sqrt() + ADAMW_EPS)
+    settings = (
+        f"α = {ADAMW_LR}, β1 = {beta1}, β2 = {beta2}, ε = {ADAMW_EPS:g}, "
+        f"λ = {ADAMW_WEIGHT_DECAY} on the weight matrix, 0 on the bias"
+    )
+    return [
+        Step(
+            "Weight θ before the step",
+            f"Assumed: a 3 -> 2 linear layer with these weights and gradients; {settings} "
+            "(configure_adamw decays tensors of two or more dimensions only).",
+            weight_before,
+            SEED_000_ADAMW,
+        ),
+        Step(
+            "Gradient g of the weight",
+            "dL/dθ from the backward pass.",
+            layer.weight.grad,
+            SEED_000_ADAMW,
+        ),
+        Step(
+            "m_1 = β1 m_0 + (1 - β1) g",
+            "First moment (momentum), from the optimizer's state; m_0 = 0, so m_1 = 0.1 g.",
+            m,
+            f"{SEED_000_ADAMW}; seed 002 §4.1, eq. 7",
+        ),
+        Step(
+            "v_1 = β2 v_0 + (1 - β2) g²",
+            "Second moment, from the optimizer's state; v_0 = 0, so v_1 = 0.05 g².",
+            v,
+            f"{SEED_000_ADAMW}; seed 002 §4.1, eq. 8",
+        ),
+        Step(
+            "m̂ = m / (1 - β1^t), v̂ = v / (1 - β2^t), t = 1: m̂ (v̂ = g² likewise)",
+            "Bias correction undoes the pull towards the zero start: at t = 1, m̂ = g and v̂ = g².",
+            m_hat,
+            f"{SEED_000_ADAMW}, bias correction",
+        ),
+        Step(
+            "m̂ / (sqrt(v̂) + ε)",
+            "At the first step this is g / |g| = ±1 wherever g ≠ 0 (and 0 where g = 0): Adam "
+            "moves every weight by about α whatever the gradient's size.",
+            direction,
+            f"{SEED_000_ADAMW}; seed 002 §4.1, eq. 9",
+        ),
+        Step(
+            "Weight after: θ - α (m̂/(sqrt(v̂) + ε) + λ θ)",
+            "torch.optim.AdamW's result: the Adam step plus the decoupled decay α λ θ.",
+            layer.weight,
+            SEED_000_ADAMW,
+        ),
+        Step(
+            "Change of the weight",
+            "θ_after - θ_before = -α (±1) - α λ θ_before.",
+            layer.weight.detach() - weight_before,
+            SEED_000_ADAMW,
+        ),
+        Step(
+            "Bias: before, gradient, after",
+            "The bias gets the same Adam step but no decay (λ = 0 for 1-D tensors).",
+            torch.stack([bias_before, layer.bias.grad, layer.bias.detach()]),
+            SEED_000_ADAMW,
+            rows=("before", "gradient", "after"),
+        ),
+    ]
+
+
+@dataclass(frozen=True)
+class ScheduleSettings:
+    """The schedule settings of a training run (``learning_rate``'s arguments) and its length."""
+
+    max_lr: float = 1e-3
+    min_lr: float = 1e-4
+    warmup_iters: int = 100
+    lr_decay_iters: int = 1000
+    max_iters: int = 1100
+
+
+EXAMPLE_SCHEDULE = ScheduleSettings()
+SCHEDULE_STEPS = (0, 49, 99, 100, 325, 550, 775, 1000, 1099)
+
+
+def lr_schedule() -> list[Step]:
+    """The warmup + cosine learning-rate schedule (seed 000 §7; seed 002 §4.2, eq. 10 and the
+    cosine formula), by ``train.optim.learning_rate`` at a few steps of a 1100-step run."""
+    s = EXAMPLE_SCHEDULE
+    rates = [
+        learning_rate(step, s.max_lr, s.min_lr, s.warmup_iters, s.lr_decay_iters)
+        for step in SCHEDULE_STEPS
+    ]
+    return [
+        Step(
+            "Learning rate at selected steps",
+            f"Assumed settings: max_lr = {s.max_lr:g}, min_lr = {s.min_lr:g}, "
+            f"warmup_iters = {s.warmup_iters}, lr_decay_iters = {s.lr_decay_iters}. Linear "
+            "warmup lr_max (t + 1) / (T_w + 1), then lr_min + 0.5 (1 + cos(π r)) "
+            "(lr_max - lr_min) with r = (t - T_w) / (T_d - T_w), then lr_min. Unlike the "
+            "seeds' t / T_w, the first step already moves, and the cosine ends at lr_min, "
+            "not 0. At step 550 (half way) the rate is the mean of max and min.",
+            rates,
+            "seed 000 §7, Learning Rate Scheduling; seed 002 §4.2",
+            columns=tuple(f"t={t}" for t in SCHEDULE_STEPS),
+        ),
+        Step(
+            "lr / max_lr",
+            "The same, as a fraction of the peak.",
+            [rate / s.max_lr for rate in rates],
+            "seed 000 §7",
+            columns=tuple(f"t={t}" for t in SCHEDULE_STEPS),
+        ),
+    ]
+
+
+CLIP_WEIGHT_GRAD = [[24.0, -18.0], [0.0, 0.0]]  # norm 30
+CLIP_BIAS_GRAD = [0.0, 40.0]  # norm 40; together sqrt(30² + 40²) = 50
+CLIP_MAX_NORM = 5.0
+SEED_CLIP = "seed 002 §4.3, eq. 11; seed 000 §10"
+
+
+def grad_clip() -> list[Step]:
+    """Global-norm clipping of a gradient of norm 50 at c = 5 (seed 002 §4.3 example, eq. 11):
+    g <- min(1, c / ||g||) g, one factor for all parameters, by ``train.optim.clip_grad_norm``."""
+    layer = nn.Linear(2, 2).double()
+    layer.weight.grad = torch.tensor(CLIP_WEIGHT_GRAD, dtype=torch.float64)
+    layer.bias.grad = torch.tensor(CLIP_BIAS_GRAD, dtype=torch.float64)
+    norms_before = torch.stack([layer.weight.grad.norm(), layer.bias.grad.norm()])
+    total_norm = clip_grad_norm(layer.parameters(), CLIP_MAX_NORM)
+    norm_after = torch.cat([layer.weight.grad.flatten(), layer.bias.grad]).norm()
+    return [
+        Step(
+            "Gradients before clipping: weight (2x2) and bias (2)",
+            "Assumed: gradients of a 2 -> 2 linear layer chosen so the global norm is the "
+            "seed's 50.",
+            torch.cat([torch.tensor(CLIP_WEIGHT_GRAD), torch.tensor([CLIP_BIAS_GRAD])]),
+            SEED_CLIP,
+            rows=("weight row 0", "weight row 1", "bias"),
+        ),
+        Step(
+            "Norm of each parameter's gradient",
+            "30 and 40.",
+            norms_before,
+            SEED_CLIP,
+            columns=("weight", "bias"),
+        ),
+        Step(
+            "Global norm ||g||_2 = sqrt(30² + 40²)",
+            "All gradients together, as returned by clip_grad_norm (before clipping).",
+            total_norm,
+            f"{SEED_CLIP}, Example",
+            seed_value=50.0,
+            seed_decimals=0,
+        ),
+        Step(
+            "Scale factor min(1, c / ||g||), c = 5",
+            "The factor clip_grad_norm applied (the norm after over the norm before): the "
+            "seed's 5 / 50 = 0.1 (torch adds 1e-6 to the norm, invisible here).",
+            norm_after / total_norm,
+            f"{SEED_CLIP}, Example",
+            seed_value=0.1,
+            seed_decimals=1,
+        ),
+        Step(
+            "Gradients after clipping",
+            "Every gradient times 0.1: the direction is kept, the length is now 5.",
+            torch.cat([layer.weight.grad, layer.bias.grad[None]]),
+            SEED_CLIP,
+            rows=("weight row 0", "weight row 1", "bias"),
+        ),
+        Step("Global norm after clipping", "c = 5.", norm_after, SEED_CLIP),
+    ]
