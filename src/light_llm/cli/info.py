@@ -1,0 +1,285 @@
+"""``light-llm info``: parameters, FLOPs per token and memory of a model, from its config alone.
+
+The counts come from :func:`light_llm.config.count_parameters` and
+:func:`light_llm.config.model_counts`, the one home of those formulas; this command lays
+them out with human units and the seed section each formula comes from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from light_llm.config import (
+    ACTIVATIONS,
+    ATTENTIONS,
+    BLOCK_ORDERS,
+    NORMS,
+    POSITIONS,
+    PRESETS,
+    ModelConfig,
+    preset,
+)
+from light_llm.errors import ConfigError
+
+DESCRIPTION = """\
+Count a model's parameters (with and without the embeddings, per layer), its FLOPs per token
+(forward and training) and the memory one sequence needs at a given context (KV cache,
+attention matrices, activations), from its config: seed 000 §9, seed 002 §8.1 and §11.
+No weights are read and nothing is computed on tensors.
+"""
+
+EXAMPLES = """\
+examples:
+  light-llm info                                   # the seed's model (preset seed-30m)
+  light-llm info --preset gpt2-124m --context 256 --dtype bfloat16
+  light-llm info --checkpoint out/                 # a light-llm or HuggingFace GPT-2 folder
+  light-llm info --preset seed-30m --n-layer 12 --positions rotary --json
+"""
+
+BYTES_PER_VALUE = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+# (flag, config field, type, choices, help) of the overrides applied on top of the config
+OVERRIDES = [
+    ("--n-layer", "n_layer", int, None, "number of blocks L"),
+    ("--n-head", "n_head", int, None, "attention heads n_h (must divide n_embd)"),
+    ("--n-embd", "n_embd", int, None, "model width d_model"),
+    ("--block-size", "block_size", int, None, "context length T_max"),
+    ("--vocab-size", "vocab_size", int, None, "vocabulary size V"),
+    ("--positions", "positions", str, POSITIONS, "position encoding"),
+    ("--norm", "norm", str, NORMS, "normalisation layer"),
+    ("--activation", "activation", str, ACTIVATIONS, "FFN non-linearity"),
+    ("--block-order", "block_order", str, BLOCK_ORDERS, "pre-LN (GPT-2) or post-LN"),
+    ("--attention", "attention", str, ATTENTIONS, "softmax or causal linear attention"),
+]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "info",
+        help="parameters, FLOPs per token and memory of a model (seed 000 §9, seed 002 §8.1, §11)",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--preset", choices=list(PRESETS), help="a named model shape (default: seed-30m)"
+    )
+    source.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        help="read the config of this checkpoint (light-llm, training output, or HF GPT-2)",
+    )
+    parser.add_argument(
+        "--context",
+        type=int,
+        metavar="T",
+        help="sequence length for FLOPs and memory (default: the model's block size)",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=list(BYTES_PER_VALUE),
+        default="float32",
+        help="number format for the memory figures (default float32)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    overrides = parser.add_argument_group("overrides (applied on top of the preset/checkpoint)")
+    for flag, field, kind, choices, help_text in OVERRIDES:
+        metavar = None if choices else "N"
+        overrides.add_argument(
+            flag, dest=field, type=kind, choices=choices, metavar=metavar, help=help_text
+        )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config, name = chosen_config(args)
+    context = config.block_size if args.context is None else args.context
+    if context > config.block_size:
+        raise ConfigError(
+            f"--context {context} is longer than the model's block size {config.block_size}; "
+            "raise --block-size to count a longer context."
+        )
+    report = build_report(config, context, args.dtype)
+    if args.json:
+        print(json.dumps({"model": name, **report}, indent=2))
+    else:
+        print(render(name, config, report))
+    return 0
+
+
+def chosen_config(args: argparse.Namespace) -> tuple[ModelConfig, str]:
+    """The preset's or checkpoint's config with the command-line overrides applied."""
+    if args.checkpoint is not None:
+        from light_llm.checkpoint import load_config
+
+        config, name = load_config(args.checkpoint), str(args.checkpoint)
+    else:
+        name = args.preset or "seed-30m"
+        config = preset(name)
+    changes = {field: getattr(args, field) for _, field, _, _, _ in OVERRIDES}
+    changes = {field: value for field, value in changes.items() if value is not None}
+    if changes:
+        name += " with " + ", ".join(f"{field}={value}" for field, value in changes.items())
+    return config.replace(**changes), name
+
+
+def build_report(config: ModelConfig, context: int, dtype: str) -> dict:
+    """Every figure ``info`` shows, as plain numbers (the --json output)."""
+    from light_llm.config import count_parameters, model_counts
+
+    bytes_per_value = BYTES_PER_VALUE[dtype]
+    parts = count_parameters(config)
+    counts = model_counts(config, context=context, bytes_per_value=bytes_per_value)
+    return {
+        "config": config.to_dict(),
+        "context": counts.context,
+        "dtype": dtype,
+        "bytes_per_value": bytes_per_value,
+        "parameters": {
+            "total": counts.params,
+            "embedding": counts.params_embedding,
+            "non_embedding": counts.params_non_embedding,
+            **parts,
+        },
+        "flops_per_token": {
+            "forward": counts.flops_forward_per_token,
+            "training": counts.flops_train_per_token,
+        },
+        "memory_bytes_per_sequence": {
+            "weights": counts.params * bytes_per_value,
+            "kv_cache": counts.kv_cache_bytes,
+            "attention_matrix_per_layer": counts.attention_matrix_bytes,
+            "attention_matrices_all_layers": counts.attention_matrix_bytes * config.n_layer,
+            "activations": counts.activation_bytes,
+        },
+    }
+
+
+# --------------------------------------------------------------------------- human units
+def human_count(n: int) -> str:
+    """30339456 -> '30.3M'."""
+    for factor, suffix in ((10**9, "B"), (10**6, "M"), (10**3, "K")):
+        if abs(n) >= factor:
+            return f"{n / factor:.1f}{suffix}"
+    return str(n)
+
+
+def human_flops(n: int) -> str:
+    """64549632 -> '64.5 MFLOP'."""
+    for factor, prefix in ((10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "K")):
+        if abs(n) >= factor:
+            return f"{n / factor:.1f} {prefix}FLOP"
+    return f"{n} FLOP"
+
+
+def human_bytes(n: int) -> str:
+    """18874368 -> '18.0 MiB' (binary units)."""
+    for factor, suffix in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if abs(n) >= factor:
+            return f"{n / factor:.1f} {suffix}"
+    return f"{n} B"
+
+
+# --------------------------------------------------------------------------- text layout
+def formulas(config: ModelConfig) -> dict[str, str]:
+    """The formula behind each parameter line, in the seeds' notation, for this variant."""
+    biases = config.bias
+    norm_size = "2d" if config.norm == "layernorm" and biases else "d"
+    ffn = "3 d d_ff" if config.activation == "swiglu" else "2 d d_ff"
+    if biases:
+        ffn += " + 2 d_ff + d" if config.activation == "swiglu" else " + d_ff + d"
+    return {
+        "attention": "W^QKV, W^O: 4d²" + (" + 4d biases" if biases else ""),
+        "ffn": f"W_1, W_2{', V' if config.activation == 'swiglu' else ''}: {ffn}",
+        "norms": f"2 norms x {norm_size}",
+        "token": "E: V x d",
+        "position": "P: T_max x d" if config.positions == "learned" else "no table",
+    }
+
+
+def render(name: str, config: ModelConfig, report: dict) -> str:
+    """The report as aligned lines: label, human figure, exact figure or formula, source."""
+    params = report["parameters"]
+    flops = report["flops_per_token"]
+    memory = report["memory_bytes_per_sequence"]
+    text = formulas(config)
+    L, T, dtype = config.n_layer, report["context"], report["dtype"]
+    rows: list[tuple[str, str, str, str] | str] = []
+
+    def row(label: str, figure: str, detail: str = "", source: str = "") -> None:
+        rows.append((label, figure, detail, source))
+
+    rows.append(
+        f"{name}: {L} layers, {config.n_head} heads, d_model {config.n_embd}, "
+        f"d_ff {config.ffn_hidden}, vocabulary {config.vocab_size}, block size {config.block_size}"
+    )
+    rows.append(
+        f"  {config.positions} positions, {config.norm}, {config.activation}, "
+        f"{config.block_order}-LN, {config.attention} attention, "
+        f"{'tied' if config.tie_embeddings else 'untied'} embeddings"
+    )
+    rows.append("")
+    rows.append("Parameters")
+    row("  total", human_count(params["total"]), f"{params['total']:,}", "seed 000 §9")
+    row(
+        "  embedding",
+        human_count(params["embedding"]),
+        f"{text['token']} = {params['token_embedding']:,}; "
+        f"{text['position']} = {params['position_embedding']:,}",
+        "seed 000 §2",
+    )
+    row("  non-embedding", human_count(params["non_embedding"]), f"{params['non_embedding']:,}")
+    per_layer = params["layers"] // L
+    row("  per layer", human_count(per_layer), f"{per_layer:,} x {L} layers", "seed 000 §6")
+    row(
+        "    attention",
+        human_count(params["attention_per_layer"]),
+        text["attention"],
+        "seed 002 §8.1",
+    )
+    row("    FFN", human_count(params["ffn_per_layer"]), text["ffn"], "seed 000 §4")
+    row("    norms", human_count(params["norms_per_layer"]), text["norms"], "seed 000 §5")
+    row("  final norm", human_count(params["final_norm"]), "pre-LN only", "seed 002 §9.1")
+    if params["lm_head_untied"]:
+        row("  untied LM head", human_count(params["lm_head_untied"]), "V x d", "seed 002 §10.2")
+    rows.append("")
+    rows.append(f"FLOPs per token at context {T}")
+    attention_flops = "2 L T d" if config.attention == "softmax" else "4 L d d_k"
+    row(
+        "  forward",
+        human_flops(flops["forward"]),
+        f"2 x matrix weights + {attention_flops} (attention)",
+        "seed 000 §9",
+    )
+    row("  training", human_flops(flops["training"]), "3 x forward", "seed 000 §9")
+    rows.append("")
+    rows.append(f"Memory per sequence at {T} tokens, {dtype}")
+    row("  weights", human_bytes(memory["weights"]), "N x bytes", "seed 000 §9")
+    row("  KV cache", human_bytes(memory["kv_cache"]), "2 L T d", "seed 002 §11.2")
+    matrix = "n_h T²" if config.attention == "softmax" else "n_h d_k² (linear attention state)"
+    row(
+        "  attention matrix",
+        human_bytes(memory["attention_matrix_per_layer"]),
+        f"{matrix} per layer; {human_bytes(memory['attention_matrices_all_layers'])} "
+        f"for {L} layers",
+        "seed 000 §9, seed 002 §11.1",
+    )
+    row("  activations", human_bytes(memory["activations"]), "L T d", "seed 000 §9")
+    return layout(rows)
+
+
+def layout(rows: list) -> str:
+    """Align the columns of the 4-tuples; plain strings are printed as they are."""
+    table = [r for r in rows if isinstance(r, tuple)]
+    widths = [max(len(r[i]) for r in table) for i in range(3)]
+    lines = []
+    for r in rows:
+        if isinstance(r, str):
+            lines.append(r)
+            continue
+        label, figure, detail, source = r
+        line = f"{label:<{widths[0]}}  {figure:>{widths[1]}}  {detail:<{widths[2]}}"
+        lines.append(f"{line}  [{source}]" if source else line.rstrip())
+    return "\n".join(lines)

@@ -1,0 +1,140 @@
+"""``light-llm info``: every count against the real model's tensors, or against transformers."""
+
+import json
+
+import pytest
+import torch
+import transformers
+from torch import nn
+
+from light_llm.checkpoint import save_model
+from light_llm.cli import main
+from light_llm.config import preset
+from light_llm.models.gpt import GPT
+from tests.conftest import VARIANTS, tiny_config
+
+
+def info_json(capsys, *argv: str) -> dict:
+    assert main(["info", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def seed_30m_parameters_from_shapes() -> int:
+    """The seed's model counted tensor by tensor (seed 000: V 50257, T_max 1024, 6 layers of
+    width 384, 4x MLP, biases, LayerNorm with β, tied head)."""
+    V, T, L, d = 50257, 1024, 6, 384
+    attention = (d * 3 * d + 3 * d) + (d * d + d)  # c_attn, c_proj
+    mlp = (d * 4 * d + 4 * d) + (4 * d * d + d)  # c_fc, c_proj
+    layer_norms = 2 * (2 * d)  # ln_1, ln_2
+    return V * d + T * d + L * (attention + mlp + layer_norms) + 2 * d  # + ln_f
+
+
+def test_seed_30m_reports_the_seeds_30m_parameters(capsys):
+    report = info_json(capsys, "--preset", "seed-30m")
+    expected = seed_30m_parameters_from_shapes()
+    assert expected == 30_339_456
+    assert report["parameters"]["total"] == expected
+    assert report["parameters"]["total"] == sum(
+        p.numel() for p in GPT(preset("seed-30m")).parameters()
+    )
+    assert main(["info", "--preset", "seed-30m"]) == 0
+    text = capsys.readouterr().out
+    assert "30.3M" in text and "30,339,456" in text
+
+
+def test_gpt2_124m_matches_transformers_gpt2():
+    config = transformers.GPT2Config(n_layer=12, n_head=12, n_embd=768, vocab_size=50257)
+    with torch.device("meta"):  # shapes only, no memory or initialisation
+        hf_count = transformers.GPT2LMHeadModel(config).num_parameters()
+    assert hf_count == 124_439_808
+    from light_llm.cli.info import build_report
+
+    assert build_report(preset("gpt2-124m"), 1024, "float32")["parameters"]["total"] == hf_count
+
+
+def module_parameters(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_every_count_matches_the_model_built_from_the_checkpoint(tmp_path, capsys, variant):
+    model = GPT(tiny_config(**VARIANTS[variant])).eval()
+    save_model(model, tmp_path / "ck")
+    report = info_json(capsys, "--checkpoint", str(tmp_path / "ck"))
+    params = report["parameters"]
+    block = model.transformer.h[0]
+    embedding = model.transformer.wte.weight.numel()
+    if model.config.positions == "learned":
+        embedding += model.transformer.wpe.weight.numel()
+
+    assert params["total"] == module_parameters(model)
+    assert params["embedding"] == embedding
+    assert params["non_embedding"] == module_parameters(model) - embedding
+    assert params["attention_per_layer"] == module_parameters(block.attn)
+    assert params["ffn_per_layer"] == module_parameters(block.mlp)
+    assert params["norms_per_layer"] == module_parameters(block.ln_1) + module_parameters(
+        block.ln_2
+    )
+
+    # forward FLOPs: 2 per weight of every matrix product (the head included) + attention
+    config, T = model.config, model.config.block_size
+    matrix_weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+    if config.attention == "softmax":
+        attention = 2 * config.n_layer * T * config.n_embd  # QK^T and AV over T/2 keys
+    else:
+        attention = 4 * config.n_layer * config.n_embd * config.head_dim
+    assert report["flops_per_token"]["forward"] == 2 * matrix_weights + attention
+    assert report["flops_per_token"]["training"] == 3 * report["flops_per_token"]["forward"]
+
+    if config.attention == "softmax":  # one layer's n_h x T x T matrix, as the model makes it
+        maps = model.attention_maps(torch.randint(0, config.vocab_size, (1, T)))
+        memory = report["memory_bytes_per_sequence"]
+        assert memory["attention_matrix_per_layer"] == maps[0].numel() * 4
+        cache = model.new_cache(1)  # allocated for T_max = the default context
+        cache_bytes = sum(t.nbytes for layer in cache.layers for t in (layer.keys, layer.values))
+        assert memory["kv_cache"] == cache_bytes
+
+
+@pytest.mark.parametrize(
+    "dtype, torch_dtype", [("float32", torch.float32), ("bfloat16", torch.bfloat16)]
+)
+def test_kv_cache_bytes_at_a_context_and_dtype(capsys, dtype, torch_dtype):
+    report = info_json(capsys, "--preset", "seed-30m", "--context", "256", "--dtype", dtype)
+    config = preset("seed-30m", block_size=256)
+    cache = GPT(config.replace(vocab_size=8)).to(torch_dtype).new_cache(1)
+    cache_bytes = sum(t.nbytes for layer in cache.layers for t in (layer.keys, layer.values))
+    assert report["memory_bytes_per_sequence"]["kv_cache"] == cache_bytes
+    assert report["context"] == 256
+
+
+def test_text_report_uses_human_units_and_names_seed_sections(capsys):
+    assert main(["info", "--preset", "seed-30m"]) == 0
+    text = capsys.readouterr().out
+    kv_mib = 2 * 6 * 1024 * 384 * 4 / 2**20  # 2 L T d float32 values
+    assert f"{kv_mib:.1f} MiB" in text
+    for section in ("seed 000 §9", "seed 002 §8.1", "seed 002 §11.1", "seed 002 §11.2"):
+        assert section in text
+
+
+def test_overrides_apply_on_top_of_the_preset(capsys):
+    report = info_json(capsys, "--preset", "char-baby", "--n-layer", "7", "--positions", "rotary")
+    expected = GPT(preset("char-baby", n_layer=7, positions="rotary"))
+    assert report["parameters"]["total"] == module_parameters(expected)
+    assert report["config"]["n_layer"] == 7
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--n-embd", "100"], "divisible by n_head"),
+        (["--context", "2048"], "longer than the model's block size"),
+        (["--context", "0"], "at least 1 token"),
+        (["--checkpoint", "/nonexistent/folder"], "no checkpoint folder"),
+    ],
+)
+def test_bad_input_is_one_sentence_and_exit_2(capsys, argv, words):
+    assert main(["info", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("light-llm info: error: ")
+    assert words in captured.err and captured.err.count("\n") == 1
