@@ -28,7 +28,9 @@ DPI = 100
 PANEL_INCHES = 3.2  # one heatmap panel in a grid
 MARGIN_INCHES = 1.2  # room for the title and axis labels
 MIN_WIDTH_INCHES = 6.0  # so that a one-panel figure still has room for its title
-MAX_TICK_LABELS = 40  # longer axes label every k-th token
+MAX_PANEL_INCHES = 10.0  # a lone attention panel grows with the prompt up to this
+INCHES_PER_TOKEN = 0.25
+TICK_LABEL_POINTS = 9  # vertical room one tick label needs
 WIDE_FIGURE = (10.0, 5.0)  # (width, height) in inches of the single-plot figures
 
 
@@ -44,15 +46,16 @@ def save(figure: Figure, path: str | Path) -> Path:
     return path
 
 
-def grid_size_inches(n_rows: int, n_cols: int) -> tuple[float, float]:
-    """(width, height) of a grid of heatmap panels."""
-    width = max(MIN_WIDTH_INCHES, PANEL_INCHES * n_cols + MARGIN_INCHES)
-    return (width, PANEL_INCHES * n_rows + MARGIN_INCHES)
+def grid_size_inches(n_rows: int, n_cols: int, panel_inches: float = PANEL_INCHES):
+    """(width, height) in inches of a grid of heatmap panels."""
+    width = max(MIN_WIDTH_INCHES, panel_inches * n_cols + MARGIN_INCHES)
+    return (width, panel_inches * n_rows + MARGIN_INCHES)
 
 
-def label_ticks(axes, labels: Sequence[str], axis: str) -> None:
-    """Put token labels on an axis, every k-th one when there are many."""
-    every = max(1, -(-len(labels) // MAX_TICK_LABELS))
+def label_ticks(axes, labels: Sequence[str], axis: str, panel_inches: float) -> None:
+    """Put token labels on an axis, every k-th one when they would not fit the panel."""
+    room = max(4, int(panel_inches * 72 / TICK_LABEL_POINTS))
+    every = -(-len(labels) // room)
     positions = list(range(0, len(labels), every))
     shown = [labels[i] for i in positions]
     if axis == "x":
@@ -67,25 +70,23 @@ def heatmap_grid(
     row_labels: Sequence[str],
     column_labels: Sequence[str],
     title: str,
-    annotate: bool | None = None,
     value_range: tuple[float, float] | None = (0.0, 1.0),
     x_label: str = "key (attended to)",
     y_label: str = "query (attending)",
+    panel_inches: float = PANEL_INCHES,
 ) -> Path:
     """A grid of labelled heatmaps, ``panels[r][c] = (panel title, matrix)``, one colour scale.
 
-    ``annotate`` writes each value in its cell (default: when the matrices are small).
-    ``value_range`` fixes the colour scale (attention weights lie in [0, 1]); None spans the
-    data.
+    Values are written in the cells when the matrices are at most 10 x 10. ``value_range``
+    fixes the colour scale (attention weights lie in [0, 1]); None spans the data.
     """
     n_rows, n_cols = len(panels), max(len(row) for row in panels)
-    figure = Figure(figsize=grid_size_inches(n_rows, n_cols), layout="constrained")
+    figure = Figure(figsize=grid_size_inches(n_rows, n_cols, panel_inches), layout="constrained")
     figure.suptitle(title)
     axes_grid = figure.subplots(n_rows, n_cols, squeeze=False)
     finite = [m[np.isfinite(m)] for row in panels for _, m in row]
     low, high = value_range or (min(v.min() for v in finite), max(v.max() for v in finite))
-    if annotate is None:
-        annotate = len(row_labels) <= 10 and len(column_labels) <= 10
+    annotate = len(row_labels) <= 10 and len(column_labels) <= 10
     image = None
     for r, row in enumerate(panels):
         for c in range(n_cols):
@@ -96,8 +97,8 @@ def heatmap_grid(
             panel_title, matrix = row[c]
             image = axes.imshow(matrix, cmap="viridis", vmin=low, vmax=high, aspect="auto")
             axes.set_title(panel_title, fontsize=9)
-            label_ticks(axes, column_labels, "x")
-            label_ticks(axes, row_labels, "y")
+            label_ticks(axes, column_labels, "x", panel_inches)
+            label_ticks(axes, row_labels, "y", panel_inches)
             if r == n_rows - 1:
                 axes.set_xlabel(x_label, fontsize=8)
             if c == 0:
@@ -119,6 +120,13 @@ def heatmap_grid(
     return save(figure, path)
 
 
+def attention_panel_inches(n_panels: int, n_tokens: int) -> float:
+    """A lone panel grows with the prompt (up to MAX_PANEL_INCHES); grids keep PANEL_INCHES."""
+    if n_panels > 1:
+        return PANEL_INCHES
+    return min(MAX_PANEL_INCHES, max(PANEL_INCHES, INCHES_PER_TOKEN * n_tokens))
+
+
 def attention_maps_figure(
     path: str | Path,
     maps: np.ndarray,
@@ -133,7 +141,8 @@ def attention_maps_figure(
         [(f"layer {layer}, head {head}", maps[r, c]) for c, head in enumerate(heads)]
         for r, layer in enumerate(layers)
     ]
-    return heatmap_grid(path, panels, tokens, tokens, title)
+    panel = attention_panel_inches(len(layers) * len(heads), len(tokens))
+    return heatmap_grid(path, panels, tokens, tokens, title, panel_inches=panel)
 
 
 def positional_encoding_heatmap(

@@ -1,0 +1,116 @@
+"""Attention weights of a trained GPT for a prompt, per layer and head, as pictures.
+
+``GPT.attention_maps`` runs the prompt through the explicit attention formula and returns
+A = softmax(Q K^T / sqrt(d_k)) with the causal mask for every layer (seed 000 §3); this module
+checks the request against the model (context length, layer and head ranges), picks the
+layers and heads asked for and draws them with the tokens on both axes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from light_llm.errors import ConfigError, TokenizerError
+from light_llm.explain import plots
+
+
+@dataclass(frozen=True)
+class PromptAttention:
+    """The attention weights of one prompt: ``maps[a, b]`` is the (T, T) matrix of layer
+    ``layers[a]``, head ``heads[b]``; row i is what token i attends to."""
+
+    tokens: list[str]
+    layers: list[int]
+    heads: list[int]
+    maps: np.ndarray  # (len(layers), len(heads), T, T)
+
+
+def token_label(token: str) -> str:
+    """A token as an axis label: spaces and newlines made visible, '$' kept literal."""
+    visible = token.replace(" ", "␣").replace("\n", "\\n").replace("\t", "\\t")
+    return visible.replace("$", r"\$") or "''"
+
+
+def checked_index(kind: str, index: int | None, count: int) -> list[int]:
+    """[index] if it is in 0..count-1, every index when None; ConfigError naming the range."""
+    if index is None:
+        return list(range(count))
+    if not 0 <= index < count:
+        raise ConfigError(f"{kind} {index} does not exist: the model has {kind}s 0 to {count - 1}.")
+    return [index]
+
+
+def prompt_attention(
+    model, tokenizer, prompt: str, layer: int | None = None, head: int | None = None
+) -> PromptAttention:
+    """The attention weights of ``model`` for ``prompt``, for one layer / head or all of them.
+
+    Raises ConfigError when the layer or head does not exist, when the prompt is longer than
+    the model's context, or when the model uses linear attention (which forms no T x T
+    matrix); TokenizerError when the prompt has no tokens.
+    """
+    config = model.config
+    layers = checked_index("layer", layer, config.n_layer)
+    heads = checked_index("head", head, config.n_head)
+    if config.attention == "linear":
+        raise ConfigError(
+            "this model uses linear attention, which never forms a T x T matrix of weights to draw."
+        )
+    ids = tokenizer.encode(prompt)
+    if not ids:
+        raise TokenizerError("the prompt has no tokens: give some text.")
+    if len(ids) > config.block_size:
+        raise ConfigError(
+            f"the prompt is {len(ids)} tokens long, but the model's context holds at most "
+            f"{config.block_size} tokens (1 to {config.block_size})."
+        )
+    idx = torch.tensor([ids], dtype=torch.long, device=model.device)
+    was_training = model.training
+    model.eval()
+    try:
+        per_layer = model.attention_maps(idx)  # n_layer x (1, nh, T, T)
+    finally:
+        model.train(was_training)
+    maps = torch.stack([per_layer[i][0, heads] for i in layers])  # (layers, heads, T, T)
+    return PromptAttention(tokenizer.tokens(ids), layers, heads, maps.float().cpu().numpy())
+
+
+def span(kind: str, indices: Sequence[int]) -> str:
+    """ "layer 3" or "layers 0-5"."""
+    if len(indices) == 1:
+        return f"{kind} {indices[0]}"
+    return f"{kind}s {indices[0]}-{indices[-1]}"
+
+
+def write_attention_figures(attention: PromptAttention, out: str | Path, title: str) -> list[Path]:
+    """Draw the weights. ``out`` ending in .png: one file, a grid of layers x heads. Otherwise a
+    folder: one file per layer, ``attention_layer{L}.png``, a row of its heads."""
+    out = Path(out)
+    labels = [token_label(token) for token in attention.tokens]
+    if out.suffix.lower() == ".png":
+        heading = f"{title}\n{span('layer', attention.layers)}, {span('head', attention.heads)}"
+        return [
+            plots.attention_maps_figure(
+                out, attention.maps, labels, attention.layers, attention.heads, heading
+            )
+        ]
+    written = []
+    for row, layer in enumerate(attention.layers):
+        heading = f"{title}\nlayer {layer}, {span('head', attention.heads)}"
+        path = out / f"attention_layer{layer}.png"
+        written.append(
+            plots.attention_maps_figure(
+                path,
+                attention.maps[row : row + 1],
+                labels,
+                [layer],
+                attention.heads,
+                heading,
+            )
+        )
+    return written
