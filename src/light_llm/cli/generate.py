@@ -1,0 +1,186 @@
+"""``light-llm generate``: continue prompts with a trained model, streaming the text.
+
+Sampling (greedy, temperature, top-k, top-p) and KV-cache decoding are
+:func:`light_llm.generate.generate_text`; this module reads the options, loads the checkpoint
+and its tokenizer, and prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from light_llm.errors import CheckpointError, ConfigError
+
+DESCRIPTION = """\
+Continue each PROMPT with text sampled from a model: P(x_t | x_<t) = softmax(logits / τ),
+optionally cut to the top-k tokens or to the nucleus of mass top-p (seed 000 §8), decoded
+with a KV cache (seed 002 §11.2). A single prompt is streamed to the terminal as the tokens
+arrive; several prompts are decoded together as one batch and printed one after the other.
+--checkpoint takes a light-llm checkpoint, a training output folder, or a HuggingFace GPT-2
+folder (config.json + model.safetensors; it implies the GPT-2 tokenizer).
+"""
+
+EXAMPLES = """\
+examples:
+  light-llm generate --checkpoint out --prompt "ROMEO:"
+  light-llm generate --checkpoint out --prompt "To be" --temperature 0 --max-new-tokens 50
+  light-llm generate --checkpoint out --prompt "Once" --prompt "Upon" --top-p 0.9 --seed 1
+  light-llm generate --checkpoint gpt2-folder --prompt "Hello" --dtype bfloat16 --json
+"""
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "generate",
+        help="continue prompts with a trained model (greedy, temperature, top-k, top-p)",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--checkpoint",
+        required=True,
+        metavar="DIR",
+        help="light-llm checkpoint, training output folder, or HuggingFace GPT-2 folder",
+    )
+    parser.add_argument(
+        "--prompt",
+        action="append",
+        required=True,
+        metavar="TEXT",
+        help="text to continue; repeat for a batch of prompts",
+    )
+    parser.add_argument(
+        "--max-new-tokens", type=int, default=200, metavar="N", help="tokens to add (default 200)"
+    )
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=0.8,
+        metavar="T",
+        help="divide the logits by T before sampling; 0 = greedy (default 0.8)",
+    )
+    parser.add_argument(
+        "--top-k", type=int, metavar="K", help="sample only among the K most likely tokens"
+    )
+    parser.add_argument(
+        "--top-p",
+        type=float,
+        metavar="P",
+        help="sample only from the smallest set of tokens whose probability reaches P, in (0, 1]",
+    )
+    parser.add_argument("--seed", type=int, help="random seed, for reproducible samples")
+    parser.add_argument(
+        "--ignore-eos", action="store_true", help="keep going past the end-of-text token"
+    )
+    parser.add_argument(
+        "--no-stream", action="store_true", help="print the text once it is complete"
+    )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="recompute the whole context at every step instead of using the KV cache (slow)",
+    )
+    parser.add_argument(
+        "--device",
+        choices=["auto", "cpu", "cuda"],
+        default="auto",
+        help="where to run (default auto: cuda if available, else cpu)",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        default="float32",
+        help="number format of the weights and activations (default float32)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object with every completion"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from light_llm.generate import generate_text, validate_sampling
+
+    validate_sampling(args.temperature, args.top_k, args.top_p)  # before the slow loading
+    model, tokenizer = load_torch_model(args)
+    stream = len(args.prompt) == 1 and not (args.no_stream or args.json)
+    printer = StreamPrinter(args.prompt[0]) if stream else None
+    completions = generate_text(
+        model,
+        tokenizer,
+        args.prompt,
+        args.max_new_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed=args.seed,
+        stop_at_eos=not args.ignore_eos,
+        use_cache=not args.no_cache,
+        on_text=printer,
+    )
+    if printer is not None:
+        printer.finish()
+    elif args.json:
+        pairs = zip(args.prompt, completions, strict=True)
+        print(json.dumps({"completions": [{"prompt": p, "completion": c} for p, c in pairs]}))
+    elif len(completions) == 1:
+        print(args.prompt[0] + completions[0])
+    else:
+        for number, (prompt, completion) in enumerate(zip(args.prompt, completions, strict=True)):
+            if number:
+                print()
+            print(f"=== prompt {number + 1} ===")
+            print(prompt + completion)
+    return 0
+
+
+class StreamPrinter:
+    """Prints the prompt, then each newly decoded piece of text as soon as it arrives. The
+    prompt waits for the first piece, so that an error in the prompt is printed alone."""
+
+    def __init__(self, prompt: str) -> None:
+        self.prompt: str | None = prompt
+
+    def __call__(self, row: int, text: str) -> None:
+        if self.prompt is not None:
+            text, self.prompt = self.prompt + text, None
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    def finish(self) -> None:
+        print(self.prompt or "")
+
+
+def resolve_device(name: str) -> str:
+    """'auto' is cuda when a CUDA GPU is available, else cpu."""
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("--device cuda was asked for, but PyTorch sees no CUDA GPU here.")
+    return name
+
+
+def load_torch_model(args: argparse.Namespace):
+    """The PyTorch engine: the checkpoint's GPT on --device in --dtype, and its tokenizer."""
+    import torch
+
+    from light_llm.checkpoint import load_model, resolve_checkpoint_dir
+    from light_llm.tokenizers import load_tokenizer
+
+    folder = resolve_checkpoint_dir(args.checkpoint)
+    model = load_model(folder, device=resolve_device(args.device))
+    model = model.to(getattr(torch, args.dtype))
+    tokenizer = load_tokenizer(folder)
+    if tokenizer.vocab_size > model.config.vocab_size:
+        raise CheckpointError(
+            f"the tokenizer in {folder} has {tokenizer.vocab_size} tokens but the model only "
+            f"{model.config.vocab_size}: they do not belong together."
+        )
+    return model, tokenizer
