@@ -1,0 +1,106 @@
+"""The optimiser side of training: the learning-rate schedule, global-norm gradient clipping,
+and AdamW with weight decay on matrices only.
+
+    lr(t)   linear warmup, then cosine decay to a floor        (seed 000 §7, seed 002 §4.2)
+    g~      = min(1, c / ||g||_2) g                            (seed 000 §10, seed 002 §4.3, eq. 11)
+    AdamW   m, v moments, bias correction, decoupled decay λθ  (seed 000 §7, seed 002 §4.1)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+
+from light_llm.errors import ConfigError
+
+
+def learning_rate(
+    step: int, max_lr: float, min_lr: float, warmup_iters: int, lr_decay_iters: int
+) -> float:
+    """Learning rate at optimiser step ``step`` (0-based): warmup + cosine (seed 000 §7,
+    seed 002 §4.2, eq. 10 and the cosine formula after it).
+
+        step <  T_w:          lr = lr_max (step + 1) / (T_w + 1)
+        T_w <= step <= T_d:   r  = (step - T_w) / (T_d - T_w)
+                              lr = lr_min + 0.5 (1 + cos(pi r)) (lr_max - lr_min)
+        step >  T_d:          lr = lr_min
+
+    The warmup counts from step + 1 so that the very first step already moves (the seed's
+    t / T_w would give 0 at t = 0); it reaches lr_max at step T_w, where the cosine starts.
+    Unlike the seed's version, the cosine ends at a floor lr_min instead of 0. With an empty
+    decay phase (T_d == T_w) every step from T_w on uses lr_min.
+    """
+    if warmup_iters < 0 or lr_decay_iters < warmup_iters:
+        raise ConfigError(
+            f"the schedule needs 0 <= warmup_iters <= lr_decay_iters, got "
+            f"warmup_iters={warmup_iters} and lr_decay_iters={lr_decay_iters}."
+        )
+    if step < warmup_iters:
+        return max_lr * (step + 1) / (warmup_iters + 1)
+    if step > lr_decay_iters or lr_decay_iters == warmup_iters:
+        return min_lr
+    ratio = (step - warmup_iters) / (lr_decay_iters - warmup_iters)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (max_lr - min_lr)
+
+
+def clip_grad_norm(parameters: Iterable[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """Scale all gradients together so that their global L2 norm is at most ``max_norm``
+    (seed 000 §10, seed 002 §4.3, eq. 11):
+
+        ||g||_2 = sqrt( sum over every parameter p of sum_i g_p,i^2 )
+        g  <-  min(1, c / ||g||_2) g
+
+    One factor for all parameters keeps the direction of the update. Returns ||g||_2 before
+    clipping as a 0-d tensor (no device sync). torch's ``clip_grad_norm_`` computes exactly
+    this (with c / (||g|| + 1e-6) as the factor), with fused per-device kernels.
+    """
+    if not max_norm > 0:
+        raise ConfigError(f"the clipping threshold must be positive, got {max_norm}.")
+    return torch.nn.utils.clip_grad_norm_(list(parameters), max_norm)
+
+
+def decay_groups(model: nn.Module) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
+    """Split the trainable parameters into (decayed, not decayed).
+
+    Weight decay shrinks weights towards 0 (the λθ term of AdamW, seed 000 §7); it is meant
+    for the matrices that mix features: every tensor with two or more dimensions (linear
+    weights, token and position embeddings). Biases and norm gains (1-D) are not decayed:
+    pulling a LayerNorm gain towards 0 would switch its features off. A tied matrix
+    (wte = lm_head) is listed once.
+    """
+    decay, no_decay = [], []
+    for parameter in model.parameters():  # parameters() yields a shared tensor once
+        if parameter.requires_grad:
+            (decay if parameter.dim() >= 2 else no_decay).append(parameter)
+    return decay, no_decay
+
+
+def configure_adamw(
+    model: nn.Module,
+    weight_decay: float,
+    lr: float,
+    betas: tuple[float, float],
+    device_type: str,
+    eps: float = 1e-8,
+) -> torch.optim.AdamW:
+    """AdamW (seed 000 §7) with decay only on tensors of two or more dimensions
+    (:func:`decay_groups`); the fused kernel on CUDA, the multi-tensor one elsewhere.
+
+    Per parameter θ with gradient g at step t:
+        m = β1 m + (1-β1) g,   v = β2 v + (1-β2) g^2,   m^ = m/(1-β1^t),   v^ = v/(1-β2^t)
+        θ = θ - α (m^ / (sqrt(v^) + ε) + λ θ)
+    """
+    if not 0.0 <= betas[0] < 1.0 or not 0.0 <= betas[1] < 1.0:
+        raise ConfigError(f"AdamW betas must lie in [0, 1), got {betas}.")
+    if weight_decay < 0:
+        raise ConfigError(f"weight decay must be >= 0, got {weight_decay}.")
+    decay, no_decay = decay_groups(model)
+    groups = [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    backend = {"fused": True} if device_type == "cuda" else {"foreach": True}
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, **backend)
