@@ -1,0 +1,214 @@
+"""``TrainConfig``: every setting of a training run, one field per ``light-llm train`` flag.
+
+A field left at None means "not given": it is filled in by :meth:`TrainConfig.resolve`, in
+this order: the value given; on ``--resume``, the value the run was started with; the
+recipe of the model preset (nanoGPT's recipes for its shapes, ``PRESET_RECIPES``); the
+general defaults (``GENERAL_DEFAULTS``, with the seed's AdamW betas 0.9 / 0.95).
+
+The defaults as a whole are the main job: ``light-llm train`` with no flags trains the
+``char-baby`` shape (4 layers, 4 heads, 128 wide, context 64) on character-level Shakespeare
+with nanoGPT's CPU recipe: batch 12, 2000 iterations, lr 1e-3 after 100 warmup iterations,
+cosine to 1e-4 at 2000, beta2 0.99, weight decay 0.1, clipping at 1.0, dropout 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from light_llm.config import PRESETS, ModelConfig
+from light_llm.errors import ConfigError
+
+DEFAULT_PRESET = "char-baby"
+DEFAULT_OUT = "out-light-llm"
+
+GENERAL_DEFAULTS: dict[str, Any] = {
+    "tokenizer": "char",
+    "batch_size": 12,
+    "grad_accum": 1,
+    "max_iters": 2000,
+    "lr": 6e-4,
+    "min_lr": 6e-5,
+    "warmup_iters": 100,
+    "beta1": 0.9,  # seed 000 §7
+    "beta2": 0.95,  # seed 000 §7
+    "weight_decay": 0.1,
+    "grad_clip": 1.0,
+    "label_smoothing": 0.0,
+    "eval_interval": 250,
+    "eval_iters": 20,
+    "seed": 1337,
+    "sample_tokens": 300,
+}
+
+# Training recipes that go with a preset's shape (nanoGPT's configs for these shapes):
+# small character models with small batches train better with beta2 = 0.99 and lr 1e-3.
+PRESET_RECIPES: dict[str, dict[str, Any]] = {
+    "char-baby": {"lr": 1e-3, "min_lr": 1e-4, "beta2": 0.99},
+    "shakespeare-char": {
+        "batch_size": 64,
+        "max_iters": 5000,
+        "lr": 1e-3,
+        "min_lr": 1e-4,
+        "beta2": 0.99,
+        "eval_iters": 200,
+    },
+    "seed-30m": {"tokenizer": "gpt2", "batch_size": 8, "max_iters": 5000},
+    "gpt2-124m": {
+        "tokenizer": "gpt2",
+        "batch_size": 12,
+        "grad_accum": 40,
+        "max_iters": 600_000,
+        "warmup_iters": 2000,
+        "eval_interval": 2000,
+        "eval_iters": 200,
+    },
+}
+
+# Fields that describe the model; they override the preset's shape.
+MODEL_FIELDS = (
+    "n_layer",
+    "n_head",
+    "n_embd",
+    "block_size",
+    "dropout",
+    "positions",
+    "norm",
+    "activation",
+    "block_order",
+    "attention",
+)
+# Fields a resumed run takes from the stored run when not given again.
+INHERITED_FIELDS = ("data", "preset", "lr_decay_iters", "dtype", *MODEL_FIELDS, *GENERAL_DEFAULTS)
+
+
+@dataclass
+class TrainConfig:
+    """All settings of a run. None = not given (see the module docstring)."""
+
+    # what to train on
+    data: str | None = None  # a UTF-8 text file; None = the Shakespeare corpus
+    tokenizer: str | None = None  # char | gpt2
+    # which model
+    model: str = "gpt"  # architecture (the CLI dispatches on it)
+    engine: str = "torch"  # implementation (the CLI dispatches on it)
+    preset: str | None = None
+    n_layer: int | None = None
+    n_head: int | None = None
+    n_embd: int | None = None
+    block_size: int | None = None
+    dropout: float | None = None
+    positions: str | None = None
+    norm: str | None = None
+    activation: str | None = None
+    block_order: str | None = None
+    attention: str | None = None
+    # optimisation
+    batch_size: int | None = None  # sequences per micro-batch
+    grad_accum: int | None = None  # micro-batches per optimiser step (over all processes)
+    max_iters: int | None = None  # optimiser steps
+    lr: float | None = None
+    min_lr: float | None = None
+    warmup_iters: int | None = None
+    lr_decay_iters: int | None = None  # None: max_iters (or warmup_iters, if longer)
+    beta1: float | None = None
+    beta2: float | None = None
+    weight_decay: float | None = None
+    grad_clip: float | None = None  # 0 = no clipping
+    label_smoothing: float | None = None
+    # evaluation and output
+    eval_interval: int | None = None
+    eval_iters: int | None = None
+    sample_tokens: int | None = None
+    out: str = DEFAULT_OUT
+    # how to run
+    device: str = "auto"
+    dtype: str | None = None  # float32 | bfloat16 | float16; None: the device's default
+    seed: int | None = None
+    compile: bool = False
+    gradient_checkpointing: bool = False
+    resume: bool = False
+    overwrite: bool = False
+
+    def __post_init__(self) -> None:
+        if self.data is not None:  # stored absolute, so that --resume works from anywhere
+            self.data = os.path.abspath(Path(self.data).expanduser())
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known})
+
+    def given(self) -> dict[str, Any]:
+        """The fields that were set (not None)."""
+        return {key: value for key, value in self.to_dict().items() if value is not None}
+
+    def inherit(self, stored: TrainConfig) -> TrainConfig:
+        """A copy whose unset fields take the values ``stored`` (the configuration, as
+        given, of the run being resumed) had: a resumed run goes on as it was started."""
+        values = self.to_dict()
+        for key in INHERITED_FIELDS:
+            if values[key] is None:
+                values[key] = getattr(stored, key)
+        return TrainConfig(**values)
+
+    def resolve(self) -> TrainConfig:
+        """A copy with every None filled in from the preset's recipe and the general
+        defaults (``data`` stays None for Shakespeare, ``dtype`` for the device's default),
+        validated."""
+        values = self.to_dict()
+        preset = values["preset"] or DEFAULT_PRESET
+        if preset not in PRESETS:
+            raise ConfigError(f"unknown preset {preset!r}; known presets: {', '.join(PRESETS)}.")
+        values["preset"] = preset
+        defaults = {**GENERAL_DEFAULTS, **PRESET_RECIPES.get(preset, {})}
+        base_model = PRESETS[preset]
+        for key in MODEL_FIELDS:
+            defaults[key] = getattr(base_model, key)
+        for key, value in defaults.items():
+            if values[key] is None:
+                values[key] = value
+        if values["lr_decay_iters"] is None:  # decay until the end (after any warmup)
+            values["lr_decay_iters"] = max(values["max_iters"], values["warmup_iters"])
+        resolved = TrainConfig(**values)
+        resolved.validate()
+        return resolved
+
+    def model_config(self, vocab_size: int) -> ModelConfig:
+        """The model this (resolved) config trains, for a tokenizer of ``vocab_size`` ids."""
+        shape = {key: getattr(self, key) for key in MODEL_FIELDS}
+        return PRESETS[self.preset].replace(vocab_size=vocab_size, **shape)
+
+    def validate(self) -> None:
+        """ConfigError, in one sentence, for the first setting that cannot work."""
+        positive_ints = ("batch_size", "grad_accum", "eval_interval", "eval_iters")
+        for key in positive_ints:
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{key} must be a positive integer, got {value!r}.")
+        for key in ("max_iters", "warmup_iters", "lr_decay_iters", "seed", "sample_tokens"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"{key} must be a non-negative integer, got {value!r}.")
+        if not self.lr > 0:
+            raise ConfigError(f"lr must be positive, got {self.lr}.")
+        if not 0 <= self.min_lr <= self.lr:
+            raise ConfigError(f"min_lr must lie in [0, lr = {self.lr}], got {self.min_lr}.")
+        if self.lr_decay_iters < self.warmup_iters:
+            raise ConfigError(
+                f"lr_decay_iters ({self.lr_decay_iters}) must not be less than warmup_iters "
+                f"({self.warmup_iters})."
+            )
+        for key in ("beta1", "beta2"):
+            if not 0 <= getattr(self, key) < 1:
+                raise ConfigError(f"{key} must lie in [0, 1), got {getattr(self, key)}.")
+        if self.weight_decay < 0 or self.grad_clip < 0:
+            raise ConfigError("weight_decay and grad_clip must be >= 0 (grad_clip 0 = off).")
+        if not 0 <= self.label_smoothing < 1:
+            raise ConfigError(f"label_smoothing must lie in [0, 1), got {self.label_smoothing}.")

