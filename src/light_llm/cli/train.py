@@ -1,0 +1,163 @@
+"""``light-llm train``: train a model on a text, with progress, checkpoints and a loss curve.
+
+With no flags it trains the char-baby GPT on character-level Shakespeare with nanoGPT's CPU
+recipe. Every flag left out keeps its default: the preset's recipe, or on ``--resume`` the
+value the run was started with (see :class:`light_llm.train.config.TrainConfig`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from light_llm.config import ACTIVATIONS, ATTENTIONS, BLOCK_ORDERS, NORMS, POSITIONS, PRESETS
+
+DESCRIPTION = """\
+Train a GPT on a text file, or with no --data on all of Shakespeare's plays.
+
+Defaults (no flags): the char-baby shape (4 layers, 4 heads, 128 wide, context 64) with
+nanoGPT's CPU recipe: batch 12, 2000 iterations, lr 1e-3 after 100 warmup iterations, cosine
+to 1e-4, AdamW betas (0.9, 0.99), weight decay 0.1, clipping at 1.0. Other presets bring
+their own recipe (--preset shakespeare-char: batch 64, 5000 iterations, dropout 0.2); any
+flag overrides it.
+
+Writes to --out: checkpoint/ (model, tokenizer, optimizer and trainer state, replaced as a
+unit), metrics.jsonl (one line per evaluation), loss_curve.png, data/ (the token cache).
+Ctrl-C stops after the current iteration and saves; --resume continues exactly.
+Under torchrun the same command trains with DistributedDataParallel.
+"""
+
+EXAMPLES = """\
+examples:
+  light-llm train                                   # char-level Shakespeare, a few minutes
+  light-llm train --data my.txt --max-iters 500 --out out-mine
+  light-llm train --preset shakespeare-char --dtype bfloat16
+  light-llm train --resume --max-iters 4000         # continue (and extend) the run in --out
+  torchrun --nproc_per_node=2 -m light_llm train --grad-accum 2
+"""
+
+# (model, engine) -> "module:function" of the trainer taking a TrainConfig.
+TRAINERS = {
+    ("gpt", "torch"): "light_llm.train.trainer:train",
+}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "train",
+        help="train a GPT (default: character-level Shakespeare)",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    data = parser.add_argument_group("data")
+    data.add_argument("--data", metavar="PATH", help="a UTF-8 text file (default: Shakespeare)")
+    data.add_argument(
+        "--tokenizer", choices=["char", "gpt2"], help="char (default) or gpt2 byte-level BPE"
+    )
+
+    model = parser.add_argument_group("model")
+    model.add_argument(
+        "--model",
+        choices=sorted({name for name, _ in TRAINERS}),
+        default="gpt",
+        help="architecture (default gpt)",
+    )
+    model.add_argument(
+        "--engine",
+        choices=sorted({engine for _, engine in TRAINERS}),
+        default="torch",
+        help="implementation to train with (default torch)",
+    )
+    model.add_argument(
+        "--preset", choices=list(PRESETS), help="model shape and its recipe (default char-baby)"
+    )
+    for flag, meta, text in (
+        ("--n-layer", "L", "transformer blocks"),
+        ("--n-head", "H", "attention heads"),
+        ("--n-embd", "D", "model width d_model"),
+        ("--block-size", "T", "context length in tokens"),
+    ):
+        model.add_argument(flag, type=int, metavar=meta, help=text)
+    model.add_argument("--dropout", type=float, metavar="P", help="dropout probability")
+    model.add_argument("--positions", choices=POSITIONS, help="position encoding")
+    model.add_argument("--norm", choices=NORMS, help="normalisation layer")
+    model.add_argument("--activation", choices=ACTIVATIONS, help="feed-forward activation")
+    model.add_argument("--block-order", choices=BLOCK_ORDERS, help="pre-LN or post-LN blocks")
+    model.add_argument("--attention", choices=ATTENTIONS, help="softmax or linear attention")
+
+    optim = parser.add_argument_group("optimisation")
+    optim.add_argument("--batch-size", type=int, metavar="B", help="sequences per micro-batch")
+    optim.add_argument(
+        "--grad-accum",
+        type=int,
+        metavar="G",
+        help="micro-batches per step, over all processes (default 1)",
+    )
+    optim.add_argument("--max-iters", type=int, metavar="N", help="optimiser steps")
+    optim.add_argument("--lr", type=float, help="peak learning rate")
+    optim.add_argument("--min-lr", type=float, help="learning rate at the end of the cosine")
+    optim.add_argument("--warmup-iters", type=int, metavar="N", help="linear warmup steps")
+    optim.add_argument(
+        "--lr-decay-iters", type=int, metavar="N", help="step where the cosine ends (max-iters)"
+    )
+    optim.add_argument("--beta1", type=float, help="AdamW beta1 (default 0.9)")
+    optim.add_argument("--beta2", type=float, help="AdamW beta2 (default 0.95; char presets 0.99)")
+    optim.add_argument("--weight-decay", type=float, help="AdamW decay on matrices (0.1)")
+    optim.add_argument("--grad-clip", type=float, help="global gradient norm bound (0 = off)")
+    optim.add_argument("--label-smoothing", type=float, metavar="A", help="alpha (default 0)")
+
+    run = parser.add_argument_group("evaluation, output and running")
+    run.add_argument("--eval-interval", type=int, metavar="N", help="evaluate every N steps")
+    run.add_argument("--eval-iters", type=int, metavar="N", help="batches per evaluation")
+    run.add_argument(
+        "--sample-tokens", type=int, metavar="N", help="tokens of the final sample (0: none)"
+    )
+    run.add_argument("--out", metavar="DIR", help="output folder (default ./out-light-llm)")
+    run.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default auto")
+    run.add_argument(
+        "--dtype",
+        choices=["float32", "bfloat16", "float16"],
+        help="bfloat16 on a GPU that has it, else float32; float16 needs CUDA",
+    )
+    run.add_argument("--seed", type=int, help="random seed (default 1337)")
+    run.add_argument("--compile", action="store_true", help="torch.compile the model")
+    run.add_argument(
+        "--gradient-checkpointing",
+        action="store_true",
+        help="recompute block activations in the backward pass to save memory",
+    )
+    run.add_argument("--resume", action="store_true", help="continue the run saved in --out")
+    run.add_argument(
+        "--overwrite", action="store_true", help="start afresh even if --out holds a run"
+    )
+    parser.set_defaults(func=run_train)
+
+
+def config_from_args(args: argparse.Namespace):
+    """A TrainConfig holding exactly the flags given (the rest None: defaults apply later)."""
+    from light_llm.train.config import TrainConfig
+
+    values = {
+        key: value
+        for key, value in vars(args).items()
+        if key in TrainConfig.__dataclass_fields__ and value is not None
+    }
+    return TrainConfig(**values)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from light_llm.errors import ConfigError
+
+    config = config_from_args(args)
+    target = TRAINERS.get((config.model, config.engine))
+    if target is None:
+        available = ", ".join(f"{model} on {engine}" for model, engine in TRAINERS)
+        raise ConfigError(
+            f"there is no trainer for {config.model} on the {config.engine} engine; "
+            f"available: {available}."
+        )
+    module_name, function_name = target.split(":")
+    trainer = getattr(importlib.import_module(module_name), function_name)
+    result = trainer(config)
+    return 130 if result.interrupted else 0
