@@ -324,15 +324,16 @@ def embed_sentences(
 
     The all-MiniLM-L6-v2 recipe: WordPiece with [CLS]/[SEP], truncated to ``max_length``
     (256 for that model), the encoder, the masked mean over real tokens, L2 normalisation.
-    Sentences are encoded in batches of similar length (sorted longest first) so that little
-    compute goes to padding; each batch is padded to its longest.
+    Sentences are encoded in batches of similar token counts (sorted longest first) so that
+    little compute goes to padding; each batch is padded to its longest.
     """
     if batch_size < 1:
         raise ConfigError(f"batch_size must be at least 1, got {batch_size}.")
     if pooling not in POOLINGS:
         raise ConfigError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}.")
     max_length = min(max_length, model.config.block_size)
-    order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))
+    lengths = [len(ids) for ids in tokenizer.batch_encode_plus(sentences, max_length)["input_ids"]]
+    order = sorted(range(len(sentences)), key=lambda i: -lengths[i])
     vectors = torch.empty(len(sentences), model.config.n_embd)
     for start in range(0, len(order), batch_size):
         indices = order[start : start + batch_size]
