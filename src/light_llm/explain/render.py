@@ -144,25 +144,39 @@ def value_lines(step: Step) -> list[str]:
     return lines + table_lines(seed_cells, row_labels, column_labels)
 
 
+def wrap(text: str, indent: str) -> list[str]:
+    """``text`` in lines of at most PAGE_WIDTH characters; continuation lines indented."""
+    return textwrap.wrap(
+        text,
+        PAGE_WIDTH,
+        initial_indent=indent,
+        subsequent_indent=indent or INDENT,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
 def step_text(number: int, total: int, step: Step) -> str:
     """One step: title, reference, explanation, value."""
     flag = "   [seed figure differs]" if step.differs_from_seed else ""
-    lines = [f"{number}/{total}. {step.title}{flag}", f"{INDENT}({step.seed})"]
-    lines += textwrap.wrap(step.text, PAGE_WIDTH, initial_indent=INDENT, subsequent_indent=INDENT)
+    lines = wrap(f"{number}/{total}. {step.title}{flag}", "")
+    lines += wrap(f"({step.seed})", INDENT)
+    lines += wrap(step.text, INDENT)
     lines += value_lines(step)
     return "\n".join(lines)
 
 
 def example_text(name: str, summary: str, steps: list[Step]) -> str:
     """The whole example, with a closing line listing the steps whose seed figures differ."""
-    parts = [f"{name}: {summary}", ""]
+    parts = [*wrap(f"{name}: {summary}", ""), ""]
     for number, step in enumerate(steps, 1):
         parts += [step_text(number, len(steps), step), ""]
     differing = [str(n) for n, step in enumerate(steps, 1) if step.differs_from_seed]
     if differing:
-        parts.append(
+        parts += wrap(
             f"The seed's printed figures differ from the exact values in step(s) "
-            f"{', '.join(differing)} (marked *)."
+            f"{', '.join(differing)} (marked *).",
+            "",
         )
     elif any(step.seed_value is not None for step in steps):
         parts.append("Every figure the seed prints agrees with the exact value to its decimals.")

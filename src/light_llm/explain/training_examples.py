@@ -30,8 +30,8 @@ def adamw_step() -> list[Step]:
     with decay on the weight matrix only, as ``configure_adamw`` sets it up for training."""
     layer = nn.Linear(3, 2).double()
     with torch.no_grad():
-        layer.weight.copy_(torch.tensor(ADAMW_WEIGHT))
-        layer.bias.copy_(torch.tensor(ADAMW_BIAS))
+        layer.weight.copy_(torch.tensor(ADAMW_WEIGHT, dtype=torch.float64))
+        layer.bias.copy_(torch.tensor(ADAMW_BIAS, dtype=torch.float64))
     layer.weight.grad = torch.tensor(ADAMW_WEIGHT_GRAD, dtype=torch.float64)
     layer.bias.grad = torch.tensor(ADAMW_BIAS_GRAD, dtype=torch.float64)
     weight_before = layer.weight.detach().clone()

@@ -1,0 +1,88 @@
+"""``light-llm explain`` through ``light_llm.cli.main``: the list, one example as text and as
+JSON, pictures, and an unknown name."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib.image
+
+from light_llm import explain
+from light_llm.cli import main
+
+
+def run(capsys, *argv):
+    code = main(["explain", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_list_names_every_example_with_its_summary(capsys):
+    code, out, _ = run(capsys)
+    assert code == 0
+    lines = out.splitlines()[1:]
+    assert [line.split()[0] for line in lines] == explain.names()
+    assert len(explain.names()) >= 16
+    assert any("The cat sat" in line for line in lines)
+
+
+def test_list_as_json(capsys):
+    code, out, _ = run(capsys, "--json")
+    assert code == 0
+    assert [item["name"] for item in json.loads(out)] == explain.names()
+
+
+def test_one_example_prints_labelled_steps_with_the_seed_beside(capsys):
+    code, out, _ = run(capsys, "cat-sat")
+    assert code == 0
+    assert out.startswith("cat-sat: ")
+    assert "3/11. Scores = Q·K^T   [seed figure differs]" in out
+    # The·cat = 1.0·0.3 + 0.2·1.5 + 0.1·0.4 = 0.64, where the seed prints 0.74
+    row = next(line for line in out.splitlines() if line.strip().startswith("The  1.0500"))
+    assert row.split() == ["The", "1.0500", "0.6400", "0.4800", "|", "1.05", "0.74*", "0.49*"]
+    assert "-inf" in out
+
+
+def test_json_parses_and_carries_the_same_numbers(capsys):
+    code, out, _ = run(capsys, "tiny-attention", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["name"] == "tiny-attention"
+    steps = {step["title"]: step for step in data["steps"]}
+    grad_v = steps["dL/dV = A^T · dL/dO"]
+    a = 1 / (1 + 2.718281828459045 ** (1 / 3**0.5))  # softmax([1, 2] / sqrt 3)[0]
+    assert abs(grad_v["value"][0][0] - a) < 1e-6
+    assert grad_v["seed_value"][0][0] == 0.38
+    assert grad_v["seed_differs"][0] == [True, False, True]
+
+
+def test_json_of_masked_scores_uses_strings_for_infinity(capsys):
+    _, out, _ = run(capsys, "cat-sat", "--json")
+    steps = {step["title"]: step for step in json.loads(out)["steps"]}
+    assert steps["Causal mask (GPT): future positions set to -inf"]["value"][0][1] == "-inf"
+
+
+def test_unknown_name_lists_the_known_ones_and_exits_2(capsys):
+    code, out, err = run(capsys, "cat-sta")
+    assert code == 2
+    assert out == ""
+    assert err.startswith("light-llm explain: error: there is no worked example 'cat-sta'")
+    for name in explain.names():
+        assert name in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_plot_writes_the_example_pictures(capsys, tmp_path):
+    code, out, err = run(capsys, "lr-schedule", "--plot", str(tmp_path))
+    assert code == 0
+    assert out.startswith("lr-schedule: ")
+    path = tmp_path / "learning_rate_schedule.png"
+    assert f"wrote {path}" in err
+    assert matplotlib.image.imread(path).ndim == 3
+
+
+def test_plot_of_an_example_without_pictures_says_so(capsys, tmp_path):
+    code, _, err = run(capsys, "norms", "--plot", str(tmp_path))
+    assert code == 0
+    assert "has no pictures" in err
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,74 @@
+"""Each example's pictures are valid PNG files of the size their layout asks for, and not
+blank."""
+
+from __future__ import annotations
+
+import matplotlib.image
+import numpy as np
+import pytest
+
+from light_llm import explain
+from light_llm.errors import DataError
+from light_llm.explain import plots
+
+WIDE = (int(plots.WIDE_FIGURE[1] * plots.DPI), int(plots.WIDE_FIGURE[0] * plots.DPI))
+
+
+def grid_pixels(n_rows: int, n_cols: int, panel: float = plots.PANEL_INCHES) -> tuple[int, int]:
+    width = max(plots.MIN_WIDTH_INCHES, panel * n_cols + plots.MARGIN_INCHES)
+    height = panel * n_rows + plots.MARGIN_INCHES
+    return round(height * plots.DPI), round(width * plots.DPI)
+
+
+EXPECTED = {  # example -> {file name: (height, width) in pixels}
+    "cat-sat": {"cat_sat_attention.png": grid_pixels(1, 2)},
+    "multi-head": {"multi_head_attention.png": grid_pixels(1, 2)},
+    "river": {"river_attention.png": WIDE},
+    "sinusoidal": {"positional_encoding_heatmap.png": WIDE, "positional_encoding_curves.png": WIDE},
+    "sinusoidal-10000": {
+        "positional_encoding_heatmap_10000.png": WIDE,
+        "positional_encoding_curves_10000.png": WIDE,
+    },
+    "rope": {"rope_scores.png": grid_pixels(1, 1)},
+    "ffn": {"activations.png": WIDE},
+    "swiglu": {"activations.png": WIDE},
+    "softmax": {"softmax_temperatures.png": WIDE},
+    "sampling": {"sampling_filters.png": WIDE, "sampling_temperatures.png": WIDE},
+    "lr-schedule": {"learning_rate_schedule.png": WIDE},
+}
+
+
+def check_png(path, size):
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    image = matplotlib.image.imread(path)
+    assert image.shape[:2] == size
+    assert image[..., :3].std() > 0.05  # something is drawn
+
+
+@pytest.mark.parametrize("name", explain.names())
+def test_example_pictures_are_valid_images_of_the_expected_size(name, tmp_path):
+    written = explain.write_figures(name, tmp_path)
+    expected = EXPECTED.get(name, {})
+    assert sorted(path.name for path in written) == sorted(expected)
+    for path in written:
+        check_png(path, expected[path.name])
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left
+
+
+def test_learning_rate_figure_of_any_schedule(tmp_path):
+    path = plots.learning_rate_figure(tmp_path / "lr.png", 6e-4, 6e-5, 2000, 600000, 600000)
+    check_png(path, WIDE)
+
+
+def test_heatmap_grid_shape_follows_the_panels(tmp_path):
+    panels = [[(f"{r},{c}", np.eye(12)) for c in range(3)] for r in range(2)]
+    labels = [f"t{i}" for i in range(12)]
+    path = plots.heatmap_grid(tmp_path / "grid.png", panels, labels, labels, "grid")
+    check_png(path, grid_pixels(2, 3))
+
+
+def test_unwritable_destination_is_one_sentence(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(DataError, match="cannot write the picture"):
+        explain.write_figures("softmax", blocker / "inside")
