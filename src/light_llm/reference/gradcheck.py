@@ -15,7 +15,7 @@ max|a - n| / max(max|a| + max|n|, floor).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -66,12 +66,14 @@ STEP = {np.float64: 1e-6, np.float32: 1e-2}  # h: rounding error ~ eps/h, trunca
 TOLERANCE = {np.float64: 1e-6, np.float32: 1e-2}
 
 
-def relative_error(analytic: np.ndarray, numeric: np.ndarray, floor: float = 1e-30) -> float:
-    """max|a - n| / max(max|a| + max|n|, floor): 0 when they agree, 1 when unrelated."""
+def relative_error(analytic: np.ndarray, numeric: np.ndarray, floor: float = 0.0) -> float:
+    """max|a - n| / max(max|a| + max|n|, floor, tiny): 0 when they agree, 1 when unrelated
+    (and 0 when both are exactly zero)."""
     analytic = np.asarray(analytic, dtype=np.float64)
     numeric = np.asarray(numeric, dtype=np.float64)
     scale = np.abs(analytic).max(initial=0.0) + np.abs(numeric).max(initial=0.0)
-    return float(np.abs(analytic - numeric).max(initial=0.0) / max(scale, floor))
+    tiny = np.finfo(np.float64).tiny
+    return float(np.abs(analytic - numeric).max(initial=0.0) / max(scale, floor, tiny))
 
 
 def numerical_gradient(loss: Callable[[], float], x: np.ndarray, h: float) -> np.ndarray:
@@ -92,17 +94,18 @@ def numerical_gradient(loss: Callable[[], float], x: np.ndarray, h: float) -> np
 
 @dataclass
 class OpCheck:
-    """An operation to check: its inputs (the differentiable ones by name, plus constants
-    bound in the closures), a forward returning (output, cache) and a backward returning the
-    gradients by the same names."""
+    """An operation to check. ``make(rng, dtype)`` draws random sizes and values and returns
+    (inputs, constants): the differentiable arrays by name, and what else the op needs
+    (indices, masks, targets). ``forward(inputs, constants)`` returns (output, cache);
+    ``backward(dout, cache, constants)`` returns the gradients by the inputs' names."""
 
     description: str
-    inputs: Callable[[np.random.Generator, type], Arrays]
-    forward: Callable[[Arrays], tuple]
-    backward: Callable[[np.ndarray, object], Arrays]
-    floor_fraction: float = 0.0  # errors of gradients below this share of the largest one
-    # are measured against it (a structurally zero gradient has no relative error)
-    notes: list[str] = field(default_factory=list)
+    make: Callable[[np.random.Generator, type], tuple[Arrays, dict]]
+    forward: Callable[[Arrays, dict], tuple]
+    backward: Callable[[np.ndarray, object, dict], Arrays]
+    # errors of gradients smaller than this share of the largest one are measured against it
+    # (a gradient that is zero by structure has no relative error)
+    floor_fraction: float = 0.0
 
 
 @dataclass
@@ -125,13 +128,13 @@ def run_check(name: str, check: OpCheck, dtype=np.float64, seed: int = 0) -> lis
     if dtype not in STEP:
         raise ConfigError(f"gradcheck runs in float64 or float32, not {np.dtype(dtype).name}.")
     rng = np.random.default_rng(seed)
-    inputs = check.inputs(rng, dtype)
-    out, cache = check.forward(inputs)
+    inputs, constants = check.make(rng, dtype)
+    out, cache = check.forward(inputs, constants)
     upstream = rng.standard_normal(np.shape(out)).astype(dtype) if np.ndim(out) else 1.0
-    analytic = check.backward(np.asarray(upstream, dtype=dtype), cache)
+    analytic = check.backward(np.asarray(upstream, dtype=dtype), cache, constants)
 
     def loss() -> float:
-        value, _ = check.forward(inputs)
+        value, _ = check.forward(inputs, constants)
         return float(np.sum(np.asarray(value, dtype=np.float64) * upstream))
 
     largest = max(float(np.abs(g).max(initial=0.0)) for g in analytic.values())
@@ -153,90 +156,118 @@ def run_check(name: str, check: OpCheck, dtype=np.float64, seed: int = 0) -> lis
 
 
 # --------------------------------------------------------------------------- the operations
-def away_from_zero(rng: np.random.Generator, shape, dtype) -> np.ndarray:
-    """Random values with |x| >= 0.05, so that a kink at 0 (ReLU) is never within h."""
-    x = rng.standard_normal(shape)
-    return (np.sign(x) * (np.abs(x) + 0.05)).astype(dtype)
+def sizes(rng: np.random.Generator, *ranges: tuple[int, int]) -> list[int]:
+    """One random size from each inclusive range."""
+    return [int(rng.integers(low, high + 1)) for low, high in ranges]
 
 
 def normal(rng: np.random.Generator, shape, dtype, scale: float = 1.0) -> np.ndarray:
     return (scale * rng.standard_normal(shape)).astype(dtype)
 
 
+def away_from_zero(rng: np.random.Generator, shape, dtype) -> np.ndarray:
+    """Random values with |x| >= 0.1, so that a kink at 0 (ReLU) is never within h."""
+    x = 2.0 * rng.standard_normal(shape)
+    return (np.sign(x) * (np.abs(x) + 0.1)).astype(dtype)
+
+
+def named(names: tuple[str, ...], grads: tuple) -> Arrays:
+    return dict(zip(names, grads, strict=True))
+
+
 def linear_check() -> OpCheck:
+    def make(rng, dt):
+        B, T, n_in, n_out = sizes(rng, (1, 3), (1, 4), (1, 6), (1, 6))
+        inputs = {
+            "x": normal(rng, (B, T, n_in), dt),
+            "weight": normal(rng, (n_out, n_in), dt),
+            "bias": normal(rng, (n_out,), dt),
+        }
+        return inputs, {}
+
     return OpCheck(
         "y = x W^T + b",
-        lambda rng, dt: {
-            "x": normal(rng, (3, 4, 5), dt),
-            "weight": normal(rng, (6, 5), dt),
-            "bias": normal(rng, (6,), dt),
-        },
-        lambda a: linear_forward(a["x"], a["weight"], a["bias"]),
-        lambda d, c: dict(zip(("x", "weight", "bias"), linear_backward(d, c), strict=True)),
+        make,
+        lambda a, c: linear_forward(a["x"], a["weight"], a["bias"]),
+        lambda d, cache, c: named(("x", "weight", "bias"), linear_backward(d, cache)),
     )
 
 
 def embedding_check() -> OpCheck:
-    idx = np.array([[0, 3, 3, 6], [2, 0, 5, 3]])  # repeated rows add their gradients
+    def make(rng, dt):
+        V, d, B, T = sizes(rng, (2, 8), (1, 5), (1, 3), (2, 6))
+        idx = rng.integers(0, V, (B, T))  # repeated ids add their gradients
+        return {"weight": normal(rng, (V, d), dt)}, {"idx": idx}
+
     return OpCheck(
         "E[idx]",
-        lambda rng, dt: {"weight": normal(rng, (7, 5), dt)},
-        lambda a: embedding_forward(idx, a["weight"]),
-        lambda d, c: {"weight": embedding_backward(d, c)},
+        make,
+        lambda a, c: embedding_forward(c["idx"], a["weight"]),
+        lambda d, cache, c: {"weight": embedding_backward(d, cache)},
     )
 
 
-def layernorm_check() -> OpCheck:
-    return OpCheck(
-        "γ (x - μ) / sqrt(σ² + ε) + β",
-        lambda rng, dt: {
-            "x": normal(rng, (3, 4, 6), dt, 2.0),
-            "weight": normal(rng, (6,), dt),
-            "bias": normal(rng, (6,), dt),
-        },
-        lambda a: layernorm_forward(a["x"], a["weight"], a["bias"]),
-        lambda d, c: dict(zip(("x", "weight", "bias"), layernorm_backward(d, c), strict=True)),
-    )
+def norm_check(kind: str) -> OpCheck:
+    def make(rng, dt):
+        B, T, d = sizes(rng, (1, 3), (1, 4), (3, 8))  # with d = 2, x̂ = ±1 whatever x is
+        inputs = {"x": normal(rng, (B, T, d), dt, 2.0) + 0.5, "weight": normal(rng, (d,), dt)}
+        if kind == "layernorm":
+            inputs["bias"] = normal(rng, (d,), dt)
+        return inputs, {}
 
-
-def rmsnorm_check() -> OpCheck:
+    if kind == "layernorm":
+        return OpCheck(
+            "γ (x - μ) / sqrt(σ² + ε) + β",
+            make,
+            lambda a, c: layernorm_forward(a["x"], a["weight"], a["bias"]),
+            lambda d, cache, c: named(("x", "weight", "bias"), layernorm_backward(d, cache)),
+        )
     return OpCheck(
         "γ x / sqrt(mean(x²) + ε)",
-        lambda rng, dt: {"x": normal(rng, (3, 4, 6), dt, 2.0), "weight": normal(rng, (6,), dt)},
-        lambda a: rmsnorm_forward(a["x"], a["weight"]),
-        lambda d, c: dict(zip(("x", "weight"), rmsnorm_backward(d, c), strict=True)),
+        make,
+        lambda a, c: rmsnorm_forward(a["x"], a["weight"]),
+        lambda d, cache, c: named(("x", "weight"), rmsnorm_backward(d, cache)),
     )
 
 
 def elementwise_check(description: str, forward, backward) -> OpCheck:
+    def make(rng, dt):
+        return {"x": away_from_zero(rng, sizes(rng, (1, 3), (1, 4), (1, 7)), dt)}, {}
+
     return OpCheck(
         description,
-        lambda rng, dt: {"x": away_from_zero(rng, (3, 4, 7), dt) * 2},
-        lambda a: forward(a["x"]),
-        lambda d, c: {"x": backward(d, c)},
+        make,
+        lambda a, c: forward(a["x"]),
+        lambda d, cache, c: {"x": backward(d, cache)},
     )
 
 
 def swiglu_check() -> OpCheck:
+    def make(rng, dt):
+        shape = sizes(rng, (1, 3), (1, 4), (1, 7))
+        return {"gate": normal(rng, shape, dt, 2.0), "value": normal(rng, shape, dt)}, {}
+
     return OpCheck(
         "Swish(gate) ⊙ value",
-        lambda rng, dt: {
-            "gate": normal(rng, (3, 4, 6), dt, 2.0),
-            "value": normal(rng, (3, 4, 6), dt),
-        },
-        lambda a: swiglu_forward(a["gate"], a["value"]),
-        lambda d, c: dict(zip(("gate", "value"), swiglu_backward(d, c), strict=True)),
+        make,
+        lambda a, c: swiglu_forward(a["gate"], a["value"]),
+        lambda d, cache, c: named(("gate", "value"), swiglu_backward(d, cache)),
     )
 
 
 def attention_check(causal: bool, padded: bool, dropout_p: float = 0.0) -> OpCheck:
-    B, nh, T, hs = 2, 3, 5, 4
-    key_padding = np.array([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]], dtype=bool) if padded else None
-    allowed = attention_mask(T, T, 0, causal, key_padding)
+    def make(rng, dt):
+        B, nh, T, hs = sizes(rng, (1, 3), (1, 3), (2, 6), (1, 5))
+        key_padding = None
+        if padded:  # left padding: each row starts after 0..T-2 pads
+            starts = rng.integers(0, T - 1, size=B)
+            key_padding = np.arange(T)[None, :] >= starts[:, None]
+        constants = {"allowed": attention_mask(T, T, 0, causal, key_padding)}
+        return {k: normal(rng, (B, nh, T, hs), dt) for k in ("q", "k", "v")}, constants
 
-    def forward(a: Arrays):
+    def forward(a: Arrays, c: dict):
         rng = np.random.default_rng(1234)  # the same dropout mask at every call
-        return attention_forward(a["q"], a["k"], a["v"], allowed, dropout_p, rng)
+        return attention_forward(a["q"], a["k"], a["v"], c["allowed"], dropout_p, rng)
 
     parts = ["softmax(Q K^T / sqrt(d_k)) V"]
     parts += ["causal mask"] if causal else []
@@ -244,64 +275,80 @@ def attention_check(causal: bool, padded: bool, dropout_p: float = 0.0) -> OpChe
     parts += [f"attention dropout {dropout_p}"] if dropout_p else []
     return OpCheck(
         ", ".join(parts),
-        lambda rng, dt: {k: normal(rng, (B, nh, T, hs), dt) for k in ("q", "k", "v")},
+        make,
         forward,
-        lambda d, c: dict(zip(("q", "k", "v"), attention_backward(d, c), strict=True)),
+        lambda d, cache, c: named(("q", "k", "v"), attention_backward(d, cache)),
     )
 
 
 def split_heads_check() -> OpCheck:
+    def make(rng, dt):
+        B, T, nh, hs = sizes(rng, (1, 3), (1, 4), (1, 3), (1, 3))
+        return {"x": normal(rng, (B, T, nh * hs), dt)}, {"n_head": nh}
+
     return OpCheck(
         "(B, T, d) -> (B, nh, T, hs); backward = merge",
-        lambda rng, dt: {"x": normal(rng, (2, 3, 6), dt)},
-        lambda a: (split_heads(a["x"], 3), None),
-        lambda d, c: {"x": merge_heads(d)},
+        make,
+        lambda a, c: (split_heads(a["x"], c["n_head"]), None),
+        lambda d, cache, c: {"x": merge_heads(d)},
     )
 
 
 def rotary_check() -> OpCheck:
-    cos64, sin64 = rope_angles(np.arange(3, 8), 6, 100.0)
-
-    def forward(a: Arrays):
-        dt = a["x"].dtype
-        return rotary_forward(a["x"], cos64.astype(dt), sin64.astype(dt))
+    def make(rng, dt):
+        B, nh, T, pairs, offset = sizes(rng, (1, 2), (1, 3), (1, 6), (1, 4), (0, 9))
+        cos, sin = rope_angles(np.arange(offset, offset + T), 2 * pairs, 100.0, dt)
+        return {"x": normal(rng, (B, nh, T, 2 * pairs), dt)}, {"cos": cos, "sin": sin}
 
     return OpCheck(
         "rotate pairs (x_2i, x_2i+1) by m θ_i",
-        lambda rng, dt: {"x": normal(rng, (2, 2, 5, 6), dt)},
-        forward,
-        lambda d, c: {"x": rotary_backward(d, c)},
+        make,
+        lambda a, c: rotary_forward(a["x"], c["cos"], c["sin"]),
+        lambda d, cache, c: {"x": rotary_backward(d, cache)},
     )
 
 
 def dropout_check() -> OpCheck:
+    def make(rng, dt):
+        return {"x": normal(rng, sizes(rng, (1, 5), (2, 9)), dt)}, {}
+
     return OpCheck(
         "x ⊙ mask / (1 - p), p = 0.3",
-        lambda rng, dt: {"x": normal(rng, (4, 9), dt)},
-        lambda a: dropout_forward(a["x"], 0.3, np.random.default_rng(7)),
-        lambda d, c: {"x": dropout_backward(d, c)},
+        make,
+        lambda a, c: dropout_forward(a["x"], 0.3, np.random.default_rng(7)),
+        lambda d, cache, c: {"x": dropout_backward(d, cache)},
     )
 
 
 def cross_entropy_check() -> OpCheck:
-    targets = np.array([[1, 4, -1, 0, 6], [2, 2, 5, -1, 3]])  # -1 is ignored
+    def make(rng, dt):
+        B, T, V = sizes(rng, (1, 3), (2, 6), (2, 9))
+        targets = rng.integers(0, V, (B, T))
+        targets[0, 0] = -1  # ignored
+        return {"logits": normal(rng, (B, T, V), dt, 2.0)}, {"targets": targets}
+
     return OpCheck(
         "mean -log p[target], ignore -1, label smoothing 0.1",
-        lambda rng, dt: {"logits": normal(rng, (2, 5, 7), dt, 2.0)},
-        lambda a: cross_entropy_forward(a["logits"], targets, -1, 0.1),
-        lambda d, c: {"logits": cross_entropy_backward(c, float(d))},
+        make,
+        lambda a, c: cross_entropy_forward(a["logits"], c["targets"], -1, 0.1),
+        lambda d, cache, c: {"logits": cross_entropy_backward(cache, float(d))},
     )
 
 
 def linear_attention_check() -> OpCheck:
-    key_padding = np.array([[0, 1, 1, 1, 1], [1, 1, 1, 1, 1]], dtype=bool)
+    def make(rng, dt):
+        # two real keys at least, and d_k >= 2: with one key, or one feature, φ(q) cancels
+        # in the ratio and dQ is zero whatever the derivation
+        B, nh, T, hs = sizes(rng, (1, 3), (1, 2), (2, 6), (2, 4))
+        starts = rng.integers(0, T - 1, size=B)
+        constants = {"key_padding": np.arange(T)[None, :] >= starts[:, None]}
+        return {k: normal(rng, (B, nh, T, hs), dt) for k in ("q", "k", "v")}, constants
+
     return OpCheck(
         "causal φ(Q) (φ(K)^T V) / φ(Q) (φ(K)^T 1), padding mask",
-        lambda rng, dt: {k: normal(rng, (2, 2, 5, 3), dt) for k in ("q", "k", "v")},
-        lambda a: causal_linear_attention_forward(a["q"], a["k"], a["v"], key_padding),
-        lambda d, c: dict(
-            zip(("q", "k", "v"), causal_linear_attention_backward(d, c), strict=True)
-        ),
+        make,
+        lambda a, c: causal_linear_attention_forward(a["q"], a["k"], a["v"], c["key_padding"]),
+        lambda d, cache, c: named(("q", "k", "v"), causal_linear_attention_backward(d, cache)),
     )
 
 
@@ -309,35 +356,35 @@ TINY_GPT = dict(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=8, drop
 
 
 def gpt_check(config: ModelConfig | None = None, batch: int = 2, length: int = 6) -> OpCheck:
-    """The whole NumpyGPT: every parameter, through the loss, in training mode (the same
-    dropout masks at every forward). Padding the first row exercises the padding mask."""
+    """The whole NumpyGPT: every parameter, through the loss with label smoothing, in training
+    mode (the same dropout masks at every forward), the first row left-padded."""
     config = config or ModelConfig(**TINY_GPT)
-    data = np.random.default_rng(99)
-    idx = data.integers(0, config.vocab_size, (batch, length))
-    targets = data.integers(0, config.vocab_size, (batch, length))
-    targets[0, 0] = -1
-    mask = np.ones((batch, length), dtype=np.int64)
-    mask[0, :2] = 0
-    built: dict[str, NumpyGPT] = {}  # the model whose parameters are the inputs
 
-    def inputs(rng: np.random.Generator, dtype) -> Arrays:
-        model = built["model"] = NumpyGPT(config, dtype=dtype)
+    def make(rng, dt):
+        model = NumpyGPT(config, dtype=dt)
         for name, value in model.params.items():  # move off the init's 0 / 1 values
-            value += normal(rng, value.shape, dtype, 0.1 if name.endswith("bias") else 0.3)
-        return model.params
+            value += normal(rng, value.shape, dt, 0.1 if name.endswith("bias") else 0.3)
+        idx = rng.integers(0, config.vocab_size, (batch, length))
+        targets = rng.integers(0, config.vocab_size, (batch, length))
+        targets[0, 0] = -1
+        mask = np.ones((batch, length), dtype=np.int64)
+        mask[0, :2] = 0
+        return model.params, {"model": model, "idx": idx, "targets": targets, "mask": mask}
 
-    def forward(params: Arrays):
-        model = built["model"]
+    def forward(params: Arrays, c: dict):
+        model = c["model"]
         model.training = True
         model.rng = np.random.default_rng(5)
-        _, loss, cache = model.forward(idx, targets, attention_mask=mask, label_smoothing=0.1)
+        _, loss, cache = model.forward(
+            c["idx"], c["targets"], attention_mask=c["mask"], label_smoothing=0.1
+        )
         return loss, cache
 
     return OpCheck(
         "NumpyGPT loss, every parameter",
-        inputs,
+        make,
         forward,
-        lambda d, c: built["model"].backward(c),
+        lambda d, cache, c: c["model"].backward(cache),
         floor_fraction=1e-3,
     )
 
@@ -345,8 +392,8 @@ def gpt_check(config: ModelConfig | None = None, batch: int = 2, length: int = 6
 OPS: dict[str, Callable[[], OpCheck]] = {
     "linear": linear_check,
     "embedding": embedding_check,
-    "layernorm": layernorm_check,
-    "rmsnorm": rmsnorm_check,
+    "layernorm": lambda: norm_check("layernorm"),
+    "rmsnorm": lambda: norm_check("rmsnorm"),
     "gelu": lambda: elementwise_check("x Φ(x)", gelu_forward, gelu_backward),
     "gelu_tanh": lambda: elementwise_check(
         "½ x (1 + tanh(√(2/π)(x + 0.044715 x³)))", gelu_tanh_forward, gelu_tanh_backward
