@@ -86,3 +86,39 @@ def test_plot_of_an_example_without_pictures_says_so(capsys, tmp_path):
     assert code == 0
     assert "has no pictures" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_schedule_of_a_saved_training_run(capsys, tmp_path):
+    from light_llm.train.config import TrainConfig
+    from light_llm.train.state import trainer_state_file
+
+    config = TrainConfig(lr=3e-3, min_lr=3e-4, warmup_iters=10, max_iters=300).resolve()
+    folder = tmp_path / "run" / "checkpoint"
+    folder.mkdir(parents=True)
+    for name, data in trainer_state_file({"resolved_config": config.to_dict()}).items():
+        (folder / name).write_bytes(data)
+    (folder / "config.json").write_text("{}")
+    code, out, err = run(
+        capsys,
+        "lr-schedule",
+        "--run",
+        str(tmp_path / "run"),
+        "--json",
+        "--plot",
+        str(tmp_path / "pictures"),
+    )
+    assert code == 0
+    steps = {step["title"]: step for step in json.loads(out)["steps"]}
+    assert steps["Peak and floor: lr_max, lr_min"]["value"] == [3e-3, 3e-4]
+    assert steps["Lengths: warmup_iters T_w, lr_decay_iters T_d, max_iters"]["value"] == [
+        10,
+        300,
+        300,
+    ]
+    assert (tmp_path / "pictures" / "learning_rate_schedule.png").is_file()
+
+
+def test_run_option_belongs_to_the_schedule(capsys, tmp_path):
+    code, _, err = run(capsys, "norms", "--run", str(tmp_path))
+    assert code == 2
+    assert "lr-schedule" in err

@@ -317,23 +317,32 @@ def test_adamw_step():
     np.testing.assert_allclose(got["Bias: before, gradient, after"][2], new_bias, rtol=1e-12)
 
 
-def test_lr_schedule():
-    got = values("lr-schedule")
-    max_lr, min_lr, warmup, decay_end = 1e-3, 1e-4, 100, 1000
+def numpy_learning_rate(t, max_lr, min_lr, warmup, decay_end):
+    """Linear warmup (t + 1) / (T_w + 1), cosine from max_lr to min_lr, then min_lr."""
+    if t < warmup:
+        return max_lr * (t + 1) / (warmup + 1)
+    if t > decay_end or decay_end == warmup:
+        return min_lr
+    ratio = (t - warmup) / (decay_end - warmup)
+    return min_lr + 0.5 * (1 + math.cos(math.pi * ratio)) * (max_lr - min_lr)
 
-    def lr(t):  # linear warmup from (t + 1) / (T_w + 1), cosine to min_lr, then min_lr
-        if t < warmup:
-            return max_lr * (t + 1) / (warmup + 1)
-        if t > decay_end:
-            return min_lr
-        ratio = (t - warmup) / (decay_end - warmup)
-        return min_lr + 0.5 * (1 + math.cos(math.pi * ratio)) * (max_lr - min_lr)
 
-    steps = (0, 49, 99, 100, 325, 550, 775, 1000, 1099)
-    np.testing.assert_allclose(
-        got["Learning rate at selected steps"], [lr(t) for t in steps], rtol=1e-12
-    )
-    assert got["Learning rate at selected steps"][5] == pytest.approx((max_lr + min_lr) / 2)
+def test_lr_schedule_of_the_default_training_run():
+    from light_llm.train.config import TrainConfig
+
+    config = TrainConfig().resolve()  # what `light-llm train` with no flags runs
+    steps = {step.title: step for step in explain.run("lr-schedule")}
+    rates = steps["Learning rate at selected steps"]
+    at = [int(label.removeprefix("t=")) for label in rates.columns]
+    assert at[0] == 0 and config.warmup_iters in at and config.lr_decay_iters in at
+    expected = [
+        numpy_learning_rate(t, config.lr, config.min_lr, config.warmup_iters, config.lr_decay_iters)
+        for t in at
+    ]
+    np.testing.assert_allclose(rates.value, expected, rtol=1e-12)
+    assert list(steps["Peak and floor: lr_max, lr_min"].value) == [config.lr, config.min_lr]
+    peak = at.index(config.warmup_iters)
+    assert rates.value[peak] == pytest.approx(config.lr)
 
 
 def test_grad_clip_of_norm_50_at_5():

@@ -47,13 +47,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="write the example's pictures (PNG) into DIR (all examples' without NAME)",
     )
+    parser.add_argument(
+        "--run",
+        type=Path,
+        metavar="OUT",
+        help="lr-schedule only: the schedule of the training run saved in OUT "
+        "(default: that of light-llm train with no flags)",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from light_llm import explain
+    from light_llm.errors import ConfigError
 
     if args.name is None:
+        if args.run is not None:
+            raise ConfigError(
+                "--run needs the example name: light-llm explain lr-schedule --run OUT."
+            )
         if args.plot is not None:
             written = [
                 path for name in explain.names() for path in explain.write_figures(name, args.plot)
@@ -71,19 +83,26 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     example = explain.get(args.name)
-    steps = example.steps()
+    if args.run is None:
+        steps = example.steps()
+    else:
+        from light_llm.explain.registry import schedule_figure
+        from light_llm.explain.training_examples import lr_schedule, run_schedule
+
+        if example.name != "lr-schedule":
+            raise ConfigError("--run applies to the lr-schedule example only.")
+        settings = run_schedule(args.run)
+        steps = lr_schedule(settings)
     if args.json:
-        print(
-            json.dumps(
-                explain.example_json(example.name, example.summary, steps),
-                ensure_ascii=False,
-                indent=1,
-            )
-        )
+        document = explain.example_json(example.name, example.summary, steps)
+        print(json.dumps(document, ensure_ascii=False, indent=1))
     else:
         sys.stdout.write(explain.example_text(example.name, example.summary, steps))
     if args.plot is not None:
-        written = explain.write_figures(example.name, args.plot)
+        if args.run is None:
+            written = explain.write_figures(example.name, args.plot)
+        else:
+            written = [schedule_figure(args.plot, settings)]
         if not written:
             print(f"note: the {example.name} example has no pictures.", file=sys.stderr)
         report_written(written)

@@ -235,6 +235,7 @@ def learning_rate_figure(
     warmup_iters: int,
     lr_decay_iters: int,
     max_iters: int,
+    title: str = "Learning-rate schedule",
 ) -> Path:
     """The learning rate at every step of a run, by ``train.optim.learning_rate`` (seed 000 §7,
     seed 002 §4.2): linear warmup, cosine decay, then the floor."""
@@ -250,7 +251,7 @@ def learning_rate_figure(
     axes.axhline(min_lr, color="tab:red", linestyle=":", label=f"min_lr = {min_lr:g}")
     axes.set_xlabel("optimizer step")
     axes.set_ylabel("learning rate")
-    axes.set_title(f"Learning-rate schedule: warmup + cosine (max_lr = {max_lr:g})")
+    axes.set_title(f"{title}\nlinear warmup + cosine decay, max_lr = {max_lr:g}")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
     return save(figure, path)

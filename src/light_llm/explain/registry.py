@@ -169,17 +169,21 @@ def sampling_figures(folder: Path) -> list[Path]:
 
 
 def lr_schedule_figures(folder: Path) -> list[Path]:
-    s = training_examples.EXAMPLE_SCHEDULE
-    return [
-        plots.learning_rate_figure(
-            folder / "learning_rate_schedule.png",
-            s.max_lr,
-            s.min_lr,
-            s.warmup_iters,
-            s.lr_decay_iters,
-            s.max_iters,
-        )
-    ]
+    return [schedule_figure(folder, training_examples.default_schedule())]
+
+
+def schedule_figure(folder: Path, settings: training_examples.ScheduleSettings) -> Path:
+    """The learning-rate schedule of one training configuration."""
+    s = settings
+    return plots.learning_rate_figure(
+        folder / "learning_rate_schedule.png",
+        s.max_lr,
+        s.min_lr,
+        s.warmup_iters,
+        s.lr_decay_iters,
+        s.max_iters,
+        title=f"Learning-rate schedule of {s.source}",
+    )
 
 
 EXAMPLES: dict[str, Example] = {

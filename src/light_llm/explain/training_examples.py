@@ -6,12 +6,17 @@ functions the trainer calls."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
 
+from light_llm.checkpoint import resolve_checkpoint_dir
+from light_llm.errors import CheckpointError
 from light_llm.explain.steps import Step
+from light_llm.train.config import TrainConfig
 from light_llm.train.optim import clip_grad_norm, configure_adamw, learning_rate
+from light_llm.train.state import read_trainer_state
 
 ADAMW_WEIGHT = [[0.5, -0.3, 0.8], [-0.2, 0.4, 0.1]]
 ADAMW_BIAS = [0.1, -0.1]
@@ -113,46 +118,103 @@ def adamw_step() -> list[Step]:
 
 @dataclass(frozen=True)
 class ScheduleSettings:
-    """The schedule settings of a training run (``learning_rate``'s arguments) and its length."""
+    """The schedule settings of a training run (``learning_rate``'s arguments), its length,
+    and where they come from."""
 
-    max_lr: float = 1e-3
-    min_lr: float = 1e-4
-    warmup_iters: int = 100
-    lr_decay_iters: int = 1000
-    max_iters: int = 1100
+    max_lr: float
+    min_lr: float
+    warmup_iters: int
+    lr_decay_iters: int
+    max_iters: int
+    source: str
+
+    @classmethod
+    def from_train_config(cls, config: TrainConfig, source: str) -> ScheduleSettings:
+        """The schedule of a resolved :class:`TrainConfig`."""
+        return cls(
+            config.lr,
+            config.min_lr,
+            config.warmup_iters,
+            config.lr_decay_iters,
+            config.max_iters,
+            source,
+        )
+
+    def rate(self, step: int) -> float:
+        """The learning rate at ``step``, by ``train.optim.learning_rate``."""
+        return learning_rate(step, self.max_lr, self.min_lr, self.warmup_iters, self.lr_decay_iters)
+
+    def landmarks(self) -> list[int]:
+        """Steps worth a look: the start, the warmup, the quarters of the decay, the end."""
+        warmup, decay_end = self.warmup_iters, self.lr_decay_iters
+        decay = [warmup + (decay_end - warmup) * k // 4 for k in range(5)]
+        steps = {0, warmup // 2, max(warmup - 1, 0), *decay, max(self.max_iters - 1, 0)}
+        return sorted(steps)
 
 
-EXAMPLE_SCHEDULE = ScheduleSettings()
-SCHEDULE_STEPS = (0, 49, 99, 100, 325, 550, 775, 1000, 1099)
+def default_schedule() -> ScheduleSettings:
+    """The schedule of ``light-llm train`` with no flags (its default preset and recipe)."""
+    config = TrainConfig().resolve()
+    return ScheduleSettings.from_train_config(
+        config, f"the default light-llm train run (preset {config.preset})"
+    )
 
 
-def lr_schedule() -> list[Step]:
+def run_schedule(folder: str | Path) -> ScheduleSettings:
+    """The schedule of the training run saved in ``folder`` (OUT or OUT/checkpoint), read
+    from its ``trainer_state.json``."""
+    checkpoint = resolve_checkpoint_dir(folder)
+    state = read_trainer_state(checkpoint)
+    try:
+        config = TrainConfig.from_dict(state["resolved_config"])
+    except (KeyError, TypeError) as exc:
+        raise CheckpointError(
+            f"{checkpoint} holds no readable training configuration ({exc})."
+        ) from None
+    return ScheduleSettings.from_train_config(config, f"the training run in {folder}")
+
+
+def lr_schedule(settings: ScheduleSettings | None = None) -> list[Step]:
     """The warmup + cosine learning-rate schedule (seed 000 §7; seed 002 §4.2, eq. 10 and the
-    cosine formula), by ``train.optim.learning_rate`` at a few steps of a 1100-step run."""
-    s = EXAMPLE_SCHEDULE
-    rates = [
-        learning_rate(step, s.max_lr, s.min_lr, s.warmup_iters, s.lr_decay_iters)
-        for step in SCHEDULE_STEPS
-    ]
+    cosine formula) of a training configuration (default: ``light-llm train``'s), by
+    ``train.optim.learning_rate`` at its landmark steps."""
+    s = settings or default_schedule()
+    steps = s.landmarks()
+    rates = [s.rate(step) for step in steps]
+    columns = tuple(f"t={t}" for t in steps)
+    middle = (s.warmup_iters + s.lr_decay_iters) // 2
     return [
         Step(
+            "Peak and floor: lr_max, lr_min",
+            f"The schedule of {s.source}.",
+            [s.max_lr, s.min_lr],
+            "seed 000 §7, Learning Rate Scheduling",
+            columns=("max_lr", "min_lr"),
+        ),
+        Step(
+            "Lengths: warmup_iters T_w, lr_decay_iters T_d, max_iters",
+            "Warmup until T_w, cosine decay until T_d, the floor after that.",
+            [s.warmup_iters, s.lr_decay_iters, s.max_iters],
+            "seed 000 §7; seed 002 §4.2",
+            columns=("warmup_iters", "lr_decay_iters", "max_iters"),
+        ),
+        Step(
             "Learning rate at selected steps",
-            f"Assumed settings: max_lr = {s.max_lr:g}, min_lr = {s.min_lr:g}, "
-            f"warmup_iters = {s.warmup_iters}, lr_decay_iters = {s.lr_decay_iters}. Linear "
-            "warmup lr_max (t + 1) / (T_w + 1), then lr_min + 0.5 (1 + cos(π r)) "
+            "Linear warmup lr_max (t + 1) / (T_w + 1), then lr_min + 0.5 (1 + cos(π r)) "
             "(lr_max - lr_min) with r = (t - T_w) / (T_d - T_w), then lr_min. Unlike the "
             "seeds' t / T_w, the first step already moves, and the cosine ends at lr_min, "
-            "not 0. At step 550 (half way) the rate is the mean of max and min.",
+            f"not 0. Half way through the decay (t = {middle}) the rate is about the mean of "
+            "max and min.",
             rates,
             "seed 000 §7, Learning Rate Scheduling; seed 002 §4.2",
-            columns=tuple(f"t={t}" for t in SCHEDULE_STEPS),
+            columns=columns,
         ),
         Step(
             "lr / max_lr",
             "The same, as a fraction of the peak.",
             [rate / s.max_lr for rate in rates],
             "seed 000 §7",
-            columns=tuple(f"t={t}" for t in SCHEDULE_STEPS),
+            columns=columns,
         ),
     ]
 
