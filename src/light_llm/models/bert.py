@@ -23,7 +23,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -42,7 +42,7 @@ from light_llm.checkpoint import (
     write_folder_atomically,
 )
 from light_llm.config import ModelConfig
-from light_llm.errors import CheckpointError, ConfigError
+from light_llm.errors import CheckpointError, ConfigError, TokenizerError
 from light_llm.models.gpt import GPT
 from light_llm.nn.blocks import Block
 from light_llm.nn.norms import LayerNorm
@@ -165,7 +165,8 @@ class BertEncoder(nn.Module):
     MLM logits (B, T, V), or the hidden states (B, T, d) for a model without an MLM head.
     With ``labels`` (B, T) (token ids at the chosen positions, :data:`IGNORE_INDEX` elsewhere)
     only the chosen positions go through the head: ``output`` is then their logits (N, V), in
-    row-major order of the chosen positions, and ``loss`` their mean cross-entropy.
+    row-major order of the chosen positions, and ``loss`` their mean cross-entropy
+    (:func:`masked_lm_loss`, with optional ``label_smoothing``).
     """
 
     def __init__(self, config: EncoderConfig) -> None:
@@ -226,6 +227,7 @@ class BertEncoder(nn.Module):
         *,
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
+        label_smoothing: float = 0.0,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         hidden = self.encode(input_ids, attention_mask, token_type_ids)  # (B, T, d)
         if self.mlm_head is None:
@@ -238,7 +240,7 @@ class BertEncoder(nn.Module):
             return self.mlm_head(hidden), None  # (B, T, V)
         chosen = labels != IGNORE_INDEX  # (B, T)
         logits = self.mlm_head(hidden[chosen])  # (N, V)
-        return logits, masked_lm_loss(logits, labels[chosen])
+        return logits, masked_lm_loss(logits, labels[chosen], label_smoothing)
 
     @torch.no_grad()
     def attention_maps(
@@ -267,13 +269,16 @@ class BertEncoder(nn.Module):
         save_encoder(self, folder, tokenizer)
 
 
-def masked_lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+def masked_lm_loss(
+    logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float = 0.0
+) -> torch.Tensor:
     """Mean cross-entropy -(1/N) Σ_i log softmax(logits_i)[target_i] over the N chosen
-    positions only (seed 003 §29; seed 000 §7). With nothing chosen there is nothing to learn
-    and the loss is 0 (still part of the graph, so backward works)."""
+    positions only (seed 003 §29; seed 000 §7), optionally label-smoothed (seed 002 §12.2,
+    eq. 51). With nothing chosen there is nothing to learn and the loss is 0 (still part of
+    the graph, so backward works)."""
     if targets.numel() == 0:
         return logits.sum() * 0.0
-    return F.cross_entropy(logits.float(), targets)
+    return F.cross_entropy(logits.float(), targets, label_smoothing=label_smoothing)
 
 
 # ---------------------------------------------------------------------- pooling
@@ -345,6 +350,63 @@ def embed_sentences(
         pooled = pool(hidden, inputs["attention_mask"], pooling)  # (b, d)
         vectors[indices] = (l2_normalize(pooled) if normalize else pooled).float().cpu()
     return vectors
+
+
+class Candidate(NamedTuple):
+    """One prediction for a [MASK]: the token, its id and its probability."""
+
+    token: str
+    id: int
+    probability: float
+
+
+@torch.inference_mode()
+def predict_masked(
+    model: BertEncoder,
+    tokenizer,
+    text: str,
+    text_pair: str | None = None,
+    top_k: int = 5,
+) -> list[list[Candidate]]:
+    """For each [MASK] of ``text`` (and ``text_pair``), left to right, the ``top_k`` most
+    probable tokens under the MLM head, P = softmax(logits) at that position (seed 003 §29).
+
+    Each [MASK] is predicted from the same input (the others stay masked), as BERT sees it.
+    """
+    if model.mlm_head is None:
+        raise CheckpointError(
+            "this encoder has no masked-LM head (a sentence-embedding model such as MiniLM "
+            "ships without one), so it cannot fill in [MASK]; train one with light-llm train "
+            "--model bert."
+        )
+    if not isinstance(top_k, int) or top_k < 1:
+        raise ConfigError(f"top_k must be a positive integer, got {top_k!r}.")
+    encoding = tokenizer.encode_plus(text, text_pair, max_length=model.config.block_size)
+    ids = encoding["input_ids"]
+    positions = [i for i, token_id in enumerate(ids) if token_id == tokenizer.mask_id]
+    if not positions:
+        written = "[MASK]" in text or "[MASK]" in (text_pair or "")
+        raise TokenizerError(
+            f"every [MASK] lies beyond the model's {model.config.block_size} positions."
+            if written
+            else "the text has no [MASK] to fill in: write [MASK] where a word should go."
+        )
+    inputs = torch.tensor([ids], device=model.device)
+    types = torch.tensor([encoding["token_type_ids"]], device=model.device)
+    logits, _ = model(inputs, token_type_ids=types)  # (1, T, V)
+    probabilities = torch.softmax(logits[0, positions].float(), dim=-1)  # (n_masks, V)
+    top = probabilities.topk(min(top_k, probabilities.size(-1)), dim=-1)
+    return [
+        [
+            Candidate(token, token_id, probability)
+            for token, token_id, probability in zip(
+                tokenizer.tokens(row_ids), row_ids, row_probabilities, strict=True
+            )
+        ]
+        for row_ids, row_probabilities in zip(
+            top.indices.tolist(), top.values.tolist(), strict=True
+        )
+    ]
 
 
 # ---------------------------------------------------------------------- loading

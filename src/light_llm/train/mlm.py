@@ -1,0 +1,155 @@
+"""Masked-language-model training data: BERT's masking rule, and batches for the trainer.
+
+Seed 003 §29: "randomly masks some of the input words"; the model learns to predict them
+from both sides. The rule is BERT's:
+
+1. each real token (not [CLS], [SEP], [PAD], [MASK], [UNK]) is *chosen* with probability 15%;
+2. of the chosen tokens, 80% are replaced by [MASK], 10% by a token drawn uniformly from the
+   vocabulary, and 10% are left unchanged (so the model cannot tell from the input which
+   positions it is scored on, and learns a representation of every token);
+3. the label of a chosen position is its original token, every other position gets
+   :data:`~light_llm.models.bert.IGNORE_INDEX`; the loss is the mean cross-entropy over the
+   chosen positions only (:func:`light_llm.models.bert.masked_lm_loss`).
+
+:class:`MaskedLMDataset` wraps a :class:`~light_llm.data.TokenDataset` of WordPiece ids and
+has its ``get_batch(batch_size, generator, device)``, returning ``(inputs, labels)`` in place
+of ``(x, y)``, so the trainer's loop, evaluation and exact resume work unchanged: window
+offsets and masking are drawn from the same generator, one after the other.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+from light_llm.data import TokenDataset, encode_corpus, token_dtype
+from light_llm.errors import ConfigError, TokenizerError
+from light_llm.models.bert import IGNORE_INDEX
+from light_llm.tokenizers import BertTokenizer
+
+MASK_PROBABILITY = 0.15  # share of real tokens chosen for prediction
+MASK_TOKEN_SHARE = 0.8  # of the chosen: replaced by [MASK]
+RANDOM_TOKEN_SHARE = 0.1  # of the chosen: replaced by a random token (the rest: unchanged)
+
+
+def uniform(
+    generator: torch.Generator | np.random.Generator, shape: tuple[int, ...]
+) -> torch.Tensor:
+    """Uniform numbers in [0, 1) of ``shape`` (float64, on the CPU) from a torch or NumPy
+    generator, so that the generator's state alone decides them."""
+    if isinstance(generator, np.random.Generator):
+        return torch.from_numpy(generator.random(shape))
+    if isinstance(generator, torch.Generator):
+        drawn = torch.rand(shape, generator=generator, dtype=torch.float64, device=generator.device)
+        return drawn.cpu()
+    raise TypeError(
+        f"generator must be a torch.Generator or a numpy Generator, not {type(generator).__name__}."
+    )
+
+
+def mask_tokens(
+    input_ids: torch.Tensor,
+    *,
+    mask_id: int,
+    vocab_size: int,
+    special_ids: set[int] | frozenset[int],
+    generator: torch.Generator | np.random.Generator,
+    attention_mask: torch.Tensor | None = None,
+    mask_probability: float = MASK_PROBABILITY,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's masking rule (seed 003 §29), see the module docstring: (inputs, labels).
+
+    input_ids (B, T); ``special_ids`` and padding (``attention_mask`` 0) are never chosen.
+    Returns the corrupted inputs and the labels (the original id at each chosen position,
+    IGNORE_INDEX elsewhere), both (B, T) on the device of ``input_ids``.
+    """
+    if not 0.0 < mask_probability < 1.0:
+        raise ConfigError(f"mask_probability must lie in (0, 1), got {mask_probability}.")
+    ids = input_ids.cpu()
+    shape = tuple(ids.shape)
+    eligible = ~torch.isin(ids, torch.tensor(sorted(special_ids), dtype=ids.dtype))
+    if attention_mask is not None:
+        eligible &= attention_mask.cpu().bool()
+    chosen = eligible & (uniform(generator, shape) < mask_probability)  # step 1
+    action = uniform(generator, shape)  # step 2: which replacement, for the chosen
+    to_mask = chosen & (action < MASK_TOKEN_SHARE)
+    to_random = (
+        chosen & (action >= MASK_TOKEN_SHARE) & (action < MASK_TOKEN_SHARE + RANDOM_TOKEN_SHARE)
+    )
+    random_ids = (uniform(generator, shape) * vocab_size).long().clamp_max(vocab_size - 1)
+    inputs = torch.where(to_mask, torch.full_like(ids, mask_id), ids)
+    inputs = torch.where(to_random, random_ids, inputs)
+    labels = torch.where(chosen, ids, torch.full_like(ids, IGNORE_INDEX))  # step 3
+    return inputs.to(input_ids.device), labels.to(input_ids.device)
+
+
+class MaskedLMDataset:
+    """Masked-LM batches from one split of a corpus's WordPiece ids.
+
+    Each example is ``[CLS] w_1 ... w_n [SEP]`` for a window of n = ``block_size`` - 2
+    consecutive ids at a random offset, masked by :func:`mask_tokens`. There is no padding,
+    so the model needs no attention mask and token types are all 0.
+    """
+
+    def __init__(
+        self,
+        tokens: TokenDataset,
+        tokenizer: BertTokenizer,
+        mask_probability: float = MASK_PROBABILITY,
+    ) -> None:
+        if not isinstance(tokenizer, BertTokenizer):
+            raise TokenizerError(
+                f"masked-LM training needs the bert tokenizer (with [MASK]), not {tokenizer.name}."
+            )
+        self.tokens = tokens
+        self.tokenizer = tokenizer
+        self.mask_probability = mask_probability
+        self.block_size = tokens.block_size + 2  # with [CLS] and [SEP]
+        t = tokenizer
+        self.special_ids = frozenset({t.cls_id, t.sep_id, t.pad_id, t.mask_id, t.unk_id})
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def get_batch(
+        self,
+        batch_size: int,
+        generator: torch.Generator | np.random.Generator,
+        device: str | torch.device = "cpu",
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(inputs, labels), int64 tensors of shape (B, block_size), drawn from ``generator``."""
+        windows, _ = self.tokens.get_batch(batch_size, generator, "cpu")  # (B, n)
+        cls = torch.full((batch_size, 1), self.tokenizer.cls_id, dtype=windows.dtype)
+        sep = torch.full((batch_size, 1), self.tokenizer.sep_id, dtype=windows.dtype)
+        examples = torch.cat([cls, windows, sep], dim=1)  # (B, n + 2)
+        inputs, labels = mask_tokens(
+            examples,
+            mask_id=self.tokenizer.mask_id,
+            vocab_size=self.tokenizer.vocab_size,
+            special_ids=self.special_ids,
+            generator=generator,
+            mask_probability=self.mask_probability,
+        )
+        return inputs.to(device), labels.to(device)
+
+
+def mlm_datasets(
+    text: str,
+    tokenizer: BertTokenizer,
+    cache_dir: str | os.PathLike,
+    block_size: int,
+    mask_probability: float = MASK_PROBABILITY,
+) -> tuple[MaskedLMDataset, MaskedLMDataset]:
+    """Train and validation masked-LM batches over ``text`` (90/10 split, ids cached in
+    ``cache_dir`` by :func:`light_llm.data.encode_corpus`), examples of ``block_size``
+    positions with [CLS] and [SEP] (the encoder's ``block_size``)."""
+    if block_size < 3:
+        raise ConfigError(f"a masked-LM block needs [CLS], a token and [SEP]: got {block_size}.")
+    train_path, val_path = encode_corpus(text, tokenizer, cache_dir)
+    dtype = token_dtype(tokenizer.vocab_size)
+    return tuple(
+        MaskedLMDataset(TokenDataset(path, dtype, block_size - 2), tokenizer, mask_probability)
+        for path in (train_path, val_path)
+    )
