@@ -1,0 +1,69 @@
+"""Every hand-written backward against central finite differences, in float64, on random sizes
+and values (seed 002 §2.2): relative error <= 1e-6."""
+
+import numpy as np
+import pytest
+
+from light_llm.errors import ConfigError
+from light_llm.reference.gradcheck import (
+    OPS,
+    OpCheck,
+    check_op,
+    gpt_check,
+    numerical_gradient,
+    relative_error,
+    run_check,
+)
+from light_llm.reference.softmax import softmax_forward
+from tests.conftest import VARIANTS, tiny_config
+
+OP_NAMES = [name for name in OPS if name != "gpt"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("op", OP_NAMES)
+def test_backward_matches_central_differences(op, seed):
+    results = check_op(op, np.float64, seed)
+    assert results
+    for result in results:
+        assert result.max_abs_gradient > 1e-3, (op, result.parameter)  # not a vacuous zero
+        assert result.relative_error <= 1e-6, (op, result.parameter, result.relative_error)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_whole_gpt_backward_matches_central_differences(variant):
+    """Every parameter of a small GPT of each variant, in training mode with dropout, label
+    smoothing, an ignored target and a left-padded row."""
+    config = tiny_config(
+        **VARIANTS[variant], vocab_size=7, block_size=6, n_layer=1, n_embd=8, dropout=0.1
+    )
+    results = run_check("gpt", gpt_check(config, batch=2, length=5), np.float64, seed=3)
+    names = {r.parameter for r in results}
+    assert "transformer.wte.weight" in names
+    for result in results:
+        assert result.relative_error <= 1e-6, (variant, result.parameter, result.relative_error)
+
+
+def test_the_check_catches_a_wrong_backward():
+    """A softmax backward that forgets the -(g·s) term of the Jacobian fails the check."""
+    wrong = OpCheck(
+        "softmax with a wrong backward",
+        lambda rng, dt: ({"x": rng.standard_normal((3, 5))}, {}),
+        lambda a, c: softmax_forward(a["x"]),
+        lambda d, cache, c: {"x": cache * d},
+    )
+    (result,) = run_check("wrong", wrong)
+    assert result.relative_error > 1e-2
+    assert not result.ok
+
+
+def test_numerical_gradient_of_a_known_function():
+    x = np.array([0.3, -1.2, 2.0])
+    grad = numerical_gradient(lambda: float(np.sum(np.sin(x) * x)), x, 1e-6)
+    assert relative_error(grad, np.cos(x) * x + np.sin(x)) < 1e-9
+    assert np.array_equal(x, [0.3, -1.2, 2.0])  # restored
+
+
+def test_unknown_op_is_one_sentence():
+    with pytest.raises(ConfigError, match="unknown operation 'nope'; known operations: linear"):
+        check_op("nope")
