@@ -1,0 +1,200 @@
+"""``light-llm train``: defaults, flags, bad input (one line on stderr, exit 2, nothing lost)."""
+
+import errno
+import os
+import signal
+
+import pytest
+import torch
+
+from light_llm.cli import build_parser, main
+from light_llm.cli.train import config_from_args
+from light_llm.models.gpt import GPT
+from light_llm.train.state import read_trainer_state
+from tests.train.helpers import tiny_flags, write_corpus
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt")
+
+
+def error_line(capsys):
+    """The single stderr line of a failed command."""
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("light-llm train: error: ")
+    return lines[0]
+
+
+def folder_bytes(folder):
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+def test_no_flags_means_nanogpts_cpu_recipe_on_character_shakespeare():
+    args = build_parser().parse_args(["train"])
+    config = config_from_args(args).resolve()
+    assert config.data is None and config.tokenizer == "char"  # Shakespeare, characters
+    shape = (config.n_layer, config.n_head, config.n_embd, config.block_size, config.dropout)
+    assert shape == (4, 4, 128, 64, 0.0)
+    assert (config.batch_size, config.grad_accum, config.max_iters) == (12, 1, 2000)
+    assert (config.lr, config.min_lr, config.warmup_iters, config.lr_decay_iters) == (
+        1e-3,
+        1e-4,
+        100,
+        2000,
+    )
+    assert (config.beta1, config.beta2, config.weight_decay, config.grad_clip) == (
+        0.9,
+        0.99,
+        0.1,
+        1.0,
+    )
+    assert config.eval_iters == 20 and config.out == "out-light-llm"
+
+
+def test_a_preset_without_a_char_recipe_uses_the_seed_betas():
+    args = build_parser().parse_args(["train", "--preset", "seed-30m"])
+    config = config_from_args(args).resolve()
+    assert (config.beta1, config.beta2) == (0.9, 0.95)  # seed 000 §7
+    assert config.tokenizer == "gpt2"
+
+
+def test_flags_override_the_recipe():
+    argv = ["train", "--lr", "3e-4", "--n-layer", "2", "--positions", "rotary", "--beta2", "0.9"]
+    config = config_from_args(build_parser().parse_args(argv)).resolve()
+    assert (config.lr, config.n_layer, config.positions, config.beta2) == (3e-4, 2, "rotary", 0.9)
+    assert config.n_embd == 128  # the rest from the preset
+
+
+def test_train_runs_and_reports(corpus, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", *tiny_flags(corpus, out, sample_tokens=20)]) == 0
+    printed = capsys.readouterr().out
+    assert "iter 10: train loss" in printed and "sample:" in printed
+    assert (out / "checkpoint" / "trainer_state.json").is_file()
+    assert (out / "loss_curve.png").is_file()
+
+
+@pytest.mark.parametrize(
+    ("content", "phrase"),
+    [
+        (b"", "empty"),
+        (b"\x00\x01\x02binary\x00", "binary"),
+        (b"caf\xe9 au lait\n" * 50, "UTF-8"),
+        (b"too short\n", "tokens"),
+    ],
+)
+def test_bad_corpus_is_one_sentence_and_exit_2(tmp_path, capsys, content, phrase):
+    corpus = tmp_path / "bad.txt"
+    corpus.write_bytes(content)
+    assert main(["train", *tiny_flags(corpus, tmp_path / "out")]) == 2
+    assert phrase in error_line(capsys)
+    assert not (tmp_path / "out" / "checkpoint").exists()
+
+
+def test_resume_with_another_model_names_the_keys_and_keeps_the_checkpoint(
+    corpus, tmp_path, capsys
+):
+    out = tmp_path / "run"
+    assert main(["train", *tiny_flags(corpus, out, max_iters=5)]) == 0
+    before = folder_bytes(out / "checkpoint")
+    capsys.readouterr()
+    code = main(["train", "--resume", "--out", str(out), "--n-layer", "2", "--n-embd", "32"])
+    assert code == 2
+    line = error_line(capsys)
+    assert "n_layer (1 saved, 2 asked)" in line and "n_embd (16 saved, 32 asked)" in line
+    assert "n_head" not in line
+    assert folder_bytes(out / "checkpoint") == before
+
+
+def test_resume_without_a_checkpoint_and_overwrite_protection(corpus, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", "--resume", "--out", str(out)]) == 2
+    assert "--resume found no checkpoint" in error_line(capsys)
+    assert main(["train", *tiny_flags(corpus, out, max_iters=2)]) == 0
+    before = folder_bytes(out / "checkpoint")
+    capsys.readouterr()
+    assert main(["train", *tiny_flags(corpus, out, max_iters=2)]) == 2
+    assert "already holds a training checkpoint" in error_line(capsys)
+    assert folder_bytes(out / "checkpoint") == before
+    assert main(["train", *tiny_flags(corpus, out, max_iters=3), "--overwrite"]) == 0
+
+
+def test_unwritable_out_is_one_sentence(corpus, tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    assert main(["train", *tiny_flags(corpus, blocker / "out")]) == 2
+    assert "cannot write to the output folder" in error_line(capsys)
+
+
+def test_full_disk_is_one_sentence_and_keeps_the_last_checkpoint(
+    corpus, tmp_path, capsys, monkeypatch
+):
+    out = tmp_path / "run"
+    assert main(["train", *tiny_flags(corpus, out, max_iters=5)]) == 0
+    before = folder_bytes(out / "checkpoint")
+    capsys.readouterr()
+    real_fsync = os.fsync
+    calls = {"n": 0}
+
+    def fsync_until_full(fd):
+        calls["n"] += 1
+        if calls["n"] > 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync_until_full)
+    assert main(["train", "--resume", "--out", str(out), "--max-iters", "10"]) == 2
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    assert "No space left on device" in error_line(capsys)
+    assert folder_bytes(out / "checkpoint") == before
+
+
+def test_nan_loss_is_one_sentence_naming_iteration_and_checkpoint(
+    corpus, tmp_path, capsys, monkeypatch
+):
+    original_forward = GPT.forward
+
+    def forward_exploding_at_iteration_6(self, *args, **kwargs):
+        logits, loss = original_forward(self, *args, **kwargs)
+        if self.training and getattr(self, "calls", 0) == 6:
+            loss = loss + float("inf")
+        if self.training:
+            self.calls = getattr(self, "calls", 0) + 1
+        return logits, loss
+
+    monkeypatch.setattr(GPT, "forward", forward_exploding_at_iteration_6)
+    out = tmp_path / "run"
+    assert main(["train", *tiny_flags(corpus, out)]) == 2
+    line = error_line(capsys)
+    assert "iteration 6" in line and f"{out / 'checkpoint'} (iteration 5)" in line
+    assert read_trainer_state(out / "checkpoint")["iteration"] == 5
+
+
+def test_float16_on_the_cpu_is_refused(corpus, tmp_path, capsys):
+    assert main(["train", *tiny_flags(corpus, tmp_path / "out", dtype="float16")]) == 2
+    assert "float16" in error_line(capsys)
+
+
+def test_ctrl_c_saves_and_exits_130_with_how_to_resume(corpus, tmp_path, capsys, monkeypatch):
+    original_forward = GPT.forward
+
+    def forward_then_ctrl_c(self, *args, **kwargs):
+        if self.training:
+            signal.raise_signal(signal.SIGINT)
+        return original_forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(GPT, "forward", forward_then_ctrl_c)
+    out = tmp_path / "run"
+    assert main(["train", *tiny_flags(corpus, out)]) == 130
+    assert "--resume" in capsys.readouterr().err
+    assert read_trainer_state(out / "checkpoint")["iteration"] == 1

@@ -1,0 +1,53 @@
+"""A small corpus and a tiny model configuration that train in seconds on a CPU."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+WORDS = (
+    "the king shall come to rome and speak of love and death tonight my lord "
+    "what say you now good friend i will not go there is no more to tell"
+).split()
+
+
+def write_corpus(path: Path, n_lines: int = 1500, seed: int = 0) -> Path:
+    """A deterministic plain-text corpus of short speeches (about 40 KB)."""
+    rng = random.Random(seed)
+    lines = []
+    for index in range(n_lines):
+        if index % 5 == 0:
+            lines.append(rng.choice(["KING:", "LORD:", "FRIEND:"]))
+        lines.append(" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 8))))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+TINY = {
+    "n_layer": 1,
+    "n_head": 2,
+    "n_embd": 16,
+    "block_size": 16,
+    "batch_size": 4,
+    "warmup_iters": 2,
+    "eval_iters": 2,
+    "eval_interval": 5,
+    "max_iters": 10,
+    "sample_tokens": 0,
+    "device": "cpu",
+    "dtype": "float32",
+    "seed": 7,
+}
+
+
+def tiny_flags(corpus: Path, out: Path, **overrides) -> list[str]:
+    """``light-llm train`` arguments for the tiny model on ``corpus``, writing to ``out``."""
+    settings = {**TINY, "data": corpus, "out": out, **overrides}
+    flags = []
+    for key, value in settings.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif value is not False and value is not None:
+            flags += [flag, str(value)]
+    return flags

@@ -1,0 +1,69 @@
+"""Data-parallel training: torchrun with 2 gloo processes against one process, same batch.
+
+With --grad-accum 2, one process computes micro-batch slots 0 and 1 of every iteration; under
+torchrun rank 0 computes slot 0 and rank 1 slot 1 (see light_llm.train.batches), and DDP
+averages their gradients. The global batch is the same, so the runs must agree. Halving a
+float is exact and a sum of two numbers does not depend on their order, so the two runs
+agree to the last bit on the same machine; the test allows 1e-6 relative, for platforms
+where the all-reduce sums differently.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import safetensors.torch
+import torch
+
+import light_llm
+from light_llm.train.metrics import MetricsLog
+from tests.train.helpers import tiny_flags
+
+SETTINGS = {"grad_accum": 2, "max_iters": 6, "eval_interval": 2, "dropout": 0.0, "lr": 1e-2}
+
+
+def run(command, **env):
+    source = str(Path(light_llm.__file__).resolve().parents[1])
+    environment = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([source, os.environ.get("PYTHONPATH", "")]),
+        **env,
+    }
+    completed = subprocess.run(command, env=environment, capture_output=True, text=True)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return completed
+
+
+def test_torchrun_two_gloo_processes_match_one_process(corpus, tmp_path):
+    single_out, ddp_out = tmp_path / "single", tmp_path / "ddp"
+    run([sys.executable, "-m", "light_llm", "train", *tiny_flags(corpus, single_out, **SETTINGS)])
+    completed = run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nnodes=1",
+            "--nproc_per_node=2",
+            "-m",
+            "light_llm",
+            "train",
+            *tiny_flags(corpus, ddp_out, **SETTINGS),
+        ]
+    )
+    assert "2 processes" in completed.stdout  # rank 0 announced a distributed run
+    assert completed.stdout.count("training a ") == 1  # and rank 1 stayed silent
+    single = MetricsLog(single_out).records()
+    ddp = MetricsLog(ddp_out).records()
+    assert [r["iter"] for r in ddp] == [r["iter"] for r in single] == [0, 2, 4, 6]
+    assert single[-1]["val_loss"] < single[0]["val_loss"]  # it trained
+    for one, many in zip(single, ddp, strict=True):
+        assert many["train_loss"] == pytest.approx(one["train_loss"], rel=1e-6)
+        assert many["val_loss"] == pytest.approx(one["val_loss"], rel=1e-6)
+    single_weights = safetensors.torch.load_file(single_out / "checkpoint" / "model.safetensors")
+    ddp_weights = safetensors.torch.load_file(ddp_out / "checkpoint" / "model.safetensors")
+    for name, tensor in single_weights.items():
+        torch.testing.assert_close(ddp_weights[name], tensor, rtol=1e-6, atol=1e-7)
