@@ -299,7 +299,7 @@ class Trainer:
                 if self.iteration >= cfg.max_iters:
                     break
                 tick = time.perf_counter()
-                loss, stop_requested = self._train_iteration(stop.requested)
+                loss, stop_requested = self._train_iteration(stop)
                 meter.add(self.tokens_per_iteration, time.perf_counter() - tick)
                 result.losses[self.iteration] = loss
                 self.iteration += 1
@@ -322,9 +322,9 @@ class Trainer:
         at_end = self.iteration >= self.config.max_iters
         return (at_interval or at_end) and self.last_eval_iteration != self.iteration
 
-    def _train_iteration(self, stop_requested: bool) -> tuple[float, bool]:
+    def _train_iteration(self, stop: StopRequest) -> tuple[float, bool]:
         """One optimiser step over this process's micro-batches; returns the mean training
-        loss over the global batch and whether any process was asked to stop."""
+        loss over the global batch and whether any process was asked to stop (so far)."""
         cfg = self.config
         lr = learning_rate(self.iteration, cfg.lr, cfg.min_lr, cfg.warmup_iters, cfg.lr_decay_iters)
         for group in self.optimizer.param_groups:
@@ -342,7 +342,7 @@ class Trainer:
                     _, loss = self.model(x, y, label_smoothing=cfg.label_smoothing)
                 loss_sum += loss.detach()
                 self.scaler.scale(loss / len(self.slots)).backward()
-        totals = torch.stack([loss_sum, torch.tensor(float(stop_requested), device=self.device)])
+        totals = torch.stack([loss_sum, torch.tensor(float(stop.requested), device=self.device)])
         totals = self.dist.all_reduce_sum(totals).tolist()
         mean_loss = totals[0] / cfg.grad_accum
         if not math.isfinite(mean_loss):
