@@ -27,6 +27,8 @@ def cross_entropy_forward(
     integer (...). Returns (loss, cache); the loss is NaN when every target is ignored."""
     vocab = logits.shape[-1]
     targets = np.asarray(targets)
+    if not np.issubdtype(targets.dtype, np.integer):
+        raise ConfigError(f"targets must be integer token ids, got {targets.dtype} values.")
     if targets.shape != logits.shape[:-1]:
         raise ConfigError(
             f"targets of shape {targets.shape} do not fit logits of shape {logits.shape}."

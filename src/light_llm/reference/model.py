@@ -34,12 +34,11 @@ DTYPES = {"float32": np.float32, "float64": np.float64}
 
 
 def parameter_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
-    """Every trainable parameter's name and shape, as ``GPT(config).named_parameters()``
-    lists them (a tied lm_head.weight is the token table, listed once)."""
+    """Every trainable parameter's name and shape, in the order
+    ``GPT(config).named_parameters()`` lists them (a tied lm_head.weight is the token table,
+    listed once)."""
     d, d_ff, V = config.n_embd, config.ffn_hidden, config.vocab_size
     shapes: dict[str, tuple[int, ...]] = {"transformer.wte.weight": (V, d)}
-    if config.positions == "learned":
-        shapes["transformer.wpe.weight"] = (config.block_size, d)
 
     def add_norm(name: str) -> None:
         shapes[name + ".weight"] = (d,)
@@ -61,6 +60,8 @@ def parameter_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
         if config.activation == "swiglu":
             add_linear(layer + ".mlp.c_v", d_ff, d)
         add_linear(layer + ".mlp.c_proj", d, d_ff)
+    if config.positions == "learned":
+        shapes["transformer.wpe.weight"] = (config.block_size, d)
     if config.block_order == "pre":
         add_norm("transformer.ln_f")
     if not config.tie_embeddings:
