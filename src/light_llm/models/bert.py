@@ -4,7 +4,7 @@
                                                                     "Learned Position Embeddings
                                                                     (BERT)"; seed 003 §4 types)
     X_l = Block_l(X_{l-1}), post-LN, no causal mask                 (seed 001 "For BERT: No
-                                                                    masking"; seed 002 §9.1)
+                                                                    masking"; seed 002 §15.3)
     sentence embedding = normalise(Σ_t m_t X_L[t] / Σ_t m_t)        (masked mean; seed 002 §6.1)
     MLM logits = LN(GELU(X_L W_t + b_t)) E^T + b                    (tied head; seed 003 §29,
                                                                     seed 002 §10.2 eq. 43)
@@ -45,7 +45,7 @@ from light_llm.config import ModelConfig
 from light_llm.errors import CheckpointError, ConfigError, TokenizerError
 from light_llm.models.gpt import GPT
 from light_llm.nn.blocks import Block
-from light_llm.nn.norms import LayerNorm
+from light_llm.nn.norms import build_norm
 from light_llm.nn.positions import SinusoidalPositions
 
 IGNORE_INDEX = -1  # label of a position the MLM loss skips (the GPT's targets use -1 too)
@@ -127,7 +127,7 @@ class EncoderEmbeddings(nn.Module):
         else:
             self.wpe = None
         self.wtt = nn.Embedding(config.type_vocab_size, config.n_embd)  # S
-        self.ln = LayerNorm(config.n_embd, config.norm_eps, bias=config.bias)
+        self.ln = build_norm(config)
         self.drop = nn.Dropout(config.dropout)
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
@@ -147,9 +147,9 @@ class MaskedLMHead(nn.Module):
 
     def __init__(self, config: EncoderConfig, token_table: nn.Embedding) -> None:
         super().__init__()
-        self.dense = nn.Linear(config.n_embd, config.n_embd)  # W_t, b_t
-        self.ln = LayerNorm(config.n_embd, config.norm_eps, bias=config.bias)
-        self.decoder = nn.Linear(config.n_embd, config.vocab_size)  # E^T, b
+        self.dense = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)  # W_t, b_t
+        self.ln = build_norm(config)
+        self.decoder = nn.Linear(config.n_embd, config.vocab_size, bias=config.bias)  # E^T, b
         if config.tie_embeddings:
             self.decoder.weight = token_table.weight
 
