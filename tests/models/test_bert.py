@@ -14,6 +14,7 @@ from light_llm.models.bert import (
     cosine_similarity_matrix,
     encoder_preset,
     load_encoder,
+    load_encoder_config,
     mean_pool,
 )
 from light_llm.models.gpt import GPT
@@ -162,6 +163,7 @@ def test_save_and_load_round_trip(tmp_path):
     torch.testing.assert_close(loaded(ids, attention_mask=mask)[0], expected)
     assert load_tokenizer(tmp_path / "enc").vocab_size == tokenizer.vocab_size
     assert isinstance(loaded.config, EncoderConfig) and loaded.config == model.config
+    assert load_encoder_config(tmp_path / "enc") == model.config
 
 
 def test_loading_a_gpt_checkpoint_is_refused(tmp_path):
@@ -170,6 +172,8 @@ def test_loading_a_gpt_checkpoint_is_refused(tmp_path):
     )
     with pytest.raises(CheckpointError, match="holds a GPT, not a BERT-style encoder"):
         load_encoder(tmp_path / "gpt")
+    with pytest.raises(CheckpointError, match="holds a GPT, not a BERT-style encoder"):
+        load_encoder_config(tmp_path / "gpt")
 
 
 def test_missing_tensor_is_reported(tmp_path):

@@ -415,11 +415,20 @@ def load_encoder(path: str | os.PathLike, device: str | torch.device = "cpu") ->
     output folder holding one, or a HuggingFace BERT folder; CheckpointError for anything else
     (a GPT checkpoint included)."""
     folder = resolve_checkpoint_dir(path)
-    config = read_config_json(folder)
-    if config.get("model_type") == "bert":
+    if read_config_json(folder).get("model_type") == "bert":
         from light_llm.interop.hf_bert import load_hf_bert
 
         return load_hf_bert(folder, device)
+    model = BertEncoder(load_encoder_config(folder))
+    load_state(model, read_weights(folder), folder / WEIGHTS_FILE)
+    return model.to(device).eval()
+
+
+def load_encoder_config(path: str | os.PathLike) -> EncoderConfig:
+    """The :class:`EncoderConfig` of a light-llm encoder checkpoint (or of the one in a training
+    output folder), without reading its weights; CheckpointError for any other folder."""
+    folder = resolve_checkpoint_dir(path)
+    config = read_config_json(folder)
     if config.get("format") != FORMAT_NAME:
         what = f"a HuggingFace {config['model_type']} model" if "model_type" in config else None
         raise CheckpointError(
@@ -432,14 +441,11 @@ def load_encoder(path: str | os.PathLike, device: str | torch.device = "cpu") ->
     if not isinstance(model_dict, dict):
         raise CheckpointError(f'{folder / CONFIG_FILE} lacks the "model" settings.')
     try:
-        encoder_config = EncoderConfig.from_dict(model_dict)
+        return EncoderConfig.from_dict(model_dict)
     except (ConfigError, TypeError) as exc:
         raise CheckpointError(
-            f"{folder / CONFIG_FILE} has an invalid model config: {exc}"
+            f"{folder / CONFIG_FILE} holds an invalid model config: {exc}"
         ) from None
-    model = BertEncoder(encoder_config)
-    load_state(model, read_weights(folder), folder / WEIGHTS_FILE)
-    return model.to(device).eval()
 
 
 def state_to_save(model: BertEncoder) -> dict[str, torch.Tensor]:
