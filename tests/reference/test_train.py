@@ -1,0 +1,124 @@
+"""Training with the NumPy engine: the loop, its output folder, the options it refuses, and
+(slow) its loss curve against the PyTorch trainer's on char-baby."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from light_llm.checkpoint import load_model
+from light_llm.errors import ConfigError, TrainingError
+from light_llm.reference.model import NumpyGPT
+from light_llm.reference.train import train_numpy
+from light_llm.train import TrainConfig
+
+SMALL = dict(
+    n_layer=1,
+    n_head=2,
+    n_embd=16,
+    block_size=16,
+    batch_size=4,
+    max_iters=8,
+    eval_interval=4,
+    eval_iters=2,
+    sample_tokens=12,
+    lr=3e-3,
+    warmup_iters=2,
+)
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    path = tmp_path / "corpus.txt"
+    line = "to be or not to be, that is the question.\n"
+    path.write_text(line * 60, encoding="utf-8")
+    return path
+
+
+def test_train_numpy_writes_a_checkpoint_both_engines_load(corpus, tmp_path, capsys):
+    out = tmp_path / "run"
+    result = train_numpy(TrainConfig(data=str(corpus), out=str(out), **SMALL))
+    assert [record["iter"] for record in result.evaluations] == [0, 4, 8]
+    assert result.iteration == 8 and sorted(result.losses) == list(range(8))
+    assert result.evaluations[-1]["val_loss"] < result.evaluations[0]["val_loss"]
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["iter"] for line in lines] == [0, 4, 8]
+    assert (out / "loss_curve.png").stat().st_size > 0
+    assert len(result.sample) == 1 + 12  # the newline prompt and 12 characters
+    model = NumpyGPT.from_pretrained(out)
+    torch_model = load_model(out)
+    idx = np.array([[1, 2, 3, 4]])
+    logits, _ = torch_model(torch.from_numpy(idx))
+    assert np.allclose(model.forward(idx)[0], logits.detach().numpy(), atol=1e-5)
+    with pytest.raises(TrainingError, match="already holds a checkpoint"):
+        train_numpy(TrainConfig(data=str(corpus), out=str(out), **SMALL))
+
+
+def test_grad_accumulation_steps_with_the_mean_of_the_micro_batch_gradients(corpus, tmp_path):
+    """With grad_accum = 2 one step uses the mean gradient of micro-batches (0, 0) and (0, 1),
+    the windows the PyTorch trainer draws for them."""
+    from light_llm.data import TokenDataset, encode_corpus, load_corpus
+    from light_llm.reference.optim import AdamW, clip_grad_norm, learning_rate
+    from light_llm.reference.train import batch_arrays, train_step
+    from light_llm.tokenizers import get_tokenizer
+    from light_llm.train.batches import micro_batch_rng
+
+    config = TrainConfig(data=str(corpus), out=str(tmp_path), grad_accum=2, **SMALL).resolve()
+    text = load_corpus(config.data)
+    tokenizer = get_tokenizer("char", text=text)
+    train_path, _ = encode_corpus(text, tokenizer, tmp_path / "data")
+    dataset = TokenDataset(train_path, np.uint16, config.block_size)
+    model_config = config.model_config(tokenizer.vocab_size)
+    stepped, by_hand = NumpyGPT(model_config, seed=1), NumpyGPT(model_config, seed=1)
+    loss = train_step(stepped, AdamW(stepped.params, config.lr), dataset, config, 0)
+    grads, losses = [], []
+    for slot in (0, 1):
+        x, y = batch_arrays(dataset, config.batch_size, micro_batch_rng(config.seed, 0, slot))
+        _, slot_loss, cache = by_hand.forward(x, y)
+        grads.append(by_hand.backward(cache))
+        losses.append(slot_loss)
+    mean = {name: (grads[0][name] + grads[1][name]) / 2 for name in grads[0]}
+    clip_grad_norm(mean, config.grad_clip)
+    lr = learning_rate(0, config.lr, config.min_lr, config.warmup_iters, config.lr_decay_iters)
+    AdamW(by_hand.params, config.lr).step(mean, lr)
+    assert loss == pytest.approx(sum(losses) / 2)
+    for name, value in stepped.params.items():
+        assert np.allclose(value, by_hand.params[name], rtol=1e-6, atol=1e-7), name
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        (dict(device="cuda"), "CPU only"),
+        (dict(dtype="bfloat16"), "float32 or float64"),
+        (dict(compile=True), "cannot honour compile"),
+        (dict(gradient_checkpointing=True), "cannot honour gradient_checkpointing"),
+        (dict(resume=True), "cannot honour resume"),
+    ],
+)
+def test_options_the_numpy_engine_cannot_honour(option, message, tmp_path):
+    with pytest.raises(ConfigError, match=message):
+        train_numpy(TrainConfig(out=str(tmp_path / "x"), **option))
+
+
+@pytest.mark.slow
+def test_char_baby_200_iterations_follow_the_pytorch_trainer(tmp_path):
+    """Same seed, same initial weights, same batches (micro_batch_rng / eval_batch_rng): the
+    validation losses of the two engines stay within 1% of each other, and fall."""
+    from light_llm.models.gpt import GPT
+    from light_llm.train import train
+
+    settings = dict(max_iters=200, eval_interval=50, eval_iters=10, sample_tokens=0, seed=1337)
+    torch_result = train(TrainConfig(out=str(tmp_path / "torch"), **settings))
+    config = TrainConfig(out=str(tmp_path / "numpy"), engine="numpy", **settings).resolve()
+    model_config = load_model(tmp_path / "torch").config
+    torch.manual_seed(config.seed)  # the PyTorch trainer's initial weights
+    start = NumpyGPT.from_torch_state_dict(GPT(model_config).state_dict(), model_config)
+    numpy_result = train_numpy(config, model=start)
+    torch_curve = [r["val_loss"] for r in torch_result.evaluations]
+    numpy_curve = [r["val_loss"] for r in numpy_result.evaluations]
+    assert len(torch_curve) == len(numpy_curve) == 5
+    assert numpy_curve[-1] < numpy_curve[0] - 1.0
+    for ours, theirs in zip(numpy_curve, torch_curve, strict=True):
+        assert abs(ours - theirs) <= 0.01 * theirs, (numpy_curve, torch_curve)
