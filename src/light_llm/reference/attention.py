@@ -87,7 +87,7 @@ def attention_forward(
     scores = q @ k.swapaxes(-1, -2)  # Q K^T: (B, nh, Tq, Tk)
     scores *= scale
     if allowed is not None:
-        scores = np.where(allowed, scores, -np.inf)
+        scores += np.where(allowed, 0.0, -np.inf).astype(scores.dtype)  # x + (-inf) = -inf
     weights, softmax_cache = softmax_forward(scores)  # P
     dropped, dropout_cache = dropout_forward(weights, dropout_p, rng)  # P~
     out = dropped @ v  # (B, nh, Tq, hs)

@@ -11,9 +11,9 @@ def softmax_forward(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     The row maximum is subtracted first (it cancels in the ratio) so that no exponential
     overflows; entries of -inf (masked) become exactly 0. Returns (s, cache = s)."""
-    shifted = x - x.max(axis=-1, keepdims=True)
-    exps = np.exp(shifted)
-    probs = exps / exps.sum(axis=-1, keepdims=True)
+    probs = x - x.max(axis=-1, keepdims=True)
+    np.exp(probs, out=probs)  # e^{z_i - max}, in place
+    probs /= probs.sum(axis=-1, keepdims=True)
     return probs, probs
 
 
