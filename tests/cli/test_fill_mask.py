@@ -33,7 +33,7 @@ def trained_checkpoint(tmp_path_factory):
     )
     model = BertEncoder(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
-    for _ in range(60):
+    for _ in range(40):
         _, loss = model(inputs, labels)
         optimizer.zero_grad()
         loss.backward()
