@@ -12,14 +12,16 @@ from light_llm.interop.hf_bert import packaged_minilm_path
 from light_llm.models.bert import IGNORE_INDEX, BertEncoder, EncoderConfig
 from light_llm.models.gpt import GPT
 from light_llm.tokenizers import BertTokenizer
+from light_llm.tokenizers.bert import SPECIAL_TOKENS
 
 SENTENCE = "to be or not to be"
 
 
 @pytest.fixture(scope="module")
 def trained_checkpoint(tmp_path_factory):
-    """An encoder that has seen only SENTENCE, each content position masked in turn."""
-    tokenizer = BertTokenizer.packaged()
+    """An encoder that has seen only SENTENCE, each content position masked in turn, over a
+    small WordPiece vocabulary (so that training takes a moment)."""
+    tokenizer = BertTokenizer([*SPECIAL_TOKENS, *"to be or not that is the question".split()])
     ids = torch.tensor(tokenizer.encode_plus(SENTENCE)["input_ids"])  # [CLS] ... [SEP]
     positions = range(1, len(ids) - 1)
     inputs = ids.repeat(len(positions), 1)
@@ -33,7 +35,7 @@ def trained_checkpoint(tmp_path_factory):
     )
     model = BertEncoder(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
-    for _ in range(40):
+    for _ in range(60):
         _, loss = model(inputs, labels)
         optimizer.zero_grad()
         loss.backward()
