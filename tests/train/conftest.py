@@ -10,8 +10,12 @@ def corpus(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread (and the machine is shared)."""
+def one_thread(request):
+    """Tiny models run fastest on one thread (and the machine is shared); slow tests, which
+    train real models, keep torch's thread count."""
+    if request.node.get_closest_marker("slow"):
+        yield
+        return
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

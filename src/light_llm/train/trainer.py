@@ -43,6 +43,7 @@ from light_llm.checkpoint import (
     read_weights,
     save_model,
 )
+from light_llm.config import ModelConfig
 from light_llm.data import TokenDataset, encode_corpus, load_corpus, token_dtype
 from light_llm.errors import CheckpointError, ConfigError, TokenizerError, TrainingError
 from light_llm.models.gpt import GPT
@@ -101,13 +102,21 @@ def train(config: TrainConfig) -> TrainResult:
 
 
 class Trainer:
-    """One training run: set up by the constructor, carried out by :meth:`run`."""
+    """One training run: set up by the constructor, carried out by :meth:`run`.
+
+    Another architecture trained by the same loop subclasses this and overrides
+    ``architecture``, :meth:`build_model_config`, :meth:`build_model`, :meth:`build_datasets`
+    and :meth:`sample`; its datasets' ``get_batch(batch_size, generator, device)`` returns
+    (inputs, targets) for ``model(inputs, targets, label_smoothing=...) -> (out, loss)``.
+    """
+
+    architecture = "gpt"
 
     def __init__(self, config: TrainConfig) -> None:
-        if config.model != "gpt" or config.engine != "torch":
+        if config.model != self.architecture or config.engine != "torch":
             raise ConfigError(
-                f"this trainer trains the PyTorch GPT, not model {config.model!r} on engine "
-                f"{config.engine!r}."
+                f"this trainer trains the PyTorch {self.architecture}, not model "
+                f"{config.model!r} on engine {config.engine!r}."
             )
         _, _, local_rank = environment_world()
         self.device = resolve_device(config.device, local_rank)
@@ -137,8 +146,8 @@ class Trainer:
             self.tokenizer = load_tokenizer(self.resume_folder)
         else:
             self.tokenizer = get_tokenizer(cfg.tokenizer, text=text)
-        self.train_data, self.val_data = self._token_datasets(text, cfg.block_size)
-        self.model_config = cfg.model_config(self.tokenizer.vocab_size)
+        self.train_data, self.val_data = self.build_datasets(text)
+        self.model_config = self.build_model_config()
         if saved:
             self._check_same_run(saved)
 
@@ -147,7 +156,7 @@ class Trainer:
         if self.device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True
-        self.raw_model = GPT(self.model_config).to(self.device)
+        self.raw_model = self.build_model().to(self.device)
         self.raw_model.gradient_checkpointing = cfg.gradient_checkpointing
         self.optimizer = configure_adamw(
             self.raw_model, cfg.weight_decay, cfg.lr, (cfg.beta1, cfg.beta2), self.device.type
@@ -202,8 +211,15 @@ class Trainer:
         if fresh:
             self.metrics.start_fresh()
 
-    def _token_datasets(self, text: str, block_size: int) -> tuple[TokenDataset, TokenDataset]:
+    def build_model_config(self) -> ModelConfig:
+        return self.config.model_config(self.tokenizer.vocab_size)
+
+    def build_model(self) -> torch.nn.Module:
+        return GPT(self.model_config)
+
+    def build_datasets(self, text: str) -> tuple[TokenDataset, TokenDataset]:
         """Encode the corpus once into OUT/data (rank 0 first; the others then reuse it)."""
+        block_size = self.config.block_size
         cache = self.out / DATA_CACHE_SUBFOLDER
         if self.dist.is_main:
             encode_corpus(text, self.tokenizer, cache)
