@@ -112,3 +112,20 @@ def test_causal_linear_attention_matches_running_sums():
                 z += phi(kn[b, h, i])
                 fq = phi(qn[b, h, i])
                 np.testing.assert_allclose(y[b, h, i], fq @ s / (fq @ z), rtol=1e-10)
+
+
+def test_position_tables_are_exact_after_a_dtype_change():
+    from light_llm.models.gpt import GPT
+
+    for positions in ("sinusoidal", "rotary"):
+        model = GPT(tiny_config(positions=positions)).double()
+        if positions == "sinusoidal":
+            table = model.transformer.wpe.table
+            assert table.dtype == torch.float64
+            assert abs(table[3, 2].item() - math.sin(3 / 10000 ** (2 / 16))) < 1e-15
+        else:
+            assert model.rope.cos.dtype == torch.float64
+            assert abs(model.rope.sin[5, 1].item() - math.sin(5 * 10000 ** (-2 / 8))) < 1e-15
+        idx = torch.randint(0, 37, (1, 6))
+        logits, loss = model(idx, idx)
+        assert logits.dtype == torch.float64 and loss.dtype == torch.float64

@@ -28,8 +28,7 @@ def rel(a, b) -> float:
 
 def paired_models(variant: str, dtype=np.float64, **overrides) -> tuple[GPT, NumpyGPT]:
     """A PyTorch GPT with weights moved off their init (norm gains not 1, biases not 0) and a
-    NumpyGPT holding the same weights; in float64 the PyTorch engine's position tables (kept
-    in float32) are replaced by the exact ones, so that both compute the same function."""
+    NumpyGPT holding the same weights (in float64 both build exact position tables)."""
     config = tiny_config(**VARIANTS[variant], **overrides)
     torch_model = GPT(config).eval()
     with torch.no_grad():
@@ -39,11 +38,6 @@ def paired_models(variant: str, dtype=np.float64, **overrides) -> tuple[GPT, Num
         torch_model = torch_model.double()
     numpy_model = NumpyGPT.from_torch_state_dict(torch_model.state_dict(), config)
     assert numpy_model.dtype == dtype
-    if dtype == np.float64 and config.positions == "rotary":
-        torch_model.rope_cos = torch.from_numpy(numpy_model.rope_cos)
-        torch_model.rope_sin = torch.from_numpy(numpy_model.rope_sin)
-    if dtype == np.float64 and config.positions == "sinusoidal":
-        torch_model.transformer.wpe.table = torch.from_numpy(numpy_model.position_table)
     return torch_model, numpy_model
 
 

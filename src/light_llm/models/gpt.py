@@ -24,7 +24,7 @@ from light_llm.errors import ConfigError
 from light_llm.nn.attention import KVCache
 from light_llm.nn.blocks import Block
 from light_llm.nn.norms import build_norm
-from light_llm.nn.positions import SinusoidalPositions, rope_angles
+from light_llm.nn.positions import RotaryTables, SinusoidalPositions
 
 INIT_STD = 0.02  # N(0, 0.02) for every weight matrix and embedding (seed 000 §10)
 
@@ -58,12 +58,9 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         if config.tie_embeddings:
             self.lm_head.weight = self.transformer.wte.weight
+        self.rope = None
         if config.positions == "rotary":
-            cos, sin = rope_angles(
-                torch.arange(config.block_size), config.head_dim, config.position_base
-            )
-            self.register_buffer("rope_cos", cos, persistent=False)  # (T_max, hs/2)
-            self.register_buffer("rope_sin", sin, persistent=False)
+            self.rope = RotaryTables(config.block_size, config.head_dim, config.position_base)
         self.gradient_checkpointing = False
         self.apply(self._init_weights)
 
@@ -162,12 +159,7 @@ class GPT(nn.Module):
         if "wpe" in self.transformer:
             x = x + self.transformer.wpe(positions)  # + P[positions]
         x = self.transformer.drop(x)
-        rope = None
-        if self.config.positions == "rotary":
-            cos, sin = self.rope_cos[positions], self.rope_sin[positions]  # (..., T, hs/2)
-            if positions.dim() == 2:
-                cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, hs/2)
-            rope = (cos, sin)
+        rope = self.rope(positions) if self.rope is not None else None  # cos, sin
         key_padding = attention_mask.bool() if attention_mask is not None else None
         for i, block in enumerate(self.transformer.h):
             kwargs = {
@@ -191,8 +183,10 @@ class GPT(nn.Module):
         logits = self.lm_head(x)  # (B, T, V)
         loss = None
         if targets is not None:
+            # the loss in float32 at least, also when the logits are bf16 / fp16
+            loss_dtype = torch.promote_types(logits.dtype, torch.float32)
             loss = F.cross_entropy(
-                logits.reshape(-1, logits.size(-1)).float(),
+                logits.reshape(-1, logits.size(-1)).to(loss_dtype),
                 targets.reshape(-1),
                 ignore_index=-1,
                 label_smoothing=label_smoothing,

@@ -10,14 +10,16 @@ import torch
 from torch import nn
 
 
-def sinusoidal_table(n_positions: int, dim: int, base: float = 10000.0) -> torch.Tensor:
+def sinusoidal_table(
+    n_positions: int, dim: int, base: float = 10000.0, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """Sinusoidal position encodings (seed 001 "Position Encodings"; seed 002 §8.2, eqs. 31-32;
     seed 003 §9 with base n = 100; seed 004):
 
         PE(pos, 2i)   = sin(pos / base^(2i / d))
         PE(pos, 2i+1) = cos(pos / base^(2i / d))
 
-    Returns a float64-accurate float32 tensor of shape (n_positions, dim).
+    Computed in float64, returned in ``dtype``: shape (n_positions, dim).
     """
     position = torch.arange(n_positions, dtype=torch.float64)[:, None]  # (T, 1)
     two_i = torch.arange(0, dim, 2, dtype=torch.float64)[None, :]  # (1, d/2)
@@ -25,18 +27,21 @@ def sinusoidal_table(n_positions: int, dim: int, base: float = 10000.0) -> torch
     table = torch.empty(n_positions, dim, dtype=torch.float64)
     table[:, 0::2] = torch.sin(angle)
     table[:, 1::2] = torch.cos(angle)
-    return table.float()
+    return table.to(dtype)
 
 
 def rope_angles(
-    positions: torch.Tensor, head_dim: int, base: float = 10000.0
+    positions: torch.Tensor,
+    head_dim: int,
+    base: float = 10000.0,
+    dtype: torch.dtype = torch.float32,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """cos(m θ_i) and sin(m θ_i) for RoPE, with θ_i = base^(-2i/d) (seed 001 "Rotary Position
     Embedding"; seed 002 §8.2). ``positions``: (..., T) integer positions m.
-    Returns two tensors of shape (..., T, head_dim/2)."""
+    Computed in float64; returns two ``dtype`` tensors of shape (..., T, head_dim/2)."""
     inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
     angle = positions.to(torch.float64)[..., None] * inv_freq  # (..., T, d/2)
-    return torch.cos(angle).float(), torch.sin(angle).float()
+    return torch.cos(angle).to(dtype), torch.sin(angle).to(dtype)
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -53,12 +58,56 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     return torch.stack((rotated_even, rotated_odd), dim=-1).flatten(-2).to(x.dtype)
 
 
-class SinusoidalPositions(nn.Module):
+class FixedTables(nn.Module):
+    """Tables that are formulas, not parameters: not saved, and recomputed in float64 whenever
+    the module changes dtype or device (so ``model.double()`` gets exact tables, not widened
+    float32 ones)."""
+
+    def build(self, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def register_tables(self, dtype: torch.dtype = torch.float32) -> None:
+        for name, table in self.build(dtype).items():
+            self.register_buffer(name, table, persistent=False)
+
+    def _apply(self, fn, recurse=True):
+        super()._apply(fn, recurse)
+        first = next(iter(self.buffers()))
+        for name, table in self.build(first.dtype).items():
+            setattr(self, name, table.to(first.device))
+        return self
+
+
+class SinusoidalPositions(FixedTables):
     """A fixed (not learned) table of sinusoidal encodings, looked up like P[i]."""
 
     def __init__(self, n_positions: int, dim: int, base: float) -> None:
         super().__init__()
-        self.register_buffer("table", sinusoidal_table(n_positions, dim, base), persistent=False)
+        self.n_positions, self.dim, self.base = n_positions, dim, base
+        self.register_tables()
+
+    def build(self, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+        return {"table": sinusoidal_table(self.n_positions, self.dim, self.base, dtype)}
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:  # (..., T) -> (..., T, d)
         return self.table[positions]
+
+
+class RotaryTables(FixedTables):
+    """cos(m θ_i), sin(m θ_i) for every position m < n_positions, looked up per token."""
+
+    def __init__(self, n_positions: int, head_dim: int, base: float) -> None:
+        super().__init__()
+        self.n_positions, self.head_dim, self.base = n_positions, head_dim, base
+        self.register_tables()
+
+    def build(self, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+        cos, sin = rope_angles(torch.arange(self.n_positions), self.head_dim, self.base, dtype)
+        return {"cos": cos, "sin": sin}  # (T_max, hs/2) each
+
+    def forward(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """positions (T,) -> (T, hs/2) each; (B, T) -> (B, 1, T, hs/2) each (heads broadcast)."""
+        cos, sin = self.cos[positions], self.sin[positions]
+        if positions.dim() == 2:
+            cos, sin = cos[:, None], sin[:, None]
+        return cos, sin
