@@ -19,7 +19,6 @@ Every problem a user can cause raises :class:`~light_llm.errors.DataError` with 
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import importlib.metadata
@@ -27,14 +26,14 @@ import itertools
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
+from light_llm.atomic import atomic_file
 from light_llm.errors import DataError
 
 if TYPE_CHECKING:  # only name, vocab_size, encode and decode (and encode_batch if any) are used
@@ -327,30 +326,10 @@ def _encode_in_chunks(text: str, tokenizer: Tokenizer) -> Iterator[list[int]]:
         yield from encode_batch(batch) if encode_batch else map(tokenizer.encode, batch)
 
 
-@contextlib.contextmanager
-def _atomic_file(path: Path) -> Iterator[BinaryIO]:
-    """A binary file that becomes ``path`` only when the ``with`` block ends without error.
-
-    It is written as a temporary file in the same folder, flushed and fsynced, then renamed
-    over ``path`` with os.replace; on any error the temporary file is removed and ``path``
-    keeps its old contents.
-    """
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            yield file
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 def _write_token_file(path: Path, ids: Iterable[list[int]], dtype: np.dtype) -> int:
     """Write the ids as one flat array of ``dtype`` to ``path`` atomically; return the count."""
     count = 0
-    with _atomic_file(path) as file:
+    with atomic_file(path) as file:
         for chunk_ids in ids:
             file.write(np.asarray(chunk_ids, dtype=dtype).tobytes())
             count += len(chunk_ids)
@@ -432,7 +411,7 @@ def encode_corpus(
             "train_chars": len(train_text),
             "val_chars": len(val_text),
         }
-        with _atomic_file(meta_path) as file:
+        with atomic_file(meta_path) as file:
             file.write(json.dumps(meta, indent=2).encode("utf-8"))
     except OSError as exc:
         raise DataError(f"cannot write the token cache in {cache_dir}: {exc.strerror}.") from None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -16,7 +15,6 @@ from light_llm.tokenizers import (
     get_tokenizer,
     load_tokenizer,
 )
-from light_llm.tokenizers.base import write_atomically
 
 
 def test_get_tokenizer_by_name():
@@ -86,28 +84,6 @@ def test_missing_folder_or_tokenizer(tmp_path):
     )
     with pytest.raises(CheckpointError, match="no BERT vocabulary"):
         load_tokenizer(tmp_path)
-
-
-def test_write_atomically_replaces_whole_files_and_leaves_no_temporaries(tmp_path):
-    path = tmp_path / "sub" / "file.json"
-    write_atomically(path, b"old")
-    write_atomically(path, b"new")
-    assert path.read_bytes() == b"new"
-    assert os.listdir(path.parent) == ["file.json"]
-
-
-def test_failed_write_keeps_the_old_file(tmp_path, monkeypatch):
-    path = tmp_path / "file.json"
-    write_atomically(path, b"old")
-
-    def disk_full(fd):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(os, "fsync", disk_full)
-    with pytest.raises(OSError, match="No space"):
-        write_atomically(path, b"new")
-    assert path.read_bytes() == b"old"
-    assert os.listdir(tmp_path) == ["file.json"]
 
 
 def test_save_into_an_unwritable_place_is_a_checkpoint_error(tmp_path):

@@ -17,11 +17,11 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from light_llm.atomic import write_atomically
 from light_llm.errors import DataError
 from light_llm.generate import filter_logits
 from light_llm.nn.feedforward import activation_fn
 from light_llm.nn.positions import rope_angles, sinusoidal_table
-from light_llm.tokenizers.base import write_atomically
 from light_llm.train.optim import learning_rate
 
 DPI = 100

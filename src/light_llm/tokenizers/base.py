@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import operator
 import os
-import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from light_llm.atomic import write_atomically
 from light_llm.errors import CheckpointError, TokenizerError
 
 TOKENIZER_FILE = "light_tokenizer.json"
@@ -76,22 +76,6 @@ def check_text(text: object) -> str:
     if not isinstance(text, str):
         raise TokenizerError(f"tokenizers encode str, not {type(text).__name__}.")
     return text
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that a reader sees the old file or the whole new one, never a
-    half-written one: write a temporary file in the same folder, fsync it, then os.replace."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def write_tokenizer_json(folder: str | os.PathLike, config: dict[str, Any]) -> None:

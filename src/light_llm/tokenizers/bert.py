@@ -31,13 +31,9 @@ from typing import Literal
 from tokenizers import Tokenizer as WordPieceEngine
 from tokenizers import decoders, models, normalizers, pre_tokenizers
 
+from light_llm.atomic import write_atomically
 from light_llm.errors import CheckpointError, TokenizerError
-from light_llm.tokenizers.base import (
-    Tokenizer,
-    check_text,
-    write_atomically,
-    write_tokenizer_json,
-)
+from light_llm.tokenizers.base import Tokenizer, check_text, write_tokenizer_json
 
 VOCAB_FILE = "vocab.txt"
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
