@@ -37,10 +37,14 @@ def padded_batch(lengths: list[int], vocab_size: int, pad_id: int = 0):
     return ids, mask
 
 
-@pytest.mark.parametrize("positions", ["learned", "sinusoidal", "none"])
+@pytest.mark.parametrize(
+    "variant",
+    [{}, {"positions": "sinusoidal"}, {"positions": "none"}, {"block_order": "pre"}],
+    ids=["learned", "sinusoidal", "no-positions", "pre-ln"],
+)
 @pytest.mark.parametrize("use_fast", [True, False])
-def test_padding_never_changes_real_tokens(positions, use_fast):
-    model = BertEncoder(tiny_encoder_config(positions=positions)).eval()
+def test_padding_never_changes_real_tokens(variant, use_fast):
+    model = BertEncoder(tiny_encoder_config(**variant)).eval()
     model.use_fast_attention(use_fast)
     lengths = [5, 9, 3, 9]
     ids, mask = padded_batch(lengths, model.config.vocab_size)
@@ -150,10 +154,11 @@ def test_config_errors():
         model.encode(torch.zeros(1, 17, dtype=torch.long))
 
 
-def test_save_and_load_round_trip(tmp_path):
+@pytest.mark.parametrize("block_order", ["post", "pre"])
+def test_save_and_load_round_trip(tmp_path, block_order):
     from light_llm.tokenizers import CharTokenizer, load_tokenizer
 
-    model = BertEncoder(tiny_encoder_config()).eval()
+    model = BertEncoder(tiny_encoder_config(block_order=block_order)).eval()
     tokenizer = CharTokenizer.from_text("abcdefghijklmnopqrstuvwxyz .,;:!?'-ABCDEF")
     model.save_pretrained(tmp_path / "enc", tokenizer)
     loaded = BertEncoder.from_pretrained(tmp_path / "enc")

@@ -175,6 +175,8 @@ class BertEncoder(nn.Module):
         self.config = config
         self.embeddings = EncoderEmbeddings(config)
         self.h = nn.ModuleList(Block(config, causal=False) for _ in range(config.n_layer))
+        # pre-LN blocks leave the residual stream unnormalised: a final norm, as the GPT's
+        self.ln_f = build_norm(config) if config.block_order == "pre" else None
         self.mlm_head = MaskedLMHead(config, self.embeddings.wte) if config.mlm_head else None
         self.apply(GPT._init_weights)  # N(0, 0.02), zero biases (seed 000 §10)
 
@@ -218,7 +220,7 @@ class BertEncoder(nn.Module):
             key_padding = attention_mask.bool()  # (B, T)
         for block in self.h:
             x = block(x, key_padding=key_padding)
-        return x
+        return x if self.ln_f is None else self.ln_f(x)
 
     def forward(
         self,
