@@ -312,6 +312,13 @@ def test_kill_at_any_moment_leaves_a_loadable_checkpoint(tmp_path, where, surviv
     assert siblings(folder) == []
 
 
+def test_checkpoint_folder_gets_the_permissions_of_a_normal_folder(tmp_path):
+    save_model(GPT(tiny_config()), tmp_path / "ck")
+    (tmp_path / "made by mkdir").mkdir()
+    normal_mode = (tmp_path / "made by mkdir").stat().st_mode
+    assert (tmp_path / "ck").stat().st_mode == normal_mode
+
+
 def test_file_names_must_be_plain(tmp_path):
     for name in ("../escape", "sub/file", ".hidden", ""):
         with pytest.raises(CheckpointError, match="plain file names"):

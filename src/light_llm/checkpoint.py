@@ -30,6 +30,7 @@ import safetensors
 import safetensors.torch
 import torch
 
+from light_llm.atomic import fsync_folder
 from light_llm.config import ModelConfig
 from light_llm.errors import CheckpointError, ConfigError
 
@@ -53,15 +54,12 @@ def new_folder_prefix(folder: Path) -> str:
     return f".{folder.name}.new-"
 
 
-def fsync_folder(folder: Path) -> None:
-    """Make the folder's list of entries durable (a rename is only safe once this is done)."""
-    if not hasattr(os, "O_DIRECTORY"):  # Windows cannot open a folder to fsync it
-        return
-    handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(handle)
-    finally:
-        os.close(handle)
+def default_folder_mode() -> int:
+    """0o777 less the process umask: what ``os.mkdir`` would have given (``tempfile.mkdtemp``
+    makes its folders private, 0o700, which a checkpoint should not be)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o777 & ~umask
 
 
 def check_file_name(name: str) -> None:
@@ -88,6 +86,7 @@ def write_folder_atomically(folder: str | os.PathLike, files: Mapping[str, bytes
     try:
         parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=parent, prefix=new_folder_prefix(folder)))
+        os.chmod(staging, default_folder_mode())
     except OSError as exc:
         raise CheckpointError(f"cannot write the checkpoint {folder}: {exc.strerror}.") from None
     moved_aside: Path | None = None
