@@ -65,6 +65,22 @@ def autocast(device: torch.device, dtype: str) -> contextlib.AbstractContextMana
     return torch.autocast(device_type=device.type, dtype=DTYPES[dtype])
 
 
+def attention_kernels(device: torch.device, dtype: str) -> contextlib.AbstractContextManager:
+    """Which fused-attention kernel the forward pass may use.
+
+    On the CPU under bfloat16 autocast, PyTorch's flash-attention kernel has a backward
+    pass several times slower than its plain "math" kernel (the same softmax(QK^T/sqrt(d))V
+    as separate matmuls, which then run on the CPU's bfloat16 units): measured on the
+    char-baby shape, one thread, 19 ms against 3 ms per layer. There the math kernel is
+    chosen; everywhere else PyTorch picks.
+    """
+    if device.type == "cpu" and dtype == "bfloat16":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        return sdpa_kernel([SDPBackend.MATH])
+    return contextlib.nullcontext()
+
+
 def grad_scaler(device: torch.device, dtype: str) -> torch.amp.GradScaler:
     """A loss scaler, active only for float16 (a pass-through otherwise)."""
     return torch.amp.GradScaler(device.type, enabled=dtype == "float16")

@@ -27,6 +27,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,13 @@ from light_llm.checkpoint import (
 )
 from light_llm.config import ModelConfig
 from light_llm.data import TokenDataset, encode_corpus, load_corpus, token_dtype
-from light_llm.errors import CheckpointError, ConfigError, TokenizerError, TrainingError
+from light_llm.errors import (
+    CheckpointError,
+    ConfigError,
+    LightLLMError,
+    TokenizerError,
+    TrainingError,
+)
 from light_llm.models.gpt import GPT
 from light_llm.tokenizers import get_tokenizer, load_tokenizer
 from light_llm.train.batches import micro_batch_rng, rank_slots
@@ -61,6 +68,7 @@ from light_llm.train.interrupt import StopRequest
 from light_llm.train.metrics import LOSS_CURVE_FILE, MetricsLog, perplexity, plot_loss_curve
 from light_llm.train.optim import clip_grad_norm, configure_adamw, learning_rate
 from light_llm.train.precision import (
+    attention_kernels,
     autocast,
     check_dtype,
     default_dtype,
@@ -138,8 +146,7 @@ class Trainer:
         check_dtype(self.dtype, self.device)
         self.slots = rank_slots(self.dist.rank, self.dist.world_size, cfg.grad_accum)
         self.metrics = MetricsLog(self.out)
-        if self.dist.is_main:
-            self._prepare_output_folder(fresh=saved is None)
+        self._on_main(lambda: self._prepare_output_folder(fresh=saved is None))
 
         text = load_corpus(cfg.data)
         if saved:
@@ -221,9 +228,7 @@ class Trainer:
         """Encode the corpus once into OUT/data (rank 0 first; the others then reuse it)."""
         block_size = self.config.block_size
         cache = self.out / DATA_CACHE_SUBFOLDER
-        if self.dist.is_main:
-            encode_corpus(text, self.tokenizer, cache)
-        self.dist.barrier()
+        self._on_main(lambda: encode_corpus(text, self.tokenizer, cache))
         train_path, val_path = encode_corpus(text, self.tokenizer, cache)
         dtype = token_dtype(self.tokenizer.vocab_size)
         return (
@@ -354,7 +359,7 @@ class Trainer:
             # DDP averages gradients across processes only after the last micro-batch
             no_sync = self.model.no_sync() if self.dist.enabled and not last else None
             with no_sync or contextlib.nullcontext():
-                with autocast(self.device, self.dtype):
+                with autocast(self.device, self.dtype), attention_kernels(self.device, self.dtype):
                     _, loss = self.model(x, y, label_smoothing=cfg.label_smoothing)
                 loss_sum += loss.detach()
                 self.scaler.scale(loss / len(self.slots)).backward()
@@ -424,16 +429,22 @@ class Trainer:
         }
         self.last_eval_iteration = self.iteration
         self.best_val_loss = min(self.best_val_loss, losses["val"])
-        if self.dist.is_main:
-            self.metrics.append(record)
-            tqdm.write(
-                f"iter {self.iteration}: train loss {losses['train']:.4f}, val loss "
-                f"{losses['val']:.4f} (perplexity {record['val_perplexity']:.2f})",
-                file=sys.stdout,
+        self._on_main(lambda: self._log(record))
+        if not math.isfinite(losses["val"]):
+            raise TrainingError(
+                f"the validation loss became {losses['val']} at iteration {self.iteration}, "
+                f"so training stopped; {self._last_good_checkpoint()}."
             )
-        if math.isfinite(losses["val"]):
-            self._save()
+        self._save()
         return record
+
+    def _log(self, record: dict[str, Any]) -> None:
+        self.metrics.append(record)
+        tqdm.write(
+            f"iter {record['iter']}: train loss {record['train_loss']:.4f}, val loss "
+            f"{record['val_loss']:.4f} (perplexity {record['val_perplexity']:.2f})",
+            file=sys.stdout,
+        )
 
     def elapsed(self) -> float:
         return self.elapsed_before + time.perf_counter() - self.started
@@ -471,21 +482,35 @@ class Trainer:
     def _save(self) -> None:
         """Write the checkpoint folder as a unit (rank 0); every rank learns if that failed."""
         rng_states = self.dist.gather_objects(capture_rng_states())
-        error: str | None = None
-        if self.dist.is_main:
+
+        def write() -> None:
             extra = {
                 **optimizer_files(self.optimizer),
                 **trainer_state_file(self._trainer_state(rng_states)),
             }
             try:
                 save_model(self.raw_model, self.checkpoint_dir, self.tokenizer, extra)
-            except CheckpointError as exc:
-                error = str(exc)
+            except CheckpointError as exc:  # e.g. a full disk; the old checkpoint is intact
+                raise TrainingError(str(exc)) from None
             except OSError as exc:
-                error = f"cannot write the checkpoint {self.checkpoint_dir}: {exc.strerror or exc}."
-        if self.dist.any_rank(error is not None, self.device):
-            raise TrainingError(error or "rank 0 could not write the checkpoint.")
+                raise TrainingError(
+                    f"cannot write the checkpoint {self.checkpoint_dir}: {exc.strerror or exc}."
+                ) from None
+
+        self._on_main(write)
         self.last_saved = (self.checkpoint_dir, self.iteration)
+
+    def _on_main(self, action: Callable[[], object]) -> None:
+        """Run ``action`` on rank 0 alone. If it fails with a LightLLMError, every rank raises
+        (rank 0 the error itself), so that no rank is left waiting in a collective."""
+        error: LightLLMError | None = None
+        if self.dist.is_main:
+            try:
+                action()
+            except LightLLMError as exc:
+                error = exc
+        if self.dist.any_rank(error is not None, self.device):
+            raise error or TrainingError("training stopped: rank 0 failed (see its message).")
 
     # ------------------------------------------------------------------ reporting
     def _announce(self) -> None:
