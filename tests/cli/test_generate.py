@@ -174,3 +174,23 @@ def test_cuda_asked_for_without_a_gpu(capsys, char_checkpoint, monkeypatch):
     argv = ["--checkpoint", str(folder), "--prompt", "to", "--device", "cuda"]
     code, _, err = run_cli(capsys, *argv)
     assert code == 2 and "no CUDA GPU" in err
+
+
+@pytest.mark.parametrize("mode", ["--no-stream", "stream"])
+def test_numpy_engine_gives_the_torch_engine_greedy_text(capsys, char_checkpoint, mode):
+    folder, model, tokenizer = char_checkpoint
+    prompt = "that is"
+    expected = tokenizer.decode(greedy_by_recomputation(model, tokenizer.encode(prompt), 30))
+    argv = ["--checkpoint", str(folder), "--prompt", prompt, "--temperature", "0"]
+    argv += ["--max-new-tokens", "30", "--engine", "numpy", "--dtype", "float64"]
+    code, out, err = run_cli(capsys, *argv, *([] if mode == "stream" else [mode]))
+    assert code == 0 and err == ""
+    assert out.rstrip("\n") == expected
+
+
+def test_numpy_engine_refuses_options_it_cannot_honour(capsys, char_checkpoint):
+    folder, _, _ = char_checkpoint
+    argv = ["--checkpoint", str(folder), "--prompt", "to", "--engine", "numpy"]
+    code, out, err = run_cli(capsys, *argv, "--dtype", "bfloat16")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "float32 or float64" in err

@@ -30,7 +30,7 @@ examples:
   light-llm generate --checkpoint gpt2-folder --prompt "Hello" --dtype bfloat16 --json
 """
 
-DTYPES = ("float32", "bfloat16", "float16")
+DTYPES = ("float32", "bfloat16", "float16", "float64")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -98,6 +98,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="number format of the weights and activations (default float32)",
     )
     parser.add_argument(
+        "--engine",
+        choices=["torch", "numpy"],
+        default="torch",
+        help="torch (fast, default) or numpy (the hand-written engine, CPU, float32/float64)",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="print one JSON object with every completion"
     )
     parser.set_defaults(func=run)
@@ -107,22 +113,23 @@ def run(args: argparse.Namespace) -> int:
     from light_llm.generate import generate_text, validate_sampling
 
     validate_sampling(args.temperature, args.top_k, args.top_p)  # before the slow loading
-    model, tokenizer = load_torch_model(args)
     stream = len(args.prompt) == 1 and not (args.no_stream or args.json)
     printer = StreamPrinter(args.prompt[0]) if stream else None
-    completions = generate_text(
-        model,
-        tokenizer,
-        args.prompt,
-        args.max_new_tokens,
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        seed=args.seed,
-        stop_at_eos=not args.ignore_eos,
-        use_cache=not args.no_cache,
-        on_text=printer,
-    )
+    options = {
+        "temperature": args.temperature,
+        "top_k": args.top_k,
+        "top_p": args.top_p,
+        "seed": args.seed,
+        "stop_at_eos": not args.ignore_eos,
+        "use_cache": not args.no_cache,
+    }
+    if args.engine == "numpy":
+        completions = generate_with_numpy(args, printer, options)
+    else:
+        model, tokenizer = load_torch_model(args)
+        completions = generate_text(
+            model, tokenizer, args.prompt, args.max_new_tokens, on_text=printer, **options
+        )
     if printer is not None:
         printer.finish()
     elif args.json:
@@ -165,6 +172,31 @@ def resolve_device(name: str) -> str:
     if name == "cuda" and not torch.cuda.is_available():
         raise ConfigError("--device cuda was asked for, but PyTorch sees no CUDA GPU here.")
     return name
+
+
+def generate_with_numpy(args: argparse.Namespace, printer, options: dict) -> list[str]:
+    """The NumPy engine (light_llm.reference): one prompt at a time, on the CPU."""
+    import numpy as np
+
+    from light_llm.checkpoint import resolve_checkpoint_dir
+    from light_llm.reference.model import NumpyGPT
+    from light_llm.reference.sampling import generate_text as generate_text_numpy
+    from light_llm.tokenizers import load_tokenizer
+
+    if args.device == "cuda":
+        raise ConfigError("the numpy engine runs on the CPU only: drop --device cuda.")
+    if args.dtype not in ("float32", "float64"):
+        raise ConfigError(f"the numpy engine computes in float32 or float64, not {args.dtype}.")
+    folder = resolve_checkpoint_dir(args.checkpoint)
+    model = NumpyGPT.from_pretrained(folder, dtype=np.dtype(args.dtype))
+    tokenizer = load_tokenizer(folder)
+    on_text = (lambda piece: printer(0, piece)) if printer is not None else None
+    return [
+        generate_text_numpy(
+            model, tokenizer, prompt, args.max_new_tokens, on_text=on_text, **options
+        )
+        for prompt in args.prompt
+    ]
 
 
 def load_torch_model(args: argparse.Namespace):
