@@ -164,7 +164,7 @@ class ModelCounts:
     flops_forward_per_token: int
     flops_train_per_token: int
     context: int
-    kv_cache_bytes: int  # per sequence, at `context` tokens
+    kv_cache_bytes: int  # per sequence, at `context` tokens (linear attention: its state)
     attention_matrix_bytes: int  # one layer's n_h x T x T scores, per sequence
     activation_bytes: int  # L x T x d_model residual stream, per sequence
     bytes_per_value: int
@@ -229,10 +229,14 @@ def model_counts(
     else:  # linear attention keeps a d_k x d_v state per head: 4 L d d_k per token
         attention_flops = 4 * L * d * config.head_dim
     forward = 2 * matmul_weights + attention_flops
-    kv = 2 * L * T * d * bytes_per_value
+    kv = 2 * L * T * d * bytes_per_value  # K and V of every layer, T tokens (seed 002 §11.2)
     attention_matrix = config.n_head * T * T * bytes_per_value
     if config.attention == "linear":
-        attention_matrix = config.n_head * config.head_dim * config.head_dim * bytes_per_value
+        # no T x T matrix and no growing cache: per layer and head the running state
+        # S = Σ φ(k) v^T (d_k x d_v) and z = Σ φ(k) (d_k), whatever T is (seed 002 §11.3)
+        hs = config.head_dim
+        kv = L * config.n_head * (hs * hs + hs) * bytes_per_value
+        attention_matrix = config.n_head * hs * hs * bytes_per_value
     return ModelCounts(
         params=parts["total"],
         params_embedding=embedding,

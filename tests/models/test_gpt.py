@@ -155,3 +155,13 @@ def test_attention_maps_are_causal_distributions():
     for weights in maps:
         torch.testing.assert_close(weights.sum(-1), torch.ones(1, 2, 9))
         assert torch.all(weights.triu(1) == 0)
+
+
+@pytest.mark.parametrize("variant", ["seed", "linear-attention"])
+def test_kv_cache_bytes_formula_matches_the_allocated_cache(variant):
+    model = make_model(variant)
+    cache = model.new_cache(1)
+    model(torch.randint(0, 37, (1, 16)), cache=cache)  # fill it to the whole context
+    tensors = [t for layer in cache.layers for t in vars(layer).values()]
+    allocated = sum(t.numel() * t.element_size() for t in tensors)
+    assert model_counts(model.config, context=16).kv_cache_bytes == allocated
