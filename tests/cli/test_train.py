@@ -198,3 +198,20 @@ def test_ctrl_c_saves_and_exits_130_with_how_to_resume(corpus, tmp_path, capsys,
     assert main(["train", *tiny_flags(corpus, out)]) == 130
     assert "--resume" in capsys.readouterr().err
     assert read_trainer_state(out / "checkpoint")["iteration"] == 1
+
+
+def test_the_numpy_engine_trains_from_the_cli_and_its_checkpoint_loads_in_pytorch(
+    corpus, tmp_path, capsys
+):
+    from light_llm.checkpoint import load_model
+    from light_llm.reference.model import NumpyGPT
+
+    out = tmp_path / "numpy-run"
+    assert main(["train", *tiny_flags(corpus, out, engine="numpy", sample_tokens=0)]) == 0
+    assert "iter 10: train loss" in capsys.readouterr().out
+    torch_model = load_model(out).eval()
+    numpy_model = NumpyGPT.from_pretrained(out)
+    idx = torch.randint(0, torch_model.config.vocab_size, (1, 8))
+    expected, _ = torch_model(idx)
+    logits, _, _ = numpy_model.forward(idx.numpy())
+    assert abs(logits - expected.detach().numpy()).max() < 1e-4

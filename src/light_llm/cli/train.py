@@ -39,6 +39,7 @@ examples:
 # (model, engine) -> "module:function" of the trainer taking a TrainConfig.
 TRAINERS = {
     ("gpt", "torch"): "light_llm.train.trainer:train",
+    ("gpt", "numpy"): "light_llm.reference.train:train_numpy",
 }
 
 
