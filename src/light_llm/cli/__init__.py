@@ -36,13 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"light_llm.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"light_llm.cli.{name}":
-                continue  # subcommand not built yet
-            raise
-        module.register(subparsers)
+        importlib.import_module(f"light_llm.cli.{name}").register(subparsers)
     return parser
 
 

@@ -1,0 +1,29 @@
+"""The ``light-llm`` entry point: every subcommand is registered and has --help."""
+
+import subprocess
+import sys
+
+import pytest
+
+from light_llm.cli import COMMANDS, build_parser, main
+
+
+def test_every_command_module_registers_its_subcommand():
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if a.dest == "command")
+    assert sorted(subparsers.choices) == sorted(name.replace("_", "-") for name in COMMANDS)
+
+
+@pytest.mark.parametrize("command", [name.replace("_", "-") for name in COMMANDS])
+def test_help_of_every_command(command, capsys):
+    with pytest.raises(SystemExit) as info:
+        main([command, "--help"])
+    assert info.value.code == 0
+    assert f"light-llm {command}" in capsys.readouterr().out
+
+
+def test_no_command_prints_help_and_the_module_runs_as_a_script():
+    done = subprocess.run(
+        [sys.executable, "-m", "light_llm"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0 and "COMMAND" in done.stdout
