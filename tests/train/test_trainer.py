@@ -76,8 +76,15 @@ def test_training_lowers_the_loss_and_writes_its_outputs(corpus, tmp_path):
     assert model.config.n_embd == TINY["n_embd"]
 
 
-def test_resume_equals_the_uninterrupted_run_exactly(corpus, tmp_path):
-    common = {"max_iters": 20, "lr_decay_iters": 20, "dropout": 0.1, "grad_accum": 2}
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_resume_equals_the_uninterrupted_run_exactly(corpus, tmp_path, dtype):
+    common = {
+        "max_iters": 20,
+        "lr_decay_iters": 20,
+        "dropout": 0.1,
+        "grad_accum": 2,
+        "dtype": dtype,
+    }
     straight = train(tiny_run(corpus, tmp_path / "straight", **common))
     train(tiny_run(corpus, tmp_path / "split", **{**common, "max_iters": 10}))
     resumed = train(TrainConfig(out=str(tmp_path / "split"), max_iters=20, resume=True))

@@ -119,7 +119,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--dtype",
         choices=["float32", "bfloat16", "float16"],
-        help="bfloat16 on a GPU that has it, else float32; float16 needs CUDA",
+        help="default: bfloat16 autocast where the GPU or CPU has bfloat16 arithmetic, else "
+        "float32; float16 (with loss scaling) needs CUDA",
     )
     run.add_argument("--seed", type=int, help="random seed (default 1337)")
     run.add_argument("--compile", action="store_true", help="torch.compile the model")

@@ -14,9 +14,9 @@ batches of each split is measured, appended to ``OUT/metrics.jsonl``, and the wh
 is written to ``OUT/checkpoint`` as one atomic unit. ``resume`` continues from there so
 that, on the CPU with a fixed seed, the losses equal those of a run never stopped.
 
-On CPUs with AVX-512 BF16 (these machines) bfloat16 autocast is not the default: measured
-on the char-baby recipe it was no faster here (see benchmarks/bench_train.py), so
-float32 stays the CPU default; ``dtype="bfloat16"`` turns it on.
+Mixed precision (:mod:`light_llm.train.precision`): bfloat16 autocast by default on GPUs
+and CPUs that have bfloat16 arithmetic (it kept the loss and was faster on these machines),
+float32 elsewhere; float16 with a gradient scaler on CUDA when asked for.
 """
 
 from __future__ import annotations
