@@ -12,7 +12,8 @@ split (the last 10%) of a corpus, and its perplexity exp(loss) (seed 002 §10.2,
 The corpus is --data, else the one the checkpoint was trained on (recorded by light-llm
 train), else Shakespeare. By default every validation token is scored once, in consecutive
 windows of the model's context length; --eval-iters N instead scores N batches at the same
-random offsets the trainer's evaluations use, reproducing its val_loss.
+random offsets the trainer's evaluations use, reproducing its val_loss (to bfloat16 rounding
+when it trained under bfloat16 autocast: eval computes in float32).
 """
 
 EXAMPLES = """\
