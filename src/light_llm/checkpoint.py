@@ -23,7 +23,7 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import safetensors
@@ -269,16 +269,22 @@ def describe_names(names: list[str], limit: int = 3) -> str:
 
 
 def load_weights_into(
-    model: torch.nn.Module, tensors: dict[str, torch.Tensor], source: Path
+    model: torch.nn.Module,
+    tensors: dict[str, torch.Tensor],
+    source: Path,
+    tied_names: Sequence[str] | None = None,
 ) -> None:
     """Copy ``tensors`` into ``model``, which must expect exactly these names and shapes.
 
-    A tied lm_head.weight is expected absent (it is the token embedding). Any missing or
-    unexpected name, or a shape that differs from the config's, is a CheckpointError naming it.
+    ``tied_names`` are expected absent: they are stored once, as the token embedding (by
+    default the GPT's lm_head.weight when tied). Any missing or unexpected name, or a shape
+    that differs from the config's, is a CheckpointError naming it.
     """
+    if tied_names is None:
+        tied_names = ["lm_head.weight"] if model.config.tie_embeddings else []
     expected = dict(model.state_dict())
-    if model.config.tie_embeddings:
-        expected.pop("lm_head.weight", None)
+    for name in tied_names:
+        expected.pop(name, None)
     missing = sorted(set(expected) - set(tensors))
     if missing:
         raise CheckpointError(

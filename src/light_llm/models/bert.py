@@ -34,7 +34,7 @@ from light_llm.checkpoint import (
     CONFIG_FILE,
     FORMAT_NAME,
     WEIGHTS_FILE,
-    describe_names,
+    load_weights_into,
     read_config_json,
     read_weights,
     resolve_checkpoint_dir,
@@ -460,26 +460,11 @@ def state_to_save(model: BertEncoder) -> dict[str, torch.Tensor]:
 
 
 def load_state(model: BertEncoder, state: dict[str, torch.Tensor], source: Path) -> None:
-    """Copy ``state`` into ``model``, every tensor accounted for; CheckpointError on any
-    missing, unexpected or mis-shaped tensor."""
-    expected = state_to_save(model)
-    missing = sorted(set(expected) - set(state))
-    if missing:
-        raise CheckpointError(
-            f"{source} lacks the tensor(s) {describe_names(missing)} that its config needs."
-        )
-    unexpected = sorted(set(state) - set(expected))
-    if unexpected:
-        raise CheckpointError(
-            f"{source} holds tensor(s) {describe_names(unexpected)} that its config does not have."
-        )
-    for name, tensor in state.items():
-        if tensor.shape != expected[name].shape:
-            raise CheckpointError(
-                f"{source}: tensor {name} has shape {tuple(tensor.shape)}, the config needs "
-                f"{tuple(expected[name].shape)}."
-            )
-    model.load_state_dict(state, strict=False)
+    """Copy ``state`` into ``model``, every tensor accounted for (a tied MLM decoder is stored
+    once, as the word embeddings); CheckpointError on any missing, unexpected or mis-shaped
+    tensor."""
+    tied = sorted(set(model.state_dict()) - set(state_to_save(model)))
+    load_weights_into(model, state, source, tied_names=tied)
 
 
 def save_encoder(
