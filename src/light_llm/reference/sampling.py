@@ -13,15 +13,8 @@ from collections.abc import Iterator
 import numpy as np
 
 from light_llm.errors import SamplingError
+from light_llm.generate import validate_sampling  # one rule for both engines
 from light_llm.reference.softmax import softmax_forward
-
-
-def validate_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
-    """Raise :class:`SamplingError` for options outside their range (shared with the PyTorch
-    engine's :func:`light_llm.generate.validate_sampling`, which this defers to)."""
-    from light_llm.generate import validate_sampling as validate
-
-    validate(temperature, top_k, top_p)
 
 
 def filter_logits(
