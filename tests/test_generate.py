@@ -106,3 +106,26 @@ def test_batched_prompts_equal_one_at_a_time():
     alone_b = generate(model, torch.tensor([b]), 6, temperature=0.0)
     assert batched[0, -6:].tolist() == alone_a[0, -6:].tolist()
     assert batched[1, -6:].tolist() == alone_b[0, -6:].tolist()
+
+
+def test_streamed_pieces_join_to_the_returned_text_with_byte_level_tokens():
+    from light_llm.generate import generate_text
+    from light_llm.tokenizers import GPT2Tokenizer
+
+    tokenizer = GPT2Tokenizer()
+    model = GPT(tiny_config(vocab_size=tokenizer.vocab_size, block_size=64))
+    with torch.no_grad():  # favour byte tokens (ids < 256), which split UTF-8 characters
+        model.lm_head.weight[:256] += 0.5
+    pieces: list[str] = []
+    [text] = generate_text(
+        model,
+        tokenizer,
+        ["é"],
+        60,
+        temperature=1.5,
+        seed=3,
+        stop_at_eos=False,
+        on_text=lambda row, piece: pieces.append(piece),
+    )
+    assert "".join(pieces) == text and len(pieces) > 1
+    assert all("\ufffd" not in piece for piece in pieces[:-1])

@@ -200,7 +200,7 @@ def generate_text(
         generator.manual_seed(seed)
     eos_id = tokenizer.eos_id if stop_at_eos else None
     new_ids: list[list[int]] = [[] for _ in prompts]
-    shown = [""] * len(prompts)
+    unshown: list[list[int]] = [[] for _ in prompts]  # ids not yet passed to on_text
     done = [False] * len(prompts)
     for step_ids in stream_tokens(
         model,
@@ -222,13 +222,13 @@ def generate_text(
                 continue
             new_ids[row].append(token)
             if on_text is not None:
-                text = tokenizer.decode(new_ids[row])
-                if not text.endswith("\ufffd") and len(text) > len(shown[row]):
-                    on_text(row, text[len(shown[row]) :])
-                    shown[row] = text
-    results = [tokenizer.decode(ids) for ids in new_ids]
+                unshown[row].append(token)
+                piece = tokenizer.decode(unshown[row])
+                if not piece.endswith("\ufffd"):  # whole characters only
+                    on_text(row, piece)
+                    unshown[row] = []
     if on_text is not None:
-        for row, text in enumerate(results):
-            if len(text) > len(shown[row]) and text.startswith(shown[row]):
-                on_text(row, text[len(shown[row]) :])
-    return results
+        for row, ids in enumerate(unshown):
+            if ids:
+                on_text(row, tokenizer.decode(ids))
+    return [tokenizer.decode(ids) for ids in new_ids]
