@@ -163,17 +163,6 @@ class StreamPrinter:
         print(self.prompt or "")
 
 
-def resolve_device(name: str) -> str:
-    """'auto' is cuda when a CUDA GPU is available, else cpu."""
-    import torch
-
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("--device cuda was asked for, but PyTorch sees no CUDA GPU here.")
-    return name
-
-
 def generate_with_numpy(args: argparse.Namespace, printer, options: dict) -> list[str]:
     """The NumPy engine (light_llm.reference): one prompt at a time, on the CPU."""
     import numpy as np
@@ -205,6 +194,7 @@ def load_torch_model(args: argparse.Namespace):
 
     from light_llm.checkpoint import load_model, resolve_checkpoint_dir
     from light_llm.tokenizers import load_tokenizer
+    from light_llm.train.precision import resolve_device
 
     folder = resolve_checkpoint_dir(args.checkpoint)
     model = load_model(folder, device=resolve_device(args.device))
