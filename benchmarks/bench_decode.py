@@ -62,18 +62,24 @@ def report(name: str, seconds: list[float], tokens: int, weight_bytes: int) -> f
     return median
 
 
-def build_models(seed: int) -> tuple[GPT, GPT, torch.nn.Module]:
-    """The seed-30m shape with random weights: light-llm in float32 and in bfloat16, and
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def build_models(seed: int) -> tuple[dict[str, GPT], torch.nn.Module]:
+    """The seed-30m shape with random weights: light-llm in float32, bfloat16 and float16, and
     transformers' GPT-2 loaded from light-llm's export of the same weights."""
     torch.manual_seed(seed)
     config = preset("seed-30m", activation="gelu_tanh", dropout=0.0)
     ours = GPT(config).eval()
-    ours_bf16 = GPT(config).eval()
-    ours_bf16.load_state_dict(ours.state_dict())
+    models = {"float32": ours}
+    for name in ("bfloat16", "float16"):
+        models[name] = GPT(config).eval()
+        models[name].load_state_dict(ours.state_dict())
+        models[name].to(DTYPES[name])
     with tempfile.TemporaryDirectory() as folder:
         export_hf_gpt2(ours, folder)
         theirs = transformers.GPT2LMHeadModel.from_pretrained(folder).eval()
-    return ours, ours_bf16.to(torch.bfloat16), theirs
+    return models, theirs
 
 
 def hf_greedy(model, idx: torch.Tensor, new_tokens: int) -> torch.Tensor:
@@ -91,30 +97,38 @@ def hf_greedy(model, idx: torch.Tensor, new_tokens: int) -> torch.Tensor:
         )
 
 
-def compare_with_transformers(ours, ours_bf16, theirs, idx, n: int, repeats: int) -> None:
-    weights = ours.num_parameters() * 4
+def compare_with_transformers(models: dict[str, GPT], theirs, idx, n: int, repeats: int) -> None:
+    """Greedy decoding of ``n`` tokens: transformers in float32 against light-llm in each
+    dtype; the tokens of each against light-llm float32's."""
+    weight_count = models["float32"].num_parameters()
     print(f"greedy decoding of {n} new tokens, median of {repeats} rounds after a warm-up:")
-    seconds, outputs = race(
-        {
-            "hf": lambda: hf_greedy(theirs, idx, n),
-            "fp32": lambda: generate(ours, idx, n, temperature=0.0),
-            "bf16": lambda: generate(ours_bf16, idx, n, temperature=0.0),
-        },
-        repeats,
+    runs = {"hf": lambda: hf_greedy(theirs, idx, n)}
+    for name, model in models.items():
+        runs[name] = lambda model=model: generate(model, idx, n, temperature=0.0)
+    seconds, outputs = race(runs, repeats)
+    hf_rate = report("transformers GPT-2, float32", seconds["hf"], n, weight_count * 4)
+    rates = {
+        name: report(f"light-llm, {name}", seconds[name], n, weight_count * dtype.itemsize)
+        for name, dtype in DTYPES.items()
+    }
+    reference = outputs["float32"][0, idx.size(1) :]
+    print(
+        "  light-llm float32 tokens identical to transformers': "
+        f"{torch.equal(outputs['float32'], outputs['hf'])}"
     )
-    hf_rate = report("transformers GPT-2, float32", seconds["hf"], n, weights)
-    fp32_rate = report("light-llm, float32", seconds["fp32"], n, weights)
-    bf16_rate = report("light-llm, bfloat16", seconds["bf16"], n, weights // 2)
-    same = torch.equal(outputs["fp32"], outputs["hf"])
-    print(f"  light-llm float32 tokens identical to transformers': {same}")
-    print(f"  light-llm float32 / transformers:  {fp32_rate / hf_rate:5.2f}x  (target >= 2)")
-    print(f"  light-llm bfloat16 / transformers: {bf16_rate / hf_rate:5.2f}x  (target >= 2)")
+    for name in ("bfloat16", "float16"):
+        first_difference = (outputs[name][0, idx.size(1) :] != reference).nonzero()
+        agree = int(first_difference[0]) if len(first_difference) else n
+        print(f"  light-llm {name}: the first {agree} of {n} tokens equal float32's")
+    for name, rate in rates.items():
+        print(f"  light-llm {name:<8} / transformers: {rate / hf_rate:5.2f}x  (target >= 2)")
 
 
-def compare_cache(ours, idx, total: int, repeats: int) -> None:
-    """Decoding from the prompt to ``total`` tokens with and without the KV cache, and the
-    cost of the single step that makes token ``total``: one cached token against a forward
-    pass over all ``total`` tokens."""
+def compare_cache(models: dict[str, GPT], idx, total: int, repeats: int) -> None:
+    """Decoding from the prompt to ``total`` tokens with and without the KV cache (float32),
+    and, in each dtype, the cost of the single step that makes token ``total``: one cached
+    token against a forward pass over all ``total`` tokens."""
+    ours = models["float32"]
     weights = ours.num_parameters() * 4
     new = total - idx.size(1)
     print(f"light-llm float32, KV cache vs recomputing the context, {new} new tokens to {total}:")
@@ -128,29 +142,37 @@ def compare_cache(ours, idx, total: int, repeats: int) -> None:
     cached_rate = report("with KV cache", seconds["cache"], new, weights)
     uncached_rate = report("without (use_cache=False)", seconds["no cache"], new, weights)
     print(f"  same tokens: {torch.equal(outputs['cache'], outputs['no cache'])}")
-    print(f"  whole decode, cache / no cache: {cached_rate / uncached_rate:5.1f}x  (target >= 10)")
+    print(f"  whole decode, cache / no cache: {cached_rate / uncached_rate:5.1f}x")
 
     sequence = outputs["cache"][:, :total]  # (1, total)
-    cache = ours.new_cache(1)
+    print(f"the step making token {total}, median of {repeats * 5} (target >= 10x):")
+    for name, model in models.items():
+        cached, full = time_one_step(model, sequence, repeats * 5)
+        print(
+            f"  {name:<8}: {1000 * cached:7.2f} ms with the cache, {1000 * full:7.2f} ms "
+            f"recomputing all {total} tokens: {full / cached:5.1f}x"
+        )
+
+
+def time_one_step(model: GPT, sequence: torch.Tensor, repeats: int) -> tuple[float, float]:
+    """Median seconds of the last token of ``sequence`` (1, T) from a cache holding the
+    T - 1 before it, and of a forward pass over all T tokens."""
+    total = sequence.size(1)
+    cache = model.new_cache(1)
     with torch.no_grad():
-        ours(sequence[:, :-1], cache=cache, last_only=True)  # fill the cache to total - 1
+        model(sequence[:, :-1], cache=cache, last_only=True)  # fill the cache to total - 1
 
     def cached_step():
         cache.length = total - 1
         with torch.no_grad():
-            return ours(sequence[:, -1:], cache=cache, last_only=True)
+            return model(sequence[:, -1:], cache=cache, last_only=True)
 
     def full_step():
         with torch.no_grad():
-            return ours(sequence, last_only=True)
+            return model(sequence, last_only=True)
 
-    seconds, _ = race({"cache": cached_step, "no cache": full_step}, repeats * 5)
-    cached = statistics.median(seconds["cache"])
-    full = statistics.median(seconds["no cache"])
-    print(
-        f"  the step making token {total}: {1000 * cached:.2f} ms cached, {1000 * full:.2f} ms "
-        f"recomputed: {full / cached:5.1f}x"
-    )
+    seconds, _ = race({"cache": cached_step, "no cache": full_step}, repeats)
+    return statistics.median(seconds["cache"]), statistics.median(seconds["no cache"])
 
 
 def main() -> None:
@@ -169,7 +191,8 @@ def main() -> None:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
 
-    ours, ours_bf16, theirs = build_models(args.seed)
+    models, theirs = build_models(args.seed)
+    ours = models["float32"]
     idx = torch.tensor([GPT2Tokenizer().encode(PROMPT)])
     print(
         f"torch {torch.__version__}, transformers {transformers.__version__}, "
@@ -177,9 +200,9 @@ def main() -> None:
         f"parameters, {ours.num_parameters() * 4 / 2**20:.1f} MiB in float32), batch 1, "
         f"prompt of {idx.size(1)} tokens"
     )
-    compare_with_transformers(ours, ours_bf16, theirs, idx, args.new_tokens, args.repeats)
+    compare_with_transformers(models, theirs, idx, args.new_tokens, args.repeats)
     if not args.skip_cache:
-        compare_cache(ours, idx, args.cache_tokens, args.repeats)
+        compare_cache(models, idx, args.cache_tokens, args.repeats)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import torch
 from light_llm.errors import SamplingError
 from light_llm.generate import filter_logits, generate, left_pad, sample_next, stream_tokens
 from light_llm.models.gpt import GPT
-from tests.conftest import tiny_config
+from tests.conftest import VARIANTS, tiny_config
 
 
 def test_top_k_keeps_exactly_k_candidates():
@@ -129,3 +129,47 @@ def test_streamed_pieces_join_to_the_returned_text_with_byte_level_tokens():
     )
     assert "".join(pieces) == text and len(pieces) > 1
     assert all("\ufffd" not in piece for piece in pieces[:-1])
+
+
+@pytest.mark.parametrize("variant", ["rotary", "linear-attention"])
+def test_sliding_window_past_the_context_matches_recomputation(variant):
+    model = GPT(tiny_config(**VARIANTS[variant], block_size=8)).eval()
+    idx = torch.randint(0, 37, (1, 5))
+    runs = [
+        generate(model, idx, 15, generator=torch.Generator().manual_seed(5), use_cache=use_cache)
+        for use_cache in (True, False)
+    ]
+    assert torch.equal(runs[0], runs[1])
+
+
+def test_float16_decoding_follows_float32():
+    model = GPT(tiny_config()).eval()
+    half = GPT(tiny_config()).eval()
+    half.load_state_dict(model.state_dict())
+    half.to(torch.float16)
+    idx = torch.randint(0, 37, (2, 4))
+    tokens = generate(model, idx, 8, temperature=0.0)
+    full, _ = model(tokens)
+    cache = half.new_cache(2)
+    half_logits = torch.cat(
+        [half(tokens[:, :4], cache=cache)[0]]
+        + [half(tokens[:, t : t + 1], cache=cache)[0] for t in range(4, 12)],
+        dim=1,
+    )
+    torch.testing.assert_close(half_logits.float(), full, atol=5e-3, rtol=1e-2)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "poison", "words"),
+    [
+        (torch.float32, float("nan"), "corrupt"),
+        (torch.float16, 6e4, "overflowed to inf/NaN in float16"),
+    ],
+)
+def test_non_finite_logits_raise_one_sentence(dtype, poison, words):
+    model = GPT(tiny_config()).eval().to(dtype)
+    with torch.no_grad():
+        model.transformer.ln_f.weight.fill_(poison)
+    with pytest.raises(SamplingError, match=words) as info:
+        generate(model, torch.zeros(1, 2, dtype=torch.long), 3, temperature=0.0)
+    assert "\n" not in str(info.value)

@@ -77,6 +77,16 @@ def sample_next(
     return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
 
 
+def non_finite_message(dtype: torch.dtype) -> str:
+    """The one sentence for logits that came out NaN or infinite."""
+    if dtype in (torch.float16, torch.bfloat16):
+        return (
+            f"the model's logits overflowed to inf/NaN in {str(dtype).removeprefix('torch.')}: "
+            "decode in float32 (--dtype float32)."
+        )
+    return "the model's logits are NaN or infinite: its weights are probably corrupt."
+
+
 @torch.no_grad()
 def stream_tokens(
     model,
@@ -117,13 +127,19 @@ def stream_tokens(
                 logits, _ = model(window, attention_mask=window_mask, last_only=True)
             elif cache is None or cache.length >= block_size:
                 # fill (or refill, once the context is full) the cache from the window
-                cache = model.new_cache(tokens.size(0))
+                if cache is None:
+                    cache = model.new_cache(tokens.size(0))
+                else:
+                    cache.clear()
                 logits, _ = model(window, cache=cache, attention_mask=window_mask, last_only=True)
             else:
                 logits, _ = model(
                     tokens[:, -1:], cache=cache, attention_mask=window_mask, last_only=True
                 )
-            next_ids = sample_next(logits[:, -1, :], temperature, top_k, top_p, generator)
+            next_logits = logits[:, -1, :].float()  # (B, V); float32 argmax is fastest
+            if not torch.isfinite(next_logits.sum()):
+                raise SamplingError(non_finite_message(model.dtype))
+            next_ids = sample_next(next_logits, temperature, top_k, top_p, generator)
             if eos_id is not None:
                 next_ids = torch.where(finished, torch.full_like(next_ids, eos_id), next_ids)
                 finished |= next_ids == eos_id

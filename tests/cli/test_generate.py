@@ -112,9 +112,10 @@ def test_huggingface_gpt2_folder_generates_what_transformers_generates(tmp_path,
     assert completion == tokenizer.decode(hf_ids[0, prompt_ids.size(1) :].tolist())
 
 
-def test_bfloat16_runs(capsys, char_checkpoint):
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precisions_run(capsys, char_checkpoint, dtype):
     folder, _, tokenizer = char_checkpoint
-    argv = ["--checkpoint", str(folder), "--prompt", "to", "--dtype", "bfloat16"]
+    argv = ["--checkpoint", str(folder), "--prompt", "to", "--dtype", dtype]
     code, out, _ = run_cli(capsys, *argv, "--max-new-tokens", "8", "--no-stream")
     assert code == 0 and out.startswith("to") and len(out) == len("to") + 8 + 1
 
@@ -147,6 +148,7 @@ def wrong_vocabulary(folder):
         (None, ["--prompt", "to", "--top-k", "0"], "top_k must be an integer of at least 1"),
         (None, ["--prompt", "to", "--temperature", "-0.5"], "temperature must be 0"),
         (None, ["--prompt", "to", "--max-new-tokens", "-3"], "max_new_tokens must be 0 or more"),
+        (None, ["--prompt", "to", "--threads", "0"], "--threads must be 1 or more"),
         (corrupt_weights, ["--prompt", "to"], "not a readable safetensors file"),
         (mismatched_config, ["--prompt", "to"], "the config needs"),
         (wrong_vocabulary, ["--prompt", "to"], "do not belong together"),
@@ -161,6 +163,15 @@ def test_bad_input_is_one_sentence_and_exit_2(capsys, char_checkpoint, breaking,
     assert out == ""
     assert err.startswith("light-llm generate: error: ") and err.count("\n") == 1
     assert words in err
+
+
+def test_threads_sets_pytorchs_thread_count(capsys, char_checkpoint, monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch, "set_num_threads", calls.append)
+    folder, _, _ = char_checkpoint
+    argv = ["--checkpoint", str(folder), "--prompt", "to", "--threads", "1", "--no-stream"]
+    code, out, _ = run_cli(capsys, *argv, "--max-new-tokens", "3")
+    assert code == 0 and out.startswith("to") and calls == [1]
 
 
 def test_missing_checkpoint_is_one_sentence(tmp_path, capsys):

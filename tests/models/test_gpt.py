@@ -165,3 +165,29 @@ def test_kv_cache_bytes_formula_matches_the_allocated_cache(variant):
     tensors = [t for layer in cache.layers for t in vars(layer).values()]
     allocated = sum(t.numel() * t.element_size() for t in tensors)
     assert model_counts(model.config, context=16).kv_cache_bytes == allocated
+
+
+def test_cache_output_head_is_the_transposed_head_and_keeps_gradients():
+    model = make_model("seed")
+    cache = model.new_cache(1)
+    torch.testing.assert_close(cache.output_head, model.lm_head.weight.t(), rtol=0, atol=0)
+    assert cache.output_head.is_contiguous()
+    idx = torch.randint(0, 37, (1, 6))
+    targets = torch.randint(0, 37, (1, 6))
+    _, loss = model(idx, targets)
+    expected = torch.autograd.grad(loss, model.lm_head.weight)[0]
+    _, loss = model(idx, targets, cache=cache)
+    torch.testing.assert_close(torch.autograd.grad(loss, model.lm_head.weight)[0], expected)
+    assert make_model("seed").to(torch.bfloat16).new_cache(1).output_head is None
+
+
+@pytest.mark.parametrize("variant", ["seed", "linear-attention"])
+def test_a_cleared_cache_decodes_like_a_new_one(variant):
+    model = make_model(variant)
+    first, second = torch.randint(0, 37, (2, 1, 9))
+    cache = model.new_cache(1)
+    model(first, cache=cache)
+    cache.clear()
+    assert cache.length == 0
+    logits, _ = model(second, cache=cache)
+    torch.testing.assert_close(logits, model(second, cache=model.new_cache(1))[0])

@@ -159,11 +159,15 @@ class LayerKV:
 @dataclass
 class KVCache:
     """Keys and values of every layer for the tokens seen so far, so that decoding a new token
-    costs one token's work (seed 002 §11.2). ``length`` counts the cached positions."""
+    costs one token's work (seed 002 §11.2). ``length`` counts the cached positions.
+
+    ``output_head``, when set, is the output head's weight laid out (d, V) for the decoding
+    steps that use this cache (see :meth:`light_llm.models.gpt.GPT.new_cache`)."""
 
     layers: list = field(default_factory=list)
     length: int = 0
     max_length: int = 0
+    output_head: torch.Tensor | None = None  # (d, V), contiguous
 
     @classmethod
     def allocate(
@@ -186,6 +190,13 @@ class KVCache:
                     )
                 )
         return cls(layers=layers, length=0, max_length=config.block_size)
+
+    def clear(self) -> None:
+        """Forget every cached position, keeping the buffers (and ``output_head``) for reuse."""
+        self.length = 0
+        for layer in self.layers:
+            if isinstance(layer, LinearAttentionState):
+                layer.kv = layer.k_sum = None
 
 
 class SelfAttention(nn.Module):
