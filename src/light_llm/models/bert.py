@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import save
 from torch import nn
+from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
 from light_llm.checkpoint import (
     CONFIG_FILE,
@@ -46,7 +47,7 @@ from light_llm.errors import CheckpointError, ConfigError, TokenizerError
 from light_llm.models.gpt import GPT
 from light_llm.nn.blocks import Block
 from light_llm.nn.norms import build_norm
-from light_llm.nn.positions import SinusoidalPositions
+from light_llm.nn.positions import RotaryTables, SinusoidalPositions
 
 IGNORE_INDEX = -1  # label of a position the MLM loss skips (the GPT's targets use -1 too)
 ARCHITECTURE = "bert"  # the "architecture" of a light-llm encoder checkpoint's config.json
@@ -84,8 +85,6 @@ class EncoderConfig(ModelConfig):
             raise ConfigError(
                 f"type_vocab_size must be a positive integer, got {self.type_vocab_size!r}."
             )
-        if self.positions == "rotary":
-            raise ConfigError("the encoder takes learned, sinusoidal or no positions, not rotary.")
         if self.attention != "softmax":
             raise ConfigError(
                 "light-llm's linear attention is the causal form; the encoder needs softmax."
@@ -95,8 +94,13 @@ class EncoderConfig(ModelConfig):
 ENCODER_PRESETS: dict[str, EncoderConfig] = {
     # The shape of sentence-transformers' all-MiniLM-L6-v2 (22.7M parameters), no MLM head.
     "minilm-l6": EncoderConfig(mlm_head=False),
-    # A small encoder that learns masked-LM on the Shakespeare corpus on a laptop CPU.
-    "bert-shakespeare": EncoderConfig(block_size=128, n_layer=4, n_head=4, n_embd=256),
+    # A small encoder that learns masked-LM on the Shakespeare corpus in minutes on a laptop
+    # CPU: BERT's post-LN blocks with rotary positions, which learn where the neighbours are
+    # far sooner than learned positions do (val MLM loss 5.75 vs 6.23 after 300 steps of 32
+    # x 64 tokens; with sinusoidal positions it had not left the unigram loss by then).
+    "bert-shakespeare": EncoderConfig(
+        block_size=64, n_layer=4, n_head=4, n_embd=256, dropout=0.0, positions="rotary"
+    ),
 }
 
 
@@ -175,9 +179,13 @@ class BertEncoder(nn.Module):
         self.config = config
         self.embeddings = EncoderEmbeddings(config)
         self.h = nn.ModuleList(Block(config, causal=False) for _ in range(config.n_layer))
+        self.rope = None  # rotary positions turn q and k in every layer (seed 001, seed 002 §8.2)
+        if config.positions == "rotary":
+            self.rope = RotaryTables(config.block_size, config.head_dim, config.position_base)
         # pre-LN blocks leave the residual stream unnormalised: a final norm, as the GPT's
         self.ln_f = build_norm(config) if config.block_order == "pre" else None
         self.mlm_head = MaskedLMHead(config, self.embeddings.wte) if config.mlm_head else None
+        self.gradient_checkpointing = False  # recompute block activations in the backward
         self.apply(GPT._init_weights)  # N(0, 0.02), zero biases (seed 000 §10)
 
     # ------------------------------------------------------------------ properties
@@ -218,8 +226,15 @@ class BertEncoder(nn.Module):
         key_padding = None
         if attention_mask is not None and not bool(attention_mask.all()):
             key_padding = attention_mask.bool()  # (B, T)
+        rope = None if self.rope is None else self.rope(torch.arange(T, device=input_ids.device))
         for block in self.h:
-            x = block(x, key_padding=key_padding)
+            if self.gradient_checkpointing and self.training:
+                # seed 001, "Gradient Checkpointing": keep each block's input, recompute the rest
+                x = activation_checkpoint(
+                    block, x, use_reentrant=False, key_padding=key_padding, rope=rope
+                )
+            else:
+                x = block(x, key_padding=key_padding, rope=rope)
         return x if self.ln_f is None else self.ln_f(x)
 
     def forward(
@@ -424,6 +439,16 @@ def load_encoder(path: str | os.PathLike, device: str | torch.device = "cpu") ->
     model = BertEncoder(load_encoder_config(folder))
     load_state(model, read_weights(folder), folder / WEIGHTS_FILE)
     return model.to(device).eval()
+
+
+def holds_encoder(path: str | os.PathLike) -> bool:
+    """Whether the checkpoint folder ``path`` names (see :func:`resolve_checkpoint_dir`)
+    holds a BERT-style encoder: a light-llm one or a HuggingFace BERT."""
+    config = read_config_json(resolve_checkpoint_dir(path))
+    light_llm_encoder = config.get("format") == FORMAT_NAME and (
+        config.get("architecture") == ARCHITECTURE
+    )
+    return light_llm_encoder or config.get("model_type") == "bert"
 
 
 def load_encoder_config(path: str | os.PathLike) -> EncoderConfig:
