@@ -94,3 +94,29 @@ def test_bad_input_gets_one_sentence(trained_checkpoint, tmp_path, capsys):
     for argv, message in cases:
         assert main(["fill-mask", "--checkpoint", *argv]) == 2
         assert message in one_error_line(capsys)
+
+
+def test_fills_in_from_a_training_output_folder(tmp_path, capsys):
+    """`light-llm train --model bert` writes OUT/checkpoint; fill-mask takes OUT itself and
+    prints the top-k of softmax over the logits the loaded encoder gives at the [MASK]."""
+    from light_llm.models.bert import load_encoder
+    from light_llm.tokenizers import load_tokenizer
+    from tests.train.helpers import tiny_flags, write_corpus
+
+    out = tmp_path / "run"
+    corpus = write_corpus(tmp_path / "corpus.txt", n_lines=300)
+    assert main(["train", "--model", "bert", *tiny_flags(corpus, out, max_iters=3)]) == 0
+    capsys.readouterr()
+    text = "the king shall [MASK] to rome"
+    assert main(["fill-mask", "--checkpoint", str(out), "--json", text]) == 0
+    (candidates,) = json.loads(capsys.readouterr().out)
+    model = load_encoder(out)
+    tokenizer = load_tokenizer(out / "checkpoint")
+    ids = tokenizer.encode_plus(text)["input_ids"]
+    with torch.no_grad():
+        logits, _ = model(torch.tensor([ids]))
+    expected = torch.softmax(logits[0, ids.index(tokenizer.mask_id)], -1).topk(5)
+    assert [c["id"] for c in candidates] == expected.indices.tolist()
+    torch.testing.assert_close(
+        torch.tensor([c["probability"] for c in candidates]), expected.values
+    )

@@ -215,3 +215,67 @@ def test_the_numpy_engine_trains_from_the_cli_and_its_checkpoint_loads_in_pytorc
     expected, _ = torch_model(idx)
     logits, _, _ = numpy_model.forward(idx.numpy())
     assert abs(logits - expected.detach().numpy()).max() < 1e-4
+
+
+# ---------------------------------------------------------------------- --model bert
+def test_model_bert_means_the_bert_shakespeare_masked_lm_recipe():
+    config = config_from_args(build_parser().parse_args(["train", "--model", "bert"])).resolve()
+    assert (config.model, config.preset, config.tokenizer) == ("bert", "bert-shakespeare", "bert")
+    shape = (config.n_layer, config.n_head, config.n_embd, config.block_size)
+    assert shape == (4, 4, 256, 64)
+    assert (config.positions, config.block_order, config.dropout) == ("rotary", "post", 0.0)
+    assert (config.batch_size, config.lr, config.min_lr) == (16, 1e-3, 1e-4)
+    assert (config.beta2, config.weight_decay) == (0.98, 0.01)
+
+
+def test_the_help_names_every_preset_of_both_models():
+    from light_llm.config import PRESETS
+    from light_llm.models.bert import ENCODER_PRESETS
+
+    help_text = build_parser()._subparsers._group_actions[0].choices["train"].format_help()
+    for name in [*PRESETS, *ENCODER_PRESETS]:
+        assert name in help_text, name
+
+
+@pytest.mark.parametrize(
+    ("flags", "phrase"),
+    [
+        (["--model", "bert", "--engine", "numpy"], "no trainer for bert on the numpy engine"),
+        (["--model", "bert", "--tokenizer", "char"], "trains with the bert tokenizer, not 'char'"),
+        (["--model", "bert", "--tokenizer", "gpt2"], "trains with the bert tokenizer, not 'gpt2'"),
+        (["--model", "bert", "--preset", "char-baby"], "'char-baby' is a gpt shape"),
+        (["--preset", "bert-shakespeare"], "'bert-shakespeare' is a bert shape"),
+        (["--tokenizer", "bert"], "trains with the char or gpt2 tokenizer, not 'bert'"),
+        (["--model", "bert", "--preset", "nope"], "unknown preset 'nope'; bert presets:"),
+        (["--model", "bert", "--attention", "linear"], "the encoder needs softmax"),
+    ],
+)
+def test_combinations_that_make_no_sense_are_one_sentence(corpus, tmp_path, capsys, flags, phrase):
+    out = tmp_path / "out"
+    assert main(["train", *tiny_flags(corpus, out), *flags]) == 2
+    assert phrase in error_line(capsys)
+    assert not (out / "checkpoint").exists()
+
+
+def test_train_model_bert_runs_and_resumes_without_naming_the_model(corpus, tmp_path, capsys):
+    out = tmp_path / "bert"
+    assert main(["train", "--model", "bert", *tiny_flags(corpus, out, max_iters=5)]) == 0
+    printed = capsys.readouterr().out
+    assert "BERT-style encoder" in printed and "iter 5: train loss" in printed
+    assert main(["train", "--resume", "--out", str(out), "--max-iters", "7"]) == 0
+    printed = capsys.readouterr().out
+    assert "resuming at iteration 5 of 7" in printed and "fill-mask sample" not in printed
+    state = read_trainer_state(out / "checkpoint")
+    assert state["iteration"] == 7 and state["resolved_config"]["model"] == "bert"
+    assert main(["train", "--resume", "--model", "gpt", "--out", str(out)]) == 2
+    assert "holds a bert training run, not a gpt one" in error_line(capsys)
+
+
+def test_train_model_bert_ends_with_a_fill_mask_sample(corpus, tmp_path, capsys):
+    out = tmp_path / "bert"
+    flags = tiny_flags(corpus, out, max_iters=2, sample_tokens=1)
+    assert main(["train", "--model", "bert", *flags]) == 0
+    printed = capsys.readouterr().out
+    sample = printed[printed.index("fill-mask sample:") :].splitlines()[1]
+    prompt, candidates = sample.split("  ->  ")
+    assert prompt == "to be or not to [MASK]" and len(candidates.split(", ")) == 5

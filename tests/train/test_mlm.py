@@ -1,16 +1,38 @@
-"""Masked-LM data: BERT's 15% / 80-10-10 rule on a large sample, batches from a corpus, and a
-tiny encoder that learns a batch by heart."""
+"""Masked-LM: BERT's 15% / 80-10-10 rule on a large sample, batches from a corpus, a tiny
+encoder that learns a batch by heart, and the trainer driving the encoder (its first loss
+rebuilt by hand, learning; exact resume is tested with the GPT's in test_trainer.py)."""
 
+import json
 import math
 
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
-from light_llm.errors import ConfigError, TokenizerError
-from light_llm.models.bert import IGNORE_INDEX, BertEncoder, EncoderConfig
-from light_llm.tokenizers import BertTokenizer, CharTokenizer
-from light_llm.train.mlm import MaskedLMDataset, mask_tokens, mlm_datasets
+from light_llm.cli import main
+from light_llm.errors import ConfigError, TokenizerError, TrainingError
+from light_llm.models.bert import (
+    IGNORE_INDEX,
+    BertEncoder,
+    EncoderConfig,
+    load_encoder,
+    load_encoder_config,
+    predict_masked,
+)
+from light_llm.tokenizers import BertTokenizer, CharTokenizer, load_tokenizer
+from light_llm.train import TrainConfig, train
+from light_llm.train.batches import micro_batch_rng
+from light_llm.train.evaluate import unigram_log_probabilities
+from light_llm.train.mlm import (
+    MaskedLMDataset,
+    MaskedLMTrainer,
+    mask_tokens,
+    mlm_datasets,
+    train_mlm,
+)
+from light_llm.train.state import read_trainer_state
+from tests.train.helpers import TINY
 
 VOCAB = 1000
 MASK_ID, CLS_ID, SEP_ID, PAD_ID = 3, 1, 2, 0
@@ -149,3 +171,138 @@ def test_a_tiny_encoder_overfits_one_batch():
     model.eval()
     logits, _ = model(inputs, labels)
     assert torch.equal(logits.argmax(-1), labels[labels != IGNORE_INDEX])
+
+
+# ---------------------------------------------------------------------- the trainer
+SENTENCES = (
+    "to be or not to be that is the question",
+    "the king is dead long live the king",
+    "my lord i pray you speak no more",
+)
+
+
+@pytest.fixture(scope="module")
+def patterned_corpus(tmp_path_factory):
+    """Three sentences repeated in a fixed order: every masked word follows from its context."""
+    path = tmp_path_factory.mktemp("patterned") / "corpus.txt"
+    path.write_text("\n".join(SENTENCES * 120) + "\n", encoding="utf-8")
+    return path
+
+
+def tiny_bert_run(corpus, out, **overrides):
+    settings = {**TINY, "model": "bert", "data": str(corpus), "out": str(out)}
+    return TrainConfig(**{**settings, **overrides})
+
+
+def metric_lines(out):
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_unigram_log_probabilities_are_smoothed_frequencies():
+    tokens = np.array([3, 3, 3, 1, 0, 3, 1], dtype=np.uint16)
+    for alpha in (1.0, 0.01):
+        log_p = unigram_log_probabilities(tokens, vocab_size=5, pseudo_count=alpha)
+        counts = [sum(1 for t in tokens.tolist() if t == v) for v in range(5)]
+        expected = [math.log((c + alpha) / (len(tokens) + 5 * alpha)) for c in counts]
+        assert log_p.tolist() == pytest.approx(expected, rel=1e-6)
+        assert math.fsum(math.exp(value) for value in log_p.tolist()) == pytest.approx(1.0)
+
+
+def test_sequential_batches_cover_the_split_with_masks_independent_of_the_batch_size(
+    corpus_datasets,
+):
+    tokenizer, _, val = corpus_datasets
+    n = val.block_size - 2
+    by_three = list(val.sequential_batches(3))
+    by_seven = list(val.sequential_batches(7))
+    inputs3, labels3 = (torch.cat(parts) for parts in zip(*by_three, strict=True))
+    inputs7, labels7 = (torch.cat(parts) for parts in zip(*by_seven, strict=True))
+    assert torch.equal(inputs3, inputs7) and torch.equal(labels3, labels7)
+    tokens = np.asarray(val.tokens.tokens, dtype=np.int64)
+    starts = range(0, len(tokens) - n, n)
+    assert len(inputs3) == len(starts)
+    original = torch.where(labels3 != IGNORE_INDEX, labels3, inputs3)
+    for row, start in zip(original, starts, strict=True):
+        assert row[0] == tokenizer.cls_id and row[-1] == tokenizer.sep_id
+        assert row[1:-1].tolist() == tokens[start : start + n].tolist()
+    assert (labels3 != IGNORE_INDEX).any()
+
+
+def test_first_training_loss_equals_the_masked_lm_loss_computed_here(patterned_corpus, tmp_path):
+    """Iteration 0's loss, rebuilt by hand: the initial encoder (seeded as the trainer seeds
+    it, output bias = add-one log frequencies of the training split), the first batch (window
+    offsets, then masks, from the generator of iteration 0), cross-entropy on the chosen."""
+    out = tmp_path / "run"
+    result = train_mlm(tiny_bert_run(patterned_corpus, out, max_iters=1))
+    tokenizer = load_tokenizer(out / "checkpoint")
+    train_ids = np.fromfile(out / "data" / "train.bin", dtype=np.uint16).astype(np.int64)
+    torch.manual_seed(TINY["seed"])
+    model = BertEncoder(load_encoder_config(out))
+    counts = np.bincount(train_ids, minlength=tokenizer.vocab_size)
+    alpha = 0.01  # pseudo-count: frequencies smoothed so that no id has probability 0
+    with torch.no_grad():
+        bias = np.log((counts + alpha) / (len(train_ids) + alpha * tokenizer.vocab_size))
+        model.mlm_head.decoder.bias.copy_(torch.from_numpy(bias))
+    generator = micro_batch_rng(TINY["seed"], 0, 0)
+    n = TINY["block_size"] - 2
+    starts = generator.integers(0, len(train_ids) - n, size=TINY["batch_size"])
+    windows = torch.from_numpy(np.stack([train_ids[s : s + n] for s in starts]))
+    cls = torch.full((len(windows), 1), tokenizer.cls_id)
+    sep = torch.full((len(windows), 1), tokenizer.sep_id)
+    inputs, labels = mask_tokens(
+        torch.cat([cls, windows, sep], dim=1),
+        mask_id=tokenizer.mask_id,
+        vocab_size=tokenizer.vocab_size,
+        special_ids={
+            tokenizer.cls_id,
+            tokenizer.sep_id,
+            tokenizer.pad_id,
+            tokenizer.mask_id,
+            tokenizer.unk_id,
+        },
+        generator=generator,
+    )
+    with torch.no_grad():
+        logits, _ = model(inputs)  # (B, T, V): every position, no labels
+    chosen = labels != IGNORE_INDEX
+    expected = F.cross_entropy(logits[chosen].double(), labels[chosen]).item()
+    assert result.losses[0] == pytest.approx(expected, rel=1e-5)
+
+
+def test_masked_lm_training_learns_the_context_and_writes_an_encoder_checkpoint(
+    patterned_corpus, tmp_path, capsys
+):
+    out = tmp_path / "run"
+    flags = {"max_iters": 120, "eval_interval": 40, "lr": 5e-3, "n_embd": 64, "n_layer": 2}
+    result = train_mlm(tiny_bert_run(patterned_corpus, out, batch_size=16, **flags))
+    records = metric_lines(out)
+    assert [r["iter"] for r in records] == [0, 40, 80, 120]
+    unigram = records[0]["val_loss"]  # the untrained model predicts the token frequencies
+    assert records[-1]["val_loss"] < unigram / 2  # the words now follow from the context
+    assert result.iteration == 120 and read_trainer_state(out / "checkpoint")["iteration"] == 120
+    config = json.loads((out / "checkpoint" / "config.json").read_text())
+    assert config["architecture"] == "bert" and config["model"]["mlm_head"] is True
+    model = load_encoder(out)
+    assert model.config.n_embd == 64 and model.config.positions == "rotary"
+    tokenizer = load_tokenizer(out / "checkpoint")
+    (candidates,) = predict_masked(model, tokenizer, "long live the [MASK]")
+    assert candidates[0].token == "king"
+    # light-llm embed reads the checkpoint: mean of the real tokens' vectors, L2-normalised
+    sentences = ["the king is dead", "my lord i pray you"]
+    capsys.readouterr()  # the training's output
+    assert main(["embed", "--checkpoint", str(out), "--json", *sentences]) == 0
+    printed = torch.tensor(json.loads(capsys.readouterr().out))
+    for sentence, vector in zip(sentences, printed, strict=True):
+        ids = torch.tensor([tokenizer.encode_plus(sentence)["input_ids"]])
+        with torch.no_grad():
+            mean = model.encode(ids)[0].mean(0)
+        torch.testing.assert_close(vector, mean / mean.norm(), rtol=1e-5, atol=1e-6)
+
+
+def test_the_mlm_trainer_refuses_another_model_and_a_gpt_run(patterned_corpus, tmp_path):
+    with pytest.raises(ConfigError, match="not model 'gpt'"):
+        MaskedLMTrainer(tiny_bert_run(patterned_corpus, tmp_path / "x", model="gpt"))
+    gpt_out = tmp_path / "gpt"
+    train(TrainConfig(**{**TINY, "data": str(patterned_corpus), "out": str(gpt_out)}))
+    with pytest.raises(TrainingError, match="holds a gpt training run, not a bert one"):
+        train_mlm(TrainConfig(out=str(gpt_out), resume=True, max_iters=12))

@@ -1,4 +1,5 @@
-"""The trainer: it learns, it resumes exactly, and it never damages its last checkpoint."""
+"""The trainer: it learns, it resumes exactly (the GPT and the masked-LM encoder alike), and it
+never damages its last checkpoint."""
 
 import errno
 import json
@@ -17,6 +18,7 @@ from light_llm.errors import TrainingError
 from light_llm.models.gpt import GPT
 from light_llm.train import TrainConfig, train
 from light_llm.train.batches import micro_batch_rng
+from light_llm.train.mlm import train_mlm
 from light_llm.train.optim import clip_grad_norm, configure_adamw
 from light_llm.train.state import read_trainer_state
 from tests.conftest import tiny_config
@@ -76,18 +78,21 @@ def test_training_lowers_the_loss_and_writes_its_outputs(corpus, tmp_path):
     assert model.config.n_embd == TINY["n_embd"]
 
 
+@pytest.mark.parametrize("model", ["gpt", "bert"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_resume_equals_the_uninterrupted_run_exactly(corpus, tmp_path, dtype):
+def test_resume_equals_the_uninterrupted_run_exactly(corpus, tmp_path, dtype, model):
+    run = {"gpt": train, "bert": train_mlm}[model]  # the GPT, or the masked-LM encoder
     common = {
         "max_iters": 20,
         "lr_decay_iters": 20,
         "dropout": 0.1,
         "grad_accum": 2,
         "dtype": dtype,
+        "model": model,
     }
-    straight = train(tiny_run(corpus, tmp_path / "straight", **common))
-    train(tiny_run(corpus, tmp_path / "split", **{**common, "max_iters": 10}))
-    resumed = train(TrainConfig(out=str(tmp_path / "split"), max_iters=20, resume=True))
+    straight = run(tiny_run(corpus, tmp_path / "straight", **common))
+    run(tiny_run(corpus, tmp_path / "split", **{**common, "max_iters": 10}))
+    resumed = run(TrainConfig(out=str(tmp_path / "split"), max_iters=20, resume=True))
     assert sorted(resumed.losses) == list(range(10, 20))
     for iteration, loss in resumed.losses.items():
         assert loss == straight.losses[iteration], iteration  # bit for bit

@@ -1,8 +1,9 @@
 """``light-llm train``: train a model on a text, with progress, checkpoints and a loss curve.
 
 With no flags it trains the char-baby GPT on character-level Shakespeare with nanoGPT's CPU
-recipe. Every flag left out keeps its default: the preset's recipe, or on ``--resume`` the
-value the run was started with (see :class:`light_llm.train.config.TrainConfig`).
+recipe; ``--model bert`` trains a BERT-style encoder by masked-LM instead. Every flag left out
+keeps its default: the preset's recipe, or on ``--resume`` the value the run was started with
+(see :class:`light_llm.train.config.TrainConfig`).
 """
 
 from __future__ import annotations
@@ -12,14 +13,17 @@ import importlib
 
 from light_llm.config import ACTIVATIONS, ATTENTIONS, BLOCK_ORDERS, NORMS, POSITIONS, PRESETS
 
-DESCRIPTION = """\
-Train a GPT on a text file, or with no --data on all of Shakespeare's plays.
+DESCRIPTION = f"""\
+Train a GPT on a text file, or with no --data on all of Shakespeare's plays; with --model bert,
+a BERT-style encoder by masked-LM (15% of the WordPiece tokens chosen; of those 80% [MASK],
+10% a random token, 10% unchanged; the loss on the chosen ones only).
 
 Defaults (no flags): the char-baby shape (4 layers, 4 heads, 128 wide, context 64) with
 nanoGPT's CPU recipe: batch 12, 2000 iterations, lr 1e-3 after 100 warmup iterations, cosine
 to 1e-4, AdamW betas (0.9, 0.99), weight decay 0.1, clipping at 1.0. Other presets bring
 their own recipe (--preset shakespeare-char: batch 64, 5000 iterations, dropout 0.2); any
-flag overrides it.
+flag overrides it. GPT presets: {", ".join(PRESETS)}. BERT presets: bert-shakespeare
+(the default with --model bert), minilm-l6 (the shape of the packaged MiniLM).
 
 Writes to --out: checkpoint/ (model, tokenizer, optimizer and trainer state, replaced as a
 unit), metrics.jsonl (one line per evaluation), loss_curve.png, data/ (the token cache).
@@ -33,6 +37,8 @@ examples:
   light-llm train --data my.txt --max-iters 500 --out out-mine
   light-llm train --preset shakespeare-char --dtype bfloat16
   light-llm train --resume --max-iters 4000         # continue (and extend) the run in --out
+  light-llm train --model bert --out out-bert       # masked-LM encoder on Shakespeare
+  light-llm fill-mask --checkpoint out-bert "to be or not to [MASK]"
   torchrun --nproc_per_node=2 -m light_llm train --grad-accum 2
 """
 
@@ -40,6 +46,7 @@ examples:
 TRAINERS = {
     ("gpt", "torch"): "light_llm.train.trainer:train",
     ("gpt", "numpy"): "light_llm.reference.train:train_numpy",
+    ("bert", "torch"): "light_llm.train.mlm:train_mlm",
 }
 
 
@@ -54,15 +61,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data = parser.add_argument_group("data")
     data.add_argument("--data", metavar="PATH", help="a UTF-8 text file (default: Shakespeare)")
     data.add_argument(
-        "--tokenizer", choices=["char", "gpt2"], help="char (default) or gpt2 byte-level BPE"
+        "--tokenizer",
+        choices=["char", "gpt2", "bert"],
+        help="GPT: char (default) or gpt2 byte-level BPE; BERT: bert WordPiece (its only one)",
     )
 
     model = parser.add_argument_group("model")
     model.add_argument(
         "--model",
         choices=sorted({name for name, _ in TRAINERS}),
-        default="gpt",
-        help="architecture (default gpt)",
+        help="architecture: gpt (default) or bert (masked-LM encoder); --resume: the run's",
     )
     model.add_argument(
         "--engine",
@@ -71,7 +79,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="implementation to train with (default torch)",
     )
     model.add_argument(
-        "--preset", choices=list(PRESETS), help="model shape and its recipe (default char-baby)"
+        "--preset",
+        help="model shape and its recipe (default char-baby; with --model bert, bert-shakespeare)",
     )
     for flag, meta, text in (
         ("--n-layer", "L", "transformer blocks"),
@@ -112,7 +121,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--eval-interval", type=int, metavar="N", help="evaluate every N steps")
     run.add_argument("--eval-iters", type=int, metavar="N", help="batches per evaluation")
     run.add_argument(
-        "--sample-tokens", type=int, metavar="N", help="tokens of the final sample (0: none)"
+        "--sample-tokens",
+        type=int,
+        metavar="N",
+        help="tokens of the final sample (BERT: N > 0 prints fill-mask predictions; 0: none)",
     )
     run.add_argument("--out", metavar="DIR", help="output folder (default ./out-light-llm)")
     run.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default auto")
@@ -150,8 +162,13 @@ def config_from_args(args: argparse.Namespace):
 
 def run_train(args: argparse.Namespace) -> int:
     from light_llm.errors import ConfigError
+    from light_llm.train.config import DEFAULT_MODEL
+    from light_llm.train.trainer import saved_run_config
 
     config = config_from_args(args)
+    if config.model is None:  # a resumed run goes on with its own architecture
+        saved = saved_run_config(config.out) if config.resume else None
+        config.model = (saved and saved.model) or DEFAULT_MODEL
     target = TRAINERS.get((config.model, config.engine))
     if target is None:
         available = ", ".join(f"{model} on {engine}" for model, engine in TRAINERS)

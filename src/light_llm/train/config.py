@@ -9,6 +9,11 @@ The defaults as a whole are the main job: ``light-llm train`` with no flags trai
 ``char-baby`` shape (4 layers, 4 heads, 128 wide, context 64) on character-level Shakespeare
 with nanoGPT's CPU recipe: batch 12, 2000 iterations, lr 1e-3 after 100 warmup iterations,
 cosine to 1e-4 at 2000, beta2 0.99, weight decay 0.1, clipping at 1.0, dropout 0.
+
+``model`` picks the architecture and with it the table of presets: the GPT's
+(:data:`light_llm.config.PRESETS`) or the encoder's
+(:data:`light_llm.models.bert.ENCODER_PRESETS`, trained by masked-LM with the ``bert``
+WordPiece tokenizer; default ``bert-shakespeare``).
 """
 
 from __future__ import annotations
@@ -22,7 +27,12 @@ from typing import Any
 from light_llm.config import PRESETS, ModelConfig
 from light_llm.errors import ConfigError
 
-DEFAULT_PRESET = "char-baby"
+MODELS = ("gpt", "bert")
+DEFAULT_MODEL = "gpt"
+DEFAULT_PRESETS = {"gpt": "char-baby", "bert": "bert-shakespeare"}
+# The tokenizers each architecture trains with: masked-LM needs WordPiece's [MASK], and a
+# GPT generates text that a lower-casing WordPiece tokenizer could not give back.
+MODEL_TOKENIZERS = {"gpt": ("char", "gpt2"), "bert": ("bert",)}
 DEFAULT_OUT = "out-light-llm"
 
 GENERAL_DEFAULTS: dict[str, Any] = {
@@ -67,6 +77,23 @@ PRESET_RECIPES: dict[str, dict[str, Any]] = {
         "eval_iters": 200,
     },
 }
+# Masked-LM recipes (light_llm.train.mlm): AdamW with RoBERTa's beta2 0.98 and BERT's weight
+# decay 0.01; the 6-layer, 384-wide MiniLM shape takes half the small encoder's lr.
+ENCODER_RECIPE: dict[str, Any] = {
+    "tokenizer": "bert",
+    "lr": 1e-3,
+    "min_lr": 1e-4,
+    "beta2": 0.98,
+    "weight_decay": 0.01,
+}
+PRESET_RECIPES["bert-shakespeare"] = {
+    **ENCODER_RECIPE,
+    "batch_size": 16,
+    "max_iters": 1200,
+    "warmup_iters": 60,
+    "eval_interval": 200,
+}
+PRESET_RECIPES["minilm-l6"] = {**ENCODER_RECIPE, "lr": 5e-4, "min_lr": 5e-5}
 
 # Fields that describe the model; they override the preset's shape.
 MODEL_FIELDS = (
@@ -82,7 +109,15 @@ MODEL_FIELDS = (
     "attention",
 )
 # Fields a resumed run takes from the stored run when not given again.
-INHERITED_FIELDS = ("data", "preset", "lr_decay_iters", "dtype", *MODEL_FIELDS, *GENERAL_DEFAULTS)
+INHERITED_FIELDS = (
+    "data",
+    "model",
+    "preset",
+    "lr_decay_iters",
+    "dtype",
+    *MODEL_FIELDS,
+    *GENERAL_DEFAULTS,
+)
 
 
 @dataclass
@@ -91,9 +126,9 @@ class TrainConfig:
 
     # what to train on
     data: str | None = None  # a UTF-8 text file; None = the Shakespeare corpus
-    tokenizer: str | None = None  # char | gpt2
+    tokenizer: str | None = None  # char | gpt2 (GPT); bert (encoder)
     # which model
-    model: str = "gpt"  # architecture (the CLI dispatches on it)
+    model: str | None = None  # architecture, gpt | bert (the CLI dispatches on it)
     engine: str = "torch"  # implementation (the CLI dispatches on it)
     preset: str | None = None
     n_layer: int | None = None
@@ -163,12 +198,13 @@ class TrainConfig:
         defaults (``data`` stays None for Shakespeare, ``dtype`` for the device's default),
         validated."""
         values = self.to_dict()
-        preset = values["preset"] or DEFAULT_PRESET
-        if preset not in PRESETS:
-            raise ConfigError(f"unknown preset {preset!r}; known presets: {', '.join(PRESETS)}.")
-        values["preset"] = preset
+        model = values["model"] = values["model"] or DEFAULT_MODEL
+        presets = model_presets(model)
+        preset = values["preset"] = values["preset"] or DEFAULT_PRESETS[model]
+        if preset not in presets:
+            raise ConfigError(unknown_preset_message(preset, model))
         defaults = {**GENERAL_DEFAULTS, **PRESET_RECIPES.get(preset, {})}
-        base_model = PRESETS[preset]
+        base_model = presets[preset]
         for key in MODEL_FIELDS:
             defaults[key] = getattr(base_model, key)
         for key, value in defaults.items():
@@ -183,10 +219,17 @@ class TrainConfig:
     def model_config(self, vocab_size: int) -> ModelConfig:
         """The model this (resolved) config trains, for a tokenizer of ``vocab_size`` ids."""
         shape = {key: getattr(self, key) for key in MODEL_FIELDS}
-        return PRESETS[self.preset].replace(vocab_size=vocab_size, **shape)
+        return model_presets(self.model)[self.preset].replace(vocab_size=vocab_size, **shape)
 
     def validate(self) -> None:
         """ConfigError, in one sentence, for the first setting that cannot work."""
+        tokenizers = MODEL_TOKENIZERS[self.model]
+        if self.tokenizer not in tokenizers:
+            raise ConfigError(
+                f"a {self.model} model trains with the {' or '.join(tokenizers)} tokenizer, "
+                f"not {self.tokenizer!r}"
+                + (" (masked-LM needs WordPiece's [MASK])." if self.model == "bert" else ".")
+            )
         positive_ints = ("batch_size", "grad_accum", "eval_interval", "eval_iters")
         for key in positive_ints:
             value = getattr(self, key)
@@ -212,3 +255,26 @@ class TrainConfig:
             raise ConfigError("weight_decay and grad_clip must be >= 0 (grad_clip 0 = off).")
         if not 0 <= self.label_smoothing < 1:
             raise ConfigError(f"label_smoothing must lie in [0, 1), got {self.label_smoothing}.")
+
+
+def model_presets(model: str) -> dict[str, ModelConfig]:
+    """The preset table of an architecture: the GPT's or the encoder's."""
+    if model == "gpt":
+        return PRESETS
+    if model == "bert":
+        from light_llm.models.bert import ENCODER_PRESETS
+
+        return ENCODER_PRESETS
+    raise ConfigError(f"unknown model {model!r}; known models: {', '.join(MODELS)}.")
+
+
+def unknown_preset_message(preset: str, model: str) -> str:
+    """Why ``preset`` is not one of ``model``'s: another architecture's shape, or unknown."""
+    known = ", ".join(model_presets(model))
+    for other in MODELS:
+        if other != model and preset in model_presets(other):
+            return (
+                f"preset {preset!r} is a {other} shape, not a {model} one; "
+                f"{model} presets: {known}."
+            )
+    return f"unknown preset {preset!r}; {model} presets: {known}."

@@ -1,27 +1,45 @@
 """Measuring a language model: mean next-token cross-entropy over a split (seed 000 §7) and
-perplexity exp(loss) (seed 002 §10.2, eq. 44).
+perplexity exp(loss) (seed 002 §10.2, eq. 44); for an encoder, the masked-LM cross-entropy
+over the masked positions (seed 003 §29).
 
 Two ways to choose the windows scored:
 
 - :func:`sampled_loss` — ``n_batches`` batches at fixed random offsets (the trainer's
   periodic estimate; the same windows at every evaluation of a run);
 - :func:`sequential_loss` — consecutive windows from the start of the split, so every token
-  is a target once (the number ``light-llm eval`` reports by default).
+  is a target once (the number ``light-llm eval`` reports by default); masked-LM windows are
+  masked with a fixed seed (:meth:`light_llm.train.mlm.MaskedLMDataset.sequential_batches`).
+
+:func:`unigram_loss` is the yardstick: the loss of a model that ignores the context and
+predicts every target from the token frequencies of the training split.
+
+Either works on a :class:`~light_llm.data.TokenDataset` (inputs, next tokens) and on a
+:class:`~light_llm.train.mlm.MaskedLMDataset` (masked inputs, labels): both yield (x, y) for
+``model(x, y) -> (output, mean loss over the targets of y)``.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import numpy as np
 import torch
 
 from light_llm.data import TokenDataset
+from light_llm.models.bert import IGNORE_INDEX
 from light_llm.train.batches import eval_batch_rng
 from light_llm.train.precision import autocast
+
+UNIGRAM_PSEUDO_COUNT = 0.01  # α of unigram_log_probabilities
+
+if TYPE_CHECKING:  # mlm imports the trainer, which imports this module
+    from light_llm.train.mlm import MaskedLMDataset
 
 
 @torch.no_grad()
 def sampled_loss(
     model: torch.nn.Module,
-    dataset: TokenDataset,
+    dataset: TokenDataset | MaskedLMDataset,
     split: str,
     *,
     batch_size: int,
@@ -46,7 +64,7 @@ def sampled_loss(
 @torch.no_grad()
 def sequential_loss(
     model: torch.nn.Module,
-    dataset: TokenDataset,
+    dataset: TokenDataset | MaskedLMDataset,
     *,
     batch_size: int,
     device: torch.device,
@@ -55,14 +73,46 @@ def sequential_loss(
     on_batch=None,
 ) -> tuple[float, int]:
     """(mean loss per target token, number of target tokens) over consecutive windows of
-    ``dataset.block_size`` tokens (each scored with the context inside its window)."""
+    ``dataset.block_size`` tokens (each scored with the context inside its window). Targets
+    are the entries of y other than IGNORE_INDEX: every next token, or the masked positions."""
     loss_sum = 0.0
     n_targets = 0
     for x, y in dataset.sequential_batches(batch_size, device, max_batches=max_batches):
         with autocast(device, dtype):
             _, loss = model(x, y)
-        loss_sum += loss.float().item() * y.numel()
-        n_targets += y.numel()
+        batch_targets = int((y != IGNORE_INDEX).sum())
+        loss_sum += loss.float().item() * batch_targets
+        n_targets += batch_targets
         if on_batch is not None:
             on_batch()
     return loss_sum / max(n_targets, 1), n_targets
+
+
+def unigram_log_probabilities(
+    tokens: np.ndarray, vocab_size: int, pseudo_count: float = UNIGRAM_PSEUDO_COUNT
+) -> torch.Tensor:
+    """log p(v) = log((c_v + α) / (N + α V)) for every id v < V: the frequency of v among the
+    N ``tokens`` (c_v of them are v), smoothed by α pseudo-counts so that no id has
+    probability 0; float32 (V,). The cross-entropy of a model that predicts p whatever the
+    context is the unigram baseline (seed 000 §7). α is small because a corpus may use few
+    of a large vocabulary's ids (Shakespeare: 12,658 of WordPiece's 30,522)."""
+    counts = np.bincount(np.asarray(tokens, dtype=np.int64), minlength=vocab_size)[:vocab_size]
+    total = counts.sum() + pseudo_count * vocab_size
+    return torch.from_numpy(np.log((counts + pseudo_count) / total)).float()
+
+
+def unigram_loss(
+    log_probabilities: torch.Tensor,
+    dataset: TokenDataset | MaskedLMDataset,
+    *,
+    batch_size: int,
+    max_batches: int | None = None,
+) -> float:
+    """-(1/N) Σ_i log p(y_i) over the N targets :func:`sequential_loss` scores: the loss of
+    predicting ``log_probabilities`` (V,) at every target, the context ignored."""
+    total, n_targets = 0.0, 0
+    for _, y in dataset.sequential_batches(batch_size, "cpu", max_batches=max_batches):
+        targets = y[y != IGNORE_INDEX]
+        total -= log_probabilities[targets].double().sum().item()
+        n_targets += targets.numel()
+    return total / max(n_targets, 1)

@@ -1,4 +1,4 @@
-"""Masked-language-model training data: BERT's masking rule, and batches for the trainer.
+"""Masked-language-model training: BERT's masking rule, batches, and the trainer for the encoder.
 
 Seed 003 §29: "randomly masks some of the input words"; the model learns to predict them
 from both sides. The rule is BERT's:
@@ -15,23 +15,42 @@ from both sides. The rule is BERT's:
 has its ``get_batch(batch_size, generator, device)``, returning ``(inputs, labels)`` in place
 of ``(x, y)``, so the trainer's loop, evaluation and exact resume work unchanged: window
 offsets and masking are drawn from the same generator, one after the other.
+:class:`MaskedLMTrainer` is :class:`~light_llm.train.trainer.Trainer` with a
+:class:`~light_llm.models.bert.BertEncoder` and these batches (``light-llm train --model bert``).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from light_llm.checkpoint import WEIGHTS_FILE, read_weights
 from light_llm.data import TokenDataset, encode_corpus, token_dtype
 from light_llm.errors import ConfigError, TokenizerError
-from light_llm.models.bert import IGNORE_INDEX
+from light_llm.models.bert import (
+    IGNORE_INDEX,
+    BertEncoder,
+    EncoderConfig,
+    load_encoder_config,
+    load_state,
+    predict_masked,
+    save_encoder,
+)
 from light_llm.tokenizers import BertTokenizer
+from light_llm.train.config import TrainConfig
+from light_llm.train.evaluate import unigram_log_probabilities
+from light_llm.train.trainer import Trainer, TrainResult
 
 MASK_PROBABILITY = 0.15  # share of real tokens chosen for prediction
 MASK_TOKEN_SHARE = 0.8  # of the chosen: replaced by [MASK]
 RANDOM_TOKEN_SHARE = 0.1  # of the chosen: replaced by a random token (the rest: unchanged)
+SEQUENTIAL_MASK_SEED = 0  # masks of the deterministic evaluation (sequential_batches)
+# filled in at the end of training
+SAMPLE_PROMPTS = ("to be or not to [MASK]", "i [MASK] you, my lord.", "what is your [MASK]?")
 
 
 def uniform(
@@ -121,10 +140,41 @@ class MaskedLMDataset:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(inputs, labels), int64 tensors of shape (B, block_size), drawn from ``generator``."""
         windows, _ = self.tokens.get_batch(batch_size, generator, "cpu")  # (B, n)
-        cls = torch.full((batch_size, 1), self.tokenizer.cls_id, dtype=windows.dtype)
-        sep = torch.full((batch_size, 1), self.tokenizer.sep_id, dtype=windows.dtype)
-        examples = torch.cat([cls, windows, sep], dim=1)  # (B, n + 2)
-        inputs, labels = mask_tokens(
+        inputs, labels = self._mask(self._examples(windows), generator)
+        return inputs.to(device), labels.to(device)
+
+    def sequential_batches(
+        self,
+        batch_size: int,
+        device: str | torch.device = "cpu",
+        max_batches: int | None = None,
+        mask_seed: int = SEQUENTIAL_MASK_SEED,
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """(inputs, labels) for consecutive windows from the start of the split, ``batch_size``
+        at a time: every token is in one window. Window k is masked by a generator seeded
+        with (``mask_seed``, k), so the masks, and the loss, depend on neither the batch
+        size nor the order of evaluation."""
+        first_window = 0
+        for windows, _ in self.tokens.sequential_batches(batch_size, "cpu", max_batches):
+            examples = self._examples(windows)  # (b, n + 2)
+            masked = [
+                self._mask(example[None], np.random.default_rng([mask_seed, first_window + row]))
+                for row, example in enumerate(examples)
+            ]
+            first_window += len(examples)
+            inputs, labels = (torch.cat(parts) for parts in zip(*masked, strict=True))
+            yield inputs.to(device), labels.to(device)
+
+    def _examples(self, windows: torch.Tensor) -> torch.Tensor:
+        """[CLS] window [SEP] for each row of ``windows`` (b, n): (b, n + 2)."""
+        cls = torch.full((len(windows), 1), self.tokenizer.cls_id, dtype=windows.dtype)
+        sep = torch.full((len(windows), 1), self.tokenizer.sep_id, dtype=windows.dtype)
+        return torch.cat([cls, windows, sep], dim=1)
+
+    def _mask(
+        self, examples: torch.Tensor, generator: torch.Generator | np.random.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return mask_tokens(
             examples,
             mask_id=self.tokenizer.mask_id,
             vocab_size=self.tokenizer.vocab_size,
@@ -132,7 +182,6 @@ class MaskedLMDataset:
             generator=generator,
             mask_probability=self.mask_probability,
         )
-        return inputs.to(device), labels.to(device)
 
 
 def mlm_datasets(
@@ -153,3 +202,67 @@ def mlm_datasets(
         MaskedLMDataset(TokenDataset(path, dtype, block_size - 2), tokenizer, mask_probability)
         for path in (train_path, val_path)
     )
+
+
+def train_mlm(config: TrainConfig) -> TrainResult:
+    """Train a BERT-style encoder by masked-LM as ``config`` says (``model`` "bert" or not
+    given; see :class:`TrainConfig`) and return what happened, as :func:`~light_llm.train.train`
+    does for the GPT."""
+    return MaskedLMTrainer(config).run()
+
+
+class MaskedLMTrainer(Trainer):
+    """The GPT's trainer (loop, schedule, evaluation, checkpoints, resume, progress) driving
+    a :class:`BertEncoder` with its MLM head on :class:`MaskedLMDataset` batches: the loss is
+    the mean cross-entropy over the masked positions (seed 003 §29). A checkpoint is an
+    encoder checkpoint (:func:`save_encoder`) plus the trainer's state, so ``light-llm
+    fill-mask``, ``embed`` and ``eval`` read it and ``--resume`` continues it exactly."""
+
+    architecture = "bert"
+    model_label = "BERT-style encoder"
+    sample_heading = "fill-mask sample"
+
+    def build_model_config(self) -> EncoderConfig:
+        return super().build_model_config().replace(mlm_head=True)  # masked-LM needs the head
+
+    def build_model(self) -> BertEncoder:
+        """A fresh encoder whose MLM output bias b starts at the log unigram frequencies of
+        the training split (:func:`unigram_log_probabilities`). The other weights start
+        small, so the untrained model predicts the unigram distribution (loss near the
+        unigram entropy, not log V) and training spends its steps on the context."""
+        model = BertEncoder(self.model_config)
+        bias = model.mlm_head.decoder.bias
+        if bias is not None:
+            tokens = self.train_data.tokens.tokens
+            with torch.no_grad():
+                bias.copy_(unigram_log_probabilities(tokens, self.model_config.vocab_size))
+        return model
+
+    def build_datasets(self, text: str) -> tuple[MaskedLMDataset, MaskedLMDataset]:
+        cache = self.encode_corpus_once(text)
+        return mlm_datasets(text, self.tokenizer, cache, self.config.block_size)
+
+    def stored_model_config(self, folder: Path) -> EncoderConfig:
+        return load_encoder_config(folder)
+
+    def load_weights(self, folder: Path) -> None:
+        load_state(self.raw_model, read_weights(folder), folder / WEIGHTS_FILE)
+
+    def save_checkpoint(self, folder: Path, extra_files: dict[str, bytes]) -> None:
+        save_encoder(self.raw_model, folder, self.tokenizer, extra_files)
+
+    def sample(self) -> str:
+        """The five most probable tokens for the [MASK] of each of ``SAMPLE_PROMPTS`` that
+        fits in the model's context."""
+        block_size = self.model_config.block_size
+        prompts = [p for p in SAMPLE_PROMPTS if len(self.tokenizer.encode(p)) + 2 <= block_size]
+        if not prompts:
+            return f"(none: every sample prompt is longer than the context of {block_size})"
+        self.raw_model.eval()
+        lines = []
+        for prompt in prompts:
+            (candidates,) = predict_masked(self.raw_model, self.tokenizer, prompt)
+            shown = ", ".join(f"{c.token} {c.probability:.1%}" for c in candidates)
+            lines.append(f"{prompt}  ->  {shown}")
+        self.raw_model.train()
+        return "\n".join(lines)
