@@ -1,16 +1,21 @@
-"""``light-llm eval`` against a loss computed in the test from the model's logits."""
+"""``light-llm eval`` against a loss computed in the test from the model's logits: a GPT's
+next-token loss and a BERT-style encoder's masked-LM loss, each with its unigram baseline."""
 
 import json
 import math
 import re
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
 from light_llm.checkpoint import load_model
 from light_llm.cli import main
+from light_llm.interop.hf_bert import packaged_minilm_path
+from light_llm.models.bert import IGNORE_INDEX, load_encoder
 from light_llm.tokenizers import load_tokenizer
+from light_llm.train.mlm import mask_tokens
 from tests.train.helpers import tiny_flags, write_corpus
 
 
@@ -89,3 +94,108 @@ def test_eval_bad_input_is_one_sentence(trained, tmp_path, capsys):
         assert main(argv) == 2
         lines = capsys.readouterr().err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("light-llm eval: error: ")
+
+
+def printed_baseline(text):
+    match = re.search(r"unigram baseline (\S+)", text)
+    assert match, text
+    return float(match.group(1))
+
+
+def unigram_by_hand(train_ids, vocab_size, targets, alpha=0.01):
+    """Mean -log p(y) with p the frequencies of the training ids, alpha pseudo-counts each."""
+    counts = np.bincount(np.asarray(train_ids), minlength=vocab_size)
+    log_p = np.log((counts + alpha) / (len(train_ids) + alpha * vocab_size))
+    return float(-log_p[np.asarray(targets)].mean())
+
+
+def test_eval_prints_the_gpt_unigram_baseline(trained, capsys):
+    corpus, out = trained
+    assert main(["eval", "--checkpoint", str(out)]) == 0
+    baseline = printed_baseline(capsys.readouterr().out)
+    text = corpus.read_text()
+    tokenizer = load_tokenizer(out / "checkpoint")
+    split = int(len(text) * 0.9)
+    train_ids, val_ids = tokenizer.encode(text[:split]), tokenizer.encode(text[split:])
+    T = load_model(out).config.block_size
+    targets = [val_ids[s + 1 : s + T + 1] for s in range(0, len(val_ids) - T, T)]
+    expected = unigram_by_hand(train_ids, tokenizer.vocab_size, np.concatenate(targets))
+    assert baseline == pytest.approx(expected, abs=1e-4)
+
+
+@pytest.fixture(scope="module")
+def trained_bert(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("eval-bert")
+    corpus = write_corpus(folder / "corpus.txt")
+    out = folder / "run"
+    flags = tiny_flags(corpus, out, max_iters=10, lr=1e-2)
+    assert main(["train", "--model", "bert", *flags]) == 0
+    return corpus, out
+
+
+def masked_lm_by_hand(out, text):
+    """The masked-LM loss over consecutive windows of the last 10% of ``text``: window k is
+    [CLS] + block_size - 2 ids + [SEP], masked by BERT's rule with the generator seeded (0, k)
+    (the documented fixed seed); the loss is CE over the chosen positions of full logits.
+    Also returns the chosen labels and the training split's ids."""
+    model = load_encoder(out)
+    tokenizer = load_tokenizer(out / "checkpoint")
+    split = int(len(text) * 0.9)
+    ids = tokenizer.encode(text[split:])
+    n = model.config.block_size - 2
+    t = tokenizer
+    specials = {t.cls_id, t.sep_id, t.pad_id, t.mask_id, t.unk_id}
+    masked = [
+        mask_tokens(
+            torch.tensor([[t.cls_id, *ids[start : start + n], t.sep_id]]),
+            mask_id=t.mask_id,
+            vocab_size=t.vocab_size,
+            special_ids=specials,
+            generator=np.random.default_rng([0, k]),
+        )
+        for k, start in enumerate(range(0, len(ids) - n, n))
+    ]
+    inputs = torch.cat([pair[0] for pair in masked])
+    labels = torch.cat([pair[1] for pair in masked])
+    with torch.no_grad():
+        logits, _ = model(inputs)  # (B, T, V)
+    chosen = labels != IGNORE_INDEX
+    loss = F.cross_entropy(logits[chosen].double(), labels[chosen]).item()
+    return loss, labels[chosen], tokenizer.encode(text[:split])
+
+
+def test_eval_of_a_bert_checkpoint_is_its_masked_lm_loss(trained_bert, capsys):
+    corpus, out = trained_bert
+    assert main(["eval", "--checkpoint", str(out)]) == 0
+    printed = capsys.readouterr().out
+    match = re.search(r"val masked-LM loss (\S+), perplexity (\S+)", printed)
+    assert match, printed
+    expected, targets, train_ids = masked_lm_by_hand(out, corpus.read_text())
+    assert float(match.group(1)) == pytest.approx(expected, abs=1e-4)
+    assert float(match.group(2)) == pytest.approx(math.exp(expected), rel=1e-3)
+    assert f"{len(targets):,} masked tokens" in printed
+    vocab_size = load_tokenizer(out / "checkpoint").vocab_size
+    baseline = unigram_by_hand(train_ids, vocab_size, targets)
+    assert printed_baseline(printed) == pytest.approx(baseline, abs=1e-4)
+    # the masks do not depend on the batch size: the same loss, batched otherwise
+    assert main(["eval", "--checkpoint", str(out), "--batch-size", "5"]) == 0
+    assert printed_loss_of(capsys, "masked-LM loss") == pytest.approx(float(match.group(1)))
+
+
+def printed_loss_of(capsys, name):
+    match = re.search(rf"val {name} (\S+),", capsys.readouterr().out)
+    assert match
+    return float(match.group(1))
+
+
+def test_bert_eval_iters_reproduces_the_trainers_last_val_loss(trained_bert, capsys):
+    _, out = trained_bert
+    last = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+    assert main(["eval", "--checkpoint", str(out), "--eval-iters", "2"]) == 0
+    assert printed_loss_of(capsys, "masked-LM loss") == pytest.approx(last["val_loss"], abs=1e-4)
+
+
+def test_an_encoder_without_a_masked_lm_head_is_one_sentence(capsys):
+    assert main(["eval", "--checkpoint", str(packaged_minilm_path())]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "without a masked-LM head" in lines[0]

@@ -1,4 +1,5 @@
-"""``light-llm eval``: a checkpoint's validation loss and perplexity on a corpus."""
+"""``light-llm eval``: a checkpoint's validation loss and perplexity on a corpus (a GPT's
+next-token loss, or a BERT-style encoder's masked-LM loss)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,11 @@ train), else Shakespeare. By default every validation token is scored once, in c
 windows of the model's context length; --eval-iters N instead scores N batches at the same
 random offsets the trainer's evaluations use, reproducing its val_loss (to bfloat16 rounding
 when it trained under bfloat16 autocast: eval computes in float32).
+
+A BERT-style encoder (light-llm train --model bert) is scored by its masked-LM loss instead:
+the mean cross-entropy over the masked tokens (15% of each window, BERT's 80/10/10 rule, seed
+003 §29), windows of its context length with [CLS] and [SEP], masked with a fixed seed so
+that the number is the same at every call.
 """
 
 EXAMPLES = """\
@@ -27,7 +33,7 @@ examples:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "eval",
-        help="validation loss and perplexity of a checkpoint",
+        help="validation loss and perplexity of a checkpoint (GPT, or BERT's masked-LM loss)",
         description=DESCRIPTION,
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -56,14 +62,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_eval(args: argparse.Namespace) -> int:
     import tempfile
 
-    from tqdm.auto import tqdm
-
-    from light_llm.checkpoint import CHECKPOINT_SUBFOLDER, load_model, resolve_checkpoint_dir
-    from light_llm.data import TokenDataset, encode_corpus, load_corpus, token_dtype
+    from light_llm.checkpoint import CHECKPOINT_SUBFOLDER, resolve_checkpoint_dir
+    from light_llm.data import load_corpus
     from light_llm.errors import ConfigError
+    from light_llm.models.bert import holds_encoder
     from light_llm.tokenizers import load_tokenizer
-    from light_llm.train.config import GENERAL_DEFAULTS
-    from light_llm.train.evaluate import sampled_loss, sequential_loss
+    from light_llm.train.evaluate import unigram_log_probabilities, unigram_loss
     from light_llm.train.metrics import perplexity
     from light_llm.train.precision import resolve_device
     from light_llm.train.state import TRAINER_STATE_FILE, read_trainer_state
@@ -78,48 +82,114 @@ def run_eval(args: argparse.Namespace) -> int:
         trained = read_trainer_state(folder)["resolved_config"]
     data = str(args.data.expanduser().resolve()) if args.data else trained.get("data")
     device = resolve_device(args.device)
-    model = load_model(folder, device=device)
+    encoder = holds_encoder(folder)
+    model = load_scored_model(folder, encoder, device)
     tokenizer = load_tokenizer(folder)
     text = load_corpus(data)
-    block_size = model.config.block_size
     with tempfile.TemporaryDirectory(prefix="light-llm-eval-") as scratch:
         cache = Path(scratch)
-        training_cache = folder.parent / "data"
         if trained and data == trained.get("data") and folder.name == CHECKPOINT_SUBFOLDER:
-            cache = training_cache  # the run's own token cache: reused, not rebuilt
-        _, val_path = encode_corpus(text, tokenizer, cache)
-        dataset = TokenDataset(val_path, token_dtype(tokenizer.vocab_size), block_size)
+            cache = folder.parent / "data"  # the run's own token cache: reused, not rebuilt
+        train_tokens, dataset = split_datasets(
+            text, tokenizer, cache, model.config.block_size, encoder
+        )
+        baseline = None
         if args.eval_iters is not None:
-            batch_size = args.batch_size or trained.get(
-                "batch_size", GENERAL_DEFAULTS["batch_size"]
-            )
-            seed = trained.get("seed", GENERAL_DEFAULTS["seed"])
-            total = sampled_loss(
-                model,
-                dataset,
-                "val",
-                batch_size=batch_size,
-                n_batches=args.eval_iters,
-                seed=seed,
-                device=device,
-            )
-            loss = total.item() / args.eval_iters
-            scored = f"{args.eval_iters} random batches of {batch_size} x {block_size} tokens"
+            loss, scored = sampled_validation_loss(model, dataset, args, trained, device)
         else:
             batch_size = args.batch_size or 32
-            n_windows = len(range(0, len(dataset) - block_size, block_size))
-            with tqdm(
-                total=-(-n_windows // batch_size), desc="evaluating", unit="batch", disable=None
-            ) as progress:
-                loss, n_tokens = sequential_loss(
-                    model,
-                    dataset,
-                    batch_size=batch_size,
-                    device=device,
-                    on_batch=lambda: progress.update(1),
-                )
-            scored = f"{n_tokens:,} tokens in windows of {block_size}"
+            loss, scored = sequential_validation_loss(model, dataset, batch_size, device, encoder)
+            log_p = unigram_log_probabilities(train_tokens, tokenizer.vocab_size)
+            baseline = unigram_loss(log_p, dataset, batch_size=batch_size)
     corpus = data or "Shakespeare"
-    print(f"val loss {loss:.4f}, perplexity {perplexity(loss):.3f}")
+    loss_name = "masked-LM loss" if encoder else "loss"
+    print(f"val {loss_name} {loss:.4f}, perplexity {perplexity(loss):.3f}")
     print(f"({scored}; validation split of {corpus}; checkpoint {folder})")
+    if baseline is not None:
+        print(
+            f"unigram baseline {baseline:.4f} (each of those tokens predicted from its "
+            "frequency in the training split, the context ignored)"
+        )
     return 0
+
+
+def load_scored_model(folder: Path, encoder: bool, device):
+    """The GPT, or the encoder with its MLM head, in ``folder``, on ``device``."""
+    from light_llm.checkpoint import load_model
+    from light_llm.errors import CheckpointError
+    from light_llm.models.bert import load_encoder
+
+    if not encoder:
+        return load_model(folder, device=device)
+    model = load_encoder(folder, device)
+    if model.mlm_head is None:
+        raise CheckpointError(
+            f"{folder} holds an encoder without a masked-LM head (a sentence-embedding model), "
+            "so it has no masked-LM loss to measure."
+        )
+    return model
+
+
+def split_datasets(text: str, tokenizer, cache: Path, block_size: int, encoder: bool):
+    """(training split's ids, validation dataset): next-token windows of ``block_size``, or
+    for an encoder masked windows of ``block_size`` - 2 tokens in [CLS] ... [SEP]."""
+    import numpy as np
+
+    from light_llm.data import TokenDataset, encode_corpus, token_dtype
+    from light_llm.train.mlm import mlm_datasets
+
+    if encoder:
+        train, val = mlm_datasets(text, tokenizer, cache, block_size)
+        return train.tokens.tokens, val
+    train_path, val_path = encode_corpus(text, tokenizer, cache)
+    dtype = token_dtype(tokenizer.vocab_size)
+    return np.fromfile(train_path, dtype=dtype), TokenDataset(val_path, dtype, block_size)
+
+
+def sampled_validation_loss(model, dataset, args, trained: dict, device) -> tuple[float, str]:
+    """The mean loss over ``--eval-iters`` batches drawn as the trainer's evaluations draw
+    them (its seed and batch size), and what was scored."""
+    from light_llm.train.config import GENERAL_DEFAULTS
+    from light_llm.train.evaluate import sampled_loss
+
+    batch_size = args.batch_size or trained.get("batch_size", GENERAL_DEFAULTS["batch_size"])
+    seed = trained.get("seed", GENERAL_DEFAULTS["seed"])
+    total = sampled_loss(
+        model,
+        dataset,
+        "val",
+        batch_size=batch_size,
+        n_batches=args.eval_iters,
+        seed=seed,
+        device=device,
+    )
+    block_size = model.config.block_size
+    scored = f"{args.eval_iters} random batches of {batch_size} x {block_size} tokens"
+    return total.item() / args.eval_iters, scored
+
+
+def sequential_validation_loss(
+    model, dataset, batch_size: int, device, encoder: bool
+) -> tuple[float, str]:
+    """The mean loss over every window of the validation split, with a progress bar, and what
+    was scored."""
+    from tqdm.auto import tqdm
+
+    from light_llm.train.evaluate import sequential_loss
+    from light_llm.train.mlm import SEQUENTIAL_MASK_SEED
+
+    windows = dataset.tokens if encoder else dataset  # the TokenDataset that is cut up
+    n_windows = len(range(0, len(windows) - windows.block_size, windows.block_size))
+    with tqdm(
+        total=-(-n_windows // batch_size), desc="evaluating", unit="batch", disable=None
+    ) as progress:
+        loss, n_tokens = sequential_loss(
+            model, dataset, batch_size=batch_size, device=device, on_batch=progress.update
+        )
+    block_size = model.config.block_size
+    if encoder:
+        return loss, (
+            f"{n_tokens:,} masked tokens in windows of {block_size}, masks drawn with seed "
+            f"{SEQUENTIAL_MASK_SEED}"
+        )
+    return loss, f"{n_tokens:,} tokens in windows of {block_size}"
