@@ -102,8 +102,8 @@ def printed_baseline(text):
     return float(match.group(1))
 
 
-def unigram_by_hand(train_ids, vocab_size, targets, alpha=0.01):
-    """Mean -log p(y) with p the frequencies of the training ids, alpha pseudo-counts each."""
+def unigram_by_hand(train_ids, vocab_size, targets, alpha=1.0):
+    """Mean -log p(y) with p the frequencies of the training ids, add-one smoothed."""
     counts = np.bincount(np.asarray(train_ids), minlength=vocab_size)
     log_p = np.log((counts + alpha) / (len(train_ids) + alpha * vocab_size))
     return float(-log_p[np.asarray(targets)].mean())

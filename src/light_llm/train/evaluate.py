@@ -30,7 +30,7 @@ from light_llm.models.bert import IGNORE_INDEX
 from light_llm.train.batches import eval_batch_rng
 from light_llm.train.precision import autocast
 
-UNIGRAM_PSEUDO_COUNT = 0.01  # α of unigram_log_probabilities
+UNIGRAM_PSEUDO_COUNT = 1.0  # α of unigram_log_probabilities: add-one (Laplace) smoothing
 
 if TYPE_CHECKING:  # mlm imports the trainer, which imports this module
     from light_llm.train.mlm import MaskedLMDataset
@@ -93,9 +93,8 @@ def unigram_log_probabilities(
 ) -> torch.Tensor:
     """log p(v) = log((c_v + α) / (N + α V)) for every id v < V: the frequency of v among the
     N ``tokens`` (c_v of them are v), smoothed by α pseudo-counts so that no id has
-    probability 0; float32 (V,). The cross-entropy of a model that predicts p whatever the
-    context is the unigram baseline (seed 000 §7). α is small because a corpus may use few
-    of a large vocabulary's ids (Shakespeare: 12,658 of WordPiece's 30,522)."""
+    probability 0 (add-one by default); float32 (V,). The cross-entropy of a model that
+    predicts p whatever the context is the unigram baseline (seed 000 §7)."""
     counts = np.bincount(np.asarray(tokens, dtype=np.int64), minlength=vocab_size)[:vocab_size]
     total = counts.sum() + pseudo_count * vocab_size
     return torch.from_numpy(np.log((counts + pseudo_count) / total)).float()
