@@ -40,7 +40,7 @@ SHARDED_WEIGHTS_INDEX = "model.safetensors.index.json"
 PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
 CHECKPOINT_SUBFOLDER = "checkpoint"  # where training writes its checkpoint inside OUT
 FORMAT_NAME = "light-llm"
-ENCODER_COMMANDS = "light-llm embed and light-llm fill-mask"
+ENCODER_COMMANDS = "light-llm fill-mask, embed and eval"
 
 
 # --------------------------------------------------------------------------- atomic folders
