@@ -348,14 +348,26 @@ def save_model(
 ) -> None:
     """Write ``model`` (and its tokenizer, and ``extra_files`` such as training state) as a
     light-llm checkpoint folder, replacing any previous one atomically."""
-    config_json = {
-        "format": FORMAT_NAME,
-        "architecture": "gpt",
-        "model": model.config.to_dict(),
-    }
+    weights = safetensors.torch.save(weights_to_save(model), metadata={"format": "pt"})
+    write_checkpoint(folder, "gpt", model.config.to_dict(), weights, tokenizer, extra_files)
+
+
+def write_checkpoint(
+    folder: str | os.PathLike,
+    architecture: str,
+    model_config: dict,
+    weights: bytes,
+    tokenizer=None,
+    extra_files: Mapping[str, bytes] | None = None,
+) -> None:
+    """Write a light-llm checkpoint folder as a unit: config.json ({"format": "light-llm",
+    "architecture": ..., "model": ``model_config``}), model.safetensors (``weights``, already
+    serialised), the tokenizer's files and ``extra_files``. Every model of either engine is
+    saved through here."""
+    config_json = {"format": FORMAT_NAME, "architecture": architecture, "model": model_config}
     files = {
         CONFIG_FILE: json.dumps(config_json, indent=2).encode("utf-8"),
-        WEIGHTS_FILE: safetensors.torch.save(weights_to_save(model), metadata={"format": "pt"}),
+        WEIGHTS_FILE: weights,
     }
     if tokenizer is not None:
         files.update(tokenizer_files(tokenizer))

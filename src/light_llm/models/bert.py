@@ -18,7 +18,6 @@ to a [PAD].
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,8 +38,7 @@ from light_llm.checkpoint import (
     read_config_json,
     read_weights,
     resolve_checkpoint_dir,
-    tokenizer_files,
-    write_folder_atomically,
+    write_checkpoint,
 )
 from light_llm.config import ModelConfig
 from light_llm.errors import CheckpointError, ConfigError, TokenizerError
@@ -502,21 +500,6 @@ def save_encoder(
     replaced as a unit): config.json ({"format": "light-llm", "architecture": "bert",
     "model": {...}}), model.safetensors (the tied decoder weight stored once, as the token
     table), the tokenizer's files, and ``extra_files``."""
-    files = checkpoint_files(model)
-    if tokenizer is not None:
-        files.update(tokenizer_files(tokenizer))
-    files.update(extra_files or {})
-    write_folder_atomically(folder, files)
-
-
-def checkpoint_files(model: BertEncoder) -> dict[str, bytes]:
-    """The files of a light-llm encoder checkpoint: config.json and model.safetensors."""
-    config = {
-        "format": FORMAT_NAME,
-        "architecture": ARCHITECTURE,
-        "model": dataclasses.asdict(model.config),
-    }
-    return {
-        CONFIG_FILE: json.dumps(config, indent=2, sort_keys=True).encode("utf-8"),
-        WEIGHTS_FILE: save(state_to_save(model), metadata={"format": "pt"}),
-    }
+    weights = save(state_to_save(model), metadata={"format": "pt"})
+    model_config = dataclasses.asdict(model.config)
+    write_checkpoint(folder, ARCHITECTURE, model_config, weights, tokenizer, extra_files)

@@ -10,7 +10,6 @@ drift apart.
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -22,28 +21,12 @@ from light_llm.errors import CheckpointError
 
 def save_numpy_model(model, folder: str | os.PathLike, tokenizer=None, extra_files=None) -> None:
     """Write ``model`` (a NumpyGPT) as a light-llm checkpoint folder, replacing any previous
-    one as a unit (:func:`light_llm.checkpoint.write_folder_atomically`)."""
-    from light_llm.checkpoint import (
-        CONFIG_FILE,
-        FORMAT_NAME,
-        WEIGHTS_FILE,
-        tokenizer_files,
-        write_folder_atomically,
-    )
+    one as a unit (:func:`light_llm.checkpoint.write_checkpoint`)."""
+    from light_llm.checkpoint import write_checkpoint
 
-    config_json = {"format": FORMAT_NAME, "architecture": "gpt", "model": model.config.to_dict()}
     weights = {name: np.ascontiguousarray(value) for name, value in model.params.items()}
-    files = {
-        CONFIG_FILE: json.dumps(config_json, indent=2).encode("utf-8"),
-        WEIGHTS_FILE: safetensors.numpy.save(weights, metadata={"format": "pt"}),
-    }
-    if tokenizer is not None:
-        files.update(tokenizer_files(tokenizer))
-    for name, data in (extra_files or {}).items():
-        if name in files:
-            raise CheckpointError(f"extra checkpoint file {name!r} would overwrite the model's.")
-        files[name] = data
-    write_folder_atomically(folder, files)
+    serialised = safetensors.numpy.save(weights, metadata={"format": "pt"})
+    write_checkpoint(folder, "gpt", model.config.to_dict(), serialised, tokenizer, extra_files)
 
 
 def load_numpy_model(path: str | os.PathLike, dtype=None):
