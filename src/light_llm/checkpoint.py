@@ -205,11 +205,17 @@ def gpt_config_from_json(config_json: dict, folder: Path) -> ModelConfig:
             f"{folder / CONFIG_FILE} names an unknown architecture {architecture!r} "
             '(expected "gpt" or "bert").'
         )
+    return model_settings(config_json, folder, ModelConfig)
+
+
+def model_settings(config_json: dict, folder: Path, config_class):
+    """``config_class`` (ModelConfig, EncoderConfig) built from the "model" object of a
+    light-llm config.json; CheckpointError when that object is missing or invalid."""
     model = config_json.get("model")
     if not isinstance(model, dict):
         raise CheckpointError(f'{folder / CONFIG_FILE} lacks the "model" settings object.')
     try:
-        return ModelConfig.from_dict(model)
+        return config_class.from_dict(model)
     except (ConfigError, TypeError) as exc:
         raise CheckpointError(
             f"{folder / CONFIG_FILE} holds an invalid model config: {exc}"

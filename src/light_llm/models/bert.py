@@ -31,10 +31,10 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
 from light_llm.checkpoint import (
-    CONFIG_FILE,
     FORMAT_NAME,
     WEIGHTS_FILE,
     load_weights_into,
+    model_settings,
     read_config_json,
     read_weights,
     resolve_checkpoint_dir,
@@ -462,15 +462,7 @@ def load_encoder_config(path: str | os.PathLike) -> EncoderConfig:
     if config.get("architecture") != ARCHITECTURE:
         what = "a GPT" if config.get("architecture") == "gpt" else "an unknown architecture"
         raise CheckpointError(f"{folder} holds {what}, not {NEEDS_ENCODER}.")
-    model_dict = config.get("model")
-    if not isinstance(model_dict, dict):
-        raise CheckpointError(f'{folder / CONFIG_FILE} lacks the "model" settings.')
-    try:
-        return EncoderConfig.from_dict(model_dict)
-    except (ConfigError, TypeError) as exc:
-        raise CheckpointError(
-            f"{folder / CONFIG_FILE} holds an invalid model config: {exc}"
-        ) from None
+    return model_settings(config, folder, EncoderConfig)
 
 
 def state_to_save(model: BertEncoder) -> dict[str, torch.Tensor]:
