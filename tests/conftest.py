@@ -30,3 +30,16 @@ def tiny_config(**overrides) -> ModelConfig:
 @pytest.fixture(autouse=True)
 def _seed_everything():
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def one_thread(request):
+    """Tiny models run fastest on one thread (and the machine is shared); slow tests, which
+    train real models, keep torch's thread count."""
+    if request.node.get_closest_marker("slow"):
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -18,13 +18,7 @@ from light_llm.tokenizers import load_tokenizer
 from light_llm.train.mlm import mask_tokens
 from tests.train.helpers import tiny_flags, write_corpus
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

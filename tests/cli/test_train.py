@@ -13,13 +13,7 @@ from light_llm.models.gpt import GPT
 from light_llm.train.state import read_trainer_state
 from tests.train.helpers import tiny_flags, write_corpus
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,4 @@
 import pytest
-import torch
 
 from tests.train.helpers import write_corpus
 
@@ -10,13 +9,5 @@ def corpus(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def one_thread(request):
-    """Tiny models run fastest on one thread (and the machine is shared); slow tests, which
-    train real models, keep torch's thread count."""
-    if request.node.get_closest_marker("slow"):
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def _every_training_test_on_one_thread(one_thread):
+    """See tests/conftest.py: one_thread."""
