@@ -369,6 +369,8 @@ RIVER_W_Q = [[0.0, 0.0, 0.0], [0.0, 15.33, 0.0], [0.0, 0.0, -13.11]]
 RIVER_W_K = [[0.1, 0.2, 0.3], [0.4, 0.5, 0.6], [0.7, 0.8, 0.9]]
 RIVER_W_V = [[0.7, 0.8, 0.9], [1.0, 1.1, 1.2], [1.3, 1.4, 1.5]]
 RIVER = RIVER_TOKENS.index("river")
+# the attention weights of "river" that seed 003 §23 prints
+SEED_RIVER_WEIGHTS = [0.0576, 0.0964, 0.1530, 0.0562, 0.0964, 0.1549, 0.1248, 0.1374, 0.1233]
 NAN = float("nan")
 SEED_003 = "seed 003"
 
@@ -468,7 +470,7 @@ def river() -> list[Step]:
             "rounded query.",
             unscaled_weights,
             f"{SEED_003} §23",
-            seed_value=[0.0576, 0.0964, 0.1530, 0.0562, 0.0964, 0.1549, 0.1248, 0.1374, 0.1233],
+            seed_value=SEED_RIVER_WEIGHTS,
             seed_decimals=4,
             columns=columns,
         ),
@@ -477,7 +479,7 @@ def river() -> list[Step]:
             "softmax of the scores of the rounded query: exactly the seed's figures.",
             seed_query_weights[0, 0, 0],
             f"{SEED_003} §23",
-            seed_value=[0.0576, 0.0964, 0.1530, 0.0562, 0.0964, 0.1549, 0.1248, 0.1374, 0.1233],
+            seed_value=SEED_RIVER_WEIGHTS,
             seed_decimals=4,
             columns=columns,
         ),
