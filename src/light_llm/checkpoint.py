@@ -33,6 +33,7 @@ import torch
 from light_llm.atomic import fsync_folder
 from light_llm.config import ModelConfig
 from light_llm.errors import CheckpointError, ConfigError
+from light_llm.tokenizers.registry import read_json
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -162,13 +163,7 @@ def read_config_json(folder: Path) -> dict:
     path = folder / CONFIG_FILE
     if not path.is_file():
         raise CheckpointError(f"{folder} is not a checkpoint: it has no {CONFIG_FILE}.")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{path} is unreadable or not valid JSON ({exc}).") from None
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{path} should hold a JSON object.")
-    return data
+    return read_json(path)
 
 
 def is_hf_gpt2(config_json: dict) -> bool:
