@@ -5,6 +5,18 @@ import torch
 
 from light_llm.config import ModelConfig
 
+# the modern recipe's switches together (issue 10): rotary, RMSNorm, ReLU², QK-norm, an untied
+# head, no biases, soft-capped logits
+RECIPE = {
+    "positions": "rotary",
+    "norm": "rmsnorm",
+    "activation": "relu2",
+    "qk_norm": True,
+    "tie_embeddings": False,
+    "bias": False,
+    "logit_softcap": 3.0,
+}
+
 VARIANTS = {
     "seed": {},
     "sinusoidal": {"positions": "sinusoidal"},
@@ -18,6 +30,12 @@ VARIANTS = {
     "post-ln": {"block_order": "post"},
     "linear-attention": {"attention": "linear"},
     "untied": {"tie_embeddings": False},
+    "no-bias": {"bias": False},
+    "relu2": {"activation": "relu2"},
+    "qk-norm": {"qk_norm": True},
+    "qk-norm-linear-attention": {"qk_norm": True, "attention": "linear"},
+    "softcap": {"logit_softcap": 2.0},
+    "recipe": RECIPE,
 }
 
 

@@ -16,7 +16,7 @@ from light_llm.errors import ConfigError
 
 POSITIONS = ("learned", "sinusoidal", "rotary", "none")
 NORMS = ("layernorm", "rmsnorm")
-ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "swiglu")
+ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "relu2", "swiglu")
 BLOCK_ORDERS = ("pre", "post")
 ATTENTIONS = ("softmax", "linear")
 
@@ -41,10 +41,12 @@ class ModelConfig:
     position_base: float = 10000.0  # base of sinusoidal PE and RoPE (seed 003 uses 100)
     norm: str = "layernorm"  # layernorm | rmsnorm
     norm_eps: float = 1e-5
-    activation: str = "gelu"  # gelu (exact erf) | gelu_tanh | relu | swiglu
+    activation: str = "gelu"  # gelu (exact erf) | gelu_tanh | relu | relu2 (ReLU²) | swiglu
     block_order: str = "pre"  # pre-LN (GPT-2, seed 002 §9.1) | post-LN (original Transformer)
     attention: str = "softmax"  # softmax | linear (seed 002 §11.3, causal form)
     n_inner: int | None = None  # FFN hidden width; default 4*d (8d/3 rounded for SwiGLU)
+    qk_norm: bool = False  # RMS-normalise q and k per head (no gain) before rotary and Q K^T
+    logit_softcap: float | None = None  # c: logits = c tanh(z / c); None = no capping
 
     def __post_init__(self) -> None:
         self.validate()
@@ -81,6 +83,16 @@ class ModelConfig:
             raise ConfigError(f"position_base must be greater than 1, got {self.position_base}.")
         if self.n_inner is not None and (not isinstance(self.n_inner, int) or self.n_inner < 1):
             raise ConfigError(f"n_inner must be a positive integer, got {self.n_inner!r}.")
+        for name in ("bias", "tie_embeddings", "qk_norm"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}.")
+        softcap = self.logit_softcap
+        if softcap is not None and (
+            isinstance(softcap, bool)
+            or not isinstance(softcap, (int, float))
+            or not 0.0 < softcap < math.inf
+        ):
+            raise ConfigError(f"logit_softcap must be a positive number, got {softcap!r}.")
 
     # ----------------------------------------------------------------- derived sizes
     @property

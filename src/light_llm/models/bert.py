@@ -87,6 +87,8 @@ class EncoderConfig(ModelConfig):
             raise ConfigError(
                 "light-llm's linear attention is the causal form; the encoder needs softmax."
             )
+        if self.logit_softcap is not None:
+            raise ConfigError("logit soft-capping is a GPT option; the encoder has none.")
 
 
 ENCODER_PRESETS: dict[str, EncoderConfig] = {

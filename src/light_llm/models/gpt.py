@@ -3,6 +3,7 @@
     X_0 = E[tokens] + P[positions]                       (seed 000 §2)
     X_l = Block_l(X_{l-1}),  l = 1..L                    (seed 000 §6, seed 002 §9.1)
     logits = LN_f(X_L) E^T                               (tied head, seed 002 §10.2)
+    logits = c tanh(logits / c)                          (only with logit_softcap = c)
     loss = -(1/T) Σ_t log softmax(logits_t)[x_{t+1}]     (seed 000 §7)
 
 Module and weight names follow GPT-2 (``transformer.wte``, ``transformer.h.0.attn.c_attn``, ...)
@@ -25,6 +26,7 @@ from light_llm.nn.attention import KVCache
 from light_llm.nn.blocks import Block
 from light_llm.nn.norms import build_norm
 from light_llm.nn.positions import RotaryTables, SinusoidalPositions
+from light_llm.nn.softcap import soft_cap
 
 INIT_STD = 0.02  # N(0, 0.02) for every weight matrix and embedding (seed 000 §10)
 
@@ -33,8 +35,8 @@ class GPT(nn.Module):
     """A GPT language model built from a :class:`ModelConfig`.
 
     ``forward(idx, targets)`` returns ``(logits, loss)``: logits first, loss None without
-    targets. Variants (positions, norm, activation, block order, attention) come from the
-    config; their formulas live in ``light_llm.nn``.
+    targets. Variants (positions, norm, activation, block order, attention, QK-norm, bias,
+    tying, logit soft-capping) come from the config; their formulas live in ``light_llm.nn``.
     """
 
     def __init__(self, config: ModelConfig) -> None:
@@ -193,6 +195,8 @@ class GPT(nn.Module):
             logits = x @ cache.output_head  # the same product, faster layout: (B, T, V)
         else:
             logits = self.lm_head(x)  # (B, T, V)
+        if self.config.logit_softcap is not None:
+            logits = soft_cap(logits, self.config.logit_softcap)  # before loss and sampling
         loss = None
         if targets is not None:
             # the loss in float32 at least, also when the logits are bf16 / fp16

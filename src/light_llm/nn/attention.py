@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from light_llm.config import ModelConfig
+from light_llm.nn.norms import rms_normalize
 from light_llm.nn.positions import apply_rotary
 
 
@@ -203,6 +204,8 @@ class SelfAttention(nn.Module):
     """Multi-head self-attention (seed 000 §3; seed 002 §8.1):
 
         Q, K, V = X W^QKV (one fused projection, split in three)
+        Q, K    = Q / RMS(Q), K / RMS(K)              per head, only with ``qk_norm``
+        Q, K    = RoPE(Q), RoPE(K)                    rotary positions only
         head_i  = Attention(Q_i, K_i, V_i)           per head, d_k = d_model / n_h
         output  = Concat(head_1, ..., head_h) W^O
 
@@ -218,6 +221,7 @@ class SelfAttention(nn.Module):
         self.causal = causal
         self.linear = config.attention == "linear"
         self.dropout_p = config.dropout
+        self.qk_norm_eps = config.norm_eps if config.qk_norm else None
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # W^QKV
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)  # W^O
         self.resid_dropout = nn.Dropout(config.dropout)
@@ -244,6 +248,8 @@ class SelfAttention(nn.Module):
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(C, dim=2)  # each (B, T, d_model)
         q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # (B, nh, T, hs)
+        if self.qk_norm_eps is not None:  # the cache then holds normalised, rotated keys
+            q, k = rms_normalize(q, self.qk_norm_eps), rms_normalize(k, self.qk_norm_eps)
         if rope is not None:
             q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
         dropout_p = self.dropout_p if self.training else 0.0

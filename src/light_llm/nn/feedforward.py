@@ -16,16 +16,20 @@ def activation_fn(name: str, x: torch.Tensor) -> torch.Tensor:
     gelu       GELU(x) = x Φ(x), Φ the standard normal CDF (seed 000 §4)
     gelu_tanh  0.5 x (1 + tanh(sqrt(2/π) (x + 0.044715 x³))), GPT-2's approximation (seed 000 §4)
     relu       max(0, x) (seed 001 "Feed-Forward Networks")
+    relu2      max(0, x)², ReLU squared (seed 001's ReLU, squared; the NanoGPT speedrun's FFN)
     """
     if name == "gelu":
         return F.gelu(x)
     if name == "gelu_tanh":
         return F.gelu(x, approximate="tanh")
+    if name == "relu2":
+        return F.relu(x).square()
     return F.relu(x)
 
 
 class MLP(nn.Module):
-    """FFN(x) = Dropout(σ(x W_1 + b_1) W_2 + b_2), W_1: d -> d_ff, W_2: d_ff -> d (seed 000 §4).
+    """FFN(x) = Dropout(σ(x W_1 + b_1) W_2 + b_2), W_1: d -> d_ff, W_2: d_ff -> d (seed 000 §4),
+    σ any of :func:`activation_fn`'s.
 
     Weight names follow GPT-2 (``c_fc`` = W_1, ``c_proj`` = W_2) so checkpoints map directly.
     """

@@ -36,6 +36,13 @@ class RMSNorm(nn.Module):
         return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
 
 
+def rms_normalize(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """x / RMS(x) over the last dimension, RMSNorm without a gain (seed 001 "RMSNorm"):
+    QK-norm applies it to each head's queries and keys, so that |q · k| <= d_k whatever
+    the weights (the softmax's inputs cannot grow without bound)."""
+    return F.rms_norm(x, (x.size(-1),), None, eps)
+
+
 def build_norm(config: ModelConfig) -> nn.Module:
     """The normalisation layer the config asks for."""
     if config.norm == "rmsnorm":

@@ -1,5 +1,5 @@
 """Activations of the feed-forward network, forward and backward: GELU (exact and tanh),
-ReLU and SwiGLU (seed 000 §4; seed 001 "Feed-Forward Networks"; seed 002 §9.2, eq. 40).
+ReLU, ReLU² and SwiGLU (seed 000 §4; seed 001 "Feed-Forward Networks"; seed 002 §9.2, eq. 40).
 
 NumPy has no error function: in float64 it comes from ``scipy.special.erf`` (exact to double
 precision); in float32, where scipy's scalar loop (about 40 ns a value) would dominate a
@@ -91,6 +91,17 @@ def relu_backward(dout: np.ndarray, cache: np.ndarray) -> np.ndarray:
     return dout * cache
 
 
+def relu2_forward(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ReLU²(x) = max(0, x)², ReLU (seed 001 "Feed-Forward Networks") squared."""
+    positive = x * (x > 0)  # max(0, x)
+    return positive * positive, positive
+
+
+def relu2_backward(dout: np.ndarray, cache: np.ndarray) -> np.ndarray:
+    """d/dx max(0, x)² = 2 max(0, x): continuous, 0 for x <= 0."""
+    return dout * (2.0 * cache)
+
+
 def swiglu_forward(gate: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, tuple]:
     """SwiGLU's product Swish(x W_1) ⊙ (x V), Swish(z) = z σ(z) (β = 1) (seed 001 "SwiGLU"),
     given the two projections gate = x W_1 and value = x V."""
@@ -119,11 +130,13 @@ ELEMENTWISE = {
     "gelu": (gelu_forward, gelu_backward),
     "gelu_tanh": (gelu_tanh_forward, gelu_tanh_backward),
     "relu": (relu_forward, relu_backward),
+    "relu2": (relu2_forward, relu2_backward),
 }
 
 
 def activation_forward(name: str, x: np.ndarray) -> tuple[np.ndarray, object]:
-    """The element-wise non-linearity σ of an MLP by its config name (gelu, gelu_tanh, relu)."""
+    """The element-wise non-linearity σ of an MLP by its config name (gelu, gelu_tanh, relu,
+    relu2)."""
     if name not in ELEMENTWISE:
         raise ConfigError(f"unknown activation {name!r}; known: {', '.join(ELEMENTWISE)}.")
     return ELEMENTWISE[name][0](x)

@@ -33,6 +33,8 @@ from light_llm.reference.linear_attention import (
 from light_llm.reference.norms import (
     layernorm_backward,
     layernorm_forward,
+    rms_normalize_backward,
+    rms_normalize_forward,
     rmsnorm_backward,
     rmsnorm_forward,
 )
@@ -93,6 +95,7 @@ def self_attention_forward(
     """Causal multi-head self-attention (seed 000 §3; seed 002 §8.1, eqs. 29-30):
 
         Q, K, V = split(x W^QKV + b)        one fused projection ``c_attn``, then heads
+        Q, K = Q / RMS(Q), K / RMS(K)       per head, QK-norm only (seed 001 "RMSNorm")
         Q, K = RoPE(Q), RoPE(K)             rotary positions only (seed 002 §8.2)
         head_i = Attention(Q_i, K_i, V_i)   softmax or linear attention
         out = Dropout(Concat(heads) W^O + b)   ``c_proj``, residual dropout
@@ -104,6 +107,11 @@ def self_attention_forward(
     q = split_heads(qkv[..., :C], config.n_head)  # (B, nh, T, hs)
     k = split_heads(qkv[..., C : 2 * C], config.n_head)
     v = split_heads(qkv[..., 2 * C :], config.n_head)
+    qk_norm_caches = None
+    if config.qk_norm:  # normalised (then rotated) keys are what a KV cache stores
+        q, q_norm = rms_normalize_forward(q, config.norm_eps)
+        k, k_norm = rms_normalize_forward(k, config.norm_eps)
+        qk_norm_caches = (q_norm, k_norm)
     rope_caches = None
     if rope is not None:
         q, q_rope = rotary_forward(q, *rope)
@@ -120,16 +128,33 @@ def self_attention_forward(
         linear = False
     out, proj_cache = linear_layer_forward(merge_heads(y), params, name + ".c_proj")
     out, dropout_cache = dropout_forward(out, dropout_p, rng)
-    return out, (qkv_cache, rope_caches, linear, attention_cache, proj_cache, dropout_cache)
+    return out, (
+        qkv_cache,
+        qk_norm_caches,
+        rope_caches,
+        linear,
+        attention_cache,
+        proj_cache,
+        dropout_cache,
+    )
 
 
 def self_attention_backward(
     dout: np.ndarray, cache: tuple, grads: Params, name: str, config: ModelConfig
 ) -> np.ndarray:
     """Backward of :func:`self_attention_forward`, step by step in reverse: dropout, W^O,
-    merge (backward: split), attention (seed 002 §7.3), RoPE (rotate back), split (backward:
-    merge, with Q, K, V concatenated back into the fused projection's output), W^QKV."""
-    qkv_cache, rope_caches, linear, attention_cache, proj_cache, dropout_cache = cache
+    merge (backward: split), attention (seed 002 §7.3), RoPE (rotate back), QK-norm, split
+    (backward: merge, with Q, K, V concatenated back into the fused projection's output),
+    W^QKV."""
+    (
+        qkv_cache,
+        qk_norm_caches,
+        rope_caches,
+        linear,
+        attention_cache,
+        proj_cache,
+        dropout_cache,
+    ) = cache
     dout = dropout_backward(dout, dropout_cache)
     dy = linear_layer_backward(dout, proj_cache, grads, name + ".c_proj")  # (B, T, d)
     dy = split_heads(dy, config.n_head)  # backward of merge_heads: (B, nh, T, hs)
@@ -140,6 +165,9 @@ def self_attention_backward(
     if rope_caches is not None:
         dq = rotary_backward(dq, rope_caches[0])
         dk = rotary_backward(dk, rope_caches[1])
+    if qk_norm_caches is not None:
+        dq = rms_normalize_backward(dq, qk_norm_caches[0])
+        dk = rms_normalize_backward(dk, qk_norm_caches[1])
     dqkv = np.concatenate((merge_heads(dq), merge_heads(dk), merge_heads(dv)), axis=-1)
     return linear_layer_backward(dqkv, qkv_cache, grads, name + ".c_attn")
 

@@ -4,6 +4,7 @@
     X_0 = Dropout(E[tokens] + P[positions])           (seed 000 §2)
     X_l = Block_l(X_{l-1}),  l = 1..L                 (blocks.py)
     logits = LN_f(X_L) W_head^T,  W_head = E if tied  (seed 002 §10.2, eq. 43)
+    logits = c tanh(logits / c)                       (logit_softcap = c only; softcap.py)
     loss = mean cross-entropy(logits, targets)        (loss.py)
 
 ``forward`` returns the logits, the loss and a cache; ``backward(cache)`` walks the same steps
@@ -28,6 +29,7 @@ from light_llm.reference.kv_cache import KVCache
 from light_llm.reference.linear import linear_backward, linear_forward
 from light_llm.reference.loss import cross_entropy_backward, cross_entropy_forward
 from light_llm.reference.positions import rope_angles, sinusoidal_table
+from light_llm.reference.softcap import softcap_backward, softcap_forward
 
 INIT_STD = 0.02  # N(0, 0.02) for every weight matrix and embedding (seed 000 §10)
 DTYPES = {"float32": np.float32, "float64": np.float64}
@@ -87,13 +89,15 @@ class ForwardCache:
     block_caches: list
     final_norm_cache: tuple | None
     head_cache: tuple
+    softcap_cache: np.ndarray | None
     loss_cache: tuple | None
     differentiable: bool
 
 
 class NumpyGPT:
     """A GPT language model in NumPy, built from a :class:`ModelConfig`; every variant the
-    config allows (positions, norm, activation, block order, attention, bias, tying).
+    config allows (positions, norm, activation, block order, attention, bias, tying, QK-norm,
+    logit soft-capping).
 
     ``params`` maps the PyTorch engine's parameter names to arrays of ``dtype`` (float32 or
     float64). ``training`` switches dropout on, drawn from ``rng``.
@@ -281,6 +285,9 @@ class NumpyGPT:
         if cut:
             x = x[:, -1:, :]  # only the next token's distribution is needed
         logits, head_cache = linear_forward(x, self.head_weight)  # (B, T, V)
+        softcap_cache = None
+        if config.logit_softcap is not None:
+            logits, softcap_cache = softcap_forward(logits, config.logit_softcap)
         loss, loss_cache = None, None
         if targets is not None:
             loss, loss_cache = cross_entropy_forward(logits, targets, -1, label_smoothing)
@@ -292,6 +299,7 @@ class NumpyGPT:
             block_caches,
             final_norm_cache,
             head_cache,
+            softcap_cache,
             loss_cache,
             differentiable=kv_cache is None and not cut,
         )
@@ -310,7 +318,7 @@ class NumpyGPT:
         """Gradients of every parameter, by name, from a forward pass's cache: of the loss
         (when the forward had targets) or of Σ dlogits ⊙ logits for a given ``dlogits``.
 
-        The steps of ``forward`` in reverse: loss (softmax - one-hot), head, final norm,
+        The steps of ``forward`` in reverse: loss (softmax - one-hot), soft-cap, head, final norm,
         blocks L..1, dropout, embeddings. A tied token table collects the gradient of both
         its uses, as the lookup and as the head (seed 002 §10.2)."""
         config = self.config
@@ -324,6 +332,8 @@ class NumpyGPT:
                 raise ConfigError("backward needs a forward pass with targets, or dlogits.")
             dlogits = cross_entropy_backward(cache.loss_cache)
         grads: dict[str, np.ndarray] = {}
+        if cache.softcap_cache is not None:
+            dlogits = softcap_backward(dlogits, cache.softcap_cache)
         dx, dhead, _ = linear_backward(dlogits, cache.head_cache)
         if config.block_order == "pre":
             dx = norm_backward(dx, cache.final_norm_cache, grads, "transformer.ln_f", config)

@@ -51,28 +51,42 @@ def layernorm_backward(
     return dx, dweight, dbias
 
 
+def rms_normalize_forward(x: np.ndarray, eps: float = 1e-5) -> tuple[np.ndarray, tuple]:
+    """x̂ = x / RMS(x), RMS(x) = sqrt(mean(x²) + ε) over the last dimension: RMSNorm without
+    its gain (seed 001 "RMSNorm"). QK-norm applies it to each head's q and k."""
+    rrms = 1.0 / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)  # 1 / RMS(x): (..., 1)
+    xhat = x * rrms
+    return xhat, (xhat, rrms)
+
+
+def rms_normalize_backward(dxhat: np.ndarray, cache: tuple) -> np.ndarray:
+    """Gradient of x̂ = x / RMS(x). ∂RMS/∂x_j = x_j / (d RMS), so for g = dL/dx̂, per row:
+
+        dx = (1/RMS) (g - x̂ ⊙ mean(g ⊙ x̂))
+
+    (LayerNorm's rule without the mean(g) term, as there is no mean to subtract)."""
+    xhat, rrms = cache
+    dx = dxhat - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True)
+    dx *= rrms
+    return dx
+
+
 def rmsnorm_forward(
     x: np.ndarray, weight: np.ndarray, eps: float = 1e-5
 ) -> tuple[np.ndarray, tuple]:
     """RMSNorm(x) = γ ⊙ x / RMS(x), RMS(x) = sqrt(mean(x²) + ε) (seed 001 "RMSNorm"): no
     mean subtraction, no β."""
     check_feature_size(x, weight, "an RMSNorm")
-    rrms = 1.0 / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)  # 1 / RMS(x): (..., 1)
-    xhat = x * rrms
-    return xhat * weight, (xhat, rrms, weight)
+    xhat, normalize_cache = rms_normalize_forward(x, eps)
+    return xhat * weight, (normalize_cache, weight)
 
 
 def rmsnorm_backward(dout: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """Gradients of RMSNorm. With x̂ = x / RMS(x) and g = dout ⊙ γ, per row:
-
-        dx = (1/RMS) (g - x̂ ⊙ mean(g ⊙ x̂))        dγ = Σ_rows dout ⊙ x̂
-
-    (LayerNorm's rule without the mean(g) term, as there is no mean to subtract.)
-    Returns (dx, dweight)."""
-    xhat, rrms, weight = cache
-    dxhat = dout * weight
-    dx = dxhat - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True)
-    dx *= rrms
+    """Gradients of RMSNorm (seed 001 "RMSNorm"): with g = dout ⊙ γ, dx is
+    :func:`rms_normalize_backward` of g, and dγ = Σ_rows dout ⊙ x̂. Returns (dx, dweight)."""
+    normalize_cache, weight = cache
+    xhat = normalize_cache[0]
+    dx = rms_normalize_backward(dout * weight, normalize_cache)
     rows = dout.reshape(-1, dout.shape[-1])
     dweight = (rows * xhat.reshape(rows.shape)).sum(axis=0)
     return dx, dweight
