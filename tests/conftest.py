@@ -4,18 +4,7 @@ import pytest
 import torch
 
 from light_llm.config import ModelConfig
-
-# the modern recipe's switches together (issue 10): rotary, RMSNorm, ReLU², QK-norm, an untied
-# head, no biases, soft-capped logits
-RECIPE = {
-    "positions": "rotary",
-    "norm": "rmsnorm",
-    "activation": "relu2",
-    "qk_norm": True,
-    "tie_embeddings": False,
-    "bias": False,
-    "logit_softcap": 3.0,
-}
+from light_llm.reference.gradcheck import RECIPE
 
 VARIANTS = {
     "seed": {},
@@ -35,7 +24,7 @@ VARIANTS = {
     "qk-norm": {"qk_norm": True},
     "qk-norm-linear-attention": {"qk_norm": True, "attention": "linear"},
     "softcap": {"logit_softcap": 2.0},
-    "recipe": RECIPE,
+    "recipe": RECIPE,  # every switch of issue 10's modern recipe together
 }
 
 

@@ -80,6 +80,22 @@ def test_config_json_describes_the_model(tmp_path):
     assert load_config(tmp_path / "ck") == config
 
 
+def test_a_checkpoint_older_than_the_recipe_switches_loads_with_their_defaults(tmp_path):
+    """config.json written before qk_norm and logit_softcap existed: the model loads, with
+    QK-norm off and no soft-cap, and gives the logits it gave."""
+    model = perturbed(GPT(tiny_config()))
+    save_model(model, tmp_path / "ck")
+    path = tmp_path / "ck" / "config.json"
+    written = json.loads(path.read_text())
+    for key in ("qk_norm", "logit_softcap"):
+        del written["model"][key]
+    path.write_text(json.dumps(written))
+    loaded = load_model(tmp_path / "ck")
+    assert loaded.config.qk_norm is False and loaded.config.logit_softcap is None
+    idx = torch.randint(0, 37, (2, 16))
+    assert torch.equal(logits_of(loaded, idx), logits_of(model, idx))
+
+
 def test_tokenizer_and_extra_files_are_saved(tmp_path):
     tokenizer = CharTokenizer.from_text("to be or not to be")
     save_model(GPT(tiny_config()), tmp_path / "ck", tokenizer, {"train_state.json": b"{}"})

@@ -123,6 +123,60 @@ def test_tied_head_is_the_embedding_and_init_is_n_0_002():
     assert torch.count_nonzero(model.transformer.h[0].attn.c_attn.bias) == 0
 
 
+def test_softcap_is_c_tanh_of_the_uncapped_logits():
+    capped = make_model("softcap")
+    uncapped = GPT(capped.config.replace(logit_softcap=None)).eval()
+    idx = torch.randint(0, 37, (2, 16))
+    targets = torch.randint(0, 37, (2, 16))
+    with torch.no_grad():
+        for parameter in capped.parameters():  # logits well beyond the cap of 2
+            parameter.mul_(3.0)
+        uncapped.load_state_dict(capped.state_dict())
+        logits, loss = capped(idx, targets)
+        raw, _ = uncapped(idx)
+    assert raw.abs().max() > 2.0 > logits.abs().max()
+    assert torch.allclose(logits, 2.0 * torch.tanh(raw / 2.0), atol=1e-6)
+    expected = torch.nn.functional.cross_entropy(logits.reshape(-1, 37), targets.reshape(-1))
+    assert abs(loss.item() - expected.item()) < 1e-6
+
+
+@pytest.mark.parametrize("qk_norm", [True, False])
+def test_qk_norm_makes_attention_blind_to_the_scale_of_q_and_k(qk_norm):
+    """With QK-norm (and no biases), scaling W^Q and W^K of one layer leaves the logits
+    unchanged, since q / RMS(q) is; without it, the attention sharpens and they change."""
+    model = make_model("no-bias", qk_norm=qk_norm)
+    idx = torch.randint(0, 37, (2, 16))
+    with torch.no_grad():
+        before, _ = model(idx)
+        model.transformer.h[0].attn.c_attn.weight[: 2 * 16].mul_(50.0)  # rows of W^Q, W^K
+        after, _ = model(idx)
+    changed = (after - before).abs().max().item()
+    assert changed <= 1e-4 if qk_norm else changed > 1e-3
+
+
+def test_no_bias_leaves_no_bias_anywhere_and_untied_adds_a_head():
+    names = [name for name, _ in GPT(tiny_config(bias=False)).named_parameters()]
+    assert not [name for name in names if name.endswith(".bias")]
+    tied, untied = GPT(tiny_config()), GPT(tiny_config(tie_embeddings=False))
+    assert untied.lm_head.weight is not untied.transformer.wte.weight
+    assert untied.num_parameters() == tied.num_parameters() + 37 * 16
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"logit_softcap": 0.0}, "logit_softcap must be a positive number"),
+        ({"logit_softcap": -3.0}, "logit_softcap must be a positive number"),
+        ({"logit_softcap": float("inf")}, "logit_softcap must be a positive number"),
+        ({"qk_norm": "yes"}, "qk_norm must be true or false"),
+        ({"activation": "relu3"}, "activation must be one of gelu, gelu_tanh, relu, relu2"),
+    ],
+)
+def test_bad_recipe_switches_are_one_sentence(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        tiny_config(**changes)
+
+
 def test_too_long_sequence_is_a_config_error():
     model = make_model("seed")
     with pytest.raises(ConfigError, match="longer than the context"):

@@ -17,7 +17,8 @@ from light_llm.reference.gradcheck import (
 from light_llm.reference.softmax import softmax_forward
 from tests.conftest import VARIANTS, tiny_config
 
-OP_NAMES = [name for name in OPS if name != "gpt"]
+MODEL_OPS = ("gpt", "recipe")  # whole models: checked once each, below
+OP_NAMES = [name for name in OPS if name not in MODEL_OPS]
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -42,6 +43,20 @@ def test_whole_gpt_backward_matches_central_differences(variant):
     assert "transformer.wte.weight" in names
     for result in results:
         assert result.relative_error <= 1e-6, (variant, result.parameter, result.relative_error)
+
+
+@pytest.mark.slow  # about 20 s each; the variants above cover the same models, smaller
+@pytest.mark.parametrize("op", MODEL_OPS)
+def test_model_ops_match_central_differences(op):
+    results = check_op(op, np.float64, seed=1)
+    assert {"transformer.wte.weight", "transformer.h.1.attn.c_attn.weight"} <= {
+        r.parameter for r in results
+    }
+    if op == "recipe":  # untied: a head of its own, and no bias anywhere
+        assert "lm_head.weight" in {r.parameter for r in results}
+        assert not any(r.parameter.endswith(".bias") for r in results)
+    for result in results:
+        assert result.relative_error <= 1e-6, (op, result.parameter, result.relative_error)
 
 
 def test_the_check_catches_a_wrong_backward():

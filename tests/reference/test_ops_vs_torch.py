@@ -22,6 +22,7 @@ from light_llm.reference import (
     loss,
     norms,
     positions,
+    softcap,
     softmax,
 )
 
@@ -142,6 +143,17 @@ ELEMENTWISE = {
         lambda t: F.gelu(t, approximate="tanh"),
     ),
     "relu": (activations.relu_forward, activations.relu_backward, F.relu),
+    "relu2": (activations.relu2_forward, activations.relu2_backward, lambda t: F.relu(t) ** 2),
+    "softcap": (
+        lambda z: softcap.softcap_forward(z, 3.0),
+        softcap.softcap_backward,
+        lambda t: 3.0 * torch.tanh(t / 3.0),
+    ),
+    "rms_normalize": (  # QK-norm: RMSNorm without its gain
+        norms.rms_normalize_forward,
+        norms.rms_normalize_backward,
+        lambda t: F.rms_norm(t, (t.shape[-1],), None, 1e-5),
+    ),
     "softmax": (softmax.softmax_forward, softmax.softmax_backward, lambda t: t.softmax(-1)),
     "log_softmax": (
         softmax.log_softmax_forward,

@@ -95,6 +95,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--activation", choices=ACTIVATIONS, help="feed-forward activation")
     model.add_argument("--block-order", choices=BLOCK_ORDERS, help="pre-LN or post-LN blocks")
     model.add_argument("--attention", choices=ATTENTIONS, help="softmax or linear attention")
+    model.add_argument(
+        "--qk-norm",
+        action="store_const",
+        const=True,
+        help="RMS-normalise each head's queries and keys (no gain) before rotary and Q K^T",
+    )
+    model.add_argument(
+        "--logit-softcap",
+        type=float,
+        metavar="C",
+        help="cap the output logits smoothly: C tanh(logits / C), C > 0 (default: no cap)",
+    )
+    model.add_argument(
+        "--untie-embeddings",
+        dest="tie_embeddings",
+        action="store_const",
+        const=False,
+        help="an output head of its own instead of the token table (V x d more parameters)",
+    )
+    model.add_argument(
+        "--no-bias",
+        dest="bias",
+        action="store_const",
+        const=False,
+        help="no biases in the linear layers and LayerNorms",
+    )
 
     optim = parser.add_argument_group("optimisation")
     optim.add_argument("--batch-size", type=int, metavar="B", help="sequences per micro-batch")

@@ -148,11 +148,13 @@ def check_exportable(config: ModelConfig) -> None:
         "norm": (config.norm != "layernorm", "GPT-2 has LayerNorm only"),
         "activation": (
             config.activation not in ACTIVATIONS_TO_HF,
-            "GPT-2's MLP has no gated (SwiGLU) form",
+            f"GPT-2's MLP knows only {', '.join(ACTIVATIONS_TO_HF)}",
         ),
         "block_order": (config.block_order != "pre", "GPT-2 is pre-LN only"),
         "attention": (config.attention != "softmax", "GPT-2 has softmax attention only"),
         "bias": (not config.bias, "GPT-2 always has biases"),
+        "qk_norm": (config.qk_norm, "GPT-2 has no normalisation of queries and keys"),
+        "logit_softcap": (config.logit_softcap is not None, "GPT-2 does not cap its logits"),
     }
     for field, (refused, why) in reasons.items():
         if refused:

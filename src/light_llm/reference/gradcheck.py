@@ -26,6 +26,8 @@ from light_llm.reference.activations import (
     gelu_forward,
     gelu_tanh_backward,
     gelu_tanh_forward,
+    relu2_backward,
+    relu2_forward,
     relu_backward,
     relu_forward,
     swiglu_backward,
@@ -50,10 +52,13 @@ from light_llm.reference.model import NumpyGPT
 from light_llm.reference.norms import (
     layernorm_backward,
     layernorm_forward,
+    rms_normalize_backward,
+    rms_normalize_forward,
     rmsnorm_backward,
     rmsnorm_forward,
 )
 from light_llm.reference.positions import rope_angles, rotary_backward, rotary_forward
+from light_llm.reference.softcap import softcap_backward, softcap_forward
 from light_llm.reference.softmax import (
     log_softmax_backward,
     log_softmax_forward,
@@ -230,6 +235,20 @@ def norm_check(kind: str) -> OpCheck:
     )
 
 
+def qk_norm_check() -> OpCheck:
+    def make(rng, dt):
+        # head size 2 at least: with one feature x / RMS(x) is ±1 whatever x is
+        B, nh, T, hs = sizes(rng, (1, 2), (1, 3), (1, 4), (2, 6))
+        return {"x": normal(rng, (B, nh, T, hs), dt, 2.0)}, {}
+
+    return OpCheck(
+        "x / sqrt(mean(x²) + ε) per head (QK-norm)",
+        make,
+        lambda a, c: rms_normalize_forward(a["x"]),
+        lambda d, cache, c: {"x": rms_normalize_backward(d, cache)},
+    )
+
+
 def elementwise_check(description: str, forward, backward) -> OpCheck:
     def make(rng, dt):
         # two features at least: a softmax over one value is the constant 1
@@ -354,9 +373,25 @@ def linear_attention_check() -> OpCheck:
 
 
 TINY_GPT = dict(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=8, dropout=0.1)
+# the switches of issue 10's modern recipe, together: rotary, RMSNorm, ReLU², QK-norm, an
+# untied head, no biases, soft-capped logits
+RECIPE = dict(
+    positions="rotary",
+    norm="rmsnorm",
+    activation="relu2",
+    qk_norm=True,
+    tie_embeddings=False,
+    bias=False,
+    logit_softcap=3.0,
+)
 
 
-def gpt_check(config: ModelConfig | None = None, batch: int = 2, length: int = 6) -> OpCheck:
+def gpt_check(
+    config: ModelConfig | None = None,
+    batch: int = 2,
+    length: int = 6,
+    description: str | None = None,
+) -> OpCheck:
     """The whole NumpyGPT: every parameter, through the loss with label smoothing, in training
     mode (the same dropout masks at every forward), the first row left-padded."""
     config = config or ModelConfig(**TINY_GPT)
@@ -382,7 +417,7 @@ def gpt_check(config: ModelConfig | None = None, batch: int = 2, length: int = 6
         return loss, cache
 
     return OpCheck(
-        "NumpyGPT loss, every parameter",
+        "NumpyGPT loss, every parameter" + ("" if description is None else f", {description}"),
         make,
         forward,
         lambda d, cache, c: c["model"].backward(cache),
@@ -400,6 +435,7 @@ OPS: dict[str, Callable[[], OpCheck]] = {
         "½ x (1 + tanh(√(2/π)(x + 0.044715 x³)))", gelu_tanh_forward, gelu_tanh_backward
     ),
     "relu": lambda: elementwise_check("max(0, x)", relu_forward, relu_backward),
+    "relu2": lambda: elementwise_check("max(0, x)²", relu2_forward, relu2_backward),
     "swiglu": swiglu_check,
     "softmax": lambda: elementwise_check("e^z / Σ e^z", softmax_forward, softmax_backward),
     "log_softmax": lambda: elementwise_check(
@@ -411,10 +447,18 @@ OPS: dict[str, Callable[[], OpCheck]] = {
     "attention_dropout": lambda: attention_check(causal=True, padded=False, dropout_p=0.25),
     "split_heads": split_heads_check,
     "rotary": rotary_check,
+    "qk_norm": qk_norm_check,
     "dropout": dropout_check,
     "cross_entropy": cross_entropy_check,
+    "softcap": lambda: elementwise_check(
+        "c tanh(z / c), c = 2", lambda z: softcap_forward(z, 2.0), softcap_backward
+    ),
     "linear_attention": linear_attention_check,
     "gpt": gpt_check,
+    "recipe": lambda: gpt_check(
+        ModelConfig(**TINY_GPT, **RECIPE),
+        description="rotary, RMSNorm, ReLU², QK-norm, untied, no bias, soft-cap 3",
+    ),
 }
 
 

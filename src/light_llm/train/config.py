@@ -107,6 +107,10 @@ MODEL_FIELDS = (
     "activation",
     "block_order",
     "attention",
+    "qk_norm",
+    "logit_softcap",
+    "tie_embeddings",
+    "bias",
 )
 # Fields a resumed run takes from the stored run when not given again.
 INHERITED_FIELDS = (
@@ -141,6 +145,10 @@ class TrainConfig:
     activation: str | None = None
     block_order: str | None = None
     attention: str | None = None
+    qk_norm: bool | None = None
+    logit_softcap: float | None = None  # None: the preset's (no capping)
+    tie_embeddings: bool | None = None
+    bias: bool | None = None
     # optimisation
     batch_size: int | None = None  # sequences per micro-batch
     grad_accum: int | None = None  # micro-batches per optimiser step (over all processes)
@@ -255,6 +263,8 @@ class TrainConfig:
             raise ConfigError("weight_decay and grad_clip must be >= 0 (grad_clip 0 = off).")
         if not 0 <= self.label_smoothing < 1:
             raise ConfigError(f"label_smoothing must lie in [0, 1), got {self.label_smoothing}.")
+        # the model settings too, before any file is written (the vocabulary comes later)
+        self.model_config(model_presets(self.model)[self.preset].vocab_size)
 
 
 def model_presets(model: str) -> dict[str, ModelConfig]:
