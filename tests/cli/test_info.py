@@ -123,6 +123,17 @@ def test_overrides_apply_on_top_of_the_preset(capsys):
     assert report["config"]["n_layer"] == 7
 
 
+def test_switches_apply_on_top_of_the_preset(capsys):
+    flags = ("--untie-embeddings", "--no-bias", "--qk-norm")
+    report = info_json(capsys, "--preset", "char-baby", *flags)
+    changes = dict(tie_embeddings=False, bias=False, qk_norm=True)
+    expected, tied = GPT(preset("char-baby", **changes)), GPT(preset("char-baby", bias=False))
+    assert report["parameters"]["total"] == module_parameters(expected)
+    assert module_parameters(expected) == module_parameters(tied) + 65 * 128  # the V x d head
+    assert main(["info", "--preset", "char-baby", *flags]) == 0
+    assert "untied embeddings, no biases, QK-norm" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     "argv, words",
     [

@@ -211,6 +211,45 @@ def test_the_numpy_engine_trains_from_the_cli_and_its_checkpoint_loads_in_pytorc
     assert abs(logits - expected.detach().numpy()).max() < 1e-4
 
 
+RECIPE_FLAGS = [
+    "--positions",
+    "rotary",
+    "--norm",
+    "rmsnorm",
+    "--activation",
+    "relu2",
+    "--qk-norm",
+    "--untie-embeddings",
+    "--no-bias",
+    "--logit-softcap",
+    "5",
+]
+
+
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_the_recipe_switches_train_and_a_resume_keeps_them(corpus, tmp_path, capsys, engine):
+    from light_llm.checkpoint import load_config
+
+    out = tmp_path / "run"
+    assert main(["train", *tiny_flags(corpus, out, max_iters=4, engine=engine), *RECIPE_FLAGS]) == 0
+    config = load_config(out)
+    switches = (config.qk_norm, config.tie_embeddings, config.bias, config.logit_softcap)
+    assert switches == (True, False, False, 5.0)
+    assert (config.positions, config.norm, config.activation) == ("rotary", "rmsnorm", "relu2")
+    if engine == "torch":  # a resume given none of the flags goes on with the same model
+        assert main(["train", "--resume", "--out", str(out), "--max-iters", "6"]) == 0
+        assert load_config(out) == config
+        assert read_trainer_state(out / "checkpoint")["iteration"] == 6
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "nan", "inf"])
+def test_a_softcap_that_is_not_positive_writes_nothing(corpus, tmp_path, capsys, value):
+    out = tmp_path / "out"
+    assert main(["train", *tiny_flags(corpus, out), f"--logit-softcap={value}"]) == 2
+    assert "logit_softcap must be a positive number" in error_line(capsys)
+    assert not out.exists()
+
+
 # ---------------------------------------------------------------------- --model bert
 def test_model_bert_means_the_bert_shakespeare_masked_lm_recipe():
     config = config_from_args(build_parser().parse_args(["train", "--model", "bert"])).resolve()

@@ -52,6 +52,12 @@ OVERRIDES = [
     ("--block-order", "block_order", str, BLOCK_ORDERS, "pre-LN (GPT-2) or post-LN"),
     ("--attention", "attention", str, ATTENTIONS, "softmax or causal linear attention"),
 ]
+# (flag, config field, value it sets, help) of the on/off overrides
+SWITCHES = [
+    ("--untie-embeddings", "tie_embeddings", False, "an output head of its own (V x d more)"),
+    ("--no-bias", "bias", False, "no biases in linear layers and LayerNorms"),
+    ("--qk-norm", "qk_norm", True, "RMS-normalised queries and keys (no parameters)"),
+]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -90,6 +96,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         overrides.add_argument(
             flag, dest=field, type=kind, choices=choices, metavar=metavar, help=help_text
         )
+    for flag, field, value, help_text in SWITCHES:
+        overrides.add_argument(flag, dest=field, action="store_const", const=value, help=help_text)
     parser.set_defaults(func=run)
 
 
@@ -118,7 +126,8 @@ def chosen_config(args: argparse.Namespace) -> tuple[ModelConfig, str]:
     else:
         name = args.preset or "seed-30m"
         config = preset(name)
-    changes = {field: getattr(args, field) for _, field, _, _, _ in OVERRIDES}
+    fields = [entry[1] for entry in OVERRIDES + SWITCHES]
+    changes = {field: getattr(args, field) for field in fields}
     changes = {field: value for field, value in changes.items() if value is not None}
     if changes:
         name += " with " + ", ".join(f"{field}={value}" for field, value in changes.items())
@@ -219,6 +228,9 @@ def render(name: str, config: ModelConfig, report: dict) -> str:
         f"  {config.positions} positions, {config.norm}, {config.activation}, "
         f"{config.block_order}-LN, {config.attention} attention, "
         f"{'tied' if config.tie_embeddings else 'untied'} embeddings"
+        + ("" if config.bias else ", no biases")
+        + (", QK-norm" if config.qk_norm else "")
+        + ("" if config.logit_softcap is None else f", logits capped at {config.logit_softcap}")
     )
     rows.append("")
     rows.append("Parameters")
