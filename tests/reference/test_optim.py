@@ -13,7 +13,7 @@ from light_llm.models.gpt import GPT
 from light_llm.reference.model import NumpyGPT
 from light_llm.reference.optim import SGD, Adam, AdamW, clip_grad_norm, learning_rate
 from light_llm.train.optim import configure_adamw
-from tests.conftest import tiny_config
+from tests.conftest import VARIANTS, tiny_config
 
 TOLERANCE = {np.float64: 1e-10, np.float32: 1e-5}
 
@@ -104,11 +104,13 @@ def test_sgd_with_the_seeds_dampened_momentum_is_an_average_of_gradients():
         assert rel(ours[name], expected) < 1e-13
 
 
+@pytest.mark.parametrize("variant", ["seed", "recipe"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_ten_adamw_training_steps_of_the_gpt_equal_torch(dtype):
+def test_ten_adamw_training_steps_of_the_gpt_equal_torch(dtype, variant):
     """Same start, same batches, the warmup + cosine schedule, clipping at 1.0: after ten
-    steps every parameter of the NumPy GPT equals the PyTorch GPT's."""
-    config = tiny_config(dropout=0.0)
+    steps every parameter of the NumPy GPT equals the PyTorch GPT's (the seed's model, and
+    the modern recipe's switches together)."""
+    config = tiny_config(**VARIANTS[variant], dropout=0.0)
     torch.manual_seed(0)
     torch_model = GPT(config)
     if dtype == np.float64:

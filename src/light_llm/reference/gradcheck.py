@@ -417,7 +417,7 @@ def gpt_check(
         return loss, cache
 
     return OpCheck(
-        "NumpyGPT loss, every parameter" + ("" if description is None else f", {description}"),
+        description or "NumpyGPT loss, every parameter",
         make,
         forward,
         lambda d, cache, c: c["model"].backward(cache),
@@ -457,7 +457,7 @@ OPS: dict[str, Callable[[], OpCheck]] = {
     "gpt": gpt_check,
     "recipe": lambda: gpt_check(
         ModelConfig(**TINY_GPT, **RECIPE),
-        description="rotary, RMSNorm, ReLU², QK-norm, untied, no bias, soft-cap 3",
+        description="NumpyGPT loss: rotary, RMSNorm, ReLU², QK-norm, untied, no bias, cap 3",
     ),
 }
 
