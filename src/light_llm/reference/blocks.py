@@ -128,15 +128,8 @@ def self_attention_forward(
         linear = False
     out, proj_cache = linear_layer_forward(merge_heads(y), params, name + ".c_proj")
     out, dropout_cache = dropout_forward(out, dropout_p, rng)
-    return out, (
-        qkv_cache,
-        qk_norm_caches,
-        rope_caches,
-        linear,
-        attention_cache,
-        proj_cache,
-        dropout_cache,
-    )
+    qk_caches = (qk_norm_caches, rope_caches)  # what q and k went through before attention
+    return out, (qkv_cache, qk_caches, linear, attention_cache, proj_cache, dropout_cache)
 
 
 def self_attention_backward(
@@ -146,15 +139,8 @@ def self_attention_backward(
     merge (backward: split), attention (seed 002 §7.3), RoPE (rotate back), QK-norm, split
     (backward: merge, with Q, K, V concatenated back into the fused projection's output),
     W^QKV."""
-    (
-        qkv_cache,
-        qk_norm_caches,
-        rope_caches,
-        linear,
-        attention_cache,
-        proj_cache,
-        dropout_cache,
-    ) = cache
+    qkv_cache, qk_caches, linear, attention_cache, proj_cache, dropout_cache = cache
+    qk_norm_caches, rope_caches = qk_caches
     dout = dropout_backward(dout, dropout_cache)
     dy = linear_layer_backward(dout, proj_cache, grads, name + ".c_proj")  # (B, T, d)
     dy = split_heads(dy, config.n_head)  # backward of merge_heads: (B, nh, T, hs)
@@ -182,7 +168,7 @@ def feedforward_forward(
 ) -> tuple[np.ndarray, tuple]:
     """The position-wise FFN (seed 000 §4; seed 002 §9.1, eq. 39; §12.1, eq. 50):
 
-        MLP:     out = Dropout(σ(x W_1 + b_1) W_2 + b_2),  σ = GELU | GELU-tanh | ReLU
+        MLP:     out = Dropout(σ(x W_1 + b_1) W_2 + b_2),  σ = GELU | GELU-tanh | ReLU | ReLU²
         SwiGLU:  out = Dropout((Swish(x W_1) ⊙ (x V)) W_2)   (seed 001 "SwiGLU")
 
     with ``c_fc`` = W_1, ``c_v`` = V, ``c_proj`` = W_2. x: (B, T, d) -> (B, T, d)."""
