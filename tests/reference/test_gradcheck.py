@@ -31,7 +31,15 @@ def test_backward_matches_central_differences(op, seed):
         assert result.relative_error <= 1e-6, (op, result.parameter, result.relative_error)
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+# switches that the "recipe" variant checks together in every run; alone, with -m slow
+IN_THE_RECIPE = {"no-bias", "relu2", "qk-norm", "softcap"}
+GPT_VARIANTS = [
+    pytest.param(name, marks=pytest.mark.slow) if name in IN_THE_RECIPE else name
+    for name in sorted(VARIANTS)
+]
+
+
+@pytest.mark.parametrize("variant", GPT_VARIANTS)
 def test_whole_gpt_backward_matches_central_differences(variant):
     """Every parameter of a small GPT of each variant, in training mode with dropout, label
     smoothing, an ignored target and a left-padded row."""
