@@ -281,6 +281,7 @@ def test_the_help_names_every_preset_of_both_models():
         (["--tokenizer", "bert"], "trains with the char or gpt2 tokenizer, not 'bert'"),
         (["--model", "bert", "--preset", "nope"], "unknown preset 'nope'; bert presets:"),
         (["--model", "bert", "--attention", "linear"], "the encoder needs softmax"),
+        (["--model", "bert", "--logit-softcap", "5"], "soft-capping is a GPT option"),
     ],
 )
 def test_combinations_that_make_no_sense_are_one_sentence(corpus, tmp_path, capsys, flags, phrase):
