@@ -29,8 +29,9 @@ def tiny_run(corpus, out, **overrides):
     return TrainConfig(**{**TINY, "data": str(corpus), "out": str(out), **overrides})
 
 
-def metric_lines(out):
-    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+def metric_lines(out, kind="eval"):
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return [line for line in lines if line["kind"] == kind]
 
 
 def tensors(path):

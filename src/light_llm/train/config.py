@@ -26,6 +26,7 @@ from typing import Any
 
 from light_llm.config import PRESETS, ModelConfig
 from light_llm.errors import ConfigError
+from light_llm.train.budget import MIN_WARMUP_FOR_BUDGET, parse_duration
 
 MODELS = ("gpt", "bert")
 DEFAULT_MODEL = "gpt"
@@ -50,6 +51,7 @@ GENERAL_DEFAULTS: dict[str, Any] = {
     "label_smoothing": 0.0,
     "eval_interval": 250,
     "eval_iters": 20,
+    "log_interval": 10,
     "seed": 1337,
     "sample_tokens": 300,
 }
@@ -114,6 +116,7 @@ INHERITED_FIELDS = (
     "model",
     "preset",
     "lr_decay_iters",
+    "time",
     "dtype",
     *MODEL_FIELDS,
     *GENERAL_DEFAULTS,
@@ -145,6 +148,7 @@ class TrainConfig:
     batch_size: int | None = None  # sequences per micro-batch
     grad_accum: int | None = None  # micro-batches per optimiser step (over all processes)
     max_iters: int | None = None  # optimiser steps
+    time: str | None = None  # a wall-clock budget ("90s", "5m") instead of max_iters
     lr: float | None = None
     min_lr: float | None = None
     warmup_iters: int | None = None
@@ -157,6 +161,7 @@ class TrainConfig:
     # evaluation and output
     eval_interval: int | None = None
     eval_iters: int | None = None
+    log_interval: int | None = None  # a training-loss record (and a plain line) every N steps
     sample_tokens: int | None = None
     out: str = DEFAULT_OUT
     # how to run
@@ -166,6 +171,7 @@ class TrainConfig:
     compile: bool = False
     gradient_checkpointing: bool = False
     resume: bool = False
+    restretch_schedule: bool = False  # on extending a run: stretch the cosine to the new end
     overwrite: bool = False
 
     def __post_init__(self) -> None:
@@ -230,7 +236,7 @@ class TrainConfig:
                 f"not {self.tokenizer!r}"
                 + (" (masked-LM needs WordPiece's [MASK])." if self.model == "bert" else ".")
             )
-        positive_ints = ("batch_size", "grad_accum", "eval_interval", "eval_iters")
+        positive_ints = ("batch_size", "grad_accum", "eval_interval", "eval_iters", "log_interval")
         for key in positive_ints:
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -255,6 +261,31 @@ class TrainConfig:
             raise ConfigError("weight_decay and grad_clip must be >= 0 (grad_clip 0 = off).")
         if not 0 <= self.label_smoothing < 1:
             raise ConfigError(f"label_smoothing must lie in [0, 1), got {self.label_smoothing}.")
+        if self.time is not None:
+            parse_duration(self.time)
+            if self.warmup_iters < MIN_WARMUP_FOR_BUDGET:
+                raise ConfigError(
+                    f"--time measures the speed during the learning-rate warmup, so it needs "
+                    f"--warmup-iters of at least {MIN_WARMUP_FOR_BUDGET}, got {self.warmup_iters}."
+                )
+
+    def awaits_budget_estimate(self) -> bool:
+        """Whether this is a ``--time`` run whose iteration count is still to be fixed (see
+        :mod:`light_llm.train.budget`): it is then recorded as ``max_iters``."""
+        return self.time is not None and self.max_iters is None
+
+    def check_time_flags(self) -> None:
+        """ConfigError when ``--time`` comes with what it cannot go with (the flags as given,
+        before a resumed run's settings are inherited)."""
+        if self.time is None:
+            return
+        if self.resume:
+            raise ConfigError(
+                "--time starts a run; a resumed run keeps the iteration count its budget gave "
+                "(extend it with --max-iters)."
+            )
+        if self.max_iters is not None:
+            raise ConfigError("give --time or --max-iters, not both.")
 
 
 def model_presets(model: str) -> dict[str, ModelConfig]:
