@@ -16,7 +16,7 @@ from light_llm.checkpoint import resolve_checkpoint_dir
 from light_llm.errors import CheckpointError
 from light_llm.explain.steps import Step
 from light_llm.train.config import TrainConfig
-from light_llm.train.metrics import MetricsLog
+from light_llm.train.metrics import MetricsLog, evaluation_records, training_records
 from light_llm.train.optim import clip_grad_norm, configure_adamw, learning_rate
 from light_llm.train.state import read_trainer_state
 
@@ -177,6 +177,8 @@ def run_schedule(folder: str | Path) -> ScheduleSettings:
         ) from None
     settings = ScheduleSettings.from_train_config(config, f"the training run in {folder}")
     records = MetricsLog(checkpoint.parent).records()
+    # the steps' own records; a run that logged none (the NumPy engine) has its evaluations'
+    records = training_records(records) or evaluation_records(records)
     logged = {int(r["iter"]): float(r["lr"]) for r in records if "lr" in r and "iter" in r}
     return dataclasses.replace(settings, logged=tuple(sorted(logged.items())))
 
