@@ -266,7 +266,7 @@ def learning_rate_figure(
     axes.set_ylabel("learning rate")
     axes.set_title(f"{title}\nlinear warmup + cosine decay, max_lr = {max_lr:g}")
     axes.grid(alpha=0.3)
-    axes.legend(fontsize=8)
+    axes.legend(fontsize=8, loc="upper right")
     return save(figure, path)
 
 
