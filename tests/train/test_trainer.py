@@ -39,10 +39,13 @@ def tensors(path):
     return safetensors.torch.load_file(path)
 
 
-def assert_same_tensors(first, second):
+def assert_same_checkpoint_file(first_out, second_out, name="model.safetensors"):
+    """The tensors of checkpoint file ``name`` of two runs are equal, bit for bit."""
+    first = tensors(first_out / "checkpoint" / name)
+    second = tensors(second_out / "checkpoint" / name)
     assert first.keys() == second.keys()
-    for name in first:
-        assert torch.equal(first[name], second[name]), name
+    for key in first:
+        assert torch.equal(first[key], second[key]), key
 
 
 def test_a_tiny_model_overfits_one_batch():
@@ -105,37 +108,41 @@ def test_resume_equals_the_uninterrupted_run_exactly(corpus, tmp_path, dtype, mo
         for key in ("train_loss", "val_loss", "lr"):
             assert a[key] == b[key], (a["iter"], key)
     for name in ("model.safetensors", "optimizer.safetensors"):
-        assert_same_tensors(
-            tensors(tmp_path / "straight" / "checkpoint" / name),
-            tensors(tmp_path / "split" / "checkpoint" / name),
-        )
+        assert_same_checkpoint_file(tmp_path / "straight", tmp_path / "split", name)
 
 
-def test_ctrl_c_saves_mid_interval_and_resume_is_still_exact(corpus, tmp_path, monkeypatch):
-    common = {"max_iters": 12, "dropout": 0.1}
-    straight = train(tiny_run(corpus, tmp_path / "straight", **common))
+def stopped_then_resumed(monkeypatch, config, call):
+    """Train ``config`` with Ctrl-C pressed in the ``call``-th training forward pass (so
+    during iteration call - 1, after which the trainer saves and stops), then resume it to
+    its end; returns both results."""
     calls = {"n": 0}
     original_forward = GPT.forward
 
     def forward_then_ctrl_c(self, *args, **kwargs):
         if self.training:
             calls["n"] += 1
-            if calls["n"] == 7:  # during iteration 6 (0-based)
+            if calls["n"] == call:
                 signal.raise_signal(signal.SIGINT)
         return original_forward(self, *args, **kwargs)
 
     monkeypatch.setattr(GPT, "forward", forward_then_ctrl_c)
-    stopped = train(tiny_run(corpus, tmp_path / "stopped", **common))
+    stopped = train(config)
     monkeypatch.setattr(GPT, "forward", original_forward)
-    assert stopped.interrupted and stopped.iteration == 7  # iteration 6 was finished first
-    assert read_trainer_state(tmp_path / "stopped" / "checkpoint")["iteration"] == 7
-    resumed = train(TrainConfig(out=str(tmp_path / "stopped"), resume=True))
-    assert not resumed.interrupted and resumed.iteration == 12
+    assert stopped.interrupted and stopped.iteration == call
+    resumed = train(TrainConfig(out=config.out, resume=True))
+    assert not resumed.interrupted
+    return stopped, resumed
+
+
+def test_ctrl_c_saves_mid_interval_and_resume_is_still_exact(corpus, tmp_path, monkeypatch):
+    common = {"max_iters": 12, "dropout": 0.1}
+    straight = train(tiny_run(corpus, tmp_path / "straight", **common))
+    stopped, resumed = stopped_then_resumed(
+        monkeypatch, tiny_run(corpus, tmp_path / "stopped", **common), 7
+    )  # iteration 6 was finished first, and saved
+    assert resumed.iteration == 12
     assert {**stopped.losses, **resumed.losses} == straight.losses
-    assert_same_tensors(
-        tensors(tmp_path / "straight" / "checkpoint" / "model.safetensors"),
-        tensors(tmp_path / "stopped" / "checkpoint" / "model.safetensors"),
-    )
+    assert_same_checkpoint_file(tmp_path / "straight", tmp_path / "stopped")
 
 
 def test_a_failed_checkpoint_write_never_replaces_the_last_good_one(corpus, tmp_path, monkeypatch):
@@ -233,22 +240,6 @@ def test_bfloat16_autocast_trains_on_the_cpu(corpus, tmp_path):
     assert read_trainer_state(tmp_path / "bf16" / "checkpoint")["dtype"] == "bfloat16"
 
 
-def sigint_at_training_forward(monkeypatch, call):
-    """Make the ``call``-th training forward pass raise Ctrl-C (during iteration call - 1)."""
-    calls = {"n": 0}
-    original_forward = GPT.forward
-
-    def forward_then_ctrl_c(self, *args, **kwargs):
-        if self.training:
-            calls["n"] += 1
-            if calls["n"] == call:
-                signal.raise_signal(signal.SIGINT)
-        return original_forward(self, *args, **kwargs)
-
-    monkeypatch.setattr(GPT, "forward", forward_then_ctrl_c)
-    return original_forward
-
-
 def test_a_time_budget_fixes_max_iters_and_equals_that_run_exactly(corpus, tmp_path):
     common = {"max_iters": None, "warmup_iters": 6, "dropout": 0.1, "eval_interval": 20}
     common["min_lr"] = 1e-4
@@ -260,10 +251,7 @@ def test_a_time_budget_fixes_max_iters_and_equals_that_run_exactly(corpus, tmp_p
     fixed = train(tiny_run(corpus, tmp_path / "fixed", **{**common, "max_iters": end}))
     assert timed.losses == fixed.losses  # bit for bit
     for name in ("model.safetensors", "optimizer.safetensors"):
-        assert_same_tensors(
-            tensors(tmp_path / "timed" / "checkpoint" / name),
-            tensors(tmp_path / "fixed" / "checkpoint" / name),
-        )
+        assert_same_checkpoint_file(tmp_path / "timed", tmp_path / "fixed", name)
     assert metric_lines(tmp_path / "timed")[-1]["lr"] == 1e-4  # the end of the cosine
 
 
@@ -272,19 +260,13 @@ def test_a_resumed_time_run_finishes_as_the_run_of_its_count(
     corpus, tmp_path, monkeypatch, stop_during
 ):
     common = {"max_iters": None, "warmup_iters": 6, "dropout": 0.1, "eval_interval": 4}
-    original_forward = sigint_at_training_forward(monkeypatch, stop_during)
-    stopped = train(tiny_run(corpus, tmp_path / "timed", time="4s", **common))
-    monkeypatch.setattr(GPT, "forward", original_forward)
-    assert stopped.interrupted and stopped.iteration == stop_during
-    resumed = train(TrainConfig(out=str(tmp_path / "timed"), resume=True))
+    timed = tiny_run(corpus, tmp_path / "timed", time="4s", **common)
+    stopped, resumed = stopped_then_resumed(monkeypatch, timed, stop_during)
     end = read_trainer_state(tmp_path / "timed" / "checkpoint")["config"]["max_iters"]
-    assert resumed.iteration == end and not resumed.interrupted
+    assert resumed.iteration == end
     fixed = train(tiny_run(corpus, tmp_path / "fixed", **{**common, "max_iters": end}))
     assert {**stopped.losses, **resumed.losses} == fixed.losses
-    assert_same_tensors(
-        tensors(tmp_path / "timed" / "checkpoint" / "model.safetensors"),
-        tensors(tmp_path / "fixed" / "checkpoint" / "model.safetensors"),
-    )
+    assert_same_checkpoint_file(tmp_path / "timed", tmp_path / "fixed")
 
 
 def test_training_loss_records_every_log_interval_in_bits_too(corpus, tmp_path, capsys):

@@ -122,22 +122,14 @@ def plot_loss_curve(records: list[dict[str, Any]], path: Path, title: str = "") 
         axes.plot(steps, smoothed(losses), color="tab:blue", label="train batch (smoothed)")
     evaluations = evaluation_records(records)
     iterations = [record["iter"] for record in evaluations]
-    train_marker = {"linestyle": "none"} if logged else {}
-    axes.plot(
-        iterations,
-        [r["train_loss"] for r in evaluations],
-        marker="o",
-        color="tab:cyan",
-        label="train (evaluation)",
-        **train_marker,
-    )
-    axes.plot(
-        iterations,
-        [r["val_loss"] for r in evaluations],
-        marker="o",
-        color="tab:orange",
-        label="validation",
-    )
+    for key, color, label in (
+        ("train_loss", "tab:cyan", "train (evaluation)"),
+        ("val_loss", "tab:orange", "validation"),
+    ):
+        # the evaluations' train loss as points alone where the logged steps draw the line
+        style = {"linestyle": "none"} if logged and key == "train_loss" else {}
+        values = [r[key] for r in evaluations]
+        axes.plot(iterations, values, marker="o", color=color, label=label, **style)
     axes.set_xlabel("iteration")
     axes.set_ylabel("cross-entropy loss (nats per token)")
     axes.set_title(title or "loss curve")
