@@ -69,12 +69,15 @@ def test_evaluations_after_counts_every_multiple_and_the_end(interval):
 def test_the_estimate_is_the_largest_count_that_fits(
     done, available, per_iteration, eval_seconds, interval
 ):
-    def cost(end):
-        return (end - done) * per_iteration + evaluations_one_by_one(
-            done, end, interval
-        ) * eval_seconds
+    costs = {done: 0.0}  # the cost of every end, added up iteration by iteration
+    for end in range(done + 1, done + int(max(available, 0) / per_iteration) + 3):
+        ran = costs[end - 1] + per_iteration + (eval_seconds if end % interval == 0 else 0.0)
+        costs[end] = ran
 
-    fitting = [end for end in range(done, done + 10_000) if cost(end) <= available]
+    def cost(end):  # the evaluation at the end is due whether or not end is a multiple
+        return costs[end] + (eval_seconds if end > done and end % interval else 0.0)
+
+    fitting = [end for end in costs if cost(end) <= available]
     expected = max(fitting, default=done)
     end = iterations_for_budget(done, available, per_iteration, eval_seconds, interval)
     assert end == expected

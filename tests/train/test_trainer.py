@@ -259,8 +259,8 @@ def test_a_time_budget_fixes_max_iters_and_equals_that_run_exactly(corpus, tmp_p
 def test_a_resumed_time_run_finishes_as_the_run_of_its_count(
     corpus, tmp_path, monkeypatch, stop_during
 ):
-    common = {"max_iters": None, "warmup_iters": 6, "dropout": 0.1, "eval_interval": 4}
-    timed = tiny_run(corpus, tmp_path / "timed", time="4s", **common)
+    common = {"max_iters": None, "warmup_iters": 6, "dropout": 0.1, "eval_interval": 20}
+    timed = tiny_run(corpus, tmp_path / "timed", time="3s", **common)
     stopped, resumed = stopped_then_resumed(monkeypatch, timed, stop_during)
     end = read_trainer_state(tmp_path / "timed" / "checkpoint")["config"]["max_iters"]
     assert resumed.iteration == end

@@ -5,6 +5,11 @@ this order: the value given; on ``--resume``, the value the run was started with
 recipe of the model preset (nanoGPT's recipes for its shapes, ``PRESET_RECIPES``); the
 general defaults (``GENERAL_DEFAULTS``, with the seed's AdamW betas 0.9 / 0.95).
 
+Two exceptions to "a resumed run goes on as it was started": a ``time`` run records the
+iteration count its budget gave as ``max_iters`` (:mod:`light_llm.train.budget`), and a
+resume that extends a run beyond its end pins ``lr_decay_iters`` (at the old end, or with
+``restretch_schedule`` at the new one) so that the schedule says what it does.
+
 The defaults as a whole are the main job: ``light-llm train`` with no flags trains the
 ``char-baby`` shape (4 layers, 4 heads, 128 wide, context 64) on character-level Shakespeare
 with nanoGPT's CPU recipe: batch 12, 2000 iterations, lr 1e-3 after 100 warmup iterations,
