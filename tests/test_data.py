@@ -424,3 +424,21 @@ def test_a_damaged_token_file_is_a_data_error(tmp_path):
     assert one_sentence(str(info.value))
     with pytest.raises(DataError, match="does not exist"):
         data.TokenDataset(tmp_path / "missing.bin", "uint16", block_size=1)
+
+
+def test_split_sizes_count_tokens_utf8_bytes_and_characters(tmp_path):
+    text = TEXT + "éà – ünïcode\n" * 30
+    tokenizer = StandInCharTokenizer(text)
+    data.encode_corpus(text, tokenizer, tmp_path / "cache")
+    sizes = data.split_sizes(tmp_path / "cache")
+    split_at = int(len(text) * 0.9)
+    for split, part in (("train", text[:split_at]), ("val", text[split_at:])):
+        expected = {"tokens": len(part), "bytes": len(part.encode("utf-8")), "chars": len(part)}
+        assert sizes[split] == expected
+    assert sizes["val"]["bytes"] > sizes["val"]["chars"]
+
+
+def test_a_cache_without_sizes_is_a_data_error(tmp_path):
+    (tmp_path / "meta.json").write_text('{"train_tokens": 3}')
+    with pytest.raises(DataError, match="does not record the sizes of the splits"):
+        data.split_sizes(tmp_path)

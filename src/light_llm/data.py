@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # only name, vocab_size, encode and decode (and encode_batch 
     from light_llm.tokenizers import Tokenizer
 
 TRAIN_FRACTION = 0.9
-CACHE_FORMAT_VERSION = 1
+CACHE_FORMAT_VERSION = 2  # 2: meta.json holds each split's byte count
 TRAIN_FILE = "train.bin"
 VAL_FILE = "val.bin"
 META_FILE = "meta.json"
@@ -371,11 +371,11 @@ def encode_corpus(
 
     The text is split 90/10 by character position (:func:`split_train_val`) and each part is
     encoded in chunks and written as a flat array of :func:`token_dtype` ids, atomically.
-    ``meta.json`` (tokenizer name, vocabulary size, dtype, token and character counts and
-    a hash of the text and the tokenizer) is written last; a later call with the same text
-    and tokenizer finds it and reuses the files, any other rebuilds them. The old
-    ``meta.json`` is removed before anything is rewritten, so an interrupted rebuild is never
-    mistaken for a finished one.
+    ``meta.json`` (tokenizer name, vocabulary size, dtype, token, character and UTF-8 byte
+    counts of each split, and a hash of the text and the tokenizer) is written last; a later
+    call with the same text and tokenizer finds it and reuses the files, any other rebuilds
+    them. The old ``meta.json`` is removed before anything is rewritten, so an interrupted
+    rebuild is never mistaken for a finished one.
     """
     cache_dir = Path(cache_dir)
     key = _cache_key(text, tokenizer, TRAIN_FRACTION)
@@ -406,12 +406,30 @@ def encode_corpus(
             "val_tokens": val_tokens,
             "train_chars": len(train_text),
             "val_chars": len(val_text),
+            "train_bytes": len(train_text.encode("utf-8", errors="surrogatepass")),
+            "val_bytes": len(val_text.encode("utf-8", errors="surrogatepass")),
         }
         with atomic_file(meta_path) as file:
             file.write(json.dumps(meta, indent=2).encode("utf-8"))
     except OSError as exc:
         raise DataError(f"cannot write the token cache in {cache_dir}: {exc.strerror}.") from None
     return train_path, val_path
+
+
+def split_sizes(cache_dir: str | os.PathLike) -> dict[str, dict[str, int]]:
+    """The size of each split of the token cache in ``cache_dir`` (written by
+    :func:`encode_corpus`) in three units: ``{"train": {"tokens", "bytes", "chars"}, "val":
+    {...}}``, bytes being those of the split's text in UTF-8. They turn a loss per token into
+    bits per byte or per character (:func:`light_llm.train.metrics.bits_per_unit`)."""
+    path = Path(cache_dir) / META_FILE
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        return {
+            split: {unit: int(meta[f"{split}_{unit}"]) for unit in ("tokens", "bytes", "chars")}
+            for split in ("train", "val")
+        }
+    except (OSError, ValueError, KeyError, TypeError):
+        raise DataError(f"{path} does not record the sizes of the splits.") from None
 
 
 # --------------------------------------------------------------------------------------

@@ -193,3 +193,37 @@ def test_an_encoder_without_a_masked_lm_head_is_one_sentence(capsys):
     assert main(["eval", "--checkpoint", str(packaged_minilm_path())]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "without a masked-LM head" in lines[0]
+
+
+def printed_bits(text):
+    match = re.search(r"(\S+) bits per byte, (\S+) bits per character", text)
+    assert match, text
+    return float(match.group(1)), float(match.group(2))
+
+
+def test_eval_prints_bits_per_byte_of_a_character_model(trained, capsys):
+    _, out = trained
+    assert main(["eval", "--checkpoint", str(out)]) == 0
+    text = capsys.readouterr().out
+    loss = float(re.search(r"val loss (\S+),", text).group(1))
+    bpb, bpc = printed_bits(text)
+    # ASCII under a character tokenizer: one token = one byte = one character
+    assert bpb == bpc == pytest.approx(loss / math.log(2), abs=2e-4)
+
+
+def test_eval_bits_per_byte_of_gpt2_tokens_is_total_nats_over_utf8_bytes(tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(write_corpus(tmp_path / "plain.txt").read_text() + "café – naïve\n" * 40)
+    out = tmp_path / "run"
+    assert main(["train", *tiny_flags(corpus, out, max_iters=1, tokenizer="gpt2")]) == 0
+    capsys.readouterr()
+    assert main(["eval", "--checkpoint", str(out)]) == 0
+    text = capsys.readouterr().out
+    loss = float(re.search(r"val loss (\S+),", text).group(1))
+    bpb, bpc = printed_bits(text)
+    val_text = corpus.read_text()[int(len(corpus.read_text()) * 0.9) :]
+    n_tokens = len(load_tokenizer(out / "checkpoint").encode(val_text))
+    total_bits = loss * n_tokens / math.log(2)
+    assert bpb == pytest.approx(total_bits / len(val_text.encode("utf-8")), abs=2e-4)
+    assert bpc == pytest.approx(total_bits / len(val_text), abs=2e-4)
+    assert bpc > bpb  # the accented letters take two bytes, the dash three

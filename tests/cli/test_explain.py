@@ -122,3 +122,33 @@ def test_run_option_belongs_to_the_schedule(capsys, tmp_path):
     code, _, err = run(capsys, "norms", "--run", str(tmp_path))
     assert code == 2
     assert "lr-schedule" in err
+
+
+def test_schedule_of_a_run_shows_the_learning_rates_it_logged(capsys, tmp_path):
+    """A run extended with --restretch-schedule did not follow the formula of its final
+    settings before the extension: the logged rates tell what it really used."""
+    from tests.train.helpers import tiny_flags, write_corpus
+
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    out = tmp_path / "run"
+    flags = tiny_flags(corpus, out, max_iters=8, warmup_iters=2, log_interval=1)
+    assert main(["train", *flags]) == 0
+    extend = ["--resume", "--out", str(out), "--max-iters", "12", "--restretch-schedule"]
+    assert main(["train", *extend]) == 0
+    capsys.readouterr()
+    code, printed, _ = run(
+        capsys, "lr-schedule", "--run", str(out), "--json", "--plot", str(tmp_path / "pictures")
+    )
+    assert code == 0
+    steps = {step["title"]: step for step in json.loads(printed)["steps"]}
+    logged = steps["Learning rate the run logged (metrics.jsonl)"]
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    by_iter = {line["iter"]: line["lr"] for line in lines if line["kind"] == "train"}
+    at = [int(label.removeprefix("t=")) for label in logged["columns"]]
+    assert at[0] == 0 and at[-1] == 11
+    assert logged["value"] == [by_iter[t] for t in at]
+    formula = steps["Learning rate at selected steps"]  # of the final, re-stretched settings
+    rate_at = dict(zip(formula["columns"], formula["value"], strict=True))
+    before = [t for t in at if f"t={t}" in rate_at and 2 < t < 8]  # decaying, before 8
+    assert before and all(by_iter[t] != rate_at[f"t={t}"] for t in before)
+    assert (tmp_path / "pictures" / "learning_rate_schedule.png").is_file()

@@ -313,3 +313,44 @@ def test_train_model_bert_ends_with_a_fill_mask_sample(corpus, tmp_path, capsys)
     sample = printed[printed.index("fill-mask sample:") :].splitlines()[1]
     prompt, candidates = sample.split("  ->  ")
     assert prompt == "to be or not to [MASK]" and len(candidates.split(", ")) == 5
+
+
+@pytest.mark.parametrize(
+    ("flags", "phrase"),
+    [
+        (["--time", "ten minutes"], "--time 'ten minutes' is not a duration"),
+        (["--time", "0s"], "--time must be longer than 0 seconds"),
+        (["--time", "0.000001"], "--time 0.000001 is too short: the evaluations"),
+        (["--time", "5m", "--max-iters", "10"], "give --time or --max-iters, not both"),
+        (["--time", "5m", "--warmup-iters", "2"], "needs --warmup-iters of at least 5"),
+    ],
+)
+def test_a_bad_time_budget_is_one_sentence_and_writes_nothing(
+    corpus, tmp_path, capsys, flags, phrase
+):
+    out = tmp_path / "out"
+    settings = tiny_flags(corpus, out, max_iters=None, warmup_iters=6)
+    assert main(["train", *settings, *flags]) == 2
+    assert phrase in error_line(capsys)
+    assert not out.exists()
+
+
+def test_time_cannot_restart_a_saved_run(corpus, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["train", *tiny_flags(corpus, out, max_iters=2)]) == 0
+    before = folder_bytes(out / "checkpoint")
+    capsys.readouterr()
+    assert main(["train", "--resume", "--out", str(out), "--time", "5m"]) == 2
+    assert "a resumed run keeps the iteration count" in error_line(capsys)
+    assert folder_bytes(out / "checkpoint") == before
+
+
+def test_a_time_run_prints_its_fixed_count_and_plain_progress_lines(corpus, tmp_path, capsys):
+    out = tmp_path / "out"
+    flags = tiny_flags(corpus, out, max_iters=None, warmup_iters=6, log_interval=2)
+    assert main(["train", *flags, "--time", "2s"]) == 0
+    printed = capsys.readouterr().out
+    end = read_trainer_state(out / "checkpoint")["config"]["max_iters"]
+    assert f"the run is now --max-iters {end}" in printed
+    assert "iter 0/?: loss" in printed  # before the count is fixed
+    assert f"iter 6/{end}: loss" in printed and "tokens/s" in printed

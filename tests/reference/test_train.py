@@ -95,6 +95,7 @@ def test_grad_accumulation_steps_with_the_mean_of_the_micro_batch_gradients(corp
         (dict(compile=True), "cannot honour compile"),
         (dict(gradient_checkpointing=True), "cannot honour gradient_checkpointing"),
         (dict(resume=True), "cannot honour resume"),
+        (dict(time="5m"), "cannot honour time"),
     ],
 )
 def test_options_the_numpy_engine_cannot_honour(option, message, tmp_path):

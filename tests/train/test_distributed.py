@@ -18,10 +18,11 @@ import safetensors.torch
 import torch
 
 import light_llm
-from light_llm.train.metrics import MetricsLog
+from light_llm.train.metrics import MetricsLog, evaluation_records, training_records
 from tests.train.helpers import tiny_flags
 
 SETTINGS = {"grad_accum": 2, "max_iters": 6, "eval_interval": 2, "dropout": 0.0, "lr": 1e-2}
+SETTINGS["log_interval"] = 2
 
 
 def run(command, **env):
@@ -56,9 +57,13 @@ def test_torchrun_two_gloo_processes_match_one_process(corpus, tmp_path):
     )
     assert "2 processes" in completed.stdout  # rank 0 announced a distributed run
     assert completed.stdout.count("training a ") == 1  # and rank 1 stayed silent
-    single = MetricsLog(single_out).records()
-    ddp = MetricsLog(ddp_out).records()
+    single_log, ddp_log = MetricsLog(single_out).records(), MetricsLog(ddp_out).records()
+    single, ddp = evaluation_records(single_log), evaluation_records(ddp_log)
     assert [r["iter"] for r in ddp] == [r["iter"] for r in single] == [0, 2, 4, 6]
+    single_steps, ddp_steps = training_records(single_log), training_records(ddp_log)
+    assert [r["iter"] for r in ddp_steps] == [r["iter"] for r in single_steps] == [0, 2, 4]
+    for one, many in zip(single_steps, ddp_steps, strict=True):
+        assert many["loss"] == pytest.approx(one["loss"], rel=1e-6)
     assert single[-1]["val_loss"] < single[0]["val_loss"]  # it trained
     for one, many in zip(single, ddp, strict=True):
         assert many["train_loss"] == pytest.approx(one["train_loss"], rel=1e-6)

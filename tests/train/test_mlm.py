@@ -196,7 +196,9 @@ def tiny_bert_run(corpus, out, **overrides):
 
 
 def metric_lines(out):
-    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    """The evaluation lines of metrics.jsonl."""
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return [line for line in lines if line["kind"] == "eval"]
 
 
 def test_unigram_log_probabilities_are_smoothed_frequencies():

@@ -13,13 +13,14 @@ import safetensors.torch
 import torch
 
 from light_llm.checkpoint import load_config, load_model
-from light_llm.data import TokenDataset
+from light_llm.data import TokenDataset, split_train_val
 from light_llm.errors import TrainingError
 from light_llm.models.gpt import GPT
+from light_llm.tokenizers import get_tokenizer
 from light_llm.train import TrainConfig, train
 from light_llm.train.batches import micro_batch_rng
 from light_llm.train.mlm import train_mlm
-from light_llm.train.optim import clip_grad_norm, configure_adamw
+from light_llm.train.optim import clip_grad_norm, configure_adamw, learning_rate
 from light_llm.train.state import read_trainer_state
 from tests.conftest import tiny_config
 from tests.train.helpers import TINY
@@ -29,18 +30,22 @@ def tiny_run(corpus, out, **overrides):
     return TrainConfig(**{**TINY, "data": str(corpus), "out": str(out), **overrides})
 
 
-def metric_lines(out):
-    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+def metric_lines(out, kind="eval"):
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return [line for line in lines if line["kind"] == kind]
 
 
 def tensors(path):
     return safetensors.torch.load_file(path)
 
 
-def assert_same_tensors(first, second):
+def assert_same_checkpoint_file(first_out, second_out, name="model.safetensors"):
+    """The tensors of checkpoint file ``name`` of two runs are equal, bit for bit."""
+    first = tensors(first_out / "checkpoint" / name)
+    second = tensors(second_out / "checkpoint" / name)
     assert first.keys() == second.keys()
-    for name in first:
-        assert torch.equal(first[name], second[name]), name
+    for key in first:
+        assert torch.equal(first[key], second[key]), key
 
 
 def test_a_tiny_model_overfits_one_batch():
@@ -103,37 +108,41 @@ def test_resume_equals_the_uninterrupted_run_exactly(corpus, tmp_path, dtype, mo
         for key in ("train_loss", "val_loss", "lr"):
             assert a[key] == b[key], (a["iter"], key)
     for name in ("model.safetensors", "optimizer.safetensors"):
-        assert_same_tensors(
-            tensors(tmp_path / "straight" / "checkpoint" / name),
-            tensors(tmp_path / "split" / "checkpoint" / name),
-        )
+        assert_same_checkpoint_file(tmp_path / "straight", tmp_path / "split", name)
 
 
-def test_ctrl_c_saves_mid_interval_and_resume_is_still_exact(corpus, tmp_path, monkeypatch):
-    common = {"max_iters": 12, "dropout": 0.1}
-    straight = train(tiny_run(corpus, tmp_path / "straight", **common))
+def stopped_then_resumed(monkeypatch, config, call):
+    """Train ``config`` with Ctrl-C pressed in the ``call``-th training forward pass (so
+    during iteration call - 1, after which the trainer saves and stops), then resume it to
+    its end; returns both results."""
     calls = {"n": 0}
     original_forward = GPT.forward
 
     def forward_then_ctrl_c(self, *args, **kwargs):
         if self.training:
             calls["n"] += 1
-            if calls["n"] == 7:  # during iteration 6 (0-based)
+            if calls["n"] == call:
                 signal.raise_signal(signal.SIGINT)
         return original_forward(self, *args, **kwargs)
 
     monkeypatch.setattr(GPT, "forward", forward_then_ctrl_c)
-    stopped = train(tiny_run(corpus, tmp_path / "stopped", **common))
+    stopped = train(config)
     monkeypatch.setattr(GPT, "forward", original_forward)
-    assert stopped.interrupted and stopped.iteration == 7  # iteration 6 was finished first
-    assert read_trainer_state(tmp_path / "stopped" / "checkpoint")["iteration"] == 7
-    resumed = train(TrainConfig(out=str(tmp_path / "stopped"), resume=True))
-    assert not resumed.interrupted and resumed.iteration == 12
+    assert stopped.interrupted and stopped.iteration == call
+    resumed = train(TrainConfig(out=config.out, resume=True))
+    assert not resumed.interrupted
+    return stopped, resumed
+
+
+def test_ctrl_c_saves_mid_interval_and_resume_is_still_exact(corpus, tmp_path, monkeypatch):
+    common = {"max_iters": 12, "dropout": 0.1}
+    straight = train(tiny_run(corpus, tmp_path / "straight", **common))
+    stopped, resumed = stopped_then_resumed(
+        monkeypatch, tiny_run(corpus, tmp_path / "stopped", **common), 7
+    )  # iteration 6 was finished first, and saved
+    assert resumed.iteration == 12
     assert {**stopped.losses, **resumed.losses} == straight.losses
-    assert_same_tensors(
-        tensors(tmp_path / "straight" / "checkpoint" / "model.safetensors"),
-        tensors(tmp_path / "stopped" / "checkpoint" / "model.safetensors"),
-    )
+    assert_same_checkpoint_file(tmp_path / "straight", tmp_path / "stopped")
 
 
 def test_a_failed_checkpoint_write_never_replaces_the_last_good_one(corpus, tmp_path, monkeypatch):
@@ -229,3 +238,79 @@ def test_bfloat16_autocast_trains_on_the_cpu(corpus, tmp_path):
     first, last = result.evaluations[0]["val_loss"], result.evaluations[-1]["val_loss"]
     assert last < first
     assert read_trainer_state(tmp_path / "bf16" / "checkpoint")["dtype"] == "bfloat16"
+
+
+def test_a_time_budget_fixes_max_iters_and_equals_that_run_exactly(corpus, tmp_path):
+    common = {"max_iters": None, "warmup_iters": 6, "dropout": 0.1, "eval_interval": 20}
+    common["min_lr"] = 1e-4
+    timed = train(tiny_run(corpus, tmp_path / "timed", time="2s", **common))
+    state = read_trainer_state(tmp_path / "timed" / "checkpoint")
+    end = state["config"]["max_iters"]  # the count the budget gave, recorded
+    assert end == timed.iteration == state["iteration"] >= 6
+    assert state["resolved_config"]["lr_decay_iters"] == end  # the cosine decays to the end
+    fixed = train(tiny_run(corpus, tmp_path / "fixed", **{**common, "max_iters": end}))
+    assert timed.losses == fixed.losses  # bit for bit
+    for name in ("model.safetensors", "optimizer.safetensors"):
+        assert_same_checkpoint_file(tmp_path / "timed", tmp_path / "fixed", name)
+    assert metric_lines(tmp_path / "timed")[-1]["lr"] == 1e-4  # the end of the cosine
+
+
+@pytest.mark.parametrize("stop_during", [3, 8], ids=["in-the-warmup", "after-the-estimate"])
+def test_a_resumed_time_run_finishes_as_the_run_of_its_count(
+    corpus, tmp_path, monkeypatch, stop_during
+):
+    common = {"max_iters": None, "warmup_iters": 6, "dropout": 0.1, "eval_interval": 20}
+    timed = tiny_run(corpus, tmp_path / "timed", time="3s", **common)
+    stopped, resumed = stopped_then_resumed(monkeypatch, timed, stop_during)
+    end = read_trainer_state(tmp_path / "timed" / "checkpoint")["config"]["max_iters"]
+    assert resumed.iteration == end
+    fixed = train(tiny_run(corpus, tmp_path / "fixed", **{**common, "max_iters": end}))
+    assert {**stopped.losses, **resumed.losses} == fixed.losses
+    assert_same_checkpoint_file(tmp_path / "timed", tmp_path / "fixed")
+
+
+def test_training_loss_records_every_log_interval_in_bits_too(corpus, tmp_path, capsys):
+    out = tmp_path / "run"
+    result = train(tiny_run(corpus, out, max_iters=12, log_interval=4))
+    logged = metric_lines(out, "train")
+    assert [r["iter"] for r in logged] == [0, 4, 8]
+    for record in logged:
+        assert record["loss"] == result.losses[record["iter"]]
+        # an ASCII text under a character tokenizer: a token is a byte is a character
+        assert record["bpb"] == pytest.approx(record["loss"] / math.log(2), rel=1e-12)
+        assert record["bpc"] == pytest.approx(record["loss"] / math.log(2), rel=1e-12)
+    for record in metric_lines(out):
+        assert record["val_bpb"] == pytest.approx(record["val_loss"] / math.log(2), rel=1e-12)
+    lines = [line for line in capsys.readouterr().out.splitlines() if "tokens/s" in line]
+    assert [line.split(":")[0] for line in lines] == ["iter 0/12", "iter 4/12", "iter 8/12"]
+    assert all(line.endswith(" left") for line in lines)
+
+
+def test_bits_per_byte_of_gpt2_tokens_is_total_nats_over_bytes(corpus, tmp_path):
+    out = tmp_path / "run"
+    train(tiny_run(corpus, out, max_iters=1, tokenizer="gpt2", eval_interval=1))
+    record = metric_lines(out)[-1]
+    _, val_text = split_train_val(corpus.read_text(encoding="utf-8"))
+    n_tokens = len(get_tokenizer("gpt2").encode(val_text))
+    total_bits = record["val_loss"] * n_tokens / math.log(2)
+    assert record["val_bpb"] == pytest.approx(total_bits / len(val_text.encode()), rel=1e-12)
+    assert n_tokens < len(val_text) and record["val_bpb"] < record["val_loss"] / math.log(2)
+
+
+def test_extending_a_run_goes_on_at_the_final_learning_rate(corpus, tmp_path, capsys):
+    common = {"max_iters": 10, "warmup_iters": 2, "log_interval": 1, "lr": 1e-3, "min_lr": 1e-4}
+    train(tiny_run(corpus, tmp_path / "kept", **common))
+    train(TrainConfig(out=str(tmp_path / "kept"), max_iters=16, resume=True))
+    assert "at its final learning rate 0.0001" in capsys.readouterr().out
+    logged = {r["iter"]: r["lr"] for r in metric_lines(tmp_path / "kept", "train")}
+    assert [logged[i] for i in range(10, 16)] == [1e-4] * 6
+
+    train(tiny_run(corpus, tmp_path / "stretched", **common))
+    train(
+        TrainConfig(
+            out=str(tmp_path / "stretched"), max_iters=16, resume=True, restretch_schedule=True
+        )
+    )
+    assert "re-stretched to end at 16" in capsys.readouterr().out
+    logged = {r["iter"]: r["lr"] for r in metric_lines(tmp_path / "stretched", "train")}
+    assert logged[10] == learning_rate(10, 1e-3, 1e-4, 2, 16) > 1e-4

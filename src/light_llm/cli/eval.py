@@ -8,7 +8,9 @@ from pathlib import Path
 
 DESCRIPTION = """\
 Print the mean next-token cross-entropy (nats per token) of a checkpoint on the validation
-split (the last 10%) of a corpus, and its perplexity exp(loss) (seed 002 §10.2, eq. 44).
+split (the last 10%) of a corpus, its perplexity exp(loss) (seed 002 §10.2, eq. 44), and the
+same loss in bits per byte and per character of the split's text (loss x tokens / ln 2 /
+bytes), which compares models with different tokenizers.
 
 The corpus is --data, else the one the checkpoint was trained on (recorded by light-llm
 train), else Shakespeare. By default every validation token is scored once, in consecutive
@@ -63,12 +65,12 @@ def run_eval(args: argparse.Namespace) -> int:
     import tempfile
 
     from light_llm.checkpoint import CHECKPOINT_SUBFOLDER, resolve_checkpoint_dir
-    from light_llm.data import load_corpus
+    from light_llm.data import load_corpus, split_sizes
     from light_llm.errors import ConfigError
     from light_llm.models.bert import holds_encoder
     from light_llm.tokenizers import load_tokenizer
     from light_llm.train.evaluate import unigram_log_probabilities, unigram_loss
-    from light_llm.train.metrics import perplexity
+    from light_llm.train.metrics import bits_per_unit, perplexity
     from light_llm.train.precision import resolve_device
     from light_llm.train.state import TRAINER_STATE_FILE, read_trainer_state
 
@@ -93,6 +95,7 @@ def run_eval(args: argparse.Namespace) -> int:
         train_tokens, dataset = split_datasets(
             text, tokenizer, cache, model.config.block_size, encoder
         )
+        val_size = split_sizes(cache)["val"]
         baseline = None
         if args.eval_iters is not None:
             loss, scored = sampled_validation_loss(model, dataset, args, trained, device)
@@ -104,6 +107,14 @@ def run_eval(args: argparse.Namespace) -> int:
     corpus = data or "Shakespeare"
     loss_name = "masked-LM loss" if encoder else "loss"
     print(f"val {loss_name} {loss:.4f}, perplexity {perplexity(loss):.3f}")
+    if not encoder:
+        bpb = bits_per_unit(loss, val_size["tokens"], val_size["bytes"])
+        bpc = bits_per_unit(loss, val_size["tokens"], val_size["chars"])
+        print(
+            f"{bpb:.4f} bits per byte, {bpc:.4f} bits per character (loss x "
+            f"{val_size['tokens']:,} tokens / ln 2 over the split's {val_size['bytes']:,} "
+            f"bytes, {val_size['chars']:,} characters)"
+        )
     print(f"({scored}; validation split of {corpus}; checkpoint {folder})")
     if baseline is not None:
         print(

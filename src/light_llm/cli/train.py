@@ -26,8 +26,11 @@ flag overrides it. GPT presets: {", ".join(PRESETS)}. BERT presets: bert-shakesp
 (the default with --model bert), minilm-l6 (the shape of the packaged MiniLM).
 
 Writes to --out: checkpoint/ (model, tokenizer, optimizer and trainer state, replaced as a
-unit), metrics.jsonl (one line per evaluation), loss_curve.png, data/ (the token cache).
-Ctrl-C stops after the current iteration and saves; --resume continues exactly.
+unit), metrics.jsonl (the training loss every --log-interval steps, "kind": "train", and one
+line per evaluation, "kind": "eval"; losses also in bits per byte and per character),
+loss_curve.png, data/ (the token cache). Ctrl-C stops after the current iteration and saves;
+--resume continues exactly. --resume --max-iters beyond the run's end goes on at the final
+learning rate (--restretch-schedule stretches the cosine instead).
 Under torchrun the same command trains with DistributedDataParallel.
 """
 
@@ -37,6 +40,7 @@ examples:
   light-llm train --data my.txt --max-iters 500 --out out-mine
   light-llm train --preset shakespeare-char --dtype bfloat16
   light-llm train --resume --max-iters 4000         # continue (and extend) the run in --out
+  light-llm train --time 5m --out out-5m            # as many iterations as fit in 5 minutes
   light-llm train --model bert --out out-bert       # masked-LM encoder on Shakespeare
   light-llm fill-mask --checkpoint out-bert "to be or not to [MASK]"
   torchrun --nproc_per_node=2 -m light_llm train --grad-accum 2
@@ -142,6 +146,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     optim.add_argument("--weight-decay", type=float, help="AdamW decay on matrices (0.1)")
     optim.add_argument("--grad-clip", type=float, help="global gradient norm bound (0 = off)")
     optim.add_argument("--label-smoothing", type=float, metavar="A", help="alpha (default 0)")
+
+    length = parser.add_argument_group("length of the run and its log")
+    length.add_argument(
+        "--time",
+        metavar="DURATION",
+        help="train for this wall-clock time (90 or 90s, 5m, 1h, 1h30m) instead of --max-iters: "
+        "the speed measured during the warmup fixes the iteration count, which the checkpoint "
+        "records, and the cosine decays to it",
+    )
+    length.add_argument(
+        "--log-interval",
+        type=int,
+        metavar="N",
+        help="record the training loss every N steps in metrics.jsonl; outside a terminal also "
+        "print a line (default 10)",
+    )
+    length.add_argument(
+        "--restretch-schedule",
+        action="store_true",
+        help="with --resume --max-iters beyond the run's end: stretch the cosine to the new end "
+        "(the learning rate rises again) instead of going on at the final learning rate",
+    )
 
     run = parser.add_argument_group("evaluation, output and running")
     run.add_argument("--eval-interval", type=int, metavar="N", help="evaluate every N steps")

@@ -236,14 +236,27 @@ def learning_rate_figure(
     lr_decay_iters: int,
     max_iters: int,
     title: str = "Learning-rate schedule",
+    logged: Sequence[tuple[int, float]] = (),
 ) -> Path:
     """The learning rate at every step of a run, by ``train.optim.learning_rate`` (seed 000 §7,
-    seed 002 §4.2): linear warmup, cosine decay, then the floor."""
+    seed 002 §4.2): linear warmup, cosine decay, then the floor; with ``logged`` (step, lr)
+    pairs, also the rates a run really used, as it logged them."""
     steps = np.arange(max_iters)
     rates = [learning_rate(int(t), max_lr, min_lr, warmup_iters, lr_decay_iters) for t in steps]
     figure = Figure(figsize=WIDE_FIGURE, layout="constrained")
     axes = figure.subplots()
-    axes.plot(steps, rates, color="tab:blue")
+    axes.plot(steps, rates, color="tab:blue", label="schedule of the final settings")
+    if logged:
+        logged_steps, logged_rates = zip(*logged, strict=True)
+        axes.plot(
+            logged_steps,
+            logged_rates,
+            color="tab:orange",
+            marker=".",
+            markersize=3,
+            linewidth=1,
+            label="as the run logged it",
+        )
     axes.axvline(warmup_iters, color="gray", linestyle=":", label=f"end of warmup ({warmup_iters})")
     axes.axvline(
         lr_decay_iters, color="gray", linestyle="--", label=f"end of decay ({lr_decay_iters})"
@@ -253,7 +266,7 @@ def learning_rate_figure(
     axes.set_ylabel("learning rate")
     axes.set_title(f"{title}\nlinear warmup + cosine decay, max_lr = {max_lr:g}")
     axes.grid(alpha=0.3)
-    axes.legend(fontsize=8)
+    axes.legend(fontsize=8, loc="upper right")
     return save(figure, path)
 
 

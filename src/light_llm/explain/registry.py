@@ -183,6 +183,7 @@ def schedule_figure(folder: Path, settings: training_examples.ScheduleSettings) 
         s.lr_decay_iters,
         s.max_iters,
         title=f"Learning-rate schedule of {s.source}",
+        logged=s.logged,
     )
 
 

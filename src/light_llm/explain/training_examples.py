@@ -5,6 +5,7 @@ functions the trainer calls."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from light_llm.checkpoint import resolve_checkpoint_dir
 from light_llm.errors import CheckpointError
 from light_llm.explain.steps import Step
 from light_llm.train.config import TrainConfig
+from light_llm.train.metrics import MetricsLog, evaluation_records, training_records
 from light_llm.train.optim import clip_grad_norm, configure_adamw, learning_rate
 from light_llm.train.state import read_trainer_state
 
@@ -127,6 +129,7 @@ class ScheduleSettings:
     lr_decay_iters: int
     max_iters: int
     source: str
+    logged: tuple[tuple[int, float], ...] = ()  # (step, lr) the run logged, in step order
 
     @classmethod
     def from_train_config(cls, config: TrainConfig, source: str) -> ScheduleSettings:
@@ -162,7 +165,8 @@ def default_schedule() -> ScheduleSettings:
 
 def run_schedule(folder: str | Path) -> ScheduleSettings:
     """The schedule of the training run saved in ``folder`` (OUT or OUT/checkpoint), read
-    from its ``trainer_state.json``."""
+    from its ``trainer_state.json``, with the learning rates it logged in ``metrics.jsonl``
+    (the schedule it really followed, which a resume that re-stretched the cosine changed)."""
     checkpoint = resolve_checkpoint_dir(folder)
     state = read_trainer_state(checkpoint)
     try:
@@ -171,7 +175,12 @@ def run_schedule(folder: str | Path) -> ScheduleSettings:
         raise CheckpointError(
             f"{checkpoint} holds no readable training configuration ({exc})."
         ) from None
-    return ScheduleSettings.from_train_config(config, f"the training run in {folder}")
+    settings = ScheduleSettings.from_train_config(config, f"the training run in {folder}")
+    records = MetricsLog(checkpoint.parent).records()
+    # the steps' own records; a run that logged none (the NumPy engine) has its evaluations'
+    records = training_records(records) or evaluation_records(records)
+    logged = {int(r["iter"]): float(r["lr"]) for r in records if "lr" in r and "iter" in r}
+    return dataclasses.replace(settings, logged=tuple(sorted(logged.items())))
 
 
 def lr_schedule(settings: ScheduleSettings | None = None) -> list[Step]:
@@ -216,6 +225,26 @@ def lr_schedule(settings: ScheduleSettings | None = None) -> list[Step]:
             "seed 000 §7",
             columns=columns,
         ),
+        *logged_rates(s),
+    ]
+
+
+def logged_rates(s: ScheduleSettings) -> list[Step]:
+    """The learning rates a run logged in metrics.jsonl, at up to 9 of its logged steps (a
+    step for the run's own record; none for a schedule that did not run)."""
+    if not s.logged:
+        return []
+    picks = sorted({round(k * (len(s.logged) - 1) / 8) for k in range(9)})
+    chosen = [s.logged[index] for index in picks]
+    return [
+        Step(
+            "Learning rate the run logged (metrics.jsonl)",
+            "What the run really used, at some of its logged steps; it differs from the "
+            "formula above where a resume changed the schedule (--restretch-schedule).",
+            [rate for _, rate in chosen],
+            "seed 000 §7",
+            columns=tuple(f"t={step}" for step, _ in chosen),
+        )
     ]
 
 

@@ -55,6 +55,7 @@ def check_numpy_options(config: TrainConfig) -> None:
         "compile": "it has no compiler",
         "gradient_checkpointing": "it keeps every activation for the backward pass",
         "resume": "it does not save optimiser state; train with the torch engine to resume",
+        "time": "it trains for --max-iters; train with the torch engine for a time budget",
     }
     for option, reason in unsupported.items():
         if getattr(config, option):

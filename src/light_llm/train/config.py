@@ -5,6 +5,11 @@ this order: the value given; on ``--resume``, the value the run was started with
 recipe of the model preset (nanoGPT's recipes for its shapes, ``PRESET_RECIPES``); the
 general defaults (``GENERAL_DEFAULTS``, with the seed's AdamW betas 0.9 / 0.95).
 
+Two exceptions to "a resumed run goes on as it was started": a ``time`` run records the
+iteration count its budget gave as ``max_iters`` (:mod:`light_llm.train.budget`), and a
+resume that extends a run beyond its end pins ``lr_decay_iters`` (at the old end, or with
+``restretch_schedule`` at the new one) so that the schedule says what it does.
+
 The defaults as a whole are the main job: ``light-llm train`` with no flags trains the
 ``char-baby`` shape (4 layers, 4 heads, 128 wide, context 64) on character-level Shakespeare
 with nanoGPT's CPU recipe: batch 12, 2000 iterations, lr 1e-3 after 100 warmup iterations,
@@ -26,6 +31,7 @@ from typing import Any
 
 from light_llm.config import PRESETS, ModelConfig
 from light_llm.errors import ConfigError
+from light_llm.train.budget import MIN_WARMUP_FOR_BUDGET, parse_duration
 
 MODELS = ("gpt", "bert")
 DEFAULT_MODEL = "gpt"
@@ -50,6 +56,7 @@ GENERAL_DEFAULTS: dict[str, Any] = {
     "label_smoothing": 0.0,
     "eval_interval": 250,
     "eval_iters": 20,
+    "log_interval": 10,
     "seed": 1337,
     "sample_tokens": 300,
 }
@@ -118,6 +125,7 @@ INHERITED_FIELDS = (
     "model",
     "preset",
     "lr_decay_iters",
+    "time",
     "dtype",
     *MODEL_FIELDS,
     *GENERAL_DEFAULTS,
@@ -153,6 +161,7 @@ class TrainConfig:
     batch_size: int | None = None  # sequences per micro-batch
     grad_accum: int | None = None  # micro-batches per optimiser step (over all processes)
     max_iters: int | None = None  # optimiser steps
+    time: str | None = None  # a wall-clock budget ("90s", "5m") instead of max_iters
     lr: float | None = None
     min_lr: float | None = None
     warmup_iters: int | None = None
@@ -165,6 +174,7 @@ class TrainConfig:
     # evaluation and output
     eval_interval: int | None = None
     eval_iters: int | None = None
+    log_interval: int | None = None  # a training-loss record (and a plain line) every N steps
     sample_tokens: int | None = None
     out: str = DEFAULT_OUT
     # how to run
@@ -174,6 +184,7 @@ class TrainConfig:
     compile: bool = False
     gradient_checkpointing: bool = False
     resume: bool = False
+    restretch_schedule: bool = False  # on extending a run: stretch the cosine to the new end
     overwrite: bool = False
 
     def __post_init__(self) -> None:
@@ -238,7 +249,7 @@ class TrainConfig:
                 f"not {self.tokenizer!r}"
                 + (" (masked-LM needs WordPiece's [MASK])." if self.model == "bert" else ".")
             )
-        positive_ints = ("batch_size", "grad_accum", "eval_interval", "eval_iters")
+        positive_ints = ("batch_size", "grad_accum", "eval_interval", "eval_iters", "log_interval")
         for key in positive_ints:
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -263,8 +274,33 @@ class TrainConfig:
             raise ConfigError("weight_decay and grad_clip must be >= 0 (grad_clip 0 = off).")
         if not 0 <= self.label_smoothing < 1:
             raise ConfigError(f"label_smoothing must lie in [0, 1), got {self.label_smoothing}.")
+        if self.time is not None:
+            parse_duration(self.time)
+            if self.warmup_iters < MIN_WARMUP_FOR_BUDGET:
+                raise ConfigError(
+                    f"--time measures the speed during the learning-rate warmup, so it needs "
+                    f"--warmup-iters of at least {MIN_WARMUP_FOR_BUDGET}, got {self.warmup_iters}."
+                )
         # the model settings too, before any file is written (the vocabulary comes later)
         self.model_config(model_presets(self.model)[self.preset].vocab_size)
+
+    def awaits_budget_estimate(self) -> bool:
+        """Whether this is a ``--time`` run whose iteration count is still to be fixed (see
+        :mod:`light_llm.train.budget`): it is then recorded as ``max_iters``."""
+        return self.time is not None and self.max_iters is None
+
+    def check_time_flags(self) -> None:
+        """ConfigError when ``--time`` comes with what it cannot go with (the flags as given,
+        before a resumed run's settings are inherited)."""
+        if self.time is None:
+            return
+        if self.resume:
+            raise ConfigError(
+                "--time starts a run; a resumed run keeps the iteration count its budget gave "
+                "(extend it with --max-iters)."
+            )
+        if self.max_iters is not None:
+            raise ConfigError("give --time or --max-iters, not both.")
 
 
 def model_presets(model: str) -> dict[str, ModelConfig]:

@@ -1,8 +1,16 @@
-"""The record of a run: ``metrics.jsonl`` (one JSON object per evaluation) and its loss curve.
+"""The record of a run: ``metrics.jsonl`` and its loss curve.
 
-Each evaluation appends one line ``{"iter", "train_loss", "val_loss", "lr", "tokens_per_s",
-"elapsed_s", ...}`` and flushes it, like a log: a run killed at any moment keeps every line
-written before, and a resumed run goes on appending to the same file.
+Two kinds of line, each appended and flushed like a log (a run killed at any moment keeps
+every line written before; a resumed run goes on appending to the same file):
+
+- ``{"kind": "train", "iter", "loss", "lr", "tokens_per_s", "elapsed_s", "bpb", "bpc"}``
+  every ``log_interval`` iterations: the training loss of that iteration's batch;
+- ``{"kind": "eval", "iter", "train_loss", "val_loss", "val_perplexity", "lr", ...,
+  "train_bpb", "val_bpb", ...}`` at every evaluation (a line without "kind", as older runs
+  and the NumPy engine write them, is an evaluation).
+
+Losses are in nats per token; ``bpb`` / ``bpc`` are the same losses in bits per byte / per
+character of the split's text (:func:`bits_per_unit`), comparable across tokenizers.
 """
 
 from __future__ import annotations
@@ -27,6 +35,40 @@ def perplexity(loss: float) -> float:
         return math.exp(loss)
     except OverflowError:
         return math.inf
+
+
+def bits_per_unit(loss: float, n_tokens: int, n_units: int) -> float:
+    """A mean loss in nats per token as bits per byte (or per character) of the text those
+    tokens encode: the total information n_tokens * loss, in bits (divided by ln 2, as
+    log2 x = ln x / ln 2), spread over n_units:
+
+        bpb = loss * n_tokens / (ln 2 * n_bytes)
+
+    (seed 000 §7: the loss is the mean negative log-likelihood per token). Over a split
+    whose tokens are its bytes (a character tokenizer on ASCII text) it is loss / ln 2."""
+    if n_units <= 0:
+        return math.nan
+    return loss * n_tokens / (math.log(2) * n_units)
+
+
+def evaluation_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The evaluation lines of a metrics log (module docstring)."""
+    return [record for record in records if record.get("kind", "eval") == "eval"]
+
+
+def training_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The training-loss lines of a metrics log (module docstring)."""
+    return [record for record in records if record.get("kind") == "train"]
+
+
+def smoothed(values: list[float], weight: float = 0.9) -> list[float]:
+    """Exponential moving average with bias correction: s_k = w s_(k-1) + (1 - w) x_k,
+    shown as s_k / (1 - w^k) so that the first values are not pulled towards 0."""
+    average, out = 0.0, []
+    for k, value in enumerate(values, start=1):
+        average = weight * average + (1 - weight) * value
+        out.append(average / (1 - weight**k))
+    return out
 
 
 class MetricsLog:
@@ -64,16 +106,30 @@ class MetricsLog:
 
 
 def plot_loss_curve(records: list[dict[str, Any]], path: Path, title: str = "") -> None:
-    """Train and validation loss against iteration, as a PNG written atomically to ``path``."""
+    """The training loss of every logged iteration (faint) and its moving average
+    (:func:`smoothed`), with the evaluations' train and validation losses on top, against
+    iteration, as a PNG written atomically to ``path``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    iterations = [record["iter"] for record in records]
     figure, axes = plt.subplots(figsize=(7, 4.2), dpi=120)
-    axes.plot(iterations, [r["train_loss"] for r in records], marker=".", label="train")
-    axes.plot(iterations, [r["val_loss"] for r in records], marker=".", label="validation")
+    logged = training_records(records)
+    if logged:
+        steps, losses = [r["iter"] for r in logged], [r["loss"] for r in logged]
+        axes.plot(steps, losses, color="tab:blue", alpha=0.25, linewidth=0.8)
+        axes.plot(steps, smoothed(losses), color="tab:blue", label="train batch (smoothed)")
+    evaluations = evaluation_records(records)
+    iterations = [record["iter"] for record in evaluations]
+    for key, color, label in (
+        ("train_loss", "tab:cyan", "train (evaluation)"),
+        ("val_loss", "tab:orange", "validation"),
+    ):
+        # the evaluations' train loss as points alone where the logged steps draw the line
+        style = {"linestyle": "none"} if logged and key == "train_loss" else {}
+        values = [r[key] for r in evaluations]
+        axes.plot(iterations, values, marker="o", color=color, label=label, **style)
     axes.set_xlabel("iteration")
     axes.set_ylabel("cross-entropy loss (nats per token)")
     axes.set_title(title or "loss curve")

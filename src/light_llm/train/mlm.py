@@ -221,6 +221,8 @@ class MaskedLMTrainer(Trainer):
     architecture = "bert"
     model_label = "BERT-style encoder"
     sample_heading = "fill-mask sample"
+    model_class = BertEncoder
+    reports_bits = False  # a loss over the masked tokens only, not per byte of the text
 
     def build_model_config(self) -> EncoderConfig:
         return super().build_model_config().replace(mlm_head=True)  # masked-LM needs the head
@@ -230,7 +232,7 @@ class MaskedLMTrainer(Trainer):
         the training split (:func:`unigram_log_probabilities`). The other weights start
         small, so the untrained model predicts the unigram distribution (loss near the
         unigram entropy, not log V) and training spends its steps on the context."""
-        model = BertEncoder(self.model_config)
+        model = self.model_class(self.model_config)
         bias = model.mlm_head.decoder.bias
         if bias is not None:
             tokens = self.train_data.tokens.tokens

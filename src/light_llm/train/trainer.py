@@ -11,10 +11,19 @@ One iteration is one optimiser step:
                                         under DDP averaged over the processes as well)
     clip ||g||_2 to grad_clip; set lr(iteration); AdamW step
 
-Every ``eval_interval`` iterations (and at the end) the mean loss over ``eval_iters`` fixed
-batches of each split is measured, appended to ``OUT/metrics.jsonl``, and the whole state
-is written to ``OUT/checkpoint`` as one atomic unit. ``resume`` continues from there so
-that, on the CPU with a fixed seed, the losses equal those of a run never stopped.
+Every ``log_interval`` iterations the training loss of that iteration goes to
+``OUT/metrics.jsonl`` (and, outside a terminal, to a plain line of output in place of the
+progress bar). Every ``eval_interval`` iterations (and at the end) the mean loss over
+``eval_iters`` fixed batches of each split is measured and appended there too, and the whole
+state is written to ``OUT/checkpoint`` as one atomic unit. ``resume`` continues from there
+so that, on the CPU with a fixed seed, the losses equal those of a run never stopped.
+Losses are also given in bits per byte and per character of the text
+(:func:`light_llm.train.metrics.bits_per_unit`).
+
+``time`` trains for a wall-clock budget: the iteration count is estimated from the speed
+measured during the warmup and then fixed (:mod:`light_llm.train.budget`). Extending a
+finished run (``resume`` with a larger ``max_iters``) keeps its schedule, so the new
+iterations run at ``min_lr``; ``restretch_schedule`` stretches the cosine to the new end.
 
 Mixed precision (:mod:`light_llm.train.precision`): bfloat16 autocast by default on GPUs
 and CPUs that have bfloat16 arithmetic (it kept the loss and was faster on these machines),
@@ -25,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import os
 import sys
@@ -48,7 +58,7 @@ from light_llm.checkpoint import (
     save_model,
 )
 from light_llm.config import ModelConfig
-from light_llm.data import TokenDataset, encode_corpus, load_corpus, token_dtype
+from light_llm.data import TokenDataset, encode_corpus, load_corpus, split_sizes, token_dtype
 from light_llm.errors import (
     CheckpointError,
     ConfigError,
@@ -59,6 +69,13 @@ from light_llm.errors import (
 from light_llm.models.gpt import GPT
 from light_llm.tokenizers import get_tokenizer, load_tokenizer
 from light_llm.train.batches import micro_batch_rng, rank_slots
+from light_llm.train.budget import (
+    SKIPPED_ITERATIONS,
+    format_seconds,
+    iterations_for_budget,
+    parse_duration,
+    seconds_left,
+)
 from light_llm.train.config import TrainConfig
 from light_llm.train.distributed import (
     DistributedContext,
@@ -68,7 +85,13 @@ from light_llm.train.distributed import (
 )
 from light_llm.train.evaluate import sampled_loss
 from light_llm.train.interrupt import StopRequest
-from light_llm.train.metrics import LOSS_CURVE_FILE, MetricsLog, perplexity, plot_loss_curve
+from light_llm.train.metrics import (
+    LOSS_CURVE_FILE,
+    MetricsLog,
+    bits_per_unit,
+    perplexity,
+    plot_loss_curve,
+)
 from light_llm.train.optim import clip_grad_norm, configure_adamw, learning_rate
 from light_llm.train.precision import (
     attention_kernels,
@@ -90,6 +113,7 @@ from light_llm.train.state import (
 
 DATA_CACHE_SUBFOLDER = "data"
 SAMPLE_TEMPERATURE = 0.8
+TIMED_FORWARDS = 2  # forward passes timed to estimate an evaluation before a --time run
 
 
 @dataclass
@@ -127,16 +151,18 @@ class Trainer:
 
     Another architecture trained by the same loop (the encoder's masked-LM,
     :class:`light_llm.train.mlm.MaskedLMTrainer`) subclasses this and overrides
-    ``architecture`` and ``model_label``, :meth:`build_model`, :meth:`build_datasets`, how a
-    checkpoint's model is read and written (:meth:`stored_model_config`, :meth:`load_weights`,
-    :meth:`save_checkpoint`) and :meth:`sample`. Its datasets' ``get_batch(batch_size,
-    generator, device)`` return (inputs, targets) for ``model(inputs, targets,
-    label_smoothing=...) -> (out, loss)``.
+    ``architecture``, ``model_label``, ``model_class`` and ``reports_bits``,
+    :meth:`build_model`, :meth:`build_datasets`, how a checkpoint's model is read and written
+    (:meth:`stored_model_config`, :meth:`load_weights`, :meth:`save_checkpoint`) and
+    :meth:`sample`. Its datasets' ``get_batch(batch_size, generator, device)`` return
+    (inputs, targets) for ``model(inputs, targets, label_smoothing=...) -> (out, loss)``.
     """
 
     architecture = "gpt"  # TrainConfig.model of the runs this class trains
     model_label = "GPT"  # what messages call the model
     sample_heading = "sample"  # printed above the sample at the end
+    model_class: type[torch.nn.Module] = GPT  # built from the run's model config
+    reports_bits = True  # a next-token loss, so also in bits per byte / character
 
     def __init__(self, config: TrainConfig) -> None:
         if config.model not in (None, self.architecture) or config.engine != "torch":
@@ -157,25 +183,36 @@ class Trainer:
     def _set_up(self, config: TrainConfig) -> None:
         self.out = Path(config.out)
         self.checkpoint_dir = self.out / CHECKPOINT_SUBFOLDER
+        config.check_time_flags()
         saved = self._saved_run(config)
+        self.schedule_note = ""
         if saved:
             self._check_same_architecture(saved)
+            config = self._schedule_of_extension(config, saved)
             config = config.inherit(TrainConfig.from_dict(saved["config"]))
         self.given = dataclasses.replace(config, model=self.architecture)
         self.config = cfg = self.given.resolve()
+        # a --time run whose iteration count is not fixed yet (see light_llm.train.budget)
+        self.budget_s = None
+        if self.given.awaits_budget_estimate():
+            self.budget_s = parse_duration(cfg.time)
         self.dtype = cfg.dtype or default_dtype(self.device)
         check_dtype(self.dtype, self.device)
         self.slots = rank_slots(self.dist.rank, self.dist.world_size, cfg.grad_accum)
         self.metrics = MetricsLog(self.out)
-        self._on_main(lambda: self._prepare_output_folder(fresh=saved is None))
 
         text = load_corpus(cfg.data)
         if saved:
             self.tokenizer = load_tokenizer(self.resume_folder)
         else:
             self.tokenizer = get_tokenizer(cfg.tokenizer, text=text)
-        self.train_data, self.val_data = self.build_datasets(text)
         self.model_config = self.build_model_config()
+        self.eval_seconds = 0.0  # of the latest evaluation (with its checkpoint)
+        if self.budget_s is not None:
+            self.eval_seconds = self._check_budget_holds_evaluations()
+        self._on_main(lambda: self._prepare_output_folder(fresh=saved is None))
+        self.train_data, self.val_data = self.build_datasets(text)
+        self.sizes = split_sizes(self.out / DATA_CACHE_SUBFOLDER) if self.reports_bits else {}
         if saved:
             self._check_same_run(saved)
 
@@ -224,6 +261,64 @@ class Trainer:
             )
         return None
 
+    def _schedule_of_extension(self, asked: TrainConfig, saved: dict[str, Any]) -> TrainConfig:
+        """``asked`` (the flags of a resume) with the end of the cosine pinned when it extends
+        the saved run beyond its end: at the saved run's end (the new iterations run at
+        min_lr), or with ``restretch_schedule`` at the new end. Says which in
+        ``self.schedule_note``."""
+        stored = TrainConfig.from_dict(saved["resolved_config"])
+        stored_given = TrainConfig.from_dict(saved["config"])
+        if (
+            asked.max_iters is None
+            or asked.max_iters <= stored.max_iters
+            or asked.lr_decay_iters is not None
+            or stored_given.awaits_budget_estimate()  # a --time run stopped before its estimate
+        ):
+            return asked
+        if asked.restretch_schedule:
+            self.schedule_note = (
+                f"extending the run from {stored.max_iters} to {asked.max_iters} iterations "
+                f"with the cosine re-stretched to end at {asked.max_iters} "
+                "(--restretch-schedule): the learning rate rises again."
+            )
+            return dataclasses.replace(asked, lr_decay_iters=asked.max_iters)
+        self.schedule_note = (
+            f"extending the run from {stored.max_iters} to {asked.max_iters} iterations at its "
+            f"final learning rate {stored.min_lr:g} (its cosine ended at "
+            f"{stored.lr_decay_iters}); --restretch-schedule stretches the cosine to "
+            f"{asked.max_iters} instead."
+        )
+        return dataclasses.replace(asked, lr_decay_iters=stored.lr_decay_iters)
+
+    def _check_budget_holds_evaluations(self) -> float:
+        """The seconds one evaluation should take (``2 * eval_iters`` forward passes, from
+        :data:`TIMED_FORWARDS` timed ones of an untrained model of the run's shape, the
+        generators left as they were); ConfigError, before anything is written, when the
+        budget cannot hold the evaluations at the start and at the end."""
+        cfg = self.config
+        with torch.random.fork_rng(devices=[]):
+            model = self.model_class(self.model_config).to(self.device).eval()
+            shape = (cfg.batch_size, cfg.block_size)
+            generator = torch.Generator().manual_seed(0)
+            x = torch.randint(0, self.model_config.vocab_size, shape, generator=generator)
+            x = x.to(self.device)  # (B, T)
+            with torch.no_grad(), autocast(self.device, self.dtype):
+                model(x, x)  # the first call pays for allocation
+                tick = time.perf_counter()
+                for _ in range(TIMED_FORWARDS):
+                    _, loss = model(x, x)
+                loss.item()  # waits for the device
+                seconds = (time.perf_counter() - tick) / TIMED_FORWARDS
+        del model
+        per_evaluation = 2 * cfg.eval_iters * seconds / self.dist.world_size
+        if self.dist.any_rank(2 * per_evaluation >= self.budget_s, self.device):
+            raise ConfigError(
+                f"--time {cfg.time} is too short: the evaluations at the start and the end take "
+                f"about {per_evaluation:.2g} s each here ({cfg.eval_iters} batches of each "
+                "split); give more time or fewer --eval-iters."
+            )
+        return per_evaluation
+
     def _prepare_output_folder(self, fresh: bool) -> None:
         """Create OUT and make sure files can be written there, before any training."""
         try:
@@ -253,7 +348,7 @@ class Trainer:
         return self.config.model_config(self.tokenizer.vocab_size)
 
     def build_model(self) -> torch.nn.Module:
-        return GPT(self.model_config)
+        return self.model_class(self.model_config)
 
     def build_datasets(self, text: str) -> tuple[TokenDataset, TokenDataset]:
         """Next-token windows of ``block_size`` over the corpus's ids in OUT/data."""
@@ -345,32 +440,39 @@ class Trainer:
             shutdown_distributed(self.dist)
 
     def _train(self, stop: StopRequest) -> TrainResult:
-        cfg = self.config
         result = TrainResult(self.out, self.checkpoint_dir, self.iteration)
         if self.dist.is_main:
             self._announce()
         self.started = time.perf_counter()
         progress = tqdm(
-            total=cfg.max_iters,
-            initial=min(self.iteration, cfg.max_iters),
+            total=None if self.budget_s else self.config.max_iters,
+            initial=min(self.iteration, self.config.max_iters),
             desc="training",
             unit="it",
             dynamic_ncols=True,
             disable=None if self.dist.is_main else True,
         )
         meter = ThroughputMeter()
+        iteration_seconds: list[float] = []  # of this process, until a --time run is fixed
         with progress:
             while True:
+                if self.budget_s is not None and self.iteration >= self.config.warmup_iters:
+                    self._fix_iteration_count(iteration_seconds, progress)
                 if self._evaluation_due():
                     record = self._evaluate_and_save(meter)
                     result.evaluations.append(record)
                     progress.set_postfix(val_loss=f"{record['val_loss']:.4f}", refresh=False)
-                if self.iteration >= cfg.max_iters:
+                if self.budget_s is None and self.iteration >= self.config.max_iters:
                     break
                 tick = time.perf_counter()
                 loss, stop_requested = self._train_iteration(stop)
-                meter.add(self.tokens_per_iteration, time.perf_counter() - tick)
+                seconds = time.perf_counter() - tick
+                meter.add(self.tokens_per_iteration, seconds)
+                if self.budget_s is not None:
+                    iteration_seconds.append(seconds)
                 result.losses[self.iteration] = loss
+                if self.iteration % self.config.log_interval == 0:
+                    self._on_main(functools.partial(self._log_training, loss, meter, progress))
                 self.iteration += 1
                 self.tokens_seen += self.tokens_per_iteration
                 progress.update(1)
@@ -386,16 +488,57 @@ class Trainer:
             self._finish(result)
         return result
 
+    def _fix_iteration_count(self, iteration_seconds: list[float], progress: tqdm) -> None:
+        """End the speed measurement of a ``--time`` run: estimate the iteration count that
+        fits the budget left (:func:`iterations_for_budget`, the measurements averaged over
+        the processes so that all agree) and fix it as ``max_iters``, which the checkpoint
+        records."""
+        cfg = self.config
+        timed = iteration_seconds[SKIPPED_ITERATIONS:] or iteration_seconds
+        if timed:
+            per_iteration = sum(timed) / len(timed)
+        else:  # resumed at the end of the warmup: the saved run's average
+            per_iteration = self.elapsed() / max(self.iteration, 1)
+        measured = torch.tensor(
+            [per_iteration, self.eval_seconds, self.elapsed()], dtype=torch.float64
+        )
+        measured = self.dist.all_reduce_sum(measured.to(self.device)) / self.dist.world_size
+        per_iteration, eval_seconds, elapsed = measured.tolist()
+        available = self.budget_s - elapsed
+        if self.iteration % cfg.eval_interval == 0 and self.last_eval_iteration != self.iteration:
+            available -= eval_seconds  # the evaluation due now
+        end = iterations_for_budget(
+            self.iteration, available, per_iteration, eval_seconds, cfg.eval_interval
+        )
+        self.given = dataclasses.replace(self.given, max_iters=end)
+        self.config = self.given.resolve()
+        self.budget_s = None
+        progress.total = end
+        progress.refresh()
+        if self.dist.is_main:
+            tqdm.write(
+                f"--time {cfg.time}: {per_iteration * 1e3:.3g} ms an iteration (over "
+                f"{len(timed)} timed) and {eval_seconds:.2g} s an evaluation fit {end:,} "
+                f"iterations; the run is now --max-iters {end} (recorded in its checkpoint), "
+                f"its cosine decaying to iteration {self.config.lr_decay_iters}.",
+                file=sys.stdout,
+            )
+
     def _evaluation_due(self) -> bool:
         at_interval = self.iteration % self.config.eval_interval == 0
-        at_end = self.iteration >= self.config.max_iters
+        at_end = self.budget_s is None and self.iteration >= self.config.max_iters
         return (at_interval or at_end) and self.last_eval_iteration != self.iteration
+
+    def learning_rate(self, step: int) -> float:
+        """The learning rate of optimiser step ``step`` under this run's schedule."""
+        cfg = self.config
+        return learning_rate(step, cfg.lr, cfg.min_lr, cfg.warmup_iters, cfg.lr_decay_iters)
 
     def _train_iteration(self, stop: StopRequest) -> tuple[float, bool]:
         """One optimiser step over this process's micro-batches; returns the mean training
         loss over the global batch and whether any process was asked to stop (so far)."""
         cfg = self.config
-        lr = learning_rate(self.iteration, cfg.lr, cfg.min_lr, cfg.warmup_iters, cfg.lr_decay_iters)
+        lr = self.learning_rate(self.iteration)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         loss_sum = torch.zeros((), device=self.device)
@@ -461,17 +604,64 @@ class Trainer:
         means = (self.dist.all_reduce_sum(sums) / cfg.eval_iters).tolist()
         return dict(zip(datasets, means, strict=True))
 
+    def bits(self, loss: float, split: str, prefix: str = "") -> dict[str, float]:
+        """``loss`` (nats per token over ``split``) in bits per byte and per character of
+        the split's text, as ``{prefix + "bpb", prefix + "bpc"}``; {} for a loss that is not
+        per next token (``reports_bits`` False)."""
+        if not self.reports_bits:
+            return {}
+        size = self.sizes[split]
+        return {
+            f"{prefix}bpb": bits_per_unit(loss, size["tokens"], size["bytes"]),
+            f"{prefix}bpc": bits_per_unit(loss, size["tokens"], size["chars"]),
+        }
+
+    def _log_training(self, loss: float, meter: ThroughputMeter, progress: tqdm) -> None:
+        """The training-loss record of this iteration and, where there is no progress bar
+        (a log file, CI), a plain line."""
+        record = {
+            "kind": "train",
+            "iter": self.iteration,
+            "loss": loss,
+            **self.bits(loss, "train"),
+            "lr": self.learning_rate(self.iteration),
+            "tokens_per_s": meter.recent_rate,
+            "elapsed_s": self.elapsed(),
+        }
+        self.metrics.append(record)
+        if not progress.disable:
+            return
+        in_bits = f" ({record['bpb']:.3f} bits/byte)" if "bpb" in record else ""
+        if self.budget_s is not None:
+            end, left = "?", self.budget_s - self.elapsed()
+        else:
+            end = str(self.config.max_iters)
+            per_iteration = self.tokens_per_iteration / max(meter.recent_rate, 1e-9)
+            left = seconds_left(
+                self.iteration + 1,
+                self.config.max_iters,
+                per_iteration,
+                self.eval_seconds,
+                self.config.eval_interval,
+            )
+        print(
+            f"iter {self.iteration}/{end}: loss {loss:.4f}{in_bits}, "
+            f"{meter.recent_rate:,.0f} tokens/s, {format_seconds(left)} left",
+            flush=True,
+        )
+
     def _evaluate_and_save(self, meter: ThroughputMeter) -> dict[str, Any]:
-        cfg = self.config
+        tick = time.perf_counter()
         losses = self.estimate_losses()
         record = {
+            "kind": "eval",
             "iter": self.iteration,
             "train_loss": losses["train"],
             "val_loss": losses["val"],
             "val_perplexity": perplexity(losses["val"]),
-            "lr": learning_rate(
-                self.iteration, cfg.lr, cfg.min_lr, cfg.warmup_iters, cfg.lr_decay_iters
-            ),
+            **self.bits(losses["train"], "train", "train_"),
+            **self.bits(losses["val"], "val", "val_"),
+            "lr": self.learning_rate(self.iteration),
             "tokens_per_s": meter.rate_since_last_call(),
             "elapsed_s": self.elapsed(),
         }
@@ -484,13 +674,15 @@ class Trainer:
                 f"so training stopped; {self._last_good_checkpoint()}."
             )
         self._save()
+        self.eval_seconds = time.perf_counter() - tick
         return record
 
     def _log(self, record: dict[str, Any]) -> None:
         self.metrics.append(record)
+        in_bits = f", {record['val_bpb']:.3f} bits/byte" if "val_bpb" in record else ""
         tqdm.write(
             f"iter {record['iter']}: train loss {record['train_loss']:.4f}, val loss "
-            f"{record['val_loss']:.4f} (perplexity {record['val_perplexity']:.2f})",
+            f"{record['val_loss']:.4f} (perplexity {record['val_perplexity']:.2f}{in_bits})",
             file=sys.stdout,
         )
 
@@ -576,7 +768,17 @@ class Trainer:
             flush=True,
         )
         if self.iteration:
-            print(f"resuming at iteration {self.iteration} of {cfg.max_iters}", flush=True)
+            end = "a --time budget" if self.budget_s else cfg.max_iters
+            print(f"resuming at iteration {self.iteration} of {end}", flush=True)
+        if self.schedule_note:
+            print(self.schedule_note, flush=True)
+        if self.budget_s is not None:
+            print(
+                f"training for --time {cfg.time}: the speed measured during the warmup "
+                f"(iterations {SKIPPED_ITERATIONS} to {cfg.warmup_iters}) fixes the iteration "
+                "count",
+                flush=True,
+            )
 
     def _finish(self, result: TrainResult) -> None:
         records = self.metrics.records()

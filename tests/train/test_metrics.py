@@ -1,0 +1,48 @@
+"""metrics.jsonl and its picture: bits per byte by another route, the moving average against
+its closed form, and a loss curve drawn from both kinds of record."""
+
+import math
+
+import numpy as np
+import pytest
+
+from light_llm.train.metrics import (
+    bits_per_unit,
+    evaluation_records,
+    plot_loss_curve,
+    smoothed,
+    training_records,
+)
+
+
+def test_bits_per_byte_is_the_total_information_in_bits_over_the_bytes():
+    nats_per_token, n_tokens, n_bytes = 2.5, 300, 1234
+    total_bits = n_tokens * nats_per_token * math.log2(math.e)  # log2 x = ln x * log2 e
+    assert bits_per_unit(nats_per_token, n_tokens, n_bytes) == pytest.approx(
+        total_bits / n_bytes, rel=1e-12
+    )
+    assert math.isnan(bits_per_unit(1.0, 5, 0))
+
+
+def test_the_moving_average_equals_its_weighted_sum():
+    rng = np.random.default_rng(0)
+    values = rng.normal(3.0, 0.5, size=40)
+    weight = 0.8
+    for k in range(1, len(values) + 1):
+        weights = (1 - weight) * weight ** np.arange(k - 1, -1, -1)  # (1-w) w^(k-j)
+        expected = (weights * values[:k]).sum() / (1 - weight**k)
+        assert smoothed(list(values), weight)[k - 1] == pytest.approx(expected, rel=1e-12)
+    assert smoothed([2.0] * 5) == pytest.approx([2.0] * 5, rel=1e-12)  # no pull towards 0
+
+
+def test_the_loss_curve_reads_both_kinds_and_older_lines(tmp_path):
+    records = [
+        {"iter": 0, "train_loss": 4.0, "val_loss": 4.1},  # an evaluation of an older run
+        *({"kind": "train", "iter": i, "loss": 4.0 - 0.1 * i} for i in range(0, 10, 2)),
+        {"kind": "eval", "iter": 10, "train_loss": 3.0, "val_loss": 3.2},
+    ]
+    assert [r["iter"] for r in evaluation_records(records)] == [0, 10]
+    assert [r["iter"] for r in training_records(records)] == [0, 2, 4, 6, 8]
+    path = tmp_path / "loss_curve.png"
+    plot_loss_curve(records, path, "tiny")
+    assert path.read_bytes().startswith(b"\x89PNG")
