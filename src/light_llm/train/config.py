@@ -34,6 +34,7 @@ DEFAULT_PRESETS = {"gpt": "char-baby", "bert": "bert-shakespeare"}
 # GPT generates text that a lower-casing WordPiece tokenizer could not give back.
 MODEL_TOKENIZERS = {"gpt": ("char", "gpt2"), "bert": ("bert",)}
 DEFAULT_OUT = "out-light-llm"
+OPTIMIZERS = ("adamw", "muon")
 
 GENERAL_DEFAULTS: dict[str, Any] = {
     "tokenizer": "char",
@@ -48,6 +49,9 @@ GENERAL_DEFAULTS: dict[str, Any] = {
     "weight_decay": 0.1,
     "grad_clip": 1.0,
     "label_smoothing": 0.0,
+    "optimizer": "adamw",
+    "muon_lr": 0.02,  # Keller Jordan's Muon
+    "muon_momentum": 0.95,
     "eval_interval": 250,
     "eval_iters": 20,
     "seed": 1337,
@@ -154,6 +158,9 @@ class TrainConfig:
     weight_decay: float | None = None
     grad_clip: float | None = None  # 0 = no clipping
     label_smoothing: float | None = None
+    optimizer: str | None = None  # adamw | muon (Muon for the block matrices, AdamW the rest)
+    muon_lr: float | None = None  # peak lr of the Muon group (the schedule scales it)
+    muon_momentum: float | None = None
     # evaluation and output
     eval_interval: int | None = None
     eval_iters: int | None = None
@@ -255,6 +262,14 @@ class TrainConfig:
             raise ConfigError("weight_decay and grad_clip must be >= 0 (grad_clip 0 = off).")
         if not 0 <= self.label_smoothing < 1:
             raise ConfigError(f"label_smoothing must lie in [0, 1), got {self.label_smoothing}.")
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(
+                f"optimizer must be {' or '.join(OPTIMIZERS)}, got {self.optimizer!r}."
+            )
+        if not self.muon_lr > 0:
+            raise ConfigError(f"muon_lr must be positive, got {self.muon_lr}.")
+        if not 0 <= self.muon_momentum < 1:
+            raise ConfigError(f"muon_momentum must lie in [0, 1), got {self.muon_momentum}.")
 
 
 def model_presets(model: str) -> dict[str, ModelConfig]:

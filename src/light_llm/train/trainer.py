@@ -9,7 +9,7 @@ One iteration is one optimiser step:
         loss_s = CE(model(x_s), y_s)   (optionally label-smoothed, seed 002 §12.2)
         backward(loss_s / slots)       (gradients add up to the mean over the batch;
                                         under DDP averaged over the processes as well)
-    clip ||g||_2 to grad_clip; set lr(iteration); AdamW step
+    clip ||g||_2 to grad_clip; set lr(iteration); AdamW (or Muon + AdamW) step
 
 Every ``eval_interval`` iterations (and at the end) the mean loss over ``eval_iters`` fixed
 batches of each split is measured, appended to ``OUT/metrics.jsonl``, and the whole state
@@ -69,7 +69,12 @@ from light_llm.train.distributed import (
 from light_llm.train.evaluate import sampled_loss
 from light_llm.train.interrupt import StopRequest
 from light_llm.train.metrics import LOSS_CURVE_FILE, MetricsLog, perplexity, plot_loss_curve
-from light_llm.train.optim import clip_grad_norm, configure_adamw, learning_rate
+from light_llm.train.optim import (
+    clip_grad_norm,
+    configure_optimizer,
+    learning_rate,
+    set_learning_rate,
+)
 from light_llm.train.precision import (
     attention_kernels,
     autocast,
@@ -186,9 +191,7 @@ class Trainer:
             torch.backends.cudnn.allow_tf32 = True
         self.raw_model = self.build_model().to(self.device)
         self.raw_model.gradient_checkpointing = cfg.gradient_checkpointing
-        self.optimizer = configure_adamw(
-            self.raw_model, cfg.weight_decay, cfg.lr, (cfg.beta1, cfg.beta2), self.device.type
-        )
+        self.optimizer = configure_optimizer(self.raw_model, cfg, self.device.type)
         self.scaler = grad_scaler(self.device, self.dtype)
         self.iteration = 0
         self.last_eval_iteration = -1
@@ -295,7 +298,7 @@ class Trainer:
             if stored_model.get(key) != value
         ]
         stored = TrainConfig.from_dict(saved["resolved_config"])
-        for key in ("data", "tokenizer"):
+        for key in ("data", "tokenizer", "optimizer"):
             if getattr(stored, key) != getattr(self.config, key):
                 saved_value, asked = getattr(stored, key), getattr(self.config, key)
                 differences.append(f"{key} ({saved_value!r} saved, {asked!r} asked)")
@@ -396,8 +399,7 @@ class Trainer:
         loss over the global batch and whether any process was asked to stop (so far)."""
         cfg = self.config
         lr = learning_rate(self.iteration, cfg.lr, cfg.min_lr, cfg.warmup_iters, cfg.lr_decay_iters)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        set_learning_rate(self.optimizer, lr)
         loss_sum = torch.zeros((), device=self.device)
         for position, slot in enumerate(self.slots):
             x, y = self.train_data.get_batch(
