@@ -78,9 +78,10 @@ def test_training_lowers_the_loss_and_writes_its_outputs(corpus, tmp_path):
     assert model.config.n_embd == TINY["n_embd"]
 
 
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
 @pytest.mark.parametrize("model", ["gpt", "bert"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_resume_equals_the_uninterrupted_run_exactly(corpus, tmp_path, dtype, model):
+def test_resume_equals_the_uninterrupted_run_exactly(corpus, tmp_path, dtype, model, optimizer):
     run = {"gpt": train, "bert": train_mlm}[model]  # the GPT, or the masked-LM encoder
     common = {
         "max_iters": 20,
@@ -89,6 +90,7 @@ def test_resume_equals_the_uninterrupted_run_exactly(corpus, tmp_path, dtype, mo
         "grad_accum": 2,
         "dtype": dtype,
         "model": model,
+        "optimizer": optimizer,
     }
     straight = run(tiny_run(corpus, tmp_path / "straight", **common))
     run(tiny_run(corpus, tmp_path / "split", **{**common, "max_iters": 10}))
