@@ -111,6 +111,20 @@ def test_resume_equals_the_uninterrupted_run_exactly(corpus, tmp_path, dtype, mo
         )
 
 
+def test_a_run_saved_before_the_optimizer_setting_resumes_with_adamw(corpus, tmp_path):
+    out = tmp_path / "old"
+    train(tiny_run(corpus, out, max_iters=3))
+    path = out / "checkpoint" / "trainer_state.json"
+    state = json.loads(path.read_text())
+    for key in ("config", "resolved_config"):
+        for name in ("optimizer", "muon_lr", "muon_momentum"):
+            del state[key][name]
+    path.write_text(json.dumps(state))
+    resumed = train(TrainConfig(out=str(out), max_iters=5, resume=True))
+    assert resumed.iteration == 5
+    assert read_trainer_state(out / "checkpoint")["resolved_config"]["optimizer"] == "adamw"
+
+
 def test_ctrl_c_saves_mid_interval_and_resume_is_still_exact(corpus, tmp_path, monkeypatch):
     common = {"max_iters": 12, "dropout": 0.1}
     straight = train(tiny_run(corpus, tmp_path / "straight", **common))

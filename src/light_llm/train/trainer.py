@@ -297,7 +297,8 @@ class Trainer:
             for key, value in asked_model.items()
             if stored_model.get(key) != value
         ]
-        stored = TrainConfig.from_dict(saved["resolved_config"])
+        # runs saved before --optimizer existed trained with AdamW
+        stored = TrainConfig.from_dict({"optimizer": "adamw", **saved["resolved_config"]})
         for key in ("data", "tokenizer", "optimizer"):
             if getattr(stored, key) != getattr(self.config, key):
                 saved_value, asked = getattr(stored, key), getattr(self.config, key)
