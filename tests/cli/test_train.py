@@ -258,6 +258,7 @@ def test_the_help_names_every_preset_of_both_models():
         (["--model", "bert", "--attention", "linear"], "the encoder needs softmax"),
         (["--optimizer", "muon", "--muon-lr", "0"], "muon_lr must be positive, got 0.0."),
         (["--optimizer", "muon", "--muon-momentum", "1"], "muon_momentum must lie in [0, 1)"),
+        (["--muon-lr", "0.01"], "but this run uses adamw; add --optimizer muon."),
     ],
 )
 def test_combinations_that_make_no_sense_are_one_sentence(corpus, tmp_path, capsys, flags, phrase):

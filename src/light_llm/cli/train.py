@@ -124,7 +124,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(--lr, --beta1, --beta2) for embeddings, head, norms and biases",
     )
     optim.add_argument(
-        "--muon-lr", type=float, help="peak lr of Muon's matrices (0.02); the schedule scales it"
+        "--muon-lr",
+        type=float,
+        metavar="LR",
+        help="peak lr of Muon's matrices (0.02); the schedule scales it",
     )
     optim.add_argument("--muon-momentum", type=float, metavar="MU", help="Muon momentum (0.95)")
 

@@ -221,6 +221,12 @@ class TrainConfig:
             values["lr_decay_iters"] = max(values["max_iters"], values["warmup_iters"])
         resolved = TrainConfig(**values)
         resolved.validate()
+        muon_given = self.muon_lr is not None or self.muon_momentum is not None
+        if muon_given and resolved.optimizer != "muon":
+            raise ConfigError(
+                "muon_lr and muon_momentum set the muon optimizer, but this run uses "
+                f"{resolved.optimizer}; add --optimizer muon."
+            )
         return resolved
 
     def model_config(self, vocab_size: int) -> ModelConfig:
