@@ -110,6 +110,20 @@ def test_resume_with_another_model_names_the_keys_and_keeps_the_checkpoint(
     assert folder_bytes(out / "checkpoint") == before
 
 
+def test_resume_with_another_optimizer_is_refused_and_keeps_the_checkpoint(
+    corpus, tmp_path, capsys
+):
+    out = tmp_path / "run"
+    assert main(["train", *tiny_flags(corpus, out, max_iters=3, optimizer="muon")]) == 0
+    before = folder_bytes(out / "checkpoint")
+    capsys.readouterr()
+    code = main(["train", "--resume", "--out", str(out), "--optimizer", "adamw"])
+    assert code == 2
+    assert "optimizer ('muon' saved, 'adamw' asked)" in error_line(capsys)
+    assert folder_bytes(out / "checkpoint") == before
+    assert main(["train", "--resume", "--out", str(out), "--max-iters", "4"]) == 0
+
+
 def test_resume_without_a_checkpoint_and_overwrite_protection(corpus, tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["train", "--resume", "--out", str(out)]) == 2
@@ -282,6 +296,9 @@ def test_the_help_names_every_preset_of_both_models():
         (["--model", "bert", "--preset", "nope"], "unknown preset 'nope'; bert presets:"),
         (["--model", "bert", "--attention", "linear"], "the encoder needs softmax"),
         (["--model", "bert", "--logit-softcap", "5"], "soft-capping is a GPT option"),
+        (["--optimizer", "muon", "--muon-lr", "0"], "muon_lr must be positive, got 0.0."),
+        (["--optimizer", "muon", "--muon-momentum", "1"], "muon_momentum must lie in [0, 1)"),
+        (["--muon-lr", "0.01"], "but this run uses adamw; add --optimizer muon."),
     ],
 )
 def test_combinations_that_make_no_sense_are_one_sentence(corpus, tmp_path, capsys, flags, phrase):

@@ -317,6 +317,28 @@ def test_adamw_step():
     np.testing.assert_allclose(got["Bias: before, gradient, after"][2], new_bias, rtol=1e-12)
 
 
+def test_muon_newton_schulz_steps():
+    """Each iterate written out from the quintic on Gᵀ (G is tall), its singular values by
+    NumPy's SVD; X_5 keeps G's singular vectors."""
+    got = values("muon")
+    g = np.array([[2.0, 0.5, 0.1], [1.0, -1.5, 0.05], [0.5, 0.3, -0.2], [-1.0, 0.8, 0.1]])
+    x = g.T / (np.linalg.norm(g) + 1e-7)  # ε keeps a zero matrix at zero
+    np.testing.assert_allclose(got["X_0 = G / ||G||_F"], x.T, rtol=1e-12)
+    for k in range(1, 6):
+        a_ = x @ x.T
+        x = 3.4445 * x + (-4.7750 * a_ + 2.0315 * a_ @ a_) @ x
+        np.testing.assert_allclose(
+            got[f"Singular values of X_{k}"], np.linalg.svd(x, compute_uv=False), rtol=1e-10
+        )
+    np.testing.assert_allclose(got["X_5: Muon's update direction"], x.T, rtol=1e-10, atol=1e-12)
+    u, s, vt = np.linalg.svd(g, full_matrices=False)
+    np.testing.assert_allclose(got["Singular values of G"], s, rtol=1e-12)
+    np.testing.assert_allclose(got["U Vᵀ from the SVD of G"], u @ vt, rtol=1e-12, atol=1e-12)
+    core = got["Uᵀ X_5 V"]
+    np.testing.assert_allclose(core, np.diag(np.diag(core)), atol=1e-12)
+    assert np.all((np.diag(core) > 0.65) & (np.diag(core) < 1.2))
+
+
 def numpy_learning_rate(t, max_lr, min_lr, warmup, decay_end):
     """Linear warmup (t + 1) / (T_w + 1), cosine from max_lr to min_lr, then min_lr."""
     if t < warmup:

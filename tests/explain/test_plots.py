@@ -35,6 +35,7 @@ EXPECTED = {  # example -> {file name: (height, width) in pixels}
     "softmax": {"softmax_temperatures.png": WIDE},
     "sampling": {"sampling_filters.png": WIDE, "sampling_temperatures.png": WIDE},
     "lr-schedule": {"learning_rate_schedule.png": WIDE},
+    "muon": {"muon_newton_schulz.png": WIDE},
 }
 
 

@@ -123,3 +123,23 @@ def test_char_baby_200_iterations_follow_the_pytorch_trainer(tmp_path):
     assert numpy_curve[-1] < numpy_curve[0] - 1.0
     for ours, theirs in zip(numpy_curve, torch_curve, strict=True):
         assert abs(ours - theirs) <= 0.01 * theirs, (numpy_curve, torch_curve)
+
+
+def test_muon_training_follows_the_pytorch_trainer(corpus, tmp_path):
+    """--optimizer muon on both engines from the same weights and batches: the training
+    losses of every iteration agree (to 1%, room for a bfloat16 Newton-Schulz on CPUs that
+    have bfloat16 arithmetic) and fall."""
+    from light_llm.models.gpt import GPT
+    from light_llm.train import train
+
+    settings = dict(SMALL, data=str(corpus), optimizer="muon", muon_lr=0.05, sample_tokens=0)
+    torch_result = train(TrainConfig(out=str(tmp_path / "torch"), dtype="float32", **settings))
+    config = TrainConfig(out=str(tmp_path / "numpy"), engine="numpy", **settings).resolve()
+    model_config = load_model(tmp_path / "torch").config
+    torch.manual_seed(config.seed)  # the PyTorch trainer's initial weights
+    start = NumpyGPT.from_torch_state_dict(GPT(model_config).state_dict(), model_config)
+    numpy_result = train_numpy(config, model=start)
+    assert sorted(numpy_result.losses) == sorted(torch_result.losses) == list(range(8))
+    for iteration, loss in numpy_result.losses.items():
+        assert loss == pytest.approx(torch_result.losses[iteration], rel=1e-2), iteration
+    assert numpy_result.losses[7] < numpy_result.losses[0] - 0.1

@@ -83,9 +83,10 @@ def test_training_lowers_the_loss_and_writes_its_outputs(corpus, tmp_path):
     assert model.config.n_embd == TINY["n_embd"]
 
 
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
 @pytest.mark.parametrize("model", ["gpt", "bert"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_resume_equals_the_uninterrupted_run_exactly(corpus, tmp_path, dtype, model):
+def test_resume_equals_the_uninterrupted_run_exactly(corpus, tmp_path, dtype, model, optimizer):
     run = {"gpt": train, "bert": train_mlm}[model]  # the GPT, or the masked-LM encoder
     common = {
         "max_iters": 20,
@@ -94,6 +95,7 @@ def test_resume_equals_the_uninterrupted_run_exactly(corpus, tmp_path, dtype, mo
         "grad_accum": 2,
         "dtype": dtype,
         "model": model,
+        "optimizer": optimizer,
     }
     straight = run(tiny_run(corpus, tmp_path / "straight", **common))
     run(tiny_run(corpus, tmp_path / "split", **{**common, "max_iters": 10}))
@@ -109,6 +111,20 @@ def test_resume_equals_the_uninterrupted_run_exactly(corpus, tmp_path, dtype, mo
             assert a[key] == b[key], (a["iter"], key)
     for name in ("model.safetensors", "optimizer.safetensors"):
         assert_same_checkpoint_file(tmp_path / "straight", tmp_path / "split", name)
+
+
+def test_a_run_saved_before_the_optimizer_setting_resumes_with_adamw(corpus, tmp_path):
+    out = tmp_path / "old"
+    train(tiny_run(corpus, out, max_iters=3))
+    path = out / "checkpoint" / "trainer_state.json"
+    state = json.loads(path.read_text())
+    for key in ("config", "resolved_config"):
+        for name in ("optimizer", "muon_lr", "muon_momentum"):
+            del state[key][name]
+    path.write_text(json.dumps(state))
+    resumed = train(TrainConfig(out=str(out), max_iters=5, resume=True))
+    assert resumed.iteration == 5
+    assert read_trainer_state(out / "checkpoint")["resolved_config"]["optimizer"] == "adamw"
 
 
 def stopped_then_resumed(monkeypatch, config, call):

@@ -12,6 +12,7 @@ import argparse
 import importlib
 
 from light_llm.config import ACTIVATIONS, ATTENTIONS, BLOCK_ORDERS, NORMS, POSITIONS, PRESETS
+from light_llm.train.config import OPTIMIZERS
 
 DESCRIPTION = f"""\
 Train a GPT on a text file, or with no --data on all of Shakespeare's plays; with --model bert,
@@ -146,6 +147,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     optim.add_argument("--weight-decay", type=float, help="AdamW decay on matrices (0.1)")
     optim.add_argument("--grad-clip", type=float, help="global gradient norm bound (0 = off)")
     optim.add_argument("--label-smoothing", type=float, metavar="A", help="alpha (default 0)")
+    optim.add_argument(
+        "--optimizer",
+        choices=OPTIMIZERS,
+        help="adamw (default), or muon: Muon for the matrices inside the blocks, AdamW "
+        "(--lr, --beta1, --beta2) for embeddings, head, norms and biases",
+    )
+    optim.add_argument(
+        "--muon-lr",
+        type=float,
+        metavar="LR",
+        help="peak lr of Muon's matrices (0.02); the schedule scales it",
+    )
+    optim.add_argument("--muon-momentum", type=float, metavar="MU", help="Muon momentum (0.95)")
 
     length = parser.add_argument_group("length of the run and its log")
     length.add_argument(

@@ -1,5 +1,6 @@
 """Pictures as PNG files: attention weights, positional encodings, the learning-rate schedule,
-softmax at several temperatures, activations and filtered distributions.
+softmax at several temperatures, activations, filtered distributions and Muon's
+Newton-Schulz iteration.
 
 Figures are drawn with matplotlib's object API on the Agg renderer (no pyplot, no display, no
 global state) at a fixed size, so a figure of given content always has the same pixel size.
@@ -325,4 +326,39 @@ def activations_figure(path: str | Path) -> Path:
     axes.set_title("Feed-forward activations: ReLU, GELU, GELU (tanh), Swish")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
+    return save(figure, path)
+
+
+def newton_schulz_figure(
+    path: str | Path,
+    history: np.ndarray,
+    coefficients: tuple[float, float, float],
+    title: str,
+) -> Path:
+    """Left: the singular values (columns of ``history``, (steps + 1, r)) after each
+    Newton-Schulz step. Right: the quintic p(σ) = aσ + bσ³ + cσ⁵ that one step applies to
+    every singular value (Keller Jordan's Muon), with the line σ = 1."""
+    a, b, c = coefficients
+    figure = Figure(figsize=WIDE_FIGURE, layout="constrained")
+    left, right = figure.subplots(1, 2)
+    steps = np.arange(history.shape[0])
+    for i in range(history.shape[1]):
+        left.plot(steps, history[:, i], marker="o", label=f"σ{i + 1}")
+    left.axhline(1.0, color="gray", linestyle=":")
+    left.set_xlabel("Newton-Schulz step k (0: G / ||G||_F)")
+    left.set_ylabel("singular value of X_k")
+    left.set_xticks(steps)
+    left.legend(fontsize=8)
+    left.grid(alpha=0.3)
+    sigma = np.linspace(0.0, 1.2, 241)
+    right.plot(sigma, a * sigma + b * sigma**3 + c * sigma**5, color="tab:blue", label="p(σ)")
+    right.plot(sigma, sigma, color="gray", linestyle=":", label="σ")
+    right.axhline(1.0, color="tab:red", linestyle=":", label="1")
+    right.set_xlabel("σ before a step")
+    right.set_ylabel("σ after it")
+    terms = f"{a}σ {'-' if b < 0 else '+'} {abs(b)}σ³ {'-' if c < 0 else '+'} {abs(c)}σ⁵"
+    right.set_title(f"one step: p(σ) = {terms}", fontsize=10)
+    right.legend(fontsize=8)
+    right.grid(alpha=0.3)
+    figure.suptitle(title)
     return save(figure, path)

@@ -13,6 +13,7 @@ from light_llm.errors import ConfigError
 from light_llm.explain import (
     attention_examples,
     layer_examples,
+    muon_examples,
     plots,
     position_examples,
     probability_examples,
@@ -187,6 +188,17 @@ def schedule_figure(folder: Path, settings: training_examples.ScheduleSettings) 
     )
 
 
+def muon_figures(folder: Path) -> list[Path]:
+    return [
+        plots.newton_schulz_figure(
+            folder / "muon_newton_schulz.png",
+            muon_examples.singular_value_history(),
+            muon_examples.NS_COEFFICIENTS,
+            "Muon: Newton-Schulz orthogonalisation of a 4 x 3 matrix",
+        )
+    ]
+
+
 EXAMPLES: dict[str, Example] = {
     example.name: example
     for example in (
@@ -277,6 +289,13 @@ EXAMPLES: dict[str, Example] = {
             "grad-clip",
             "global-norm clipping of a norm-50 gradient at 5 (seed 002 §4.3)",
             training_examples.grad_clip,
+        ),
+        Example(
+            "muon",
+            "Muon's Newton-Schulz orthogonalisation of a 4 x 3 matrix, its singular values "
+            "step by step (Keller Jordan's Muon)",
+            muon_examples.muon,
+            muon_figures,
         ),
         Example(
             "tokenization",

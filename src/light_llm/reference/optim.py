@@ -1,5 +1,6 @@
-"""Optimisers for the NumPy engine, written out: SGD with momentum, Adam, AdamW, and global-norm
-gradient clipping (seed 000 §7, §10; seed 002 §4.1, §4.3).
+"""Optimisers for the NumPy engine, written out: SGD with momentum, Adam, AdamW, Muon with AdamW
+(Keller Jordan's Muon, as :mod:`light_llm.train.muon`), and global-norm gradient clipping
+(seed 000 §7, §10; seed 002 §4.1, §4.3).
 
 Each optimiser holds its state per parameter name and updates the arrays of a parameter dict
 in place: ``optimizer.step(grads, lr)``. The learning-rate schedule (linear warmup, then cosine
@@ -19,9 +20,26 @@ from collections.abc import Mapping
 import numpy as np
 
 from light_llm.errors import ConfigError
+from light_llm.train.muon_spec import (
+    NS_COEFFICIENTS,
+    NS_EPS,
+    NS_STEPS,
+    is_muon_matrix,
+    update_scale,
+)
 from light_llm.train.optim import learning_rate
 
-__all__ = ["SGD", "Adam", "AdamW", "clip_grad_norm", "decays", "learning_rate"]
+__all__ = [
+    "SGD",
+    "Adam",
+    "AdamW",
+    "MuonAdamW",
+    "clip_grad_norm",
+    "configure_optimizer",
+    "decays",
+    "learning_rate",
+    "newton_schulz",
+]
 
 Params = Mapping[str, np.ndarray]
 
@@ -149,6 +167,81 @@ class AdamW(Adam):
         weight_decay: float = 0.01,
     ) -> None:
         super().__init__(params, lr, betas, eps, weight_decay)
+
+
+def newton_schulz(matrix: np.ndarray, steps: int = NS_STEPS) -> np.ndarray:
+    """The quintic Newton-Schulz orthogonalisation of Keller Jordan's Muon: about U Vᵀ for
+    matrix = U S Vᵀ (its singular values pushed into about [0.7, 1.2]), in its dtype.
+
+        X0 = G / (||G||_F + ε)   (Gᵀ when G has more rows than columns)
+        Xk = a Xk-1 + (b A + c A²) Xk-1,   A = Xk-1 Xk-1ᵀ,   (a, b, c) = (3.4445, -4.7750, 2.0315)
+    """
+    a, b, c = NS_COEFFICIENTS
+    tall = matrix.shape[0] > matrix.shape[1]
+    x = matrix.T if tall else matrix  # (r, n), r = min(rows, cols)
+    x = x / (np.sqrt(np.sum(x * x)) + NS_EPS)
+    for _ in range(steps):
+        gram = x @ x.T  # (r, r)
+        x = a * x + (b * gram + c * (gram @ gram)) @ x
+    return x.T if tall else x
+
+
+class MuonAdamW:
+    """Muon on the 2-D weights inside the transformer blocks (:func:`is_muon_matrix` of their
+    names), AdamW (:class:`AdamW`) on every other parameter; the twin of
+    :class:`light_llm.train.muon.MuonAdamW`, equal to it step for step in float64:
+
+        M = μ M + G;   N = G + μ M;   O = newton_schulz(N)
+        W = W (1 - η_μ λ_μ) - η_μ sqrt(max(1, d_out / d_in)) O
+
+    ``step(grads, lr)`` takes the schedule's AdamW rate η; the Muon rate is η_μ = η ·
+    muon_lr / lr (the schedule scales both) and λ_μ = λ · lr / muon_lr, so that
+    η_μ λ_μ = η λ (the same decay per step as AdamW's)."""
+
+    def __init__(
+        self,
+        params: Params,
+        lr: float,
+        muon_lr: float = 0.02,
+        momentum: float = 0.95,
+        betas: tuple[float, float] = (0.9, 0.95),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ) -> None:
+        check_learning_rate(lr)
+        if not (lr > 0 and muon_lr > 0):
+            raise ConfigError(f"the learning rates must be positive, got {lr} and {muon_lr}.")
+        if not 0.0 <= momentum < 1.0:
+            raise ConfigError(f"the Muon momentum must lie in [0, 1), got {momentum}.")
+        self.lr, self.lr_ratio, self.momentum = lr, muon_lr / lr, momentum
+        self.muon_weight_decay = weight_decay / self.lr_ratio
+        self.muon_params = {n: p for n, p in params.items() if is_muon_matrix(n, p.ndim)}
+        others = {n: p for n, p in params.items() if n not in self.muon_params}
+        self.adamw = AdamW(others, lr, betas, eps, weight_decay)
+        self.velocity = {name: np.zeros_like(p) for name, p in self.muon_params.items()}
+
+    def step(self, grads: Params, lr: float | None = None) -> None:
+        lr = self.lr if lr is None else lr
+        muon_lr = lr * self.lr_ratio
+        for name, param in self.muon_params.items():
+            grad, momentum = grads[name], self.velocity[name]  # (d_out, d_in)
+            momentum *= self.momentum
+            momentum += grad
+            orthogonal = newton_schulz(grad + self.momentum * momentum)
+            param *= 1.0 - muon_lr * self.muon_weight_decay
+            param -= (muon_lr * update_scale(*param.shape)) * orthogonal
+        self.adamw.step(grads, lr)
+
+
+def configure_optimizer(params: Params, cfg) -> AdamW | MuonAdamW:
+    """The optimizer a resolved :class:`~light_llm.train.config.TrainConfig` asks for, as
+    the PyTorch trainer's ``configure_optimizer``: AdamW, or Muon with AdamW."""
+    betas = (cfg.beta1, cfg.beta2)
+    if cfg.optimizer == "muon":
+        return MuonAdamW(
+            params, cfg.lr, cfg.muon_lr, cfg.muon_momentum, betas, weight_decay=cfg.weight_decay
+        )
+    return AdamW(params, cfg.lr, betas, weight_decay=cfg.weight_decay)
 
 
 def clip_grad_norm(grads: Params, max_norm: float) -> float:

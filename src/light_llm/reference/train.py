@@ -1,9 +1,10 @@
-"""Training the NumPy GPT: the PyTorch trainer's loop with the hand-written backward and AdamW.
+"""Training the NumPy GPT: the PyTorch trainer's loop with the hand-written backward and AdamW
+(or Muon with AdamW, ``optimizer="muon"``).
 
 One iteration is one optimiser step (seed 000 §7; seed 002 §4):
 
     for each micro-batch slot s:  loss_s = CE(model(x_s), y_s);  g += backward(loss_s) / slots
-    clip ||g||_2 to grad_clip (seed 002 §4.3);  lr = learning_rate(iteration);  AdamW step
+    clip ||g||_2 to grad_clip (seed 002 §4.3);  lr = learning_rate(iteration);  optimizer step
 
 It reads the same :class:`~light_llm.train.config.TrainConfig` as ``light-llm train``, and
 draws the same batches: the windows of micro-batch (iteration, slot) come from
@@ -33,7 +34,13 @@ from light_llm.checkpoint import CHECKPOINT_SUBFOLDER, existing_folder
 from light_llm.data import TokenDataset, encode_corpus, load_corpus, token_dtype
 from light_llm.errors import CheckpointError, ConfigError, TokenizerError, TrainingError
 from light_llm.reference.model import NumpyGPT
-from light_llm.reference.optim import AdamW, clip_grad_norm, learning_rate
+from light_llm.reference.optim import (
+    AdamW,
+    MuonAdamW,
+    clip_grad_norm,
+    configure_optimizer,
+    learning_rate,
+)
 from light_llm.reference.sampling import generate_text
 from light_llm.tokenizers import get_tokenizer
 from light_llm.train.batches import eval_batch_rng, micro_batch_rng
@@ -89,7 +96,11 @@ def estimate_losses(
 
 
 def train_step(
-    model: NumpyGPT, optimizer: AdamW, dataset: TokenDataset, config: TrainConfig, iteration: int
+    model: NumpyGPT,
+    optimizer: AdamW | MuonAdamW,
+    dataset: TokenDataset,
+    config: TrainConfig,
+    iteration: int,
 ) -> float:
     """One optimiser step over ``grad_accum`` micro-batches; returns their mean loss."""
     lr = learning_rate(
@@ -157,7 +168,7 @@ def train_numpy(config: TrainConfig, *, model: NumpyGPT | None = None) -> TrainR
         raise ConfigError("the model given to train_numpy has another config than the run's.")
     model.rng = np.random.default_rng(cfg.seed)  # dropout
     model.training = True
-    optimizer = AdamW(model.params, cfg.lr, (cfg.beta1, cfg.beta2), weight_decay=cfg.weight_decay)
+    optimizer = configure_optimizer(model.params, cfg)
 
     print(
         f"training a {model.num_parameters() / 1e6:.2f}M-parameter GPT on the numpy engine "

@@ -1,5 +1,6 @@
-"""Training: AdamW with warmup + cosine and global-norm clipping (``optim``), and the trainer
-(mixed precision, gradient accumulation, activation checkpointing, DDP, exact resume).
+"""Training: AdamW (or Muon with AdamW, ``muon``) with warmup + cosine and global-norm clipping
+(``optim``), and the trainer (mixed precision, gradient accumulation, activation checkpointing,
+DDP, exact resume).
 
     from light_llm.train import TrainConfig, train
     result = train(TrainConfig(max_iters=500, out="out-demo"))

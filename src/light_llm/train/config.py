@@ -40,6 +40,7 @@ DEFAULT_PRESETS = {"gpt": "char-baby", "bert": "bert-shakespeare"}
 # GPT generates text that a lower-casing WordPiece tokenizer could not give back.
 MODEL_TOKENIZERS = {"gpt": ("char", "gpt2"), "bert": ("bert",)}
 DEFAULT_OUT = "out-light-llm"
+OPTIMIZERS = ("adamw", "muon")
 
 GENERAL_DEFAULTS: dict[str, Any] = {
     "tokenizer": "char",
@@ -54,6 +55,9 @@ GENERAL_DEFAULTS: dict[str, Any] = {
     "weight_decay": 0.1,
     "grad_clip": 1.0,
     "label_smoothing": 0.0,
+    "optimizer": "adamw",
+    "muon_lr": 0.02,  # Keller Jordan's Muon
+    "muon_momentum": 0.95,
     "eval_interval": 250,
     "eval_iters": 20,
     "log_interval": 10,
@@ -171,6 +175,9 @@ class TrainConfig:
     weight_decay: float | None = None
     grad_clip: float | None = None  # 0 = no clipping
     label_smoothing: float | None = None
+    optimizer: str | None = None  # adamw | muon (Muon for the block matrices, AdamW the rest)
+    muon_lr: float | None = None  # peak lr of the Muon group (the schedule scales it)
+    muon_momentum: float | None = None
     # evaluation and output
     eval_interval: int | None = None
     eval_iters: int | None = None
@@ -233,6 +240,12 @@ class TrainConfig:
             values["lr_decay_iters"] = max(values["max_iters"], values["warmup_iters"])
         resolved = TrainConfig(**values)
         resolved.validate()
+        muon_given = self.muon_lr is not None or self.muon_momentum is not None
+        if muon_given and resolved.optimizer != "muon":
+            raise ConfigError(
+                "muon_lr and muon_momentum set the muon optimizer, but this run uses "
+                f"{resolved.optimizer}; add --optimizer muon."
+            )
         return resolved
 
     def model_config(self, vocab_size: int) -> ModelConfig:
@@ -281,6 +294,14 @@ class TrainConfig:
                     f"--time measures the speed during the learning-rate warmup, so it needs "
                     f"--warmup-iters of at least {MIN_WARMUP_FOR_BUDGET}, got {self.warmup_iters}."
                 )
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(
+                f"optimizer must be {' or '.join(OPTIMIZERS)}, got {self.optimizer!r}."
+            )
+        if not self.muon_lr > 0:
+            raise ConfigError(f"muon_lr must be positive, got {self.muon_lr}.")
+        if not 0 <= self.muon_momentum < 1:
+            raise ConfigError(f"muon_momentum must lie in [0, 1), got {self.muon_momentum}.")
         # the model settings too, before any file is written (the vocabulary comes later)
         self.model_config(model_presets(self.model)[self.preset].vocab_size)
 

@@ -1,5 +1,6 @@
 """The optimiser side of training: the learning-rate schedule, global-norm gradient clipping,
-and AdamW with weight decay on matrices only.
+and the optimizer of a run: AdamW with weight decay on matrices only, or Muon for the block
+matrices with AdamW for the rest (:mod:`light_llm.train.muon`).
 
     lr(t)   linear warmup, then cosine decay to a floor        (seed 000 §7, seed 002 §4.2)
     g~      = min(1, c / ||g||_2) g                            (seed 000 §10, seed 002 §4.3, eq. 11)
@@ -10,11 +11,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from light_llm.errors import ConfigError
+from light_llm.train.config import OPTIMIZERS
+from light_llm.train.muon import configure_muon
+
+if TYPE_CHECKING:
+    from light_llm.train.config import TrainConfig
 
 
 def learning_rate(
@@ -104,3 +111,26 @@ def configure_adamw(
     ]
     backend = {"fused": True} if device_type == "cuda" else {"foreach": True}
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, **backend)
+
+
+def configure_optimizer(
+    model: nn.Module, cfg: TrainConfig, device_type: str
+) -> torch.optim.Optimizer:
+    """The optimizer a (resolved) training config asks for: ``cfg.optimizer`` "adamw"
+    (:func:`configure_adamw`) or "muon" (:func:`light_llm.train.muon.configure_muon`: Muon at
+    peak ``cfg.muon_lr`` on the block matrices, AdamW at peak ``cfg.lr`` on the rest)."""
+    betas = (cfg.beta1, cfg.beta2)
+    if cfg.optimizer == "adamw":
+        return configure_adamw(model, cfg.weight_decay, cfg.lr, betas, device_type)
+    if cfg.optimizer == "muon":
+        return configure_muon(
+            model, cfg.lr, cfg.muon_lr, cfg.muon_momentum, betas, cfg.weight_decay
+        )
+    raise ConfigError(f"unknown optimizer {cfg.optimizer!r}; known: {', '.join(OPTIMIZERS)}.")
+
+
+def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Set every param group's learning rate to ``lr`` (the schedule's, :func:`learning_rate`)
+    times the group's ``lr_ratio`` (1 unless set: Muon's group has muon_lr / lr)."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr * group.get("lr_ratio", 1.0)

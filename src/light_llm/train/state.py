@@ -3,7 +3,7 @@
 A training checkpoint is a model checkpoint folder (see :mod:`light_llm.checkpoint`) with
 three more files, all written with the folder as one unit:
 
-    optimizer.safetensors   AdamW's moments m and v and step count t per parameter (tensors)
+    optimizer.safetensors   per parameter, AdamW's moments m, v and step t, or Muon's momentum
     optimizer.json          which parameter each tensor belongs to (the rest of the state dict)
     trainer_state.json      iteration, losses so far, the configuration, the random-number
                             generator states of every rank, the data position, the fp16 scaler

@@ -9,7 +9,7 @@ One iteration is one optimiser step:
         loss_s = CE(model(x_s), y_s)   (optionally label-smoothed, seed 002 §12.2)
         backward(loss_s / slots)       (gradients add up to the mean over the batch;
                                         under DDP averaged over the processes as well)
-    clip ||g||_2 to grad_clip; set lr(iteration); AdamW step
+    clip ||g||_2 to grad_clip; set lr(iteration); AdamW (or Muon + AdamW) step
 
 Every ``log_interval`` iterations the training loss of that iteration goes to
 ``OUT/metrics.jsonl`` (and, outside a terminal, to a plain line of output in place of the
@@ -92,7 +92,12 @@ from light_llm.train.metrics import (
     perplexity,
     plot_loss_curve,
 )
-from light_llm.train.optim import clip_grad_norm, configure_adamw, learning_rate
+from light_llm.train.optim import (
+    clip_grad_norm,
+    configure_optimizer,
+    learning_rate,
+    set_learning_rate,
+)
 from light_llm.train.precision import (
     attention_kernels,
     autocast,
@@ -223,9 +228,7 @@ class Trainer:
             torch.backends.cudnn.allow_tf32 = True
         self.raw_model = self.build_model().to(self.device)
         self.raw_model.gradient_checkpointing = cfg.gradient_checkpointing
-        self.optimizer = configure_adamw(
-            self.raw_model, cfg.weight_decay, cfg.lr, (cfg.beta1, cfg.beta2), self.device.type
-        )
+        self.optimizer = configure_optimizer(self.raw_model, cfg, self.device.type)
         self.scaler = grad_scaler(self.device, self.dtype)
         self.iteration = 0
         self.last_eval_iteration = -1
@@ -389,8 +392,9 @@ class Trainer:
             for key, value in asked_model.items()
             if stored_model.get(key) != value
         ]
-        stored = TrainConfig.from_dict(saved["resolved_config"])
-        for key in ("data", "tokenizer"):
+        # runs saved before --optimizer existed trained with AdamW
+        stored = TrainConfig.from_dict({"optimizer": "adamw", **saved["resolved_config"]})
+        for key in ("data", "tokenizer", "optimizer"):
             if getattr(stored, key) != getattr(self.config, key):
                 saved_value, asked = getattr(stored, key), getattr(self.config, key)
                 differences.append(f"{key} ({saved_value!r} saved, {asked!r} asked)")
@@ -539,8 +543,7 @@ class Trainer:
         loss over the global batch and whether any process was asked to stop (so far)."""
         cfg = self.config
         lr = self.learning_rate(self.iteration)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        set_learning_rate(self.optimizer, lr)
         loss_sum = torch.zeros((), device=self.device)
         for position, slot in enumerate(self.slots):
             x, y = self.train_data.get_batch(

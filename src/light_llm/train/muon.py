@@ -1,0 +1,202 @@
+"""Muon for the matrices inside the transformer blocks, AdamW for every other parameter, as
+one PyTorch optimizer (:class:`MuonAdamW`).
+
+Muon ("MomentUm Orthogonalized by Newton-Schulz", Keller Jordan, 2024) replaces the update
+of a weight matrix W (d_out, d_in) with gradient G by the orthogonal factor of its
+momentum: if M = U S Vᵀ, the step is along U Vᵀ, every direction of the momentum moved by
+the same amount however large its singular value. At step t with learning rate η:
+
+    M  = μ M + G                         momentum buffer (seed 002 §4.1, eq. 5 with τ = 0)
+    N  = G + μ M                         Nesterov: the gradient plus the look-ahead
+    X0 = N / (||N||_F + ε)               every singular value now <= 1
+    Xk = a Xk-1 + (b A + c A²) Xk-1,     A = Xk-1 Xk-1ᵀ,  k = 1..5,  (a, b, c) =
+                                         (3.4445, -4.7750, 2.0315)   (X transposed first
+                                         when d_out > d_in, so that A is the smaller Gram)
+    W  = W (1 - η λ_μ) - η sqrt(max(1, d_out / d_in)) X5
+
+One Newton-Schulz step maps each singular value σ of X to p(σ) = aσ + bσ³ + cσ⁵ and keeps
+the singular vectors; five steps of this quintic push every σ in (0, 1] into about
+[0.7, 1.2], so X5 ≈ U Vᵀ without an SVD. It runs in bfloat16 where that is fast (CUDA, a
+CPU with bfloat16 arithmetic) and in the parameter's dtype otherwise (float64 stays float64,
+for the comparison with the NumPy engine).
+
+The other parameters take AdamW's step (seed 000 §7; seed 002 §4.1, eqs. 7-9), written out
+here as ``torch.optim.AdamW`` computes it, decay on 2-D tensors only:
+
+    W = W (1 - η λ);  m = β1 m + (1-β1) g;  v = β2 v + (1-β2) g²
+    W = W - η/(1-β1^t) · m / (sqrt(v)/sqrt(1-β2^t) + ε)
+
+Each param group has a ``kind`` ("muon" or "adamw") and an ``lr_ratio``: the trainer sets
+``lr = lr_ratio · lr(t)`` from the one warmup + cosine schedule
+(:func:`light_llm.train.optim.set_learning_rate`), so the muon group follows it at its own
+peak ``muon_lr``. Its weight decay is λ_μ = λ / lr_ratio, so that η_μ λ_μ = η λ: a matrix
+shrinks per step as much as under AdamW, whichever optimizer updates it.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from light_llm.errors import ConfigError
+from light_llm.train.muon_spec import (
+    NS_COEFFICIENTS,
+    NS_EPS,
+    NS_STEPS,
+    is_muon_matrix,
+    update_scale,
+)
+from light_llm.train.precision import cpu_has_native_bfloat16
+
+KINDS = ("muon", "adamw")
+
+
+def newton_schulz(
+    matrix: torch.Tensor, steps: int = NS_STEPS, dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """The quintic Newton-Schulz orthogonalisation of a 2-D ``matrix`` (Keller Jordan's
+    Muon; equations in the module docstring): about U Vᵀ for matrix = U S Vᵀ, in ``dtype``
+    (default: the matrix's)."""
+    a, b, c = NS_COEFFICIENTS
+    x = matrix.to(dtype or matrix.dtype)  # (rows, cols)
+    tall = x.shape[0] > x.shape[1]
+    if tall:
+        x = x.T  # (r, n) with r = min(rows, cols): the Gram matrix below is r x r
+    x = x / (torch.linalg.matrix_norm(x) + NS_EPS)
+    for _ in range(steps):
+        gram = x @ x.T  # (r, r)
+        x = a * x + (b * gram + c * (gram @ gram)) @ x
+    return x.T if tall else x
+
+
+def orthogonalisation_dtype(parameter: torch.Tensor) -> torch.dtype:
+    """bfloat16 for float32/half parameters on CUDA or on a CPU with bfloat16 arithmetic
+    (the matmuls run there at twice the speed or more); the parameter's dtype otherwise."""
+    if parameter.dtype == torch.float64:
+        return torch.float64
+    fast = parameter.is_cuda or (parameter.device.type == "cpu" and cpu_has_native_bfloat16())
+    return torch.bfloat16 if fast else parameter.dtype
+
+
+class MuonAdamW(torch.optim.Optimizer):
+    """Muon on the param groups of ``kind="muon"`` (2-D tensors only), AdamW on those of
+    ``kind="adamw"`` (see the module docstring). Group options: ``lr``, ``lr_ratio``,
+    ``weight_decay``, ``momentum`` μ (muon), ``betas`` and ``eps`` (adamw)."""
+
+    def __init__(
+        self,
+        params,
+        lr: float,
+        momentum: float = 0.95,
+        betas: tuple[float, float] = (0.9, 0.95),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ) -> None:
+        if not 0.0 <= momentum < 1.0:
+            raise ConfigError(f"the Muon momentum must lie in [0, 1), got {momentum}.")
+        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
+            raise ConfigError(f"AdamW betas must lie in [0, 1), got {betas}.")
+        defaults = {
+            "lr": lr,
+            "lr_ratio": 1.0,
+            "kind": "adamw",
+            "momentum": momentum,
+            "betas": betas,
+            "eps": eps,
+            "weight_decay": weight_decay,
+        }
+        super().__init__(params, defaults)
+        for group in self.param_groups:
+            if group["kind"] not in KINDS:
+                raise ConfigError(
+                    f"a param group's kind must be muon or adamw, not {group['kind']!r}."
+                )
+            if group["kind"] == "muon" and any(p.dim() != 2 for p in group["params"]):
+                raise ConfigError(
+                    "Muon orthogonalises matrices; its group holds a tensor that is not 2-D."
+                )
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            update = self._muon_update if group["kind"] == "muon" else self._adamw_update
+            for parameter in group["params"]:
+                if parameter.grad is not None:
+                    update(parameter, parameter.grad, group, self.state[parameter])
+        return loss
+
+    @staticmethod
+    def _muon_update(parameter, grad, group, state) -> None:
+        lr, mu = group["lr"], group["momentum"]
+        if "momentum_buffer" not in state:
+            state["momentum_buffer"] = torch.zeros_like(parameter)
+        momentum = state["momentum_buffer"]  # (d_out, d_in)
+        momentum.mul_(mu).add_(grad)
+        nesterov = grad.add(momentum, alpha=mu)
+        orthogonal = newton_schulz(nesterov, dtype=orthogonalisation_dtype(parameter))
+        parameter.mul_(1.0 - lr * group["weight_decay"])
+        scale = update_scale(*parameter.shape)
+        parameter.add_(orthogonal.to(parameter.dtype), alpha=-lr * scale)
+
+    @staticmethod
+    def _adamw_update(parameter, grad, group, state) -> None:
+        lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+        if "step" not in state:
+            state["step"] = 0
+            state["exp_avg"] = torch.zeros_like(parameter)
+            state["exp_avg_sq"] = torch.zeros_like(parameter)
+        state["step"] += 1
+        t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
+        parameter.mul_(1.0 - lr * group["weight_decay"])
+        m.mul_(beta1).add_(grad, alpha=1.0 - beta1)
+        v.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
+        denominator = (v.sqrt() / (1.0 - beta2**t) ** 0.5).add_(eps)
+        parameter.addcdiv_(m, denominator, value=-lr / (1.0 - beta1**t))
+
+
+def muon_param_groups(
+    model: nn.Module, lr: float, muon_lr: float, weight_decay: float
+) -> list[dict]:
+    """The param groups of :class:`MuonAdamW` for ``model``: the block matrices
+    (:func:`~light_llm.train.muon_spec.is_muon_matrix`) with Muon at peak ``muon_lr``, the
+    other tensors of two or more dimensions with AdamW and decay, the 1-D ones (biases,
+    gains) with AdamW and no decay. A tied matrix (wte = lm_head) is listed once."""
+    ratio = muon_lr / lr
+    muon, decay, no_decay = [], [], []
+    for name, parameter in model.named_parameters():  # a shared tensor comes once
+        if not parameter.requires_grad:
+            continue
+        if is_muon_matrix(name, parameter.dim()):
+            muon.append(parameter)
+        else:
+            (decay if parameter.dim() >= 2 else no_decay).append(parameter)
+    groups = [
+        {"params": muon, "kind": "muon", "lr_ratio": ratio, "weight_decay": weight_decay / ratio},
+        {"params": decay, "kind": "adamw", "weight_decay": weight_decay},
+        {"params": no_decay, "kind": "adamw", "weight_decay": 0.0},
+    ]
+    return [group for group in groups if group["params"]]
+
+
+def configure_muon(
+    model: nn.Module,
+    lr: float,
+    muon_lr: float,
+    momentum: float,
+    betas: tuple[float, float],
+    weight_decay: float,
+) -> MuonAdamW:
+    """:class:`MuonAdamW` over ``model``'s parameters (:func:`muon_param_groups`), the
+    learning rates set to their peaks ``muon_lr`` (muon) and ``lr`` (adamw)."""
+    if not muon_lr > 0 or not lr > 0:
+        raise ConfigError(f"the learning rates must be positive, got lr={lr}, muon_lr={muon_lr}.")
+    if weight_decay < 0:
+        raise ConfigError(f"weight decay must be >= 0, got {weight_decay}.")
+    groups = muon_param_groups(model, lr, muon_lr, weight_decay)
+    for group in groups:
+        group["lr"] = lr * group.get("lr_ratio", 1.0)
+    return MuonAdamW(groups, lr, momentum=momentum, betas=betas, weight_decay=weight_decay)

@@ -1,0 +1,198 @@
+"""Muon (light_llm.train.muon): the Newton-Schulz iteration against an SVD, the optimizer's
+AdamW half against torch.optim.AdamW, its param groups, its state through a checkpoint."""
+
+import numpy as np
+import pytest
+import torch
+
+from light_llm.errors import ConfigError
+from light_llm.models.bert import ENCODER_PRESETS, BertEncoder
+from light_llm.models.gpt import GPT
+from light_llm.train.muon import MuonAdamW, configure_muon, muon_param_groups, newton_schulz
+from light_llm.train.muon_spec import NS_COEFFICIENTS, NS_STEPS, is_muon_matrix
+from light_llm.train.optim import set_learning_rate
+from light_llm.train.state import load_optimizer_state, optimizer_files
+from tests.conftest import tiny_config
+
+SHAPES = [(24, 24), (40, 12), (12, 40)]  # square, tall (transposed inside), wide
+
+
+def random_matrix(shape, seed=0):
+    return torch.from_numpy(np.random.default_rng(seed).standard_normal(shape))  # float64
+
+
+def with_singular_values(shape, singular_values, seed=0):
+    """U diag(s) Vᵀ with random orthonormal U (rows, r) and V (cols, r), r = min(shape)."""
+    rng = np.random.default_rng(seed)
+    rows, cols = shape
+    u, _ = np.linalg.qr(rng.standard_normal((rows, len(singular_values))))
+    v, _ = np.linalg.qr(rng.standard_normal((cols, len(singular_values))))
+    return torch.from_numpy(u * singular_values @ v.T), torch.from_numpy(u), torch.from_numpy(v)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_newton_schulz_keeps_the_singular_vectors_and_maps_each_singular_value(shape):
+    """O = NS(G) for G = U S Vᵀ: Uᵀ O V is diagonal (same singular vectors), and its diagonal
+    is the scalar quintic p(σ) = aσ + bσ³ + cσ⁵ iterated five times on σ / ||G||_F."""
+    g = random_matrix(shape)
+    u, s, vt = torch.linalg.svd(g, full_matrices=False)
+    o = newton_schulz(g)
+    assert o.shape == g.shape and o.dtype == torch.float64
+    core = u.T @ o @ vt.T  # (r, r)
+    off_diagonal = core - torch.diag(torch.diagonal(core))
+    assert off_diagonal.abs().max() < 1e-12
+    sigma = s / (torch.linalg.norm(g) + 1e-7)
+    a, b, c = NS_COEFFICIENTS
+    for _ in range(NS_STEPS):
+        sigma = a * sigma + b * sigma**3 + c * sigma**5
+    torch.testing.assert_close(torch.diagonal(core), sigma, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_newton_schulz_brings_singular_values_into_the_quintic_band(shape):
+    """Singular values spread over two decades (relative to the largest) all end in about
+    [0.7, 1.2], so O is close to U Vᵀ. (A direction below about 1e-3 of ||G||_F would not:
+    five steps multiply a small σ by at most a⁵ ≈ 490.)"""
+    r = min(shape)
+    g, u, v = with_singular_values(shape, 5.0 * np.geomspace(1.0, 0.01, r))
+    o = newton_schulz(g)
+    after = torch.linalg.svdvals(o)
+    assert after.min() > 0.65 and after.max() < 1.2, after
+    assert torch.linalg.matrix_norm(o - u @ v.T, ord=2) < 0.35  # max |σ' - 1|
+
+
+def test_newton_schulz_in_bfloat16_is_close_to_float64():
+    g = random_matrix((40, 12), seed=1)
+    exact = newton_schulz(g)
+    fast = newton_schulz(g.float(), dtype=torch.bfloat16)
+    assert fast.dtype == torch.bfloat16
+    assert (fast.double() - exact).abs().max() < 0.05
+
+
+def test_a_zero_gradient_gives_a_zero_update():
+    assert torch.equal(newton_schulz(torch.zeros(3, 5)), torch.zeros(3, 5))
+
+
+def test_param_groups_muon_for_block_matrices_adamw_for_the_rest():
+    model = GPT(tiny_config(activation="swiglu", tie_embeddings=False))
+    groups = muon_param_groups(model, lr=1e-3, muon_lr=0.02, weight_decay=0.1)
+    names = {id(p): n for n, p in model.named_parameters()}
+    kinds = {names[id(p)]: (g["kind"], g["weight_decay"]) for g in groups for p in g["params"]}
+    assert sorted(kinds) == sorted(names.values())  # every parameter, once
+    for name, parameter in model.named_parameters():
+        kind, decay = kinds[name]
+        in_block = name.startswith("transformer.h.")
+        if parameter.dim() == 2 and in_block:
+            assert kind == "muon" and decay == pytest.approx(0.1 * 1e-3 / 0.02), name
+        elif parameter.dim() == 2:  # wte, wpe, lm_head
+            assert kind == "adamw" and decay == 0.1, name
+        else:  # biases and gains
+            assert kind == "adamw" and decay == 0.0, name
+    assert kinds["transformer.h.1.mlp.c_v.weight"][0] == "muon"
+    assert kinds["lm_head.weight"][0] == "adamw"
+    (muon,) = [g for g in groups if g["kind"] == "muon"]
+    assert muon["lr_ratio"] == pytest.approx(20.0)
+
+
+def test_param_groups_of_the_encoder_and_of_a_tied_gpt():
+    encoder = BertEncoder(ENCODER_PRESETS["bert-shakespeare"].replace(vocab_size=50, n_layer=1))
+    muon_names = [n for n, p in encoder.named_parameters() if is_muon_matrix(n, p.dim())]
+    assert sorted(muon_names) == [
+        "h.0.attn.c_attn.weight",
+        "h.0.attn.c_proj.weight",
+        "h.0.mlp.c_fc.weight",
+        "h.0.mlp.c_proj.weight",
+    ]
+    tied = GPT(tiny_config())
+    groups = muon_param_groups(tied, 1e-3, 0.02, 0.1)
+    listed = [p for g in groups for p in g["params"]]
+    assert len(listed) == len(list(tied.parameters()))  # wte = lm_head listed once
+
+
+def test_the_adamw_half_equals_torch_optim_adamw():
+    model = GPT(tiny_config()).double()
+    reference = GPT(tiny_config()).double()
+    reference.load_state_dict(model.state_dict())
+    ours = MuonAdamW(
+        [{"params": list(model.parameters()), "kind": "adamw", "weight_decay": 0.1}],
+        lr=1e-2,
+        betas=(0.9, 0.95),
+    )
+    theirs = torch.optim.AdamW(
+        reference.parameters(), lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1
+    )
+    x = torch.randint(0, 37, (3, 16))
+    for lr in (1e-2, 5e-3, 2e-3):
+        for m, optimizer in ((model, ours), (reference, theirs)):
+            set_learning_rate(optimizer, lr)
+            m(x, x)[1].backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    for (name, a), b in zip(model.named_parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14, msg=name)
+
+
+def test_two_muon_steps_follow_the_nesterov_equations():
+    """M1 = G1, N1 = G1 + μ M1; M2 = μ M1 + G2, N2 = G2 + μ M2; each step
+    W = W (1 - η λ_μ) - η sqrt(max(1, 16/4)) NS(N) for the (16, 4) matrix."""
+    mu, lr, decay = 0.9, 0.1, 0.5
+    weight = torch.nn.Parameter(random_matrix((16, 4), seed=2))
+    optimizer = MuonAdamW(
+        [{"params": [weight], "kind": "muon", "weight_decay": decay}], lr=lr, momentum=mu
+    )
+    expected, momentum = weight.detach().clone(), torch.zeros(16, 4, dtype=torch.float64)
+    for seed in (3, 4):
+        grad = random_matrix((16, 4), seed=seed)
+        momentum = mu * momentum + grad
+        expected = expected * (1 - lr * decay) - lr * 2.0 * newton_schulz(grad + mu * momentum)
+        weight.grad = grad.clone()
+        optimizer.step()
+        torch.testing.assert_close(weight.detach(), expected, rtol=1e-13, atol=1e-13)
+
+
+def test_set_learning_rate_scales_the_muon_group_by_its_ratio():
+    optimizer = configure_muon(GPT(tiny_config()), 1e-3, 0.04, 0.95, (0.9, 0.95), 0.1)
+    set_learning_rate(optimizer, 5e-4)
+    rates = {g["kind"]: g["lr"] for g in optimizer.param_groups}
+    assert rates["muon"] == pytest.approx(0.02) and rates["adamw"] == pytest.approx(5e-4)
+
+
+def train_steps(model, optimizer, steps, seed):
+    generator = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        x = torch.randint(0, 37, (2, 16), generator=generator)
+        model(x, x)[1].backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def test_state_round_trips_through_the_checkpoint_files(tmp_path):
+    model = GPT(tiny_config())
+    optimizer = configure_muon(model, 1e-3, 0.02, 0.95, (0.9, 0.95), 0.1)
+    train_steps(model, optimizer, 3, seed=0)
+    for name, content in optimizer_files(optimizer).items():
+        (tmp_path / name).write_bytes(content)
+    copy = GPT(tiny_config())
+    copy.load_state_dict(model.state_dict())
+    restored = configure_muon(copy, 1e-3, 0.02, 0.95, (0.9, 0.95), 0.1)
+    load_optimizer_state(restored, tmp_path)
+    kinds = {tuple(sorted(restored.state[p])) for g in restored.param_groups for p in g["params"]}
+    assert kinds == {("momentum_buffer",), ("exp_avg", "exp_avg_sq", "step")}
+    train_steps(model, optimizer, 2, seed=1)
+    train_steps(copy, restored, 2, seed=1)
+    for a, b in zip(model.parameters(), copy.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_bad_options_are_one_sentence():
+    model = GPT(tiny_config())
+    with pytest.raises(ConfigError, match="Muon momentum must lie in"):
+        configure_muon(model, 1e-3, 0.02, 1.0, (0.9, 0.95), 0.1)
+    with pytest.raises(ConfigError, match="learning rates must be positive"):
+        configure_muon(model, 1e-3, 0.0, 0.95, (0.9, 0.95), 0.1)
+    with pytest.raises(ConfigError, match="weight decay must be >= 0"):
+        configure_muon(model, 1e-3, 0.02, 0.95, (0.9, 0.95), -0.1)
+    with pytest.raises(ConfigError, match="a tensor that is not 2-D"):
+        MuonAdamW([{"params": [model.transformer.ln_f.weight], "kind": "muon"}], lr=0.02)
+    with pytest.raises(ConfigError, match="kind must be muon or adamw"):
+        MuonAdamW([{"params": list(model.parameters()), "kind": "sgd"}], lr=0.02)
