@@ -12,7 +12,7 @@ import pytest
 import safetensors.torch
 import torch
 
-from light_llm.checkpoint import load_config, load_model
+from light_llm.checkpoints import load, load_config
 from light_llm.data import TokenDataset
 from light_llm.errors import TrainingError
 from light_llm.models.gpt import GPT
@@ -74,7 +74,7 @@ def test_training_lowers_the_loss_and_writes_its_outputs(corpus, tmp_path):
     state = read_trainer_state(out / "checkpoint")
     assert state["iteration"] == 30
     assert state["best_val_loss"] == min(r["val_loss"] for r in records)
-    model = load_model(out)  # the checkpoint is a loadable model folder
+    model = load(out)  # the checkpoint is a loadable model folder
     assert model.config.n_embd == TINY["n_embd"]
 
 

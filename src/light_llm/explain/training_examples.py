@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from light_llm.checkpoint import resolve_checkpoint_dir
+from light_llm.checkpoints import resolve_checkpoint_dir
 from light_llm.errors import CheckpointError
 from light_llm.explain.steps import Step
 from light_llm.train.config import TrainConfig

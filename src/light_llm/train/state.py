@@ -1,6 +1,6 @@
 """Everything besides the weights that a run needs to continue exactly where it stopped.
 
-A training checkpoint is a model checkpoint folder (see :mod:`light_llm.checkpoint`) with
+A training checkpoint is a model checkpoint folder (see :mod:`light_llm.checkpoints`) with
 three more files, all written with the folder as one unit:
 
     optimizer.safetensors   AdamW's moments m and v and step count t per parameter (tensors)

@@ -39,14 +39,10 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from light_llm.checkpoint import (
-    CHECKPOINT_SUBFOLDER,
-    existing_folder,
-    load_config,
-    load_weights_into,
-    read_weights,
-    save_model,
-)
+from light_llm.atomic import existing_folder
+from light_llm.checkpoints import CHECKPOINT_SUBFOLDER, load_config
+from light_llm.checkpoints.gpt import load_weights_into, save_gpt
+from light_llm.checkpoints.tensors import read_weights
 from light_llm.config import ModelConfig
 from light_llm.data import TokenDataset, encode_corpus, load_corpus, token_dtype
 from light_llm.errors import (
@@ -275,7 +271,7 @@ class Trainer:
     def save_checkpoint(self, folder: Path, extra_files: dict[str, bytes]) -> None:
         """Write the model, its tokenizer and ``extra_files`` as the checkpoint folder,
         replaced as a unit."""
-        save_model(self.raw_model, folder, self.tokenizer, extra_files)
+        save_gpt(self.raw_model, folder, self.tokenizer, extra_files)
 
     def encode_corpus_once(self, text: str) -> Path:
         """Encode the corpus into OUT/data (rank 0 first; the others then reuse its files)

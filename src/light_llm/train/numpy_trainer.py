@@ -29,7 +29,9 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from light_llm.checkpoint import CHECKPOINT_SUBFOLDER, existing_folder
+from light_llm.atomic import existing_folder
+from light_llm.checkpoints import CHECKPOINT_SUBFOLDER
+from light_llm.checkpoints.numpy_gpt import save_numpy_gpt
 from light_llm.data import TokenDataset, encode_corpus, load_corpus, token_dtype
 from light_llm.errors import CheckpointError, ConfigError, TokenizerError, TrainingError
 from light_llm.reference.model import NumpyGPT
@@ -221,7 +223,7 @@ def train_numpy(config: TrainConfig, *, model: NumpyGPT | None = None) -> TrainR
 
 def save(model: NumpyGPT, folder: Path, tokenizer) -> None:
     try:
-        model.save_pretrained(folder, tokenizer=tokenizer)
+        save_numpy_gpt(model, folder, tokenizer=tokenizer)
     except CheckpointError as exc:
         raise TrainingError(str(exc)) from None
 
