@@ -11,7 +11,8 @@ import torch.nn.functional as F
 from light_llm.errors import ConfigError
 from light_llm.models.gpt import GPT
 from light_llm.reference.model import NumpyGPT
-from light_llm.reference.optim import SGD, Adam, AdamW, clip_grad_norm, learning_rate
+from light_llm.reference.optim import SGD, Adam, AdamW, clip_grad_norm
+from light_llm.schedule import learning_rate
 from light_llm.train.optim import configure_adamw
 from tests.conftest import tiny_config
 

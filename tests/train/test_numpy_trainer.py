@@ -59,10 +59,11 @@ def test_grad_accumulation_steps_with_the_mean_of_the_micro_batch_gradients(corp
     """With grad_accum = 2 one step uses the mean gradient of micro-batches (0, 0) and (0, 1),
     the windows the PyTorch trainer draws for them."""
     from light_llm.data import TokenDataset, encode_corpus, load_corpus
-    from light_llm.reference.optim import AdamW, clip_grad_norm, learning_rate
+    from light_llm.reference.optim import AdamW, clip_grad_norm
+    from light_llm.schedule import learning_rate
     from light_llm.tokenizers import get_tokenizer
     from light_llm.train.batches import micro_batch_rng
-    from light_llm.train.numpy_trainer import batch_arrays, train_step
+    from light_llm.train.numpy_trainer import train_step
 
     config = TrainConfig(data=str(corpus), out=str(tmp_path), grad_accum=2, **SMALL).resolve()
     text = load_corpus(config.data)
@@ -74,7 +75,7 @@ def test_grad_accumulation_steps_with_the_mean_of_the_micro_batch_gradients(corp
     loss = train_step(stepped, AdamW(stepped.params, config.lr), dataset, config, 0)
     grads, losses = [], []
     for slot in (0, 1):
-        x, y = batch_arrays(dataset, config.batch_size, micro_batch_rng(config.seed, 0, slot))
+        x, y = dataset.sample_windows(config.batch_size, micro_batch_rng(config.seed, 0, slot))
         _, slot_loss, cache = by_hand.forward(x, y)
         grads.append(by_hand.backward(cache))
         losses.append(slot_loss)

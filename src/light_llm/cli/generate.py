@@ -118,7 +118,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from light_llm.generate import generate_text, validate_sampling
+    from light_llm.generate import generate_text
+    from light_llm.sampling_options import validate_sampling
 
     validate_sampling(args.temperature, args.top_k, args.top_p)  # before the slow loading
     if args.threads is not None:

@@ -43,7 +43,8 @@ from light_llm.models.bert import (
 from light_llm.tokenizers import BertTokenizer
 from light_llm.train.config import TrainConfig
 from light_llm.train.evaluate import unigram_log_probabilities
-from light_llm.train.trainer import Trainer, TrainResult
+from light_llm.train.result import TrainResult
+from light_llm.train.trainer import Trainer
 
 MASK_PROBABILITY = 0.15  # share of real tokens chosen for prediction
 MASK_TOKEN_SHARE = 0.8  # of the chosen: replaced by [MASK]

@@ -31,7 +31,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +52,7 @@ from light_llm.errors import (
     TrainingError,
 )
 from light_llm.models.gpt import GPT
+from light_llm.schedule import learning_rate
 from light_llm.tokenizers import get_tokenizer, load_tokenizer
 from light_llm.train.batches import micro_batch_rng, rank_slots
 from light_llm.train.config import TrainConfig
@@ -64,8 +64,20 @@ from light_llm.train.distributed import (
 )
 from light_llm.train.evaluate import sampled_loss
 from light_llm.train.interrupt import StopRequest
-from light_llm.train.metrics import LOSS_CURVE_FILE, MetricsLog, perplexity, plot_loss_curve
-from light_llm.train.optim import clip_grad_norm, configure_adamw, learning_rate
+from light_llm.train.metrics import (
+    LOSS_CURVE_FILE,
+    MetricsLog,
+    ThroughputMeter,
+    perplexity,
+    plot_loss_curve,
+)
+from light_llm.train.optim import clip_grad_norm, configure_adamw
+from light_llm.train.optimizer_state import (
+    capture_rng_states,
+    load_optimizer_state,
+    optimizer_files,
+    restore_rng_states,
+)
 from light_llm.train.precision import (
     attention_kernels,
     autocast,
@@ -74,31 +86,8 @@ from light_llm.train.precision import (
     grad_scaler,
     resolve_device,
 )
-from light_llm.train.state import (
-    TRAINER_STATE_FILE,
-    capture_rng_states,
-    load_optimizer_state,
-    optimizer_files,
-    read_trainer_state,
-    restore_rng_states,
-    trainer_state_file,
-)
-
-DATA_CACHE_SUBFOLDER = "data"
-SAMPLE_TEMPERATURE = 0.8
-
-
-@dataclass
-class TrainResult:
-    """What a call to :func:`train` did."""
-
-    out: Path
-    checkpoint: Path
-    iteration: int  # optimiser steps taken in all, counting those before a resume
-    losses: dict[int, float] = field(default_factory=dict)  # iteration -> training loss
-    evaluations: list[dict[str, Any]] = field(default_factory=list)  # as in metrics.jsonl
-    interrupted: bool = False
-    sample: str | None = None
+from light_llm.train.result import DATA_CACHE_SUBFOLDER, SAMPLE_TEMPERATURE, TrainResult
+from light_llm.train.state import TRAINER_STATE_FILE, read_trainer_state, trainer_state_file
 
 
 def train(config: TrainConfig) -> TrainResult:
@@ -622,28 +611,3 @@ class Trainer:
         )
         self.raw_model.train()
         return prompt + continuation
-
-
-class ThroughputMeter:
-    """Training tokens per second: over the last few iterations (for the progress bar) and
-    since the previous evaluation (for metrics.jsonl); evaluation time is not counted."""
-
-    def __init__(self, smoothing: float = 0.1) -> None:
-        self.smoothing = smoothing
-        self.recent_rate = 0.0
-        self.tokens = 0
-        self.seconds = 0.0
-
-    def add(self, tokens: int, seconds: float) -> None:
-        rate = tokens / max(seconds, 1e-9)
-        if self.recent_rate == 0.0:
-            self.recent_rate = rate
-        else:
-            self.recent_rate += self.smoothing * (rate - self.recent_rate)
-        self.tokens += tokens
-        self.seconds += seconds
-
-    def rate_since_last_call(self) -> float:
-        rate = self.tokens / self.seconds if self.seconds > 0 else 0.0
-        self.tokens, self.seconds = 0, 0.0
-        return rate
