@@ -8,6 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 import safetensors.torch
 import torch
@@ -17,12 +18,13 @@ from light_llm.atomic import write_folder_atomically
 from light_llm.checkpoints import (
     load,
     load_config,
+    load_tokenizer,
     resolve_checkpoint_dir,
     save,
 )
 from light_llm.errors import CheckpointError
 from light_llm.models.gpt import GPT
-from light_llm.tokenizers import CharTokenizer, load_tokenizer
+from light_llm.tokenizers import CharTokenizer
 from tests.conftest import VARIANTS, tiny_config
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -324,3 +326,22 @@ def test_file_names_must_be_plain(tmp_path):
         with pytest.raises(CheckpointError, match="plain file names"):
             write_folder_atomically(tmp_path / "ck", {name: b"x"})
     assert not (tmp_path / "ck").exists()
+
+
+def test_load_tokenizer_accepts_a_training_output_folder(tmp_path):
+    tokenizer = CharTokenizer(list("xyz "))
+    save(GPT(tiny_config(vocab_size=4)), tmp_path / "out" / "checkpoint", tokenizer)
+    assert load_tokenizer(tmp_path / "out").encode("zyx ") == tokenizer.encode("zyx ")
+
+
+def test_the_numpy_and_torch_engines_read_the_same_huggingface_gpt2_folder(tmp_path):
+    """The NumPy engine maps GPT-2's tensors itself (no torch on its path): its logits match
+    the PyTorch GPT loaded from the same HF folder."""
+    from light_llm.checkpoints.hf_gpt2 import export_hf_gpt2
+
+    export_hf_gpt2(perturbed(GPT(tiny_config())), tmp_path / "hf")
+    torch_model = load(tmp_path / "hf")
+    numpy_model = load(tmp_path / "hf", engine="numpy", dtype=np.float64)
+    idx = torch.randint(0, torch_model.config.vocab_size, (2, 5))
+    expected = logits_of(torch_model.double(), idx).numpy()
+    np.testing.assert_allclose(numpy_model.forward(idx.numpy())[0], expected, atol=1e-9)
