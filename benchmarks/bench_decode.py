@@ -26,9 +26,9 @@ from collections.abc import Callable
 import torch
 import transformers
 
+from light_llm.checkpoints.hf_gpt2 import export_hf_gpt2
 from light_llm.config import preset
 from light_llm.generate import generate
-from light_llm.interop import export_hf_gpt2
 from light_llm.models.gpt import GPT
 from light_llm.tokenizers import GPT2Tokenizer
 

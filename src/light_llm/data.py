@@ -30,13 +30,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from light_llm.assets import installed_distribution
 from light_llm.atomic import atomic_file
 from light_llm.errors import DataError
 
 if TYPE_CHECKING:  # only name, vocab_size, encode and decode (and encode_batch if any) are used
+    import torch
+
     from light_llm.tokenizers import Tokenizer
 
 TRAIN_FRACTION = 0.9
@@ -468,13 +469,32 @@ class TokenDataset:
     def __len__(self) -> int:
         return len(self.tokens)
 
+    def window_arrays(self, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(x, y) int64 arrays of shape (B, T) for the windows starting at ``starts``: y is x
+        shifted by one token (the next-token targets)."""
+        windows = self.tokens[starts[:, None] + np.arange(self.block_size + 1)]  # (B, T+1)
+        windows = windows.astype(np.int64)
+        return windows[:, :-1], windows[:, 1:]  # (B, T) each
+
+    def sample_windows(
+        self, batch_size: int, generator: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The windows :meth:`get_batch` gives for this NumPy generator, as int64 arrays
+        (B, T), without torch (the NumPy engine's batches)."""
+        return self.window_arrays(self.draw_starts(batch_size, generator))
+
+    def draw_starts(self, batch_size: int, generator: np.random.Generator) -> np.ndarray:
+        """``batch_size`` window starts drawn uniformly from ``generator`` alone."""
+        starts = generator.integers(0, len(self.tokens) - self.block_size, size=batch_size)
+        return np.asarray(starts, dtype=np.int64)
+
     def _windows(
         self, starts: np.ndarray, device: str | torch.device
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(x, y) int64 tensors of shape (B, T) for the windows starting at ``starts``."""
-        windows = self.tokens[starts[:, None] + np.arange(self.block_size + 1)]  # (B, T+1)
-        windows = torch.from_numpy(windows.astype(np.int64))
-        x, y = windows[:, :-1], windows[:, 1:]  # (B, T) each
+        import torch
+
+        x, y = (torch.from_numpy(array) for array in self.window_arrays(starts))
         device = torch.device(device)
         if device.type == "cuda":
             return (
@@ -494,10 +514,12 @@ class TokenDataset:
         The offsets are drawn from ``generator`` alone (uniform over every window start), so
         saving and restoring its state replays the same batches.
         """
-        n_starts = len(self.tokens) - self.block_size
         if isinstance(generator, np.random.Generator):
-            starts = generator.integers(0, n_starts, size=batch_size)
-        elif isinstance(generator, torch.Generator):
+            return self._windows(self.draw_starts(batch_size, generator), device)
+        import torch
+
+        n_starts = len(self.tokens) - self.block_size
+        if isinstance(generator, torch.Generator):
             starts = (
                 torch.randint(
                     0, n_starts, (batch_size,), generator=generator, device=generator.device

@@ -6,7 +6,7 @@ import matplotlib.image
 import pytest
 import torch
 
-from light_llm.checkpoint import save_model
+from light_llm.checkpoints import save
 from light_llm.cli import main
 from light_llm.config import ModelConfig
 from light_llm.explain import plots
@@ -24,7 +24,7 @@ def checkpoint(tmp_path_factory):
         vocab_size=tokenizer.vocab_size, block_size=BLOCK, n_layer=N_LAYER, n_head=N_HEAD, n_embd=12
     )
     folder = tmp_path_factory.mktemp("run") / "checkpoint"
-    save_model(GPT(config), folder, tokenizer=tokenizer)
+    save(GPT(config), folder, tokenizer=tokenizer)
     return folder
 
 

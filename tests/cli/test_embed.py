@@ -7,9 +7,10 @@ import os
 import numpy as np
 import pytest
 
+from light_llm.checkpoints import save
+from light_llm.checkpoints.hf_bert import packaged_minilm_path
 from light_llm.cli import main
 from light_llm.config import ModelConfig
-from light_llm.interop.hf_bert import packaged_minilm_path
 from light_llm.models.gpt import GPT
 
 SENTENCES = ["I love chess", "I love soccer", "The bank of the river was flooded!"]
@@ -68,8 +69,9 @@ def one_error_line(capsys) -> str:
 
 
 def test_a_gpt_checkpoint_is_refused_in_one_sentence(tmp_path, capsys):
-    GPT(ModelConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8)).save_pretrained(
-        tmp_path / "gpt"
+    save(
+        GPT(ModelConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8)),
+        tmp_path / "gpt",
     )
     assert main(["embed", "--checkpoint", str(tmp_path / "gpt"), "a sentence"]) == 2
     assert "holds a GPT, not a BERT-style encoder" in one_error_line(capsys)

@@ -10,10 +10,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from light_llm.checkpoint import load_model
+from light_llm.checkpoints import load
+from light_llm.checkpoints.hf_bert import packaged_minilm_path
 from light_llm.cli import main
-from light_llm.interop.hf_bert import packaged_minilm_path
-from light_llm.models.bert import IGNORE_INDEX, load_encoder
+from light_llm.models.bert import IGNORE_INDEX
 from light_llm.tokenizers import load_tokenizer
 from light_llm.train.mlm import mask_tokens
 from tests.train.helpers import tiny_flags, write_corpus
@@ -39,7 +39,7 @@ def printed_loss(capsys):
 
 def loss_by_hand(out, text):
     """Mean CE over consecutive windows of the last 10% of ``text`` (by characters)."""
-    model = load_model(out)
+    model = load(out)
     tokenizer = load_tokenizer(out / "checkpoint")
     ids = torch.tensor(tokenizer.encode(text[int(len(text) * 0.9) :]))
     T = model.config.block_size
@@ -111,7 +111,7 @@ def test_eval_prints_the_gpt_unigram_baseline(trained, capsys):
     tokenizer = load_tokenizer(out / "checkpoint")
     split = int(len(text) * 0.9)
     train_ids, val_ids = tokenizer.encode(text[:split]), tokenizer.encode(text[split:])
-    T = load_model(out).config.block_size
+    T = load(out).config.block_size
     targets = [val_ids[s + 1 : s + T + 1] for s in range(0, len(val_ids) - T, T)]
     expected = unigram_by_hand(train_ids, tokenizer.vocab_size, np.concatenate(targets))
     assert baseline == pytest.approx(expected, abs=1e-4)
@@ -132,7 +132,7 @@ def masked_lm_by_hand(out, text):
     [CLS] + block_size - 2 ids + [SEP], masked by BERT's rule with the generator seeded (0, k)
     (the documented fixed seed); the loss is CE over the chosen positions of full logits.
     Also returns the chosen labels and the training split's ids."""
-    model = load_encoder(out)
+    model = load(out, architecture="bert")
     tokenizer = load_tokenizer(out / "checkpoint")
     split = int(len(text) * 0.9)
     ids = tokenizer.encode(text[split:])

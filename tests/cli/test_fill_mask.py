@@ -6,9 +6,10 @@ import json
 import pytest
 import torch
 
+from light_llm.checkpoints import load, save
+from light_llm.checkpoints.hf_bert import packaged_minilm_path
 from light_llm.cli import main
 from light_llm.config import ModelConfig
-from light_llm.interop.hf_bert import packaged_minilm_path
 from light_llm.models.bert import IGNORE_INDEX, BertEncoder, EncoderConfig
 from light_llm.models.gpt import GPT
 from light_llm.tokenizers import BertTokenizer
@@ -41,7 +42,7 @@ def trained_checkpoint(tmp_path_factory):
         loss.backward()
         optimizer.step()
     folder = tmp_path_factory.mktemp("fill") / "bert"
-    model.eval().save_pretrained(folder, tokenizer)
+    save(model.eval(), folder, tokenizer)
     return folder, model, tokenizer
 
 
@@ -87,8 +88,9 @@ def test_bad_input_gets_one_sentence(trained_checkpoint, tmp_path, capsys):
         ([str(packaged_minilm_path()), "to be or not to [MASK]"], "no masked-LM head"),
         ([str(folder), "a " * 20 + "[MASK]"], "beyond the model's 16 positions"),
     ]
-    GPT(ModelConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8)).save_pretrained(
-        tmp_path / "gpt"
+    save(
+        GPT(ModelConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8)),
+        tmp_path / "gpt",
     )
     cases.append(([str(tmp_path / "gpt"), "to [MASK]"], "holds a GPT, not a BERT-style encoder"))
     for argv, message in cases:
@@ -99,7 +101,6 @@ def test_bad_input_gets_one_sentence(trained_checkpoint, tmp_path, capsys):
 def test_fills_in_from_a_training_output_folder(tmp_path, capsys):
     """`light-llm train --model bert` writes OUT/checkpoint; fill-mask takes OUT itself and
     prints the top-k of softmax over the logits the loaded encoder gives at the [MASK]."""
-    from light_llm.models.bert import load_encoder
     from light_llm.tokenizers import load_tokenizer
     from tests.train.helpers import tiny_flags, write_corpus
 
@@ -110,7 +111,7 @@ def test_fills_in_from_a_training_output_folder(tmp_path, capsys):
     text = "the king shall [MASK] to rome"
     assert main(["fill-mask", "--checkpoint", str(out), "--json", text]) == 0
     (candidates,) = json.loads(capsys.readouterr().out)
-    model = load_encoder(out)
+    model = load(out, architecture="bert")
     tokenizer = load_tokenizer(out / "checkpoint")
     ids = tokenizer.encode_plus(text)["input_ids"]
     with torch.no_grad():

@@ -8,7 +8,7 @@ import safetensors.torch
 import torch
 import transformers
 
-from light_llm.checkpoint import save_model
+from light_llm.checkpoints import save
 from light_llm.cli import main
 from light_llm.config import ModelConfig
 from light_llm.models.gpt import GPT
@@ -28,7 +28,7 @@ def char_checkpoint(tmp_path):
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.add_(0.3 * torch.randn_like(parameter))
-    save_model(model, tmp_path / "ck", tokenizer)
+    save(model, tmp_path / "ck", tokenizer)
     return tmp_path / "ck", model, tokenizer
 
 

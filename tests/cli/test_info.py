@@ -7,7 +7,7 @@ import torch
 import transformers
 from torch import nn
 
-from light_llm.checkpoint import save_model
+from light_llm.checkpoints import save
 from light_llm.cli import main
 from light_llm.config import preset
 from light_llm.models.gpt import GPT
@@ -59,7 +59,7 @@ def module_parameters(module: nn.Module) -> int:
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_every_count_matches_the_model_built_from_the_checkpoint(tmp_path, capsys, variant):
     model = GPT(tiny_config(**VARIANTS[variant])).eval()
-    save_model(model, tmp_path / "ck")
+    save(model, tmp_path / "ck")
     report = info_json(capsys, "--checkpoint", str(tmp_path / "ck"))
     params = report["parameters"]
     block = model.transformer.h[0]

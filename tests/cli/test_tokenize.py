@@ -9,7 +9,10 @@ import pytest
 import transformers
 from tokenizers import ByteLevelBPETokenizer
 
+from light_llm.checkpoints import save
 from light_llm.cli import main
+from light_llm.config import ModelConfig
+from light_llm.reference.model import NumpyGPT
 from light_llm.tokenizers import CharTokenizer
 from light_llm.tokenizers.bert import packaged_bert_folder
 from light_llm.tokenizers.gpt2 import gpt2_vocabulary_files
@@ -106,6 +109,18 @@ def test_checkpoint_tokenizer_is_used(capsys, tmp_path):
     code, out, _ = run(capsys, "--checkpoint", str(tmp_path), "hole", "--json")
     assert code == 0
     assert json.loads(out)["input_ids"] == [3, 2, 1, 0]
+
+
+def test_a_training_output_folder_gives_its_checkpoints_tokenizer(capsys, tmp_path):
+    """OUT, as every other command accepts it: the tokenizer of OUT/checkpoint."""
+    tokenizer = CharTokenizer(list("eloh "))
+    config = ModelConfig(
+        vocab_size=tokenizer.vocab_size, block_size=8, n_layer=1, n_head=2, n_embd=8
+    )
+    save(NumpyGPT(config), tmp_path / "out" / "checkpoint", tokenizer)
+    code, out, _ = run(capsys, "--checkpoint", str(tmp_path / "out"), "hole", "--json")
+    assert code == 0
+    assert json.loads(out)["input_ids"] == tokenizer.encode("hole")
 
 
 @pytest.mark.parametrize(

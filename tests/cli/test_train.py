@@ -211,14 +211,13 @@ def test_ctrl_c_saves_and_exits_130_with_how_to_resume(corpus, tmp_path, capsys,
 def test_the_numpy_engine_trains_from_the_cli_and_its_checkpoint_loads_in_pytorch(
     corpus, tmp_path, capsys
 ):
-    from light_llm.checkpoint import load_model
-    from light_llm.reference.model import NumpyGPT
+    from light_llm.checkpoints import load
 
     out = tmp_path / "numpy-run"
     assert main(["train", *tiny_flags(corpus, out, engine="numpy", sample_tokens=0)]) == 0
     assert "iter 10: train loss" in capsys.readouterr().out
-    torch_model = load_model(out).eval()
-    numpy_model = NumpyGPT.from_pretrained(out)
+    torch_model = load(out).eval()
+    numpy_model = load(out, engine="numpy")
     idx = torch.randint(0, torch_model.config.vocab_size, (1, 8))
     expected, _ = torch_model(idx)
     logits, _, _ = numpy_model.forward(idx.numpy())
@@ -242,7 +241,7 @@ RECIPE_FLAGS = [
 
 @pytest.mark.parametrize("engine", ["torch", "numpy"])
 def test_the_recipe_switches_train_and_a_resume_keeps_them(corpus, tmp_path, capsys, engine):
-    from light_llm.checkpoint import load_config
+    from light_llm.checkpoints import load_config
 
     out = tmp_path / "run"
     assert main(["train", *tiny_flags(corpus, out, max_iters=4, engine=engine), *RECIPE_FLAGS]) == 0

@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from light_llm.checkpoints import load, load_config, save
 from light_llm.config import ModelConfig
 from light_llm.errors import CheckpointError, ConfigError
 from light_llm.models.bert import (
@@ -15,8 +16,6 @@ from light_llm.models.bert import (
     cls_pool,
     cosine_similarity_matrix,
     encoder_preset,
-    load_encoder,
-    load_encoder_config,
     mean_pool,
 )
 from light_llm.models.gpt import GPT
@@ -162,38 +161,39 @@ def test_save_and_load_round_trip(tmp_path, block_order):
 
     model = BertEncoder(tiny_encoder_config(block_order=block_order)).eval()
     tokenizer = CharTokenizer.from_text("abcdefghijklmnopqrstuvwxyz .,;:!?'-ABCDEF")
-    model.save_pretrained(tmp_path / "enc", tokenizer)
-    loaded = BertEncoder.from_pretrained(tmp_path / "enc")
+    save(model, tmp_path / "enc", tokenizer)
+    loaded = load(tmp_path / "enc", architecture="bert")
     assert loaded.mlm_head.decoder.weight is loaded.embeddings.wte.weight
     ids, mask = padded_batch([6, 3], 41)
     expected, _ = model(ids, attention_mask=mask)
     torch.testing.assert_close(loaded(ids, attention_mask=mask)[0], expected)
     assert load_tokenizer(tmp_path / "enc").vocab_size == tokenizer.vocab_size
     assert isinstance(loaded.config, EncoderConfig) and loaded.config == model.config
-    assert load_encoder_config(tmp_path / "enc") == model.config
+    assert load_config(tmp_path / "enc", architecture="bert") == model.config
 
 
 def test_loading_a_gpt_checkpoint_is_refused(tmp_path):
-    GPT(ModelConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8)).save_pretrained(
-        tmp_path / "gpt"
+    save(
+        GPT(ModelConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8)),
+        tmp_path / "gpt",
     )
     with pytest.raises(CheckpointError, match="holds a GPT, not a BERT-style encoder"):
-        load_encoder(tmp_path / "gpt")
+        load(tmp_path / "gpt", architecture="bert")
     with pytest.raises(CheckpointError, match="holds a GPT, not a BERT-style encoder"):
-        load_encoder_config(tmp_path / "gpt")
+        load_config(tmp_path / "gpt", architecture="bert")
 
 
 def test_missing_tensor_is_reported(tmp_path):
     from safetensors.torch import load_file, save_file
 
     model = BertEncoder(tiny_encoder_config())
-    model.save_pretrained(tmp_path / "enc")
+    save(model, tmp_path / "enc")
     weights = tmp_path / "enc" / "model.safetensors"
     state = load_file(weights)
     del state["h.1.ln_2.weight"]
     save_file(state, weights)
     with pytest.raises(CheckpointError, match="lacks the tensor"):
-        load_encoder(tmp_path / "enc")
+        load(tmp_path / "enc", architecture="bert")
 
 
 # ---------------------------------------------------------------- rotary positions, checkpointing

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from light_llm.checkpoint import load_model, save_model
+from light_llm.checkpoints import load, save
 from light_llm.errors import CheckpointError, ConfigError, SamplingError
 from light_llm.generate import generate as torch_generate
 from light_llm.models.gpt import GPT
@@ -121,8 +121,8 @@ def test_backward_with_a_given_upstream_gradient():
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_pytorch_checkpoint_loads_into_numpy_with_the_same_logits(variant, tmp_path):
     torch_model, _ = paired_models(variant, np.float32)
-    save_model(torch_model, tmp_path / "ckpt")
-    numpy_model = NumpyGPT.from_pretrained(tmp_path / "ckpt")
+    save(torch_model, tmp_path / "ckpt")
+    numpy_model = load(tmp_path / "ckpt", engine="numpy")
     assert numpy_model.dtype == np.float32
     idx, _ = batch()
     logits, _ = torch_model(torch.from_numpy(idx))
@@ -132,16 +132,16 @@ def test_pytorch_checkpoint_loads_into_numpy_with_the_same_logits(variant, tmp_p
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_numpy_checkpoint_loads_into_pytorch_with_the_same_logits(variant, tmp_path):
     numpy_model = NumpyGPT(tiny_config(**VARIANTS[variant]), seed=3)
-    numpy_model.save_pretrained(tmp_path / "ckpt")
+    save(numpy_model, tmp_path / "ckpt")
     files = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
     assert files == ["config.json", "model.safetensors"]
     config_json = json.loads((tmp_path / "ckpt" / "config.json").read_text())
     assert config_json["format"] == "light-llm" and config_json["architecture"] == "gpt"
-    torch_model = load_model(tmp_path / "ckpt")
+    torch_model = load(tmp_path / "ckpt")
     idx, _ = batch()
     logits, _ = torch_model(torch.from_numpy(idx))
     assert rel(numpy_model.forward(idx)[0], logits.detach().numpy()) <= 1e-5
-    reloaded = NumpyGPT.from_pretrained(tmp_path / "ckpt")
+    reloaded = load(tmp_path / "ckpt", engine="numpy")
     assert all(np.array_equal(reloaded.params[n], p) for n, p in numpy_model.params.items())
 
 
@@ -150,28 +150,28 @@ def test_checkpoint_with_a_tokenizer_and_a_training_folder(tmp_path):
 
     tokenizer = CharTokenizer.from_text("hello world")
     model = NumpyGPT(tiny_config(vocab_size=tokenizer.vocab_size))
-    model.save_pretrained(tmp_path / "out" / "checkpoint", tokenizer=tokenizer)
+    save(model, tmp_path / "out" / "checkpoint", tokenizer=tokenizer)
     assert load_tokenizer(tmp_path / "out" / "checkpoint").encode("hello") == tokenizer.encode(
         "hello"
     )
-    reloaded = NumpyGPT.from_pretrained(tmp_path / "out")  # a training output folder
+    reloaded = load(tmp_path / "out", engine="numpy")  # a training output folder
     assert reloaded.config == model.config
 
 
 def test_a_checkpoint_of_another_config_is_one_sentence(tmp_path):
-    NumpyGPT(tiny_config(n_embd=16)).save_pretrained(tmp_path / "ckpt")
+    save(NumpyGPT(tiny_config(n_embd=16)), tmp_path / "ckpt")
     config_json = json.loads((tmp_path / "ckpt" / "config.json").read_text())
     config_json["model"]["n_embd"] = 32
     (tmp_path / "ckpt" / "config.json").write_text(json.dumps(config_json))
     with pytest.raises(CheckpointError, match=r"has shape \(37, 16\) but this config needs"):
-        NumpyGPT.from_pretrained(tmp_path / "ckpt")
+        load(tmp_path / "ckpt", engine="numpy")
     other = NumpyGPT(tiny_config(tie_embeddings=False))
     with pytest.raises(CheckpointError, match="lacks lm_head.weight"):
         other.load_state_dict(NumpyGPT(tiny_config()).params)
     with pytest.raises(CheckpointError, match="holds transformer.wpe.weight"):
         NumpyGPT(tiny_config(positions="rotary")).load_state_dict(NumpyGPT(tiny_config()).params)
     with pytest.raises(CheckpointError, match="no checkpoint folder"):
-        NumpyGPT.from_pretrained(tmp_path / "missing")
+        load(tmp_path / "missing", engine="numpy")
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

@@ -17,9 +17,9 @@ from light_llm.reference.optim import (
     AdamW,
     MuonAdamW,
     clip_grad_norm,
-    learning_rate,
     newton_schulz,
 )
+from light_llm.schedule import learning_rate
 from light_llm.train.muon import configure_muon
 from light_llm.train.muon import newton_schulz as torch_newton_schulz
 from light_llm.train.optim import configure_adamw, set_learning_rate

@@ -11,14 +11,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from light_llm.checkpoints import load, load_config
 from light_llm.cli import main
 from light_llm.errors import ConfigError, TokenizerError, TrainingError
 from light_llm.models.bert import (
     IGNORE_INDEX,
     BertEncoder,
     EncoderConfig,
-    load_encoder,
-    load_encoder_config,
     predict_masked,
 )
 from light_llm.tokenizers import BertTokenizer, CharTokenizer, load_tokenizer
@@ -240,7 +239,7 @@ def test_first_training_loss_equals_the_masked_lm_loss_computed_here(patterned_c
     tokenizer = load_tokenizer(out / "checkpoint")
     train_ids = np.fromfile(out / "data" / "train.bin", dtype=np.uint16).astype(np.int64)
     torch.manual_seed(TINY["seed"])
-    model = BertEncoder(load_encoder_config(out))
+    model = BertEncoder(load_config(out, architecture="bert"))
     counts = np.bincount(train_ids, minlength=tokenizer.vocab_size)
     alpha = 1.0  # add-one smoothing: no id has probability 0
     with torch.no_grad():
@@ -288,7 +287,7 @@ def test_masked_lm_training_learns_the_context_and_writes_an_encoder_checkpoint(
     assert result.iteration == 200 and read_trainer_state(out / "checkpoint")["iteration"] == 200
     config = json.loads((out / "checkpoint" / "config.json").read_text())
     assert config["architecture"] == "bert" and config["model"]["mlm_head"] is True
-    model = load_encoder(out)
+    model = load(out, architecture="bert")
     assert model.config.n_embd == 64 and model.config.positions == "rotary"
     tokenizer = load_tokenizer(out / "checkpoint")
     (candidates,) = predict_masked(model, tokenizer, "long live the [MASK]")

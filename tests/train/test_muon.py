@@ -8,10 +8,10 @@ import torch
 from light_llm.errors import ConfigError
 from light_llm.models.bert import ENCODER_PRESETS, BertEncoder
 from light_llm.models.gpt import GPT
+from light_llm.muon_spec import NS_COEFFICIENTS, NS_STEPS, is_muon_matrix
 from light_llm.train.muon import MuonAdamW, configure_muon, muon_param_groups, newton_schulz
-from light_llm.train.muon_spec import NS_COEFFICIENTS, NS_STEPS, is_muon_matrix
 from light_llm.train.optim import set_learning_rate
-from light_llm.train.state import load_optimizer_state, optimizer_files
+from light_llm.train.optimizer_state import load_optimizer_state, optimizer_files
 from tests.conftest import tiny_config
 
 SHAPES = [(24, 24), (40, 12), (12, 40)]  # square, tall (transposed inside), wide

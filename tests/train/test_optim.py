@@ -7,7 +7,8 @@ import torch
 
 from light_llm.errors import ConfigError
 from light_llm.models.gpt import GPT
-from light_llm.train.optim import clip_grad_norm, configure_adamw, decay_groups, learning_rate
+from light_llm.schedule import learning_rate
+from light_llm.train.optim import clip_grad_norm, configure_adamw, decay_groups
 from tests.conftest import tiny_config
 
 MAX_LR, MIN_LR, WARMUP, DECAY = 1e-3, 1e-4, 100, 2000

@@ -12,15 +12,16 @@ import pytest
 import safetensors.torch
 import torch
 
-from light_llm.checkpoint import load_config, load_model
+from light_llm.checkpoints import load, load_config
 from light_llm.data import TokenDataset, split_train_val
 from light_llm.errors import TrainingError
 from light_llm.models.gpt import GPT
+from light_llm.schedule import learning_rate
 from light_llm.tokenizers import get_tokenizer
 from light_llm.train import TrainConfig, train
 from light_llm.train.batches import micro_batch_rng
 from light_llm.train.mlm import train_mlm
-from light_llm.train.optim import clip_grad_norm, configure_adamw, learning_rate
+from light_llm.train.optim import clip_grad_norm, configure_adamw
 from light_llm.train.state import read_trainer_state
 from tests.conftest import tiny_config
 from tests.train.helpers import TINY
@@ -79,7 +80,7 @@ def test_training_lowers_the_loss_and_writes_its_outputs(corpus, tmp_path):
     state = read_trainer_state(out / "checkpoint")
     assert state["iteration"] == 30
     assert state["best_val_loss"] == min(r["val_loss"] for r in records)
-    model = load_model(out)  # the checkpoint is a loadable model folder
+    model = load(out)  # the checkpoint is a loadable model folder
     assert model.config.n_embd == TINY["n_embd"]
 
 

@@ -52,12 +52,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from light_llm.checkpoint import load_model, resolve_checkpoint_dir
+    from light_llm.checkpoints import load, load_tokenizer, resolve_checkpoint_dir
     from light_llm.explain.attention_maps import prompt_attention, write_attention_figures
-    from light_llm.tokenizers import load_tokenizer
 
     folder = resolve_checkpoint_dir(args.checkpoint)
-    model = load_model(folder)
+    model = load(folder)
     tokenizer = load_tokenizer(folder)
     attention = prompt_attention(model, tokenizer, args.prompt, args.layer, args.head)
     shown = args.prompt if len(args.prompt) <= 60 else args.prompt[:57] + "..."

@@ -102,15 +102,15 @@ def similarity_table(matrix: list[list[float]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from light_llm.checkpoint import resolve_checkpoint_dir
-    from light_llm.interop.hf_bert import packaged_minilm_path
-    from light_llm.models.bert import cosine_similarity_matrix, embed_sentences, load_encoder
-    from light_llm.tokenizers import BertTokenizer, load_tokenizer
+    from light_llm.checkpoints import load, load_tokenizer, resolve_checkpoint_dir
+    from light_llm.models.bert import cosine_similarity_matrix, embed_sentences
+    from light_llm.tokenizers import BertTokenizer
+    from light_llm.tokenizers.bert import packaged_bert_folder
 
     if args.batch_size < 1:
         raise ConfigError(f"--batch-size must be at least 1, got {args.batch_size}.")
-    folder = Path(resolve_checkpoint_dir(args.checkpoint or packaged_minilm_path()))
-    model = load_encoder(folder)
+    folder = Path(resolve_checkpoint_dir(args.checkpoint or packaged_bert_folder()))
+    model = load(folder, architecture="bert")
     tokenizer = load_tokenizer(folder)
     if not isinstance(tokenizer, BertTokenizer):
         raise CheckpointError(f"{folder} has a {tokenizer.name} tokenizer, not BERT's WordPiece.")

@@ -64,11 +64,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_eval(args: argparse.Namespace) -> int:
     import tempfile
 
-    from light_llm.checkpoint import CHECKPOINT_SUBFOLDER, resolve_checkpoint_dir
+    from light_llm.checkpoints import CHECKPOINT_SUBFOLDER, inspect_folder, load_tokenizer
     from light_llm.data import load_corpus, split_sizes
     from light_llm.errors import ConfigError
-    from light_llm.models.bert import holds_encoder
-    from light_llm.tokenizers import load_tokenizer
     from light_llm.train.evaluate import unigram_log_probabilities, unigram_loss
     from light_llm.train.metrics import bits_per_unit, perplexity
     from light_llm.train.precision import resolve_device
@@ -78,13 +76,14 @@ def run_eval(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {value}.")
-    folder = resolve_checkpoint_dir(args.checkpoint)
+    model_folder = inspect_folder(args.checkpoint)
+    folder = model_folder.path
     trained = {}
     if (folder / TRAINER_STATE_FILE).is_file():
         trained = read_trainer_state(folder)["resolved_config"]
     data = str(args.data.expanduser().resolve()) if args.data else trained.get("data")
     device = resolve_device(args.device)
-    encoder = holds_encoder(folder)
+    encoder = model_folder.holds_encoder
     model = load_scored_model(folder, encoder, device)
     tokenizer = load_tokenizer(folder)
     text = load_corpus(data)
@@ -126,13 +125,12 @@ def run_eval(args: argparse.Namespace) -> int:
 
 def load_scored_model(folder: Path, encoder: bool, device):
     """The GPT, or the encoder with its MLM head, in ``folder``, on ``device``."""
-    from light_llm.checkpoint import load_model
+    from light_llm.checkpoints import load
     from light_llm.errors import CheckpointError
-    from light_llm.models.bert import load_encoder
 
     if not encoder:
-        return load_model(folder, device=device)
-    model = load_encoder(folder, device)
+        return load(folder, device=device)
+    model = load(folder, architecture="bert", device=device)
     if model.mlm_head is None:
         raise CheckpointError(
             f"{folder} holds an encoder without a masked-LM head (a sentence-embedding model), "

@@ -53,13 +53,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from light_llm.checkpoint import resolve_checkpoint_dir
+    from light_llm.checkpoints import load, load_tokenizer, resolve_checkpoint_dir
     from light_llm.errors import CheckpointError
-    from light_llm.models.bert import load_encoder, predict_masked
-    from light_llm.tokenizers import BertTokenizer, load_tokenizer
+    from light_llm.models.bert import predict_masked
+    from light_llm.tokenizers import BertTokenizer
 
     folder = resolve_checkpoint_dir(args.checkpoint)
-    model = load_encoder(folder)
+    model = load(folder, architecture="bert")
     tokenizer = load_tokenizer(folder)
     if not isinstance(tokenizer, BertTokenizer):
         raise CheckpointError(

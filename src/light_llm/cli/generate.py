@@ -118,7 +118,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from light_llm.generate import generate_text, validate_sampling
+    from light_llm.generate import generate_text
+    from light_llm.sampling_options import validate_sampling
 
     validate_sampling(args.temperature, args.top_k, args.top_p)  # before the slow loading
     if args.threads is not None:
@@ -181,17 +182,15 @@ def generate_with_numpy(args: argparse.Namespace, printer, options: dict) -> lis
     """The NumPy engine (light_llm.reference): one prompt at a time, on the CPU."""
     import numpy as np
 
-    from light_llm.checkpoint import resolve_checkpoint_dir
-    from light_llm.reference.model import NumpyGPT
+    from light_llm.checkpoints import load, load_tokenizer, resolve_checkpoint_dir
     from light_llm.reference.sampling import generate_text as generate_text_numpy
-    from light_llm.tokenizers import load_tokenizer
 
     if args.device == "cuda":
         raise ConfigError("the numpy engine runs on the CPU only: drop --device cuda.")
     if args.dtype not in ("float32", "float64"):
         raise ConfigError(f"the numpy engine computes in float32 or float64, not {args.dtype}.")
     folder = resolve_checkpoint_dir(args.checkpoint)
-    model = NumpyGPT.from_pretrained(folder, dtype=np.dtype(args.dtype))
+    model = load(folder, engine="numpy", dtype=np.dtype(args.dtype))
     tokenizer = load_tokenizer(folder)
     on_text = (lambda piece: printer(0, piece)) if printer is not None else None
     return [
@@ -206,12 +205,11 @@ def load_torch_model(args: argparse.Namespace):
     """The PyTorch engine: the checkpoint's GPT on --device in --dtype, and its tokenizer."""
     import torch
 
-    from light_llm.checkpoint import load_model, resolve_checkpoint_dir
-    from light_llm.tokenizers import load_tokenizer
+    from light_llm.checkpoints import load, load_tokenizer, resolve_checkpoint_dir
     from light_llm.train.precision import resolve_device
 
     folder = resolve_checkpoint_dir(args.checkpoint)
-    model = load_model(folder, device=resolve_device(args.device))
+    model = load(folder, device=resolve_device(args.device))
     model = model.to(getattr(torch, args.dtype))
     tokenizer = load_tokenizer(folder)
     if tokenizer.vocab_size > model.config.vocab_size:

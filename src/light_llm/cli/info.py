@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
 def chosen_config(args: argparse.Namespace) -> tuple[ModelConfig, str]:
     """The preset's or checkpoint's config with the command-line overrides applied."""
     if args.checkpoint is not None:
-        from light_llm.checkpoint import load_config
+        from light_llm.checkpoints import load_config
 
         config, name = load_config(args.checkpoint), str(args.checkpoint)
     else:

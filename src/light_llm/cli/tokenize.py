@@ -65,7 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from light_llm.tokenizers import get_tokenizer, load_tokenizer
+    from light_llm.checkpoints import load_tokenizer
+    from light_llm.tokenizers import get_tokenizer
 
     text = read_input(args)
     if args.checkpoint is not None:

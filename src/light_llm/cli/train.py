@@ -50,7 +50,7 @@ examples:
 # (model, engine) -> "module:function" of the trainer taking a TrainConfig.
 TRAINERS = {
     ("gpt", "torch"): "light_llm.train.trainer:train",
-    ("gpt", "numpy"): "light_llm.reference.train:train_numpy",
+    ("gpt", "numpy"): "light_llm.train.numpy_trainer:train_numpy",
     ("bert", "torch"): "light_llm.train.mlm:train_mlm",
 }
 

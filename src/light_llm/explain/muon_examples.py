@@ -9,8 +9,8 @@ import numpy as np
 import torch
 
 from light_llm.explain.steps import Step
+from light_llm.muon_spec import NS_COEFFICIENTS, NS_STEPS
 from light_llm.train.muon import newton_schulz
-from light_llm.train.muon_spec import NS_COEFFICIENTS, NS_STEPS
 
 # A 4 x 3 "momentum" whose singular values span a factor of about 10: the directions of
 # small singular value are those that a plain gradient step would hardly move.

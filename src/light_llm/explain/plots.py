@@ -23,7 +23,7 @@ from light_llm.errors import DataError
 from light_llm.generate import filter_logits
 from light_llm.nn.feedforward import activation_fn
 from light_llm.nn.positions import rope_angles, sinusoidal_table
-from light_llm.train.optim import learning_rate
+from light_llm.schedule import learning_rate
 
 DPI = 100
 PANEL_INCHES = 3.2  # one heatmap panel in a grid

@@ -17,29 +17,15 @@ to a [PAD].
 
 from __future__ import annotations
 
-import dataclasses
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save
 from torch import nn
 from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
-from light_llm.checkpoint import (
-    FORMAT_NAME,
-    WEIGHTS_FILE,
-    load_weights_into,
-    model_settings,
-    read_config_json,
-    read_weights,
-    resolve_checkpoint_dir,
-    write_checkpoint,
-)
 from light_llm.config import ModelConfig
 from light_llm.errors import CheckpointError, ConfigError, TokenizerError
 from light_llm.models.gpt import GPT
@@ -48,8 +34,6 @@ from light_llm.nn.norms import build_norm
 from light_llm.nn.positions import RotaryTables, SinusoidalPositions
 
 IGNORE_INDEX = -1  # label of a position the MLM loss skips (the GPT's targets use -1 too)
-ARCHITECTURE = "bert"  # the "architecture" of a light-llm encoder checkpoint's config.json
-NEEDS_ENCODER = "a BERT-style encoder (a light-llm BERT checkpoint or a HuggingFace BERT folder)"
 POOLINGS = ("mean", "cls")
 
 
@@ -275,16 +259,6 @@ class BertEncoder(nn.Module):
                 attn.record_weights = False
                 attn.last_weights = None
 
-    # ------------------------------------------------------------------ checkpoints
-    @classmethod
-    def from_pretrained(cls, path: str | os.PathLike, device: str = "cpu") -> BertEncoder:
-        """Load a light-llm encoder checkpoint or a HuggingFace BERT folder."""
-        return load_encoder(path, device)
-
-    def save_pretrained(self, folder: str | os.PathLike, tokenizer=None) -> None:
-        """Write a light-llm checkpoint folder; see :func:`save_encoder`."""
-        save_encoder(self, folder, tokenizer)
-
 
 def masked_lm_loss(
     logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float = 0.0
@@ -424,76 +398,3 @@ def predict_masked(
             top.indices.tolist(), top.values.tolist(), strict=True
         )
     ]
-
-
-# ---------------------------------------------------------------------- loading
-def load_encoder(path: str | os.PathLike, device: str | torch.device = "cpu") -> BertEncoder:
-    """An encoder from a light-llm checkpoint folder ("architecture": "bert"), a training
-    output folder holding one, or a HuggingFace BERT folder; CheckpointError for anything else
-    (a GPT checkpoint included)."""
-    folder = resolve_checkpoint_dir(path)
-    if read_config_json(folder).get("model_type") == "bert":
-        from light_llm.interop.hf_bert import load_hf_bert
-
-        return load_hf_bert(folder, device)
-    model = BertEncoder(load_encoder_config(folder))
-    load_state(model, read_weights(folder), folder / WEIGHTS_FILE)
-    return model.to(device).eval()
-
-
-def holds_encoder(path: str | os.PathLike) -> bool:
-    """Whether the checkpoint folder ``path`` names (see :func:`resolve_checkpoint_dir`)
-    holds a BERT-style encoder: a light-llm one or a HuggingFace BERT."""
-    config = read_config_json(resolve_checkpoint_dir(path))
-    light_llm_encoder = config.get("format") == FORMAT_NAME and (
-        config.get("architecture") == ARCHITECTURE
-    )
-    return light_llm_encoder or config.get("model_type") == "bert"
-
-
-def load_encoder_config(path: str | os.PathLike) -> EncoderConfig:
-    """The :class:`EncoderConfig` of a light-llm encoder checkpoint (or of the one in a training
-    output folder), without reading its weights; CheckpointError for any other folder."""
-    folder = resolve_checkpoint_dir(path)
-    config = read_config_json(folder)
-    if config.get("format") != FORMAT_NAME:
-        what = f"a HuggingFace {config['model_type']} model" if "model_type" in config else None
-        raise CheckpointError(
-            f"{folder} holds {what or 'no model light-llm knows'}, not {NEEDS_ENCODER}."
-        )
-    if config.get("architecture") != ARCHITECTURE:
-        what = "a GPT" if config.get("architecture") == "gpt" else "an unknown architecture"
-        raise CheckpointError(f"{folder} holds {what}, not {NEEDS_ENCODER}.")
-    return model_settings(config, folder, EncoderConfig)
-
-
-def state_to_save(model: BertEncoder) -> dict[str, torch.Tensor]:
-    """The state dict to write: contiguous tensors, the tied decoder weight left out (it is
-    the token table, stored once)."""
-    state = model.state_dict()
-    if model.mlm_head is not None and model.config.tie_embeddings:
-        del state["mlm_head.decoder.weight"]
-    return {name: tensor.detach().cpu().contiguous() for name, tensor in state.items()}
-
-
-def load_state(model: BertEncoder, state: dict[str, torch.Tensor], source: Path) -> None:
-    """Copy ``state`` into ``model``, every tensor accounted for (a tied MLM decoder is stored
-    once, as the word embeddings); CheckpointError on any missing, unexpected or mis-shaped
-    tensor."""
-    tied = sorted(set(model.state_dict()) - set(state_to_save(model)))
-    load_weights_into(model, state, source, tied_names=tied)
-
-
-def save_encoder(
-    model: BertEncoder,
-    folder: str | os.PathLike,
-    tokenizer=None,
-    extra_files: dict[str, bytes] | None = None,
-) -> None:
-    """Write a light-llm encoder checkpoint folder, all of it or nothing (the folder is
-    replaced as a unit): config.json ({"format": "light-llm", "architecture": "bert",
-    "model": {...}}), model.safetensors (the tied decoder weight stored once, as the token
-    table), the tokenizer's files, and ``extra_files``."""
-    weights = save(state_to_save(model), metadata={"format": "pt"})
-    model_config = dataclasses.asdict(model.config)
-    write_checkpoint(folder, ARCHITECTURE, model_config, weights, tokenizer, extra_files)

@@ -13,7 +13,6 @@ so HuggingFace checkpoints map onto them directly.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -76,19 +75,6 @@ class GPT(nn.Module):
                 nn.init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
-
-    @classmethod
-    def from_pretrained(cls, path: str | Path, device: str | torch.device = "cpu") -> GPT:
-        """Load a light-llm checkpoint folder or a HuggingFace GPT-2 folder."""
-        from light_llm.checkpoint import load_model
-
-        return load_model(path, device=device)
-
-    def save_pretrained(self, path: str | Path, tokenizer=None) -> None:
-        """Write a light-llm checkpoint folder (model.safetensors, config.json, tokenizer)."""
-        from light_llm.checkpoint import save_model
-
-        save_model(self, path, tokenizer=tokenizer)
 
     # ------------------------------------------------------------------ properties
     def num_parameters(self, exclude_embeddings: bool = False) -> int:
@@ -223,10 +209,3 @@ class GPT(nn.Module):
             for attn in layers:
                 attn.record_weights = False
                 attn.last_weights = None
-
-    def generate(self, idx: torch.Tensor, max_new_tokens: int, **sampling) -> torch.Tensor:
-        """Continue ``idx`` (B, T) by ``max_new_tokens`` tokens with the KV cache; see
-        :func:`light_llm.generate.generate` for the sampling options."""
-        from light_llm.generate import generate
-
-        return generate(self, idx, max_new_tokens, **sampling)

@@ -17,11 +17,9 @@ One file per concept, each operation a pair ``*_forward(...) -> (out, cache)`` a
     blocks.py            attention layer, FFN, block            seed 002 §9.1
     model.py             NumpyGPT: forward, backward            seed 000
     kv_cache.py          cached keys and values                 seed 002 §11.2
-    checkpoint.py        light-llm checkpoint folders           (shared with PyTorch)
     optim.py             SGD + momentum, Adam, AdamW, clipping  seed 002 §4
     sampling.py          KV-cache generation, top-k / top-p     seed 000 §8, 002 §11.2
     gradcheck.py         central finite differences             seed 002 §2.2
-    train.py             the training loop (TrainConfig)        seed 000 §7
 
 Every array follows the dtype of its inputs: float64 for checking, float32 for speed.
 """

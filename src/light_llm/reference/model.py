@@ -16,7 +16,6 @@ checkpoints and optimiser code.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -184,19 +183,6 @@ class NumpyGPT:
         model = cls(config, dtype=dtype)
         model.load_state_dict(state_dict)
         return model
-
-    def save_pretrained(self, folder, tokenizer=None, extra_files=None) -> None:
-        """Write a light-llm checkpoint folder that the PyTorch engine loads too."""
-        from light_llm.reference.checkpoint import save_numpy_model
-
-        save_numpy_model(self, folder, tokenizer=tokenizer, extra_files=extra_files)
-
-    @classmethod
-    def from_pretrained(cls, path: str | Path, dtype=None) -> NumpyGPT:
-        """Load a light-llm (or HuggingFace GPT-2) checkpoint folder."""
-        from light_llm.reference.checkpoint import load_numpy_model
-
-        return load_numpy_model(path, dtype=dtype)
 
     def new_cache(self, batch_size: int) -> KVCache:
         """An empty KV cache for ``batch_size`` sequences (seed 002 §11.2)."""

@@ -4,8 +4,7 @@
 
 Each optimiser holds its state per parameter name and updates the arrays of a parameter dict
 in place: ``optimizer.step(grads, lr)``. The learning-rate schedule (linear warmup, then cosine
-to a floor) is the PyTorch trainer's :func:`light_llm.train.optim.learning_rate`, re-exported
-here so both engines follow one definition:
+to a floor) is :func:`light_llm.schedule.learning_rate`, which both engines follow:
 
     step <  T_w:          lr = lr_max (step + 1) / (T_w + 1)
     T_w <= step <= T_d:   lr = lr_min + ½ (1 + cos(π (step - T_w) / (T_d - T_w))) (lr_max - lr_min)
@@ -20,14 +19,13 @@ from collections.abc import Mapping
 import numpy as np
 
 from light_llm.errors import ConfigError
-from light_llm.train.muon_spec import (
+from light_llm.muon_spec import (
     NS_COEFFICIENTS,
     NS_EPS,
     NS_STEPS,
     is_muon_matrix,
     update_scale,
 )
-from light_llm.train.optim import learning_rate
 
 __all__ = [
     "SGD",
@@ -37,7 +35,6 @@ __all__ = [
     "clip_grad_norm",
     "configure_optimizer",
     "decays",
-    "learning_rate",
     "newton_schulz",
 ]
 

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import numpy as np
 
 from light_llm.errors import SamplingError
-from light_llm.generate import validate_sampling  # one rule for both engines
 from light_llm.reference.softmax import softmax_forward
+from light_llm.sampling_options import validate_sampling  # one rule for both engines
 
 
 def filter_logits(

@@ -1,20 +1,24 @@
-"""Training: AdamW (or Muon with AdamW, ``muon``) with warmup + cosine and global-norm clipping
-(``optim``), and the trainer (mixed precision, gradient accumulation, activation checkpointing,
-DDP, exact resume).
+"""Training: the PyTorch trainer (mixed precision, gradient accumulation, activation
+checkpointing, DDP, exact resume) and the NumPy engine's loop, which read the same
+:class:`TrainConfig` and return a :class:`TrainResult`; AdamW or Muon with AdamW
+(``optim``, ``muon``) under a warmup + cosine schedule (:mod:`light_llm.schedule`).
 
     from light_llm.train import TrainConfig, train
     result = train(TrainConfig(max_iters=500, out="out-demo"))
+
+Importing this package needs no torch: the PyTorch trainer is loaded on first use of
+``light_llm.train.train``.
 """
 
 from light_llm.train.config import TrainConfig
-from light_llm.train.optim import clip_grad_norm, configure_adamw, learning_rate
-from light_llm.train.trainer import TrainResult, train
+from light_llm.train.result import TrainResult
 
-__all__ = [
-    "TrainConfig",
-    "TrainResult",
-    "clip_grad_norm",
-    "configure_adamw",
-    "learning_rate",
-    "train",
-]
+__all__ = ["TrainConfig", "TrainResult", "train"]
+
+
+def __getattr__(name: str):
+    if name == "train":
+        from light_llm.train.trainer import train
+
+        return train
+    raise AttributeError(f"module 'light_llm.train' has no attribute {name!r}")

@@ -206,10 +206,6 @@ class TrainConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{key: value for key, value in data.items() if key in known})
 
-    def given(self) -> dict[str, Any]:
-        """The fields that were set (not None)."""
-        return {key: value for key, value in self.to_dict().items() if value is not None}
-
     def inherit(self, stored: TrainConfig) -> TrainConfig:
         """A copy whose unset fields take the values ``stored`` (the configuration, as
         given, of the run being resumed) had: a resumed run goes on as it was started."""

@@ -50,10 +50,6 @@ class DistributedContext:
         value = torch.tensor([1.0 if flag else 0.0], device=device)
         return bool(self.all_reduce_sum(value).item() > 0)
 
-    def barrier(self) -> None:
-        if self.enabled:
-            dist.barrier()
-
     def gather_objects(self, value: object) -> list[object]:
         """``value`` of every rank, in rank order (JSON-like values only)."""
         if not self.enabled:

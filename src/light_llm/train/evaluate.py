@@ -20,26 +20,38 @@ Either works on a :class:`~light_llm.data.TokenDataset` (inputs, next tokens) an
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import Protocol
 
 import numpy as np
 import torch
 
-from light_llm.data import TokenDataset
 from light_llm.models.bert import IGNORE_INDEX
 from light_llm.train.batches import eval_batch_rng
 from light_llm.train.precision import autocast
 
 UNIGRAM_PSEUDO_COUNT = 1.0  # α of unigram_log_probabilities: add-one (Laplace) smoothing
 
-if TYPE_CHECKING:  # mlm imports the trainer, which imports this module
-    from light_llm.train.mlm import MaskedLMDataset
+
+class Windows(Protocol):
+    """What is scored: a :class:`~light_llm.data.TokenDataset` or a masked-LM
+    ``MaskedLMDataset``, both yielding (x, y) int64 batches of shape (B, T)."""
+
+    block_size: int
+
+    def get_batch(
+        self, batch_size: int, generator: np.random.Generator, device: str | torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def sequential_batches(
+        self, batch_size: int, device: str | torch.device, max_batches: int | None = None
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]: ...
 
 
 @torch.no_grad()
 def sampled_loss(
     model: torch.nn.Module,
-    dataset: TokenDataset | MaskedLMDataset,
+    dataset: Windows,
     split: str,
     *,
     batch_size: int,
@@ -64,7 +76,7 @@ def sampled_loss(
 @torch.no_grad()
 def sequential_loss(
     model: torch.nn.Module,
-    dataset: TokenDataset | MaskedLMDataset,
+    dataset: Windows,
     *,
     batch_size: int,
     device: torch.device,
@@ -102,7 +114,7 @@ def unigram_log_probabilities(
 
 def unigram_loss(
     log_probabilities: torch.Tensor,
-    dataset: TokenDataset | MaskedLMDataset,
+    dataset: Windows,
     *,
     batch_size: int,
     max_batches: int | None = None,

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import secrets
 from pathlib import Path
 from typing import Any
 
+from light_llm.atomic import append_line, atomic_file
 from light_llm.errors import TrainingError
 
 METRICS_FILE = "metrics.jsonl"
@@ -86,9 +85,7 @@ class MetricsLog:
 
     def append(self, record: dict[str, Any]) -> None:
         try:
-            with open(self.path, "a", encoding="utf-8") as file:
-                file.write(json.dumps(record) + "\n")
-                file.flush()
+            append_line(self.path, json.dumps(record))
         except OSError as exc:
             raise TrainingError(f"cannot append to {self.path}: {exc.strerror}.") from None
 
@@ -136,15 +133,36 @@ def plot_loss_curve(records: list[dict[str, Any]], path: Path, title: str = "") 
     axes.grid(alpha=0.3)
     axes.legend()
     figure.tight_layout()
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:
-        with open(temporary, "xb") as file:
+        with atomic_file(path) as file:
             figure.savefig(file, format="png")
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
     except OSError as exc:
-        Path(temporary).unlink(missing_ok=True)
         raise TrainingError(f"cannot write the loss curve {path}: {exc.strerror}.") from None
     finally:
         plt.close(figure)
+
+
+class ThroughputMeter:
+    """Training tokens per second: over the last few iterations (for the progress bar) and
+    since the previous evaluation (the ``tokens_per_s`` of metrics.jsonl, in both training
+    loops); only the time of training steps is counted, evaluation and saving are not."""
+
+    def __init__(self, smoothing: float = 0.1) -> None:
+        self.smoothing = smoothing
+        self.recent_rate = 0.0
+        self.tokens = 0
+        self.seconds = 0.0
+
+    def add(self, tokens: int, seconds: float) -> None:
+        rate = tokens / max(seconds, 1e-9)
+        if self.recent_rate == 0.0:
+            self.recent_rate = rate
+        else:
+            self.recent_rate += self.smoothing * (rate - self.recent_rate)
+        self.tokens += tokens
+        self.seconds += seconds
+
+    def rate_since_last_call(self) -> float:
+        rate = self.tokens / self.seconds if self.seconds > 0 else 0.0
+        self.tokens, self.seconds = 0, 0.0
+        return rate

@@ -28,22 +28,23 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from light_llm.checkpoint import WEIGHTS_FILE, read_weights
+from light_llm.checkpoints import load_config
+from light_llm.checkpoints.encoder import load_state, save_encoder
+from light_llm.checkpoints.folder import WEIGHTS_FILE
+from light_llm.checkpoints.tensors import read_weights
 from light_llm.data import TokenDataset, encode_corpus, token_dtype
 from light_llm.errors import ConfigError, TokenizerError
 from light_llm.models.bert import (
     IGNORE_INDEX,
     BertEncoder,
     EncoderConfig,
-    load_encoder_config,
-    load_state,
     predict_masked,
-    save_encoder,
 )
 from light_llm.tokenizers import BertTokenizer
 from light_llm.train.config import TrainConfig
 from light_llm.train.evaluate import unigram_log_probabilities
-from light_llm.train.trainer import Trainer, TrainResult
+from light_llm.train.result import TrainResult
+from light_llm.train.trainer import Trainer
 
 MASK_PROBABILITY = 0.15  # share of real tokens chosen for prediction
 MASK_TOKEN_SHARE = 0.8  # of the chosen: replaced by [MASK]
@@ -245,7 +246,7 @@ class MaskedLMTrainer(Trainer):
         return mlm_datasets(text, self.tokenizer, cache, self.config.block_size)
 
     def stored_model_config(self, folder: Path) -> EncoderConfig:
-        return load_encoder_config(folder)
+        return load_config(folder, architecture="bert")
 
     def load_weights(self, folder: Path) -> None:
         load_state(self.raw_model, read_weights(folder), folder / WEIGHTS_FILE)

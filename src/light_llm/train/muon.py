@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 from light_llm.errors import ConfigError
-from light_llm.train.muon_spec import (
+from light_llm.muon_spec import (
     NS_COEFFICIENTS,
     NS_EPS,
     NS_STEPS,
@@ -162,7 +162,7 @@ def muon_param_groups(
     model: nn.Module, lr: float, muon_lr: float, weight_decay: float
 ) -> list[dict]:
     """The param groups of :class:`MuonAdamW` for ``model``: the block matrices
-    (:func:`~light_llm.train.muon_spec.is_muon_matrix`) with Muon at peak ``muon_lr``, the
+    (:func:`~light_llm.muon_spec.is_muon_matrix`) with Muon at peak ``muon_lr``, the
     other tensors of two or more dimensions with AdamW and decay, the 1-D ones (biases,
     gains) with AdamW and no decay. A tied matrix (wte = lm_head) is listed once."""
     ratio = muon_lr / lr

@@ -1,15 +1,14 @@
-"""The optimiser side of training: the learning-rate schedule, global-norm gradient clipping,
-and the optimizer of a run: AdamW with weight decay on matrices only, or Muon for the block
-matrices with AdamW for the rest (:mod:`light_llm.train.muon`).
+"""The optimiser side of training: global-norm gradient clipping and the optimizer of a run:
+AdamW with weight decay on matrices only, or Muon for the block matrices with AdamW for the
+rest (:mod:`light_llm.train.muon`). The learning-rate schedule is :mod:`light_llm.schedule`,
+shared with the NumPy engine.
 
-    lr(t)   linear warmup, then cosine decay to a floor        (seed 000 §7, seed 002 §4.2)
     g~      = min(1, c / ||g||_2) g                            (seed 000 §10, seed 002 §4.3, eq. 11)
     AdamW   m, v moments, bias correction, decoupled decay λθ  (seed 000 §7, seed 002 §4.1)
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -22,35 +21,6 @@ from light_llm.train.muon import configure_muon
 
 if TYPE_CHECKING:
     from light_llm.train.config import TrainConfig
-
-
-def learning_rate(
-    step: int, max_lr: float, min_lr: float, warmup_iters: int, lr_decay_iters: int
-) -> float:
-    """Learning rate at optimiser step ``step`` (0-based): warmup + cosine (seed 000 §7,
-    seed 002 §4.2, eq. 10 and the cosine formula after it).
-
-        step <  T_w:          lr = lr_max (step + 1) / (T_w + 1)
-        T_w <= step <= T_d:   r  = (step - T_w) / (T_d - T_w)
-                              lr = lr_min + 0.5 (1 + cos(pi r)) (lr_max - lr_min)
-        step >  T_d:          lr = lr_min
-
-    The warmup counts from step + 1 so that the very first step already moves (the seed's
-    t / T_w would give 0 at t = 0); it reaches lr_max at step T_w, where the cosine starts.
-    Unlike the seed's version, the cosine ends at a floor lr_min instead of 0. With an empty
-    decay phase (T_d == T_w) every step from T_w on uses lr_min.
-    """
-    if warmup_iters < 0 or lr_decay_iters < warmup_iters:
-        raise ConfigError(
-            f"the schedule needs 0 <= warmup_iters <= lr_decay_iters, got "
-            f"warmup_iters={warmup_iters} and lr_decay_iters={lr_decay_iters}."
-        )
-    if step < warmup_iters:
-        return max_lr * (step + 1) / (warmup_iters + 1)
-    if step > lr_decay_iters or lr_decay_iters == warmup_iters:
-        return min_lr
-    ratio = (step - warmup_iters) / (lr_decay_iters - warmup_iters)
-    return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (max_lr - min_lr)
 
 
 def clip_grad_norm(parameters: Iterable[torch.Tensor], max_norm: float) -> torch.Tensor:

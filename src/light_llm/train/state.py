@@ -1,6 +1,6 @@
 """Everything besides the weights that a run needs to continue exactly where it stopped.
 
-A training checkpoint is a model checkpoint folder (see :mod:`light_llm.checkpoint`) with
+A training checkpoint is a model checkpoint folder (see :mod:`light_llm.checkpoints`) with
 three more files, all written with the folder as one unit:
 
     optimizer.safetensors   per parameter, AdamW's moments m, v and step t, or Muon's momentum
@@ -8,110 +8,22 @@ three more files, all written with the folder as one unit:
     trainer_state.json      iteration, losses so far, the configuration, the random-number
                             generator states of every rank, the data position, the fp16 scaler
 
-Nothing here is unpickled: tensors travel as safetensors, everything else as JSON.
+This module reads and writes ``trainer_state.json``, which both engines write (no torch
+needed); the optimizer files and generator states are :mod:`light_llm.train.optimizer_state`.
+Nothing is unpickled: tensors travel as safetensors, everything else as JSON.
 """
 
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import safetensors
-import safetensors.torch
-import torch
-
 from light_llm.errors import CheckpointError
 
-OPTIMIZER_TENSORS_FILE = "optimizer.safetensors"
-OPTIMIZER_JSON_FILE = "optimizer.json"
 TRAINER_STATE_FILE = "trainer_state.json"
 TRAINER_STATE_FORMAT = "light-llm-trainer"
 TRAINER_STATE_VERSION = 1
-
-
-# --------------------------------------------------------------------------- optimizer
-def optimizer_files(optimizer: torch.optim.Optimizer) -> dict[str, bytes]:
-    """The optimizer's per-parameter state as ``optimizer.safetensors`` (tensor
-    ``"{index}.{name}"``, e.g. ``"3.exp_avg"``) and ``optimizer.json`` (non-tensor entries)."""
-    tensors: dict[str, torch.Tensor] = {}
-    scalars: dict[str, dict[str, Any]] = {}
-    for index, entries in optimizer.state_dict()["state"].items():
-        for name, value in entries.items():
-            if isinstance(value, torch.Tensor):
-                tensors[f"{index}.{name}"] = value.detach().cpu().contiguous()
-            else:
-                scalars.setdefault(str(index), {})[name] = value
-    return {
-        OPTIMIZER_TENSORS_FILE: safetensors.torch.save(tensors),
-        OPTIMIZER_JSON_FILE: json.dumps({"scalars": scalars}).encode("utf-8"),
-    }
-
-
-def load_optimizer_state(optimizer: torch.optim.Optimizer, folder: Path) -> None:
-    """Put the state saved by :func:`optimizer_files` back into ``optimizer``.
-
-    Only the per-parameter state is restored; the hyperparameters (betas, decay, learning
-    rate) stay those of ``optimizer``, which the current configuration built.
-    """
-    try:
-        tensors = safetensors.torch.load_file(folder / OPTIMIZER_TENSORS_FILE)
-        scalars = json.loads((folder / OPTIMIZER_JSON_FILE).read_text(encoding="utf-8"))
-        scalars = scalars["scalars"]
-    except (OSError, ValueError, KeyError, safetensors.SafetensorError) as exc:
-        raise CheckpointError(f"the optimizer state in {folder} is unreadable ({exc}).") from None
-    state: dict[int, dict[str, Any]] = {}
-    for key, tensor in tensors.items():
-        index, name = key.split(".", 1)
-        state.setdefault(int(index), {})[name] = tensor
-    for index, entries in scalars.items():
-        state.setdefault(int(index), {}).update(entries)
-    n_parameters = sum(len(group["params"]) for group in optimizer.param_groups)
-    if state and max(state) >= n_parameters:
-        raise CheckpointError(
-            f"the optimizer state in {folder} is for more parameters than the model has."
-        )
-    full = optimizer.state_dict()
-    full["state"] = state
-    optimizer.load_state_dict(full)
-
-
-# --------------------------------------------------------------------------- random numbers
-def capture_rng_states() -> dict[str, Any]:
-    """This process's generator states (Python, NumPy, torch CPU and CUDA), as JSON values."""
-    numpy_state = np.random.get_state()
-    python_state = random.getstate()
-    states = {
-        "python": [python_state[0], list(python_state[1]), python_state[2]],
-        "numpy": [
-            numpy_state[0],
-            numpy_state[1].tolist(),
-            int(numpy_state[2]),
-            int(numpy_state[3]),
-            float(numpy_state[4]),
-        ],
-        "torch": torch.get_rng_state().tolist(),
-    }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        states["cuda"] = [state.tolist() for state in torch.cuda.get_rng_state_all()]
-    return states
-
-
-def restore_rng_states(states: dict[str, Any]) -> None:
-    """Set the generators back to the states :func:`capture_rng_states` returned."""
-    version, internal, gauss = states["python"]
-    random.setstate((version, tuple(internal), gauss))
-    name, keys, position, has_gauss, cached = states["numpy"]
-    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), position, has_gauss, cached))
-    torch.set_rng_state(torch.tensor(states["torch"], dtype=torch.uint8))
-    cuda_states = states.get("cuda")
-    if cuda_states and torch.cuda.is_available():
-        if len(cuda_states) == torch.cuda.device_count():
-            torch.cuda.set_rng_state_all(
-                [torch.tensor(state, dtype=torch.uint8) for state in cuda_states]
-            )
 
 
 # --------------------------------------------------------------------------- trainer state

@@ -41,7 +41,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,14 +48,10 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from light_llm.checkpoint import (
-    CHECKPOINT_SUBFOLDER,
-    existing_folder,
-    load_config,
-    load_weights_into,
-    read_weights,
-    save_model,
-)
+from light_llm.atomic import existing_folder
+from light_llm.checkpoints import CHECKPOINT_SUBFOLDER, load_config
+from light_llm.checkpoints.gpt import load_weights_into, save_gpt
+from light_llm.checkpoints.tensors import read_weights
 from light_llm.config import ModelConfig
 from light_llm.data import TokenDataset, encode_corpus, load_corpus, split_sizes, token_dtype
 from light_llm.errors import (
@@ -67,6 +62,7 @@ from light_llm.errors import (
     TrainingError,
 )
 from light_llm.models.gpt import GPT
+from light_llm.schedule import learning_rate
 from light_llm.tokenizers import get_tokenizer, load_tokenizer
 from light_llm.train.batches import micro_batch_rng, rank_slots
 from light_llm.train.budget import (
@@ -88,15 +84,17 @@ from light_llm.train.interrupt import StopRequest
 from light_llm.train.metrics import (
     LOSS_CURVE_FILE,
     MetricsLog,
+    ThroughputMeter,
     bits_per_unit,
     perplexity,
     plot_loss_curve,
 )
-from light_llm.train.optim import (
-    clip_grad_norm,
-    configure_optimizer,
-    learning_rate,
-    set_learning_rate,
+from light_llm.train.optim import clip_grad_norm, configure_optimizer, set_learning_rate
+from light_llm.train.optimizer_state import (
+    capture_rng_states,
+    load_optimizer_state,
+    optimizer_files,
+    restore_rng_states,
 )
 from light_llm.train.precision import (
     attention_kernels,
@@ -106,32 +104,10 @@ from light_llm.train.precision import (
     grad_scaler,
     resolve_device,
 )
-from light_llm.train.state import (
-    TRAINER_STATE_FILE,
-    capture_rng_states,
-    load_optimizer_state,
-    optimizer_files,
-    read_trainer_state,
-    restore_rng_states,
-    trainer_state_file,
-)
+from light_llm.train.result import DATA_CACHE_SUBFOLDER, SAMPLE_TEMPERATURE, TrainResult
+from light_llm.train.state import TRAINER_STATE_FILE, read_trainer_state, trainer_state_file
 
-DATA_CACHE_SUBFOLDER = "data"
-SAMPLE_TEMPERATURE = 0.8
 TIMED_FORWARDS = 2  # forward passes timed to estimate an evaluation before a --time run
-
-
-@dataclass
-class TrainResult:
-    """What a call to :func:`train` did."""
-
-    out: Path
-    checkpoint: Path
-    iteration: int  # optimiser steps taken in all, counting those before a resume
-    losses: dict[int, float] = field(default_factory=dict)  # iteration -> training loss
-    evaluations: list[dict[str, Any]] = field(default_factory=list)  # as in metrics.jsonl
-    interrupted: bool = False
-    sample: str | None = None
 
 
 def train(config: TrainConfig) -> TrainResult:
@@ -373,7 +349,7 @@ class Trainer:
     def save_checkpoint(self, folder: Path, extra_files: dict[str, bytes]) -> None:
         """Write the model, its tokenizer and ``extra_files`` as the checkpoint folder,
         replaced as a unit."""
-        save_model(self.raw_model, folder, self.tokenizer, extra_files)
+        save_gpt(self.raw_model, folder, self.tokenizer, extra_files)
 
     def encode_corpus_once(self, text: str) -> Path:
         """Encode the corpus into OUT/data (rank 0 first; the others then reuse its files)
@@ -831,28 +807,3 @@ class Trainer:
         )
         self.raw_model.train()
         return prompt + continuation
-
-
-class ThroughputMeter:
-    """Training tokens per second: over the last few iterations (for the progress bar) and
-    since the previous evaluation (for metrics.jsonl); evaluation time is not counted."""
-
-    def __init__(self, smoothing: float = 0.1) -> None:
-        self.smoothing = smoothing
-        self.recent_rate = 0.0
-        self.tokens = 0
-        self.seconds = 0.0
-
-    def add(self, tokens: int, seconds: float) -> None:
-        rate = tokens / max(seconds, 1e-9)
-        if self.recent_rate == 0.0:
-            self.recent_rate = rate
-        else:
-            self.recent_rate += self.smoothing * (rate - self.recent_rate)
-        self.tokens += tokens
-        self.seconds += seconds
-
-    def rate_since_last_call(self) -> float:
-        rate = self.tokens / self.seconds if self.seconds > 0 else 0.0
-        self.tokens, self.seconds = 0, 0.0
-        return rate

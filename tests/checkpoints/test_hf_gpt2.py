@@ -8,11 +8,12 @@ import safetensors.torch
 import torch
 import transformers
 
-from light_llm.checkpoint import load_model
+from light_llm.checkpoints import load
+from light_llm.checkpoints.hf_gpt2 import export_hf_gpt2, load_hf_gpt2
+from light_llm.checkpoints.hf_gpt2_config import config_from_hf
 from light_llm.config import ModelConfig
 from light_llm.errors import CheckpointError, ConfigError
 from light_llm.generate import generate
-from light_llm.interop import config_from_hf, export_hf_gpt2, load_hf_gpt2
 from light_llm.models.gpt import GPT
 from light_llm.tokenizers import CharTokenizer, GPT2Tokenizer, load_tokenizer
 
@@ -50,7 +51,7 @@ def our_logits(model: GPT, idx: torch.Tensor) -> torch.Tensor:
 
 def test_loaded_gpt2_gives_transformers_logits(hf_folder):
     folder, hf_model = hf_folder
-    ours = load_model(folder)
+    ours = load(folder)
     idx = torch.randint(0, VOCAB, (2, 64))
     assert (our_logits(ours, idx) - hf_logits(hf_model, idx)).abs().max().item() <= 1e-4
     assert ours.lm_head.weight is ours.transformer.wte.weight
@@ -58,7 +59,7 @@ def test_loaded_gpt2_gives_transformers_logits(hf_folder):
 
 def test_greedy_continuations_are_identical(hf_folder):
     folder, hf_model = hf_folder
-    ours = load_model(folder)
+    ours = load(folder)
     prompt = torch.tensor([GPT2Tokenizer().encode("The meaning of life is")])
     with torch.no_grad():
         expected = hf_model.generate(
@@ -81,7 +82,7 @@ def test_gpt2_folder_implies_gpt2_tokenizer(hf_folder):
 
 def test_export_loads_in_transformers_with_the_same_logits(tmp_path, hf_folder):
     folder, _ = hf_folder
-    ours = load_model(folder)
+    ours = load(folder)
     export_hf_gpt2(ours, tmp_path / "exported")
     reloaded = transformers.GPT2LMHeadModel.from_pretrained(tmp_path / "exported").eval()
     idx = torch.randint(0, VOCAB, (2, 48))
@@ -91,7 +92,7 @@ def test_export_loads_in_transformers_with_the_same_logits(tmp_path, hf_folder):
 def test_export_then_import_round_trips_bit_exactly(tmp_path, hf_folder):
     folder, _ = hf_folder
     original = safetensors.torch.load_file(folder / "model.safetensors")
-    export_hf_gpt2(load_model(folder), tmp_path / "exported")
+    export_hf_gpt2(load(folder), tmp_path / "exported")
     exported = safetensors.torch.load_file(tmp_path / "exported" / "model.safetensors")
     assert set(exported) == set(original)
     for name, tensor in original.items():
@@ -195,7 +196,7 @@ def test_unsupported_gpt2_options_are_named(tmp_path, option, value):
     (tmp_path / "hf").mkdir()
     (tmp_path / "hf" / "config.json").write_text(json.dumps(hf_config))
     with pytest.raises(CheckpointError, match="not supported"):
-        load_model(tmp_path / "hf")
+        load(tmp_path / "hf")
 
 
 def test_weights_of_a_bare_gpt2model_load_too(tmp_path):
@@ -203,6 +204,6 @@ def test_weights_of_a_bare_gpt2model_load_too(tmp_path):
     config = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=16, vocab_size=40, n_positions=8)
     full = transformers.GPT2LMHeadModel(config).eval()
     full.transformer.save_pretrained(tmp_path / "bare", safe_serialization=True)
-    ours = load_model(tmp_path / "bare")
+    ours = load(tmp_path / "bare")
     idx = torch.randint(0, 40, (1, 8))
     assert (our_logits(ours, idx) - hf_logits(full, idx)).abs().max().item() <= 1e-5

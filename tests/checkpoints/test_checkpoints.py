@@ -8,24 +8,26 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 import safetensors.torch
 import torch
 import transformers
 
-from light_llm.checkpoint import (
+from light_llm.atomic import write_folder_atomically
+from light_llm.checkpoints import (
+    load,
     load_config,
-    load_model,
+    load_tokenizer,
     resolve_checkpoint_dir,
-    save_model,
-    write_folder_atomically,
+    save,
 )
 from light_llm.errors import CheckpointError
 from light_llm.models.gpt import GPT
-from light_llm.tokenizers import CharTokenizer, load_tokenizer
+from light_llm.tokenizers import CharTokenizer
 from tests.conftest import VARIANTS, tiny_config
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def perturbed(model: GPT) -> GPT:
@@ -53,8 +55,8 @@ def siblings(folder: Path) -> list[str]:
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_round_trip_gives_identical_logits(tmp_path, variant):
     model = perturbed(GPT(tiny_config(**VARIANTS[variant])))
-    save_model(model, tmp_path / "ck")
-    loaded = load_model(tmp_path / "ck")
+    save(model, tmp_path / "ck")
+    loaded = load(tmp_path / "ck")
     idx = torch.randint(0, 37, (2, 16))
     assert torch.equal(logits_of(loaded, idx), logits_of(model, idx))
     assert loaded.config == model.config
@@ -66,7 +68,7 @@ def test_round_trip_gives_identical_logits(tmp_path, variant):
 @pytest.mark.parametrize("tied", [True, False])
 def test_tied_head_is_stored_once(tmp_path, tied):
     model = GPT(tiny_config(tie_embeddings=tied))
-    save_model(model, tmp_path / "ck")
+    save(model, tmp_path / "ck")
     stored = safetensors.torch.load_file(tmp_path / "ck" / "model.safetensors")
     expected = set(model.state_dict()) - ({"lm_head.weight"} if tied else set())
     assert set(stored) == expected
@@ -74,7 +76,7 @@ def test_tied_head_is_stored_once(tmp_path, tied):
 
 def test_config_json_describes_the_model(tmp_path):
     config = tiny_config(positions="rotary", norm="rmsnorm")
-    save_model(GPT(config), tmp_path / "ck")
+    save(GPT(config), tmp_path / "ck")
     written = json.loads((tmp_path / "ck" / "config.json").read_text())
     assert written == {"format": "light-llm", "architecture": "gpt", "model": config.to_dict()}
     assert load_config(tmp_path / "ck") == config
@@ -84,13 +86,13 @@ def test_a_checkpoint_older_than_the_recipe_switches_loads_with_their_defaults(t
     """config.json written before qk_norm and logit_softcap existed: the model loads, with
     QK-norm off and no soft-cap, and gives the logits it gave."""
     model = perturbed(GPT(tiny_config()))
-    save_model(model, tmp_path / "ck")
+    save(model, tmp_path / "ck")
     path = tmp_path / "ck" / "config.json"
     written = json.loads(path.read_text())
     for key in ("qk_norm", "logit_softcap"):
         del written["model"][key]
     path.write_text(json.dumps(written))
-    loaded = load_model(tmp_path / "ck")
+    loaded = load(tmp_path / "ck")
     assert loaded.config.qk_norm is False and loaded.config.logit_softcap is None
     idx = torch.randint(0, 37, (2, 16))
     assert torch.equal(logits_of(loaded, idx), logits_of(model, idx))
@@ -98,17 +100,17 @@ def test_a_checkpoint_older_than_the_recipe_switches_loads_with_their_defaults(t
 
 def test_tokenizer_and_extra_files_are_saved(tmp_path):
     tokenizer = CharTokenizer.from_text("to be or not to be")
-    save_model(GPT(tiny_config()), tmp_path / "ck", tokenizer, {"train_state.json": b"{}"})
+    save(GPT(tiny_config()), tmp_path / "ck", tokenizer, {"train_state.json": b"{}"})
     assert load_tokenizer(tmp_path / "ck").encode("not to be") == tokenizer.encode("not to be")
     assert (tmp_path / "ck" / "train_state.json").read_bytes() == b"{}"
 
 
 def test_training_output_folder_resolves_to_its_checkpoint(tmp_path):
     model = perturbed(GPT(tiny_config()))
-    save_model(model, tmp_path / "out" / "checkpoint")
+    save(model, tmp_path / "out" / "checkpoint")
     assert resolve_checkpoint_dir(tmp_path / "out") == tmp_path / "out" / "checkpoint"
     idx = torch.randint(0, 37, (1, 8))
-    assert torch.equal(logits_of(load_model(tmp_path / "out"), idx), logits_of(model, idx))
+    assert torch.equal(logits_of(load(tmp_path / "out"), idx), logits_of(model, idx))
 
 
 def test_from_pretrained_reads_light_llm_and_huggingface_folders(tmp_path):
@@ -126,11 +128,11 @@ def test_from_pretrained_reads_light_llm_and_huggingface_folders(tmp_path):
     idx = torch.randint(0, 37, (2, 16))
     with torch.no_grad():
         expected = hf_model(idx).logits
-    from_hf = GPT.from_pretrained(tmp_path / "hf")
+    from_hf = load(tmp_path / "hf")
     assert (logits_of(from_hf, idx) - expected).abs().max().item() <= 1e-5
 
-    from_hf.save_pretrained(tmp_path / "ours")
-    reloaded = GPT.from_pretrained(tmp_path / "ours")
+    save(from_hf, tmp_path / "ours")
+    reloaded = load(tmp_path / "ours")
     assert torch.equal(logits_of(reloaded, idx), logits_of(from_hf, idx))
 
 
@@ -196,11 +198,11 @@ BREAKAGES = {
 @pytest.mark.parametrize("breakage", sorted(BREAKAGES))
 def test_broken_checkpoint_is_refused_in_one_sentence(tmp_path, breakage):
     folder = tmp_path / "ck"
-    save_model(GPT(tiny_config()), folder)
+    save(GPT(tiny_config()), folder)
     breaking, expected_words = BREAKAGES[breakage]
     breaking(folder)
     with pytest.raises(CheckpointError) as caught:
-        load_model(folder)
+        load(folder)
     assert expected_words in str(caught.value)
     assert_one_sentence(str(caught.value))
 
@@ -230,7 +232,7 @@ def test_pickled_weights_are_refused_without_being_opened(tmp_path):
     sentinel = tmp_path / "the pickle ran"
     (folder / "pytorch_model.bin").write_bytes(pickle.dumps(WritesAFileWhenUnpickled(sentinel)))
     with pytest.raises(CheckpointError, match="only safetensors") as caught:
-        load_model(folder)
+        load(folder)
     assert not sentinel.exists()
     assert_one_sentence(str(caught.value))
 
@@ -239,7 +241,7 @@ def test_pickled_weights_are_refused_without_being_opened(tmp_path):
 def test_failed_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
     folder = tmp_path / "ck"
     old = perturbed(GPT(tiny_config()))
-    save_model(old, folder)
+    save(old, folder)
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
 
     def disk_full(fd):
@@ -247,7 +249,7 @@ def test_failed_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "fsync", disk_full)
     with pytest.raises(CheckpointError, match="No space left on device"):
-        save_model(perturbed(GPT(tiny_config())), folder)
+        save(perturbed(GPT(tiny_config())), folder)
     monkeypatch.undo()
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
     assert siblings(folder) == []
@@ -256,7 +258,7 @@ def test_failed_write_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
 def test_failed_swap_puts_the_previous_checkpoint_back(tmp_path, monkeypatch):
     folder = tmp_path / "ck"
     old = perturbed(GPT(tiny_config()))
-    save_model(old, folder)
+    save(old, folder)
     real_replace = os.replace
     calls = []
 
@@ -268,10 +270,10 @@ def test_failed_swap_puts_the_previous_checkpoint_back(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "replace", replace_failing_second_time)
     with pytest.raises(CheckpointError, match="previous one is unchanged"):
-        save_model(perturbed(GPT(tiny_config())), folder)
+        save(perturbed(GPT(tiny_config())), folder)
     monkeypatch.undo()
     idx = torch.randint(0, 37, (1, 8))
-    assert torch.equal(logits_of(load_model(folder), idx), logits_of(old, idx))
+    assert torch.equal(logits_of(load(folder), idx), logits_of(old, idx))
     assert siblings(folder) == []
 
 
@@ -279,7 +281,7 @@ KILLED_WRITER = textwrap.dedent(
     """
     import os, shutil, sys
     import torch
-    from light_llm.checkpoint import save_model
+    from light_llm.checkpoints import save
     from light_llm.models.gpt import GPT
     from tests.conftest import tiny_config
 
@@ -300,7 +302,7 @@ KILLED_WRITER = textwrap.dedent(
     if where == "rmtree":
         shutil.rmtree = die
     torch.manual_seed(123)
-    save_model(GPT(tiny_config()), folder)
+    save(GPT(tiny_config()), folder)
     """
 )
 
@@ -311,25 +313,25 @@ KILLED_WRITER = textwrap.dedent(
 def test_kill_at_any_moment_leaves_a_loadable_checkpoint(tmp_path, where, survivor):
     folder = tmp_path / "ck"
     old = perturbed(GPT(tiny_config()))
-    save_model(old, folder)
+    save(old, folder)
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{SRC.parent}"}
     done = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(folder), where], env=env)
     assert done.returncode == 9
     torch.manual_seed(123)
     new = GPT(tiny_config()).eval()
     idx = torch.randint(0, 37, (1, 8))
-    loaded = load_model(folder)
+    loaded = load(folder)
     expected = old if survivor == "old" else new
     assert torch.equal(logits_of(loaded, idx), logits_of(expected, idx))
 
     newest = perturbed(GPT(tiny_config()))
-    save_model(newest, folder)  # the next save succeeds and clears the leftovers
-    assert torch.equal(logits_of(load_model(folder), idx), logits_of(newest, idx))
+    save(newest, folder)  # the next save succeeds and clears the leftovers
+    assert torch.equal(logits_of(load(folder), idx), logits_of(newest, idx))
     assert siblings(folder) == []
 
 
 def test_checkpoint_folder_gets_the_permissions_of_a_normal_folder(tmp_path):
-    save_model(GPT(tiny_config()), tmp_path / "ck")
+    save(GPT(tiny_config()), tmp_path / "ck")
     (tmp_path / "made by mkdir").mkdir()
     normal_mode = (tmp_path / "made by mkdir").stat().st_mode
     assert (tmp_path / "ck").stat().st_mode == normal_mode
@@ -340,3 +342,22 @@ def test_file_names_must_be_plain(tmp_path):
         with pytest.raises(CheckpointError, match="plain file names"):
             write_folder_atomically(tmp_path / "ck", {name: b"x"})
     assert not (tmp_path / "ck").exists()
+
+
+def test_load_tokenizer_accepts_a_training_output_folder(tmp_path):
+    tokenizer = CharTokenizer(list("xyz "))
+    save(GPT(tiny_config(vocab_size=4)), tmp_path / "out" / "checkpoint", tokenizer)
+    assert load_tokenizer(tmp_path / "out").encode("zyx ") == tokenizer.encode("zyx ")
+
+
+def test_the_numpy_and_torch_engines_read_the_same_huggingface_gpt2_folder(tmp_path):
+    """The NumPy engine maps GPT-2's tensors itself (no torch on its path): its logits match
+    the PyTorch GPT loaded from the same HF folder."""
+    from light_llm.checkpoints.hf_gpt2 import export_hf_gpt2
+
+    export_hf_gpt2(perturbed(GPT(tiny_config())), tmp_path / "hf")
+    torch_model = load(tmp_path / "hf")
+    numpy_model = load(tmp_path / "hf", engine="numpy", dtype=np.float64)
+    idx = torch.randint(0, torch_model.config.vocab_size, (2, 5))
+    expected = logits_of(torch_model.double(), idx).numpy()
+    np.testing.assert_allclose(numpy_model.forward(idx.numpy())[0], expected, atol=1e-9)

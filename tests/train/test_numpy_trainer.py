@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from light_llm.checkpoint import load_model
+from light_llm.checkpoints import load
 from light_llm.errors import ConfigError, TrainingError
 from light_llm.reference.model import NumpyGPT
-from light_llm.reference.train import train_numpy
 from light_llm.train import TrainConfig
+from light_llm.train.numpy_trainer import train_numpy
 
 SMALL = dict(
     n_layer=1,
@@ -46,8 +46,8 @@ def test_train_numpy_writes_a_checkpoint_both_engines_load(corpus, tmp_path, cap
     assert [json.loads(line)["iter"] for line in lines] == [0, 4, 8]
     assert (out / "loss_curve.png").stat().st_size > 0
     assert len(result.sample) == 1 + 12  # the newline prompt and 12 characters
-    model = NumpyGPT.from_pretrained(out)
-    torch_model = load_model(out)
+    model = load(out, engine="numpy")
+    torch_model = load(out)
     idx = np.array([[1, 2, 3, 4]])
     logits, _ = torch_model(torch.from_numpy(idx))
     assert np.allclose(model.forward(idx)[0], logits.detach().numpy(), atol=1e-5)
@@ -59,10 +59,11 @@ def test_grad_accumulation_steps_with_the_mean_of_the_micro_batch_gradients(corp
     """With grad_accum = 2 one step uses the mean gradient of micro-batches (0, 0) and (0, 1),
     the windows the PyTorch trainer draws for them."""
     from light_llm.data import TokenDataset, encode_corpus, load_corpus
-    from light_llm.reference.optim import AdamW, clip_grad_norm, learning_rate
-    from light_llm.reference.train import batch_arrays, train_step
+    from light_llm.reference.optim import AdamW, clip_grad_norm
+    from light_llm.schedule import learning_rate
     from light_llm.tokenizers import get_tokenizer
     from light_llm.train.batches import micro_batch_rng
+    from light_llm.train.numpy_trainer import train_step
 
     config = TrainConfig(data=str(corpus), out=str(tmp_path), grad_accum=2, **SMALL).resolve()
     text = load_corpus(config.data)
@@ -74,7 +75,7 @@ def test_grad_accumulation_steps_with_the_mean_of_the_micro_batch_gradients(corp
     loss = train_step(stepped, AdamW(stepped.params, config.lr), dataset, config, 0)
     grads, losses = [], []
     for slot in (0, 1):
-        x, y = batch_arrays(dataset, config.batch_size, micro_batch_rng(config.seed, 0, slot))
+        x, y = dataset.sample_windows(config.batch_size, micro_batch_rng(config.seed, 0, slot))
         _, slot_loss, cache = by_hand.forward(x, y)
         grads.append(by_hand.backward(cache))
         losses.append(slot_loss)
@@ -113,7 +114,7 @@ def test_char_baby_200_iterations_follow_the_pytorch_trainer(tmp_path):
     settings = dict(max_iters=200, eval_interval=50, eval_iters=10, sample_tokens=0, seed=1337)
     torch_result = train(TrainConfig(out=str(tmp_path / "torch"), **settings))
     config = TrainConfig(out=str(tmp_path / "numpy"), engine="numpy", **settings).resolve()
-    model_config = load_model(tmp_path / "torch").config
+    model_config = load(tmp_path / "torch").config
     torch.manual_seed(config.seed)  # the PyTorch trainer's initial weights
     start = NumpyGPT.from_torch_state_dict(GPT(model_config).state_dict(), model_config)
     numpy_result = train_numpy(config, model=start)
@@ -135,7 +136,7 @@ def test_muon_training_follows_the_pytorch_trainer(corpus, tmp_path):
     settings = dict(SMALL, data=str(corpus), optimizer="muon", muon_lr=0.05, sample_tokens=0)
     torch_result = train(TrainConfig(out=str(tmp_path / "torch"), dtype="float32", **settings))
     config = TrainConfig(out=str(tmp_path / "numpy"), engine="numpy", **settings).resolve()
-    model_config = load_model(tmp_path / "torch").config
+    model_config = load(tmp_path / "torch").config
     torch.manual_seed(config.seed)  # the PyTorch trainer's initial weights
     start = NumpyGPT.from_torch_state_dict(GPT(model_config).state_dict(), model_config)
     numpy_result = train_numpy(config, model=start)

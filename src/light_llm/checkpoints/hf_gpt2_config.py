@@ -1,37 +1,21 @@
-"""HuggingFace GPT-2 folders, both directions: ``config.json`` + ``model.safetensors`` as
-``transformers``' ``GPT2LMHeadModel.save_pretrained`` writes them.
+"""HuggingFace GPT-2's ``config.json`` and tensor names, mapped to light-llm's and back; no
+tensor library needed (the loaders in :mod:`light_llm.checkpoints.hf_gpt2` and
+:mod:`light_llm.checkpoints.numpy_gpt` use it).
 
 light-llm's GPT already uses GPT-2's module names (``transformer.h.0.attn.c_attn`` ...), so the
 mapping is name for name, with one twist: GPT-2 computes its projections with ``Conv1D``,
 y = x W + b with W stored (in, out), while light-llm uses ``nn.Linear``, y = x W^T + b with W
 stored (out, in). The four projection weights (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj)
-are therefore transposed on the way in and on the way out. ``transformers`` itself is not
-needed here: only its file format is.
+are therefore transposed on the way in and on the way out.
 """
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-import safetensors.torch
-import torch
-
-from light_llm.checkpoint import (
-    CONFIG_FILE,
-    WEIGHTS_FILE,
-    gpt_config_from_json,
-    is_hf_gpt2,
-    load_weights_into,
-    read_config_json,
-    read_weights,
-    tokenizer_files,
-    write_folder_atomically,
-)
 from light_llm.config import ModelConfig
-from light_llm.errors import CheckpointError, ConfigError
+from light_llm.errors import ConfigError
 
 # GPT-2's activation_function names -> light-llm's, and back
 ACTIVATIONS_FROM_HF = {
@@ -106,39 +90,19 @@ def is_conv1d_weight(name: str) -> bool:
     return name.endswith(CONV1D_WEIGHTS)
 
 
-def tensors_from_hf(hf_tensors: dict[str, torch.Tensor], tied: bool) -> dict[str, torch.Tensor]:
+def tensors_from_hf(hf_tensors: dict, tied: bool, transpose: Callable) -> dict:
     """GPT-2's tensors renamed and laid out as light-llm's: the ``transformer.`` prefix added
     where a bare ``GPT2Model`` saved without it, Conv1D weights (in, out) transposed to
-    (out, in), mask buffers dropped, and a tied lm_head.weight dropped (it is wte)."""
+    (out, in) by ``transpose`` (the engine's contiguous transpose; tensors may be PyTorch's or
+    NumPy's), mask buffers dropped, and a tied lm_head.weight dropped (it is wte)."""
     tensors = {}
     for name, tensor in hf_tensors.items():
         if name.endswith(IGNORED_BUFFERS) or (tied and name == "lm_head.weight"):
             continue
         if not name.startswith(("transformer.", "lm_head.")):
             name = f"transformer.{name}"
-        tensors[name] = tensor.t().contiguous() if is_conv1d_weight(name) else tensor
+        tensors[name] = transpose(tensor) if is_conv1d_weight(name) else tensor
     return tensors
-
-
-def load_hf_gpt2(folder: str | os.PathLike, device: str | torch.device = "cpu"):
-    """A light-llm :class:`~light_llm.models.gpt.GPT` (eval mode) holding the weights of a
-    HuggingFace GPT-2 folder. Only safetensors weights are read, never a pickle."""
-    from light_llm.models.gpt import GPT
-
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise CheckpointError(f"no checkpoint folder at {folder}.")
-    config_json = read_config_json(folder)
-    if not is_hf_gpt2(config_json):
-        raise CheckpointError(
-            f"{folder} is not a HuggingFace GPT-2 folder (its {CONFIG_FILE} has no "
-            '"model_type": "gpt2").'
-        )
-    config = gpt_config_from_json(config_json, folder)
-    tensors = tensors_from_hf(read_weights(folder), tied=config.tie_embeddings)
-    model = GPT(config)
-    load_weights_into(model, tensors, folder / WEIGHTS_FILE)
-    return model.to(device).eval()
 
 
 def check_exportable(config: ModelConfig) -> None:
@@ -190,33 +154,3 @@ def hf_config_from(config: ModelConfig, eos_id: int | None) -> dict[str, Any]:
         hf_config["bos_token_id"] = eos_id
         hf_config["eos_token_id"] = eos_id
     return hf_config
-
-
-def export_hf_gpt2(model, folder: str | os.PathLike, tokenizer=None) -> None:
-    """Write ``model`` as a HuggingFace GPT-2 folder that ``GPT2LMHeadModel.from_pretrained``
-    loads: config.json and model.safetensors (Conv1D weights transposed to (in, out)).
-
-    Without ``tokenizer`` the folder implies GPT-2's tokenizer, as every GPT-2 folder does;
-    with one, its ``light_tokenizer.json`` is written too, which light-llm reads first (a
-    character-level model exported this way keeps its vocabulary). The folder is replaced as a
-    unit. ConfigError if the model uses a variant GPT-2 cannot express.
-    """
-    config = model.config
-    check_exportable(config)
-    tensors = {}
-    for name, tensor in model.state_dict().items():
-        if config.tie_embeddings and name == "lm_head.weight":
-            continue  # GPT-2 ties it to wte itself
-        tensor = tensor.detach().cpu()
-        tensors[name] = (tensor.t() if is_conv1d_weight(name) else tensor).contiguous()
-    if tokenizer is not None:
-        eos_id = tokenizer.eos_id
-    else:
-        eos_id = GPT2_END_OF_TEXT_ID if config.vocab_size > GPT2_END_OF_TEXT_ID else None
-    files = {
-        CONFIG_FILE: json.dumps(hf_config_from(config, eos_id), indent=2).encode("utf-8"),
-        WEIGHTS_FILE: safetensors.torch.save(tensors, metadata={"format": "pt"}),
-    }
-    if tokenizer is not None:
-        files.update(tokenizer_files(tokenizer))
-    write_folder_atomically(folder, files)

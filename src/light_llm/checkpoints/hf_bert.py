@@ -26,9 +26,11 @@ from pathlib import Path
 
 import torch
 
-from light_llm.checkpoint import WEIGHTS_FILE, read_config_json, read_weights
+from light_llm.checkpoints.encoder import load_state
+from light_llm.checkpoints.folder import WEIGHTS_FILE, read_config_json
+from light_llm.checkpoints.tensors import read_weights
 from light_llm.errors import CheckpointError
-from light_llm.models.bert import BertEncoder, EncoderConfig, load_state
+from light_llm.models.bert import BertEncoder, EncoderConfig
 from light_llm.tokenizers.bert import packaged_bert_folder as packaged_minilm_path
 
 __all__ = ["encoder_config_from_hf", "load_hf_bert", "packaged_minilm_path", "state_from_hf"]

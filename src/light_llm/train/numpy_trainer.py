@@ -9,10 +9,14 @@ One iteration is one optimiser step (seed 000 §7; seed 002 §4):
 It reads the same :class:`~light_llm.train.config.TrainConfig` as ``light-llm train``, and
 draws the same batches: the windows of micro-batch (iteration, slot) come from
 ``micro_batch_rng(seed, iteration, slot)`` and the evaluation windows from
-``eval_batch_rng``, through the same ``TokenDataset.get_batch``. Started from the same
+``eval_batch_rng``, through ``TokenDataset.sample_windows`` (the NumPy arrays of the windows
+``get_batch`` gives the PyTorch trainer). Started from the same
 weights, the two engines therefore see the same data step by step and their loss curves can
 be compared point for point. The output folder has the same layout: ``OUT/checkpoint`` (a
-light-llm checkpoint either engine loads), ``OUT/metrics.jsonl`` and ``OUT/loss_curve.png``.
+light-llm checkpoint either engine loads, with the same ``trainer_state.json`` fields, the
+corpus among them), ``OUT/metrics.jsonl`` and ``OUT/loss_curve.png``; ``tokens_per_s`` means
+the same in both: training tokens per second of training time, evaluation excluded. Nothing
+here needs torch.
 
 Options the NumPy engine cannot honour raise ConfigError naming them: a GPU device, a
 half-precision dtype, ``compile``, ``gradient_checkpointing``, ``resume`` and several
@@ -30,24 +34,28 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from light_llm.checkpoint import CHECKPOINT_SUBFOLDER, existing_folder
+from light_llm.atomic import existing_folder
+from light_llm.checkpoints import CHECKPOINT_SUBFOLDER
+from light_llm.checkpoints.numpy_gpt import save_numpy_gpt
 from light_llm.data import TokenDataset, encode_corpus, load_corpus, token_dtype
 from light_llm.errors import CheckpointError, ConfigError, TokenizerError, TrainingError
 from light_llm.reference.model import NumpyGPT
-from light_llm.reference.optim import (
-    AdamW,
-    MuonAdamW,
-    clip_grad_norm,
-    configure_optimizer,
-    learning_rate,
-)
+from light_llm.reference.optim import AdamW, MuonAdamW, clip_grad_norm, configure_optimizer
 from light_llm.reference.sampling import generate_text
+from light_llm.schedule import learning_rate
 from light_llm.tokenizers import get_tokenizer
 from light_llm.train.batches import eval_batch_rng, micro_batch_rng
 from light_llm.train.config import TrainConfig
 from light_llm.train.interrupt import StopRequest
-from light_llm.train.metrics import LOSS_CURVE_FILE, MetricsLog, perplexity, plot_loss_curve
-from light_llm.train.trainer import DATA_CACHE_SUBFOLDER, SAMPLE_TEMPERATURE, TrainResult
+from light_llm.train.metrics import (
+    LOSS_CURVE_FILE,
+    MetricsLog,
+    ThroughputMeter,
+    perplexity,
+    plot_loss_curve,
+)
+from light_llm.train.result import DATA_CACHE_SUBFOLDER, SAMPLE_TEMPERATURE, TrainResult
+from light_llm.train.state import trainer_state_file
 
 NUMPY_DTYPES = {None: np.float32, "float32": np.float32, "float64": np.float64}
 
@@ -71,12 +79,6 @@ def check_numpy_options(config: TrainConfig) -> None:
         raise ConfigError("the numpy engine trains in one process; run it without torchrun.")
 
 
-def batch_arrays(dataset: TokenDataset, batch_size: int, rng: np.random.Generator):
-    """The trainer's batch for this generator, as int64 arrays (B, T)."""
-    x, y = dataset.get_batch(batch_size, rng)
-    return x.numpy(), y.numpy()
-
-
 def estimate_losses(
     model: NumpyGPT, datasets: dict[str, TokenDataset], config: TrainConfig
 ) -> dict[str, float]:
@@ -88,7 +90,7 @@ def estimate_losses(
         total = 0.0
         for index in range(config.eval_iters):
             rng = eval_batch_rng(config.seed, split, index)
-            x, y = batch_arrays(dataset, config.batch_size, rng)
+            x, y = dataset.sample_windows(config.batch_size, rng)
             total += model.forward(x, y)[1]
         losses[split] = total / config.eval_iters
     model.training = was_training
@@ -110,7 +112,7 @@ def train_step(
     loss_sum = 0.0
     for slot in range(config.grad_accum):
         rng = micro_batch_rng(config.seed, iteration, slot)
-        x, y = batch_arrays(dataset, config.batch_size, rng)
+        x, y = dataset.sample_windows(config.batch_size, rng)
         _, loss, cache = model.forward(x, y, label_smoothing=config.label_smoothing)
         loss_sum += loss
         for name, grad in model.backward(cache).items():
@@ -180,8 +182,41 @@ def train_numpy(config: TrainConfig, *, model: NumpyGPT | None = None) -> TrainR
     )
     result = TrainResult(out, checkpoint_dir, 0)
     tokens_per_iteration = cfg.batch_size * cfg.grad_accum * cfg.block_size
+    meter = ThroughputMeter()
     started = time.perf_counter()
     iteration = 0
+    best_val_loss = math.inf
+
+    def checkpoint_files() -> dict[str, bytes]:
+        """trainer_state.json with the PyTorch trainer's fields (no optimizer files: the
+        NumPy engine does not resume)."""
+        state = {
+            "iteration": iteration,
+            "last_eval_iteration": result.evaluations[-1]["iter"],
+            "best_val_loss": best_val_loss,
+            "elapsed_s": time.perf_counter() - started,
+            "tokens_seen": iteration * tokens_per_iteration,
+            "config": config.to_dict(),
+            "resolved_config": cfg.to_dict(),
+            "dtype": model.dtype.name,
+            "data": {
+                "corpus": cfg.data or "shakespeare",
+                "tokenizer": tokenizer.name,
+                "train_tokens": len(datasets["train"]),
+                "val_tokens": len(datasets["val"]),
+            },
+            "data_position": {
+                "next_iteration": iteration,
+                "seed": cfg.seed,
+                "grad_accum": cfg.grad_accum,
+                "world_size": 1,
+            },
+            "rng": [{"numpy_dropout": model.rng.bit_generator.state}],
+            "scaler": {},
+            "engine": "numpy",
+        }
+        return trainer_state_file(state)
+
     with (
         StopRequest("\nstopping after this iteration to save a checkpoint") as stop,
         tqdm(total=cfg.max_iters, desc="training (numpy)", unit="it", dynamic_ncols=True) as bar,
@@ -197,11 +232,10 @@ def train_numpy(config: TrainConfig, *, model: NumpyGPT | None = None) -> TrainR
                     "lr": learning_rate(
                         iteration, cfg.lr, cfg.min_lr, cfg.warmup_iters, cfg.lr_decay_iters
                     ),
-                    "tokens_per_s": iteration
-                    * tokens_per_iteration
-                    / max(time.perf_counter() - started, 1e-9),
+                    "tokens_per_s": meter.rate_since_last_call(),
                     "elapsed_s": time.perf_counter() - started,
                 }
+                best_val_loss = min(best_val_loss, losses["val"])
                 result.evaluations.append(record)
                 metrics.append(record)
                 tqdm.write(
@@ -209,16 +243,18 @@ def train_numpy(config: TrainConfig, *, model: NumpyGPT | None = None) -> TrainR
                     f"{losses['val']:.4f} (perplexity {record['val_perplexity']:.2f})",
                     file=sys.stdout,
                 )
-                save(model, checkpoint_dir, tokenizer)
+                save(model, checkpoint_dir, tokenizer, checkpoint_files())
             if iteration >= cfg.max_iters:
                 break
+            tick = time.perf_counter()
             loss = train_step(model, optimizer, datasets["train"], cfg, iteration)
+            meter.add(tokens_per_iteration, time.perf_counter() - tick)
             result.losses[iteration] = loss
             iteration += 1
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
             if stop.requested:
-                save(model, checkpoint_dir, tokenizer)
+                save(model, checkpoint_dir, tokenizer, checkpoint_files())
                 result.interrupted = True
                 break
     result.iteration = iteration
@@ -231,9 +267,9 @@ def train_numpy(config: TrainConfig, *, model: NumpyGPT | None = None) -> TrainR
     return result
 
 
-def save(model: NumpyGPT, folder: Path, tokenizer) -> None:
+def save(model: NumpyGPT, folder: Path, tokenizer, extra_files: dict[str, bytes]) -> None:
     try:
-        model.save_pretrained(folder, tokenizer=tokenizer)
+        save_numpy_gpt(model, folder, tokenizer, extra_files)
     except CheckpointError as exc:
         raise TrainingError(str(exc)) from None
 

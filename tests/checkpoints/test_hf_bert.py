@@ -8,9 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from light_llm.checkpoints import load
+from light_llm.checkpoints.hf_bert import load_hf_bert, packaged_minilm_path
 from light_llm.errors import CheckpointError
-from light_llm.interop.hf_bert import load_hf_bert, packaged_minilm_path
-from light_llm.models.bert import embed_sentences, load_encoder
+from light_llm.models.bert import embed_sentences
 from light_llm.tokenizers import BertTokenizer
 
 SENTENCES = [
@@ -96,7 +97,7 @@ def test_masked_lm_head_matches_transformers(tmp_path, tie):
             if "LayerNorm" in name or name.endswith("bias"):
                 parameter.add_(0.1 * torch.randn_like(parameter))
     reference.save_pretrained(tmp_path)
-    model = load_encoder(tmp_path)
+    model = load(tmp_path, architecture="bert")
     assert model.config.n_inner == 48 and model.config.tie_embeddings == tie
     ids = torch.randint(1, 61, (2, 9))
     mask = torch.ones_like(ids)
@@ -122,7 +123,7 @@ def test_refuses_a_folder_that_is_not_bert(tmp_path):
     with pytest.raises(CheckpointError, match="not a HuggingFace BERT folder"):
         load_hf_bert(tmp_path)
     with pytest.raises(CheckpointError, match="roberta model, not a BERT-style encoder"):
-        load_encoder(tmp_path)
+        load(tmp_path, architecture="bert")
 
 
 def test_unsupported_position_embeddings_are_refused(tmp_path):

@@ -1,0 +1,142 @@
+"""Model folders: one layer that reads and writes every model light-llm knows.
+
+    load(path)             a GPT (or with architecture="bert" an encoder) from any folder a
+                           user may give: a light-llm checkpoint, a training output folder, a
+                           HuggingFace GPT-2 or BERT folder (a sentence-transformers model is one)
+    load_config(path)      its validated config, without reading the weights
+    save(model, folder)    a light-llm checkpoint folder, written as a unit
+    load_tokenizer(path)   the tokenizer that goes with it
+
+The folder is inspected once (:mod:`~light_llm.checkpoints.folder`) and its config checked
+before anything is allocated. ``engine="numpy"`` loads the NumPy engine's GPT; that path (and
+this module) imports no torch.
+
+    folder.py          what a folder is; config.json; writing a checkpoint folder
+    tensors.py         safetensors files (PyTorch or NumPy tensors); pickles refused
+    gpt.py             the PyTorch GPT
+    encoder.py         the PyTorch BERT-style encoder
+    numpy_gpt.py       the NumPy engine's GPT
+    hf_gpt2_config.py  GPT-2's config.json and tensor names <-> light-llm's
+    hf_gpt2.py         HuggingFace GPT-2 folders, read and written
+    hf_bert.py         HuggingFace BERT folders, read
+"""
+
+from __future__ import annotations
+
+import os
+
+from light_llm.checkpoints.folder import (
+    CHECKPOINT_SUBFOLDER,
+    ENCODER_ARCHITECTURE,
+    GPT_ARCHITECTURE,
+    ModelFolder,
+    gpt_config,
+    inspect_folder,
+    resolve_checkpoint_dir,
+)
+from light_llm.errors import CheckpointError
+from light_llm.reference.model import NumpyGPT
+
+__all__ = [
+    "CHECKPOINT_SUBFOLDER",
+    "ModelFolder",
+    "inspect_folder",
+    "load",
+    "load_config",
+    "load_tokenizer",
+    "resolve_checkpoint_dir",
+    "save",
+]
+
+ARCHITECTURES = (GPT_ARCHITECTURE, ENCODER_ARCHITECTURE)
+ENGINES = ("torch", "numpy")
+
+
+def check_architecture(architecture: str) -> None:
+    if architecture not in ARCHITECTURES:
+        raise CheckpointError(
+            f"unknown architecture {architecture!r}; expected one of {', '.join(ARCHITECTURES)}."
+        )
+
+
+def load(
+    path: str | os.PathLike,
+    *,
+    architecture: str = GPT_ARCHITECTURE,
+    engine: str = "torch",
+    device: str = "cpu",
+    dtype=None,
+):
+    """The model in the folder ``path`` names, in eval mode.
+
+    ``architecture`` "gpt" (a light-llm or HuggingFace GPT-2 GPT) or "bert" (a light-llm or
+    HuggingFace BERT encoder) says which kind is wanted; a folder holding the other kind is a
+    CheckpointError saying what it holds. ``engine="numpy"`` gives a
+    :class:`NumpyGPT` (``dtype`` float32 or float64, by default that of the weights);
+    ``device`` is the PyTorch engine's.
+    """
+    check_architecture(architecture)
+    if engine not in ENGINES:
+        raise CheckpointError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}.")
+    folder = inspect_folder(path)
+    wants_encoder = architecture == ENCODER_ARCHITECTURE or (
+        architecture is None and folder.holds_encoder and engine == "torch"
+    )
+    if engine == "numpy":
+        if wants_encoder:
+            raise CheckpointError("the numpy engine has no encoder; load it with engine='torch'.")
+        from light_llm.checkpoints.numpy_gpt import load_numpy_gpt
+
+        return load_numpy_gpt(folder, dtype)
+    if not wants_encoder:
+        from light_llm.checkpoints.gpt import load_gpt
+
+        return load_gpt(folder, device)
+    if folder.is_hf_bert:
+        from light_llm.checkpoints.hf_bert import load_hf_bert
+
+        return load_hf_bert(folder.path, device)
+    from light_llm.checkpoints.encoder import load_encoder
+
+    return load_encoder(folder, device)
+
+
+def load_config(path: str | os.PathLike, architecture: str = GPT_ARCHITECTURE):
+    """The validated config of the model in ``path`` (a GPT's :class:`ModelConfig`, or with
+    ``architecture="bert"`` a light-llm encoder's EncoderConfig), without reading weights."""
+    check_architecture(architecture)
+    folder = inspect_folder(path)
+    if architecture == GPT_ARCHITECTURE:
+        return gpt_config(folder)
+    from light_llm.checkpoints.encoder import encoder_config
+
+    return encoder_config(folder)
+
+
+def save(model, folder: str | os.PathLike, tokenizer=None, extra_files=None) -> None:
+    """Write ``model`` (a GPT, a BertEncoder or a NumpyGPT), its tokenizer and any
+    ``extra_files`` (name -> bytes) as a light-llm checkpoint folder, replacing any previous
+    one as a unit."""
+    if isinstance(model, NumpyGPT):
+        from light_llm.checkpoints.numpy_gpt import save_numpy_gpt
+
+        save_numpy_gpt(model, folder, tokenizer, extra_files)
+        return
+    from light_llm.models.bert import BertEncoder
+
+    if isinstance(model, BertEncoder):
+        from light_llm.checkpoints.encoder import save_encoder
+
+        save_encoder(model, folder, tokenizer, extra_files)
+        return
+    from light_llm.checkpoints.gpt import save_gpt
+
+    save_gpt(model, folder, tokenizer, extra_files)
+
+
+def load_tokenizer(path: str | os.PathLike):
+    """The tokenizer of the model folder ``path`` names: a checkpoint, a training output
+    folder (its checkpoint's tokenizer) or a HuggingFace folder."""
+    from light_llm.tokenizers import load_tokenizer as load_tokenizer_files
+
+    return load_tokenizer_files(resolve_checkpoint_dir(path))

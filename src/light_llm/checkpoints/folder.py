@@ -1,0 +1,188 @@
+"""What a folder holds, decided once: a light-llm checkpoint (GPT or encoder), a training
+output folder (its checkpoint is ``OUT/checkpoint``), a HuggingFace GPT-2 folder, or a
+HuggingFace BERT folder (a sentence-transformers model is one, with its pooling files beside).
+
+:func:`inspect_folder` resolves the path a user gave and reads its ``config.json`` once; the
+loaders then only ask the :class:`ModelFolder` what it is. A config is checked here, before
+any weight is read or any tensor allocated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from light_llm.atomic import existing_folder, write_folder_atomically
+from light_llm.config import ModelConfig
+from light_llm.errors import CheckpointError, ConfigError
+from light_llm.tokenizers.registry import read_json
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+SHARDED_WEIGHTS_INDEX = "model.safetensors.index.json"
+PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
+CHECKPOINT_SUBFOLDER = "checkpoint"  # where training writes its checkpoint inside OUT
+FORMAT_NAME = "light-llm"
+GPT_ARCHITECTURE = "gpt"
+ENCODER_ARCHITECTURE = "bert"
+ENCODER_COMMANDS = "light-llm fill-mask, embed and eval"
+
+
+def resolve_checkpoint_dir(path: str | os.PathLike) -> Path:
+    """The checkpoint folder ``path`` names: ``path`` itself, or ``path/checkpoint`` when
+    ``path`` is a training output folder (no config.json of its own), falling back to the
+    previous version of either when a write was interrupted."""
+    path = Path(path)
+    folder = existing_folder(path)
+    if folder is None:
+        raise CheckpointError(f"no checkpoint folder at {path}.")
+    if (folder / CONFIG_FILE).is_file():
+        return folder
+    inner = existing_folder(folder / CHECKPOINT_SUBFOLDER)
+    if inner is not None:
+        return inner
+    return folder
+
+
+def read_config_json(folder: Path) -> dict:
+    """The JSON object in ``folder/config.json``."""
+    path = folder / CONFIG_FILE
+    if not path.is_file():
+        raise CheckpointError(f"{folder} is not a checkpoint: it has no {CONFIG_FILE}.")
+    return read_json(path)
+
+
+@dataclass(frozen=True)
+class ModelFolder:
+    """A resolved model folder and its parsed ``config.json``."""
+
+    path: Path
+    config_json: dict
+
+    @property
+    def is_light_llm(self) -> bool:
+        return self.config_json.get("format") == FORMAT_NAME
+
+    @property
+    def architecture(self) -> str | None:
+        """ "gpt" or "bert" for a light-llm checkpoint, else None."""
+        return self.config_json.get("architecture") if self.is_light_llm else None
+
+    @property
+    def is_hf_gpt2(self) -> bool:
+        return self.config_json.get("model_type") == "gpt2"
+
+    @property
+    def is_hf_bert(self) -> bool:
+        return self.config_json.get("model_type") == "bert"
+
+    @property
+    def holds_encoder(self) -> bool:
+        """A BERT-style encoder: a light-llm one or a HuggingFace BERT."""
+        return self.architecture == ENCODER_ARCHITECTURE or self.is_hf_bert
+
+    @property
+    def weights_path(self) -> Path:
+        return self.path / WEIGHTS_FILE
+
+
+def inspect_folder(path: str | os.PathLike) -> ModelFolder:
+    """The model folder ``path`` names (see :func:`resolve_checkpoint_dir`), its config.json
+    read once."""
+    folder = resolve_checkpoint_dir(path)
+    return ModelFolder(folder, read_config_json(folder))
+
+
+def model_settings(folder: ModelFolder, config_class):
+    """``config_class`` (ModelConfig, EncoderConfig) built and validated from the "model"
+    object of a light-llm config.json; CheckpointError when that object is missing or
+    invalid."""
+    model = folder.config_json.get("model")
+    source = folder.path / CONFIG_FILE
+    if not isinstance(model, dict):
+        raise CheckpointError(f'{source} lacks the "model" settings object.')
+    try:
+        return config_class.from_dict(model)
+    except (ConfigError, TypeError) as exc:
+        raise CheckpointError(f"{source} holds an invalid model config: {exc}") from None
+
+
+def gpt_config(folder: ModelFolder) -> ModelConfig:
+    """The validated GPT ModelConfig a folder describes (light-llm or HF GPT-2);
+    CheckpointError naming what the folder holds instead."""
+    if folder.is_hf_gpt2:
+        from light_llm.checkpoints.hf_gpt2_config import config_from_hf
+
+        try:
+            return config_from_hf(folder.config_json)
+        except ConfigError as exc:
+            raise CheckpointError(f"{folder.path} cannot be loaded: {exc}") from None
+    if not folder.is_light_llm:
+        model_type = folder.config_json.get("model_type")
+        if model_type in ("bert", "distilbert"):
+            raise CheckpointError(
+                f"{folder.path} holds a HuggingFace {model_type} encoder, not a GPT: "
+                f"use it with {ENCODER_COMMANDS}."
+            )
+        raise CheckpointError(
+            f'{folder.path / CONFIG_FILE} is neither a light-llm checkpoint ("format": '
+            f'"{FORMAT_NAME}") nor a HuggingFace GPT-2 one ("model_type": "gpt2").'
+        )
+    if folder.architecture == ENCODER_ARCHITECTURE:
+        raise CheckpointError(
+            f"{folder.path} holds a BERT-style encoder, not a GPT: use it with {ENCODER_COMMANDS}."
+        )
+    if folder.architecture != GPT_ARCHITECTURE:
+        raise CheckpointError(
+            f"{folder.path / CONFIG_FILE} names an unknown architecture "
+            f'{folder.architecture!r} (expected "gpt" or "bert").'
+        )
+    return model_settings(folder, ModelConfig)
+
+
+def refuse_pickled_weights(folder: Path) -> None:
+    """CheckpointError when ``folder`` has PyTorch pickles but no safetensors weights."""
+    for name in PICKLED_WEIGHTS:
+        if (folder / name).exists():
+            raise CheckpointError(
+                f"{folder} holds its weights as {name}, a pickle that could run code when "
+                "loaded; light-llm accepts only safetensors (re-save it with "
+                "save_pretrained(..., safe_serialization=True))."
+            )
+
+
+def tokenizer_files(tokenizer) -> dict[str, bytes]:
+    """The files ``tokenizer.save`` writes, read back as bytes (it writes into a folder)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        tokenizer.save(scratch)
+        return {path.name: path.read_bytes() for path in Path(scratch).iterdir()}
+
+
+def write_checkpoint(
+    folder: str | os.PathLike,
+    architecture: str,
+    model_config: dict,
+    weights: bytes,
+    tokenizer=None,
+    extra_files: Mapping[str, bytes] | None = None,
+) -> None:
+    """Write a light-llm checkpoint folder as a unit: config.json ({"format": "light-llm",
+    "architecture": ..., "model": ``model_config``}), model.safetensors (``weights``, already
+    serialised), the tokenizer's files and ``extra_files``. Every model of either engine is
+    saved through here."""
+    config_json = {"format": FORMAT_NAME, "architecture": architecture, "model": model_config}
+    files = {
+        CONFIG_FILE: json.dumps(config_json, indent=2).encode("utf-8"),
+        WEIGHTS_FILE: weights,
+    }
+    if tokenizer is not None:
+        files.update(tokenizer_files(tokenizer))
+    for name, data in (extra_files or {}).items():
+        if name in files:
+            raise CheckpointError(f"extra checkpoint file {name!r} would overwrite the model's.")
+        files[name] = data
+    write_folder_atomically(folder, files)

@@ -1,0 +1,98 @@
+"""The PyTorch GPT in a model folder: loaded from a light-llm checkpoint or a HuggingFace
+GPT-2 folder, saved as a light-llm checkpoint::
+
+    config.json           {"format": "light-llm", "architecture": "gpt", "model": {ModelConfig}}
+    model.safetensors     the weights, by GPT-2's names; a tied lm_head.weight is stored once
+    light_tokenizer.json  the tokenizer (and any file it refers to)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import safetensors.torch
+import torch
+
+from light_llm.checkpoints.folder import GPT_ARCHITECTURE, ModelFolder, gpt_config, write_checkpoint
+from light_llm.checkpoints.hf_gpt2_config import tensors_from_hf
+from light_llm.checkpoints.tensors import describe_names, read_weights
+from light_llm.errors import CheckpointError
+from light_llm.models.gpt import GPT
+
+
+def load_weights_into(
+    model: torch.nn.Module,
+    tensors: dict[str, torch.Tensor],
+    source: Path,
+    tied_names: Sequence[str] | None = None,
+) -> None:
+    """Copy ``tensors`` into ``model``, which must expect exactly these names and shapes.
+
+    ``tied_names`` are expected absent: they are stored once, as the token embedding (by
+    default the GPT's lm_head.weight when tied). Any missing or unexpected name, or a shape
+    that differs from the config's, is a CheckpointError naming it.
+    """
+    if tied_names is None:
+        tied_names = ["lm_head.weight"] if model.config.tie_embeddings else []
+    expected = dict(model.state_dict())
+    for name in tied_names:
+        expected.pop(name, None)
+    missing = sorted(set(expected) - set(tensors))
+    if missing:
+        raise CheckpointError(
+            f"{source} lacks the tensor(s) {describe_names(missing)} that its config needs."
+        )
+    unexpected = sorted(set(tensors) - set(expected))
+    if unexpected:
+        raise CheckpointError(
+            f"{source} holds tensor(s) {describe_names(unexpected)} that its config does not have."
+        )
+    for name, target in expected.items():
+        found = tensors[name]
+        if found.shape != target.shape:
+            raise CheckpointError(
+                f"{source}: tensor {name} has shape {tuple(found.shape)} but the config "
+                f"needs {tuple(target.shape)}."
+            )
+        with torch.no_grad():
+            target.copy_(found)
+
+
+def contiguous_transpose(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.t().contiguous()
+
+
+def load_gpt(folder: ModelFolder, device: str | torch.device = "cpu") -> GPT:
+    """A :class:`~light_llm.models.gpt.GPT` in eval mode, on ``device``, from a light-llm
+    checkpoint or a HuggingFace GPT-2 folder (its config validated before anything is
+    allocated)."""
+    config = gpt_config(folder)
+    tensors = read_weights(folder.path)
+    if folder.is_hf_gpt2:
+        tensors = tensors_from_hf(tensors, config.tie_embeddings, contiguous_transpose)
+    model = GPT(config)
+    load_weights_into(model, tensors, folder.weights_path)
+    return model.to(device).eval()
+
+
+def weights_to_save(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The model's state dict on the CPU, contiguous, with a tied lm_head.weight left out."""
+    state = model.state_dict()
+    if model.config.tie_embeddings:
+        state.pop("lm_head.weight", None)
+    return {name: tensor.detach().cpu().contiguous() for name, tensor in state.items()}
+
+
+def save_gpt(
+    model: GPT,
+    folder: str | os.PathLike,
+    tokenizer=None,
+    extra_files: Mapping[str, bytes] | None = None,
+) -> None:
+    """Write ``model`` (and its tokenizer, and ``extra_files`` such as training state) as a
+    light-llm checkpoint folder, replacing any previous one atomically."""
+    weights = safetensors.torch.save(weights_to_save(model), metadata={"format": "pt"})
+    config = model.config.to_dict()
+    write_checkpoint(folder, GPT_ARCHITECTURE, config, weights, tokenizer, extra_files)

@@ -1,0 +1,77 @@
+"""HuggingFace GPT-2 folders, both directions: ``config.json`` + ``model.safetensors`` as
+``transformers``' ``GPT2LMHeadModel.save_pretrained`` writes them (the mapping of names and
+settings is :mod:`light_llm.checkpoints.hf_gpt2_config`). ``transformers`` itself is not
+needed here: only its file format is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import safetensors.torch
+import torch
+
+from light_llm.atomic import write_folder_atomically
+from light_llm.checkpoints.folder import (
+    CONFIG_FILE,
+    WEIGHTS_FILE,
+    ModelFolder,
+    read_config_json,
+    tokenizer_files,
+)
+from light_llm.checkpoints.gpt import load_gpt
+from light_llm.checkpoints.hf_gpt2_config import (
+    GPT2_END_OF_TEXT_ID,
+    check_exportable,
+    hf_config_from,
+    is_conv1d_weight,
+)
+from light_llm.errors import CheckpointError
+from light_llm.models.gpt import GPT
+
+
+def load_hf_gpt2(folder: str | os.PathLike, device: str | torch.device = "cpu") -> GPT:
+    """A light-llm :class:`~light_llm.models.gpt.GPT` (eval mode) holding the weights of a
+    HuggingFace GPT-2 folder. Only safetensors weights are read, never a pickle."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise CheckpointError(f"no checkpoint folder at {folder}.")
+    model_folder = ModelFolder(folder, read_config_json(folder))
+    if not model_folder.is_hf_gpt2:
+        raise CheckpointError(
+            f"{folder} is not a HuggingFace GPT-2 folder (its {CONFIG_FILE} has no "
+            '"model_type": "gpt2").'
+        )
+    return load_gpt(model_folder, device)
+
+
+def export_hf_gpt2(model, folder: str | os.PathLike, tokenizer=None) -> None:
+    """Write ``model`` as a HuggingFace GPT-2 folder that ``GPT2LMHeadModel.from_pretrained``
+    loads: config.json and model.safetensors (Conv1D weights transposed to (in, out)).
+
+    Without ``tokenizer`` the folder implies GPT-2's tokenizer, as every GPT-2 folder does;
+    with one, its ``light_tokenizer.json`` is written too, which light-llm reads first (a
+    character-level model exported this way keeps its vocabulary). The folder is replaced as a
+    unit. ConfigError if the model uses a variant GPT-2 cannot express.
+    """
+    config = model.config
+    check_exportable(config)
+    tensors = {}
+    for name, tensor in model.state_dict().items():
+        if config.tie_embeddings and name == "lm_head.weight":
+            continue  # GPT-2 ties it to wte itself
+        tensor = tensor.detach().cpu()
+        tensors[name] = (tensor.t() if is_conv1d_weight(name) else tensor).contiguous()
+    if tokenizer is not None:
+        eos_id = tokenizer.eos_id
+    else:
+        eos_id = GPT2_END_OF_TEXT_ID if config.vocab_size > GPT2_END_OF_TEXT_ID else None
+    files = {
+        CONFIG_FILE: json.dumps(hf_config_from(config, eos_id), indent=2).encode("utf-8"),
+        WEIGHTS_FILE: safetensors.torch.save(tensors, metadata={"format": "pt"}),
+    }
+    if tokenizer is not None:
+        files.update(tokenizer_files(tokenizer))
+    write_folder_atomically(folder, files)

@@ -1,0 +1,52 @@
+"""The NumPy engine's GPT (:class:`~light_llm.reference.model.NumpyGPT`) in a model folder, in
+the light-llm format the PyTorch engine reads and writes too: ``config.json`` ({"format":
+"light-llm", "architecture": "gpt", "model": {...}}), ``model.safetensors`` (by the GPT's
+parameter names, a tied lm_head.weight stored once) and the tokenizer's files. A HuggingFace
+GPT-2 folder loads as well.
+
+Weights go through ``safetensors``' NumPy side, and the folder layout, the config parsing and
+the GPT-2 mapping are the ones the PyTorch loader uses, so the two engines cannot drift apart;
+nothing here needs torch.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import safetensors.numpy
+
+from light_llm.checkpoints.folder import GPT_ARCHITECTURE, ModelFolder, gpt_config, write_checkpoint
+from light_llm.checkpoints.hf_gpt2_config import tensors_from_hf
+from light_llm.checkpoints.tensors import read_weights
+from light_llm.reference.model import NumpyGPT
+
+
+def contiguous_transpose(array: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(array.T)
+
+
+def save_numpy_gpt(model: NumpyGPT, folder: str | os.PathLike, tokenizer=None, extra_files=None):
+    """Write ``model`` as a light-llm checkpoint folder, replacing any previous one as a unit
+    (:func:`light_llm.checkpoints.folder.write_checkpoint`)."""
+    weights = {name: np.ascontiguousarray(value) for name, value in model.params.items()}
+    serialised = safetensors.numpy.save(weights, metadata={"format": "pt"})
+    config = model.config.to_dict()
+    write_checkpoint(folder, GPT_ARCHITECTURE, config, serialised, tokenizer, extra_files)
+
+
+def load_numpy_gpt(folder: ModelFolder, dtype=None) -> NumpyGPT:
+    """A NumpyGPT from a light-llm GPT checkpoint or a HuggingFace GPT-2 folder. The dtype
+    follows the stored weights (float64 stays float64, anything else becomes float32) unless
+    given. Weights that do not match the folder's config are a CheckpointError naming the
+    tensor."""
+    config = gpt_config(folder)
+    tensors = read_weights(folder.path, framework="numpy")
+    if folder.is_hf_gpt2:
+        tensors = tensors_from_hf(tensors, config.tie_embeddings, contiguous_transpose)
+    if dtype is None:
+        first = tensors.get("transformer.wte.weight")
+        dtype = first.dtype if first is not None and first.dtype == np.float64 else np.float32
+    model = NumpyGPT(config, dtype=dtype)
+    model.load_state_dict(tensors, source=str(folder.weights_path))
+    return model

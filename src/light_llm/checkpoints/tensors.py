@@ -1,0 +1,56 @@
+"""Reading and writing the weights of a model folder: safetensors only.
+
+A pickle (``pytorch_model.bin``) can run code when it is loaded, so it is refused, never
+opened. Tensors come back as PyTorch tensors (``framework="pt"``) or NumPy arrays
+(``framework="numpy"``, which needs no torch).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import safetensors
+
+from light_llm.atomic import check_file_name
+from light_llm.checkpoints.folder import (
+    SHARDED_WEIGHTS_INDEX,
+    WEIGHTS_FILE,
+    refuse_pickled_weights,
+)
+from light_llm.errors import CheckpointError
+
+
+def read_safetensors_file(path: Path, framework: str = "pt") -> dict:
+    """Every tensor in one safetensors file (on the CPU), as ``framework`` tensors."""
+    try:
+        with safetensors.safe_open(path, framework=framework) as file:
+            return {name: file.get_tensor(name) for name in file.keys()}  # noqa: SIM118
+    except (safetensors.SafetensorError, OSError, ValueError, TypeError) as exc:
+        raise CheckpointError(f"{path} is not a readable safetensors file ({exc}).") from None
+
+
+def read_weights(folder: Path, framework: str = "pt") -> dict:
+    """The tensors of ``folder/model.safetensors``, or of the shards its index lists."""
+    path = folder / WEIGHTS_FILE
+    if path.is_file():
+        return read_safetensors_file(path, framework)
+    index_path = folder / SHARDED_WEIGHTS_INDEX
+    if index_path.is_file():
+        try:
+            weight_map = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
+            shards = sorted(set(weight_map.values()))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise CheckpointError(f"{index_path} is not a valid shard index ({exc}).") from None
+        tensors = {}
+        for shard in shards:
+            check_file_name(shard)
+            tensors.update(read_safetensors_file(folder / shard, framework))
+        return tensors
+    refuse_pickled_weights(folder)
+    raise CheckpointError(f"{folder} has no weights: {WEIGHTS_FILE} is missing.")
+
+
+def describe_names(names: list[str], limit: int = 3) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
