@@ -40,6 +40,25 @@ def test_rope_is_a_pairwise_rotation_and_depends_only_on_the_offset():
     assert abs(rotate(q, 7).norm().item() - q.norm().item()) < 1e-5
 
 
+def test_rope_under_torch_compile_takes_the_real_path_and_agrees():
+    """Compiled code rotates the pairs without complex numbers; both paths give one result
+    (forward, in float32 and for bfloat16 inputs; gradient in float32, where bfloat16 would
+    only compare where each path rounds)."""
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(2, 3, 5, 8).to(dtype).requires_grad_()
+        cos, sin = rope_angles(torch.arange(5), 8)
+        eager = apply_rotary(x, cos, sin)
+        (eager_grad,) = torch.autograd.grad(eager.float().pow(2).sum(), x)
+        torch._dynamo.reset()
+        compiled_fn = torch.compile(apply_rotary, backend="eager", fullgraph=True)
+        compiled = compiled_fn(x, cos, sin)
+        (compiled_grad,) = torch.autograd.grad(compiled.float().pow(2).sum(), x)
+        assert compiled.dtype == eager.dtype == dtype
+        torch.testing.assert_close(compiled, eager, rtol=0, atol=1e-6)
+        if dtype == torch.float32:
+            torch.testing.assert_close(compiled_grad, eager_grad, rtol=0, atol=1e-5)
+
+
 def test_layernorm_and_rmsnorm_match_the_formulas():
     x = torch.randn(3, 5, 16, dtype=torch.float64)
     ln = LayerNorm(16).double()

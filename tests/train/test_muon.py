@@ -69,6 +69,15 @@ def test_newton_schulz_in_bfloat16_is_close_to_float64():
     assert (fast.double() - exact).abs().max() < 0.05
 
 
+@pytest.mark.parametrize("shape", [(3, 12, 5), (4, 5, 12)])
+def test_a_stack_is_orthogonalised_matrix_by_matrix(shape):
+    """The optimizer orthogonalises same-shape matrices as one stack: each equals its own."""
+    stack = torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    together = newton_schulz(stack)
+    for matrix, result in zip(stack, together):
+        torch.testing.assert_close(result, newton_schulz(matrix), rtol=0, atol=1e-13)
+
+
 def test_a_zero_gradient_gives_a_zero_update():
     assert torch.equal(newton_schulz(torch.zeros(3, 5)), torch.zeros(3, 5))
 

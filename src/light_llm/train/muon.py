@@ -54,19 +54,20 @@ KINDS = ("muon", "adamw")
 def newton_schulz(
     matrix: torch.Tensor, steps: int = NS_STEPS, dtype: torch.dtype | None = None
 ) -> torch.Tensor:
-    """The quintic Newton-Schulz orthogonalisation of a 2-D ``matrix`` (Keller Jordan's
-    Muon; equations in the module docstring): about U Vᵀ for matrix = U S Vᵀ, in ``dtype``
-    (default: the matrix's)."""
+    """The quintic Newton-Schulz orthogonalisation of a matrix (Keller Jordan's Muon;
+    equations in the module docstring): about U Vᵀ for matrix = U S Vᵀ, in ``dtype``
+    (default: the matrix's). A stack (..., rows, cols) is orthogonalised matrix by matrix,
+    in one batched product per step."""
     a, b, c = NS_COEFFICIENTS
-    x = matrix.to(dtype or matrix.dtype)  # (rows, cols)
-    tall = x.shape[0] > x.shape[1]
+    x = matrix.to(dtype or matrix.dtype)  # (..., rows, cols)
+    tall = x.shape[-2] > x.shape[-1]
     if tall:
-        x = x.T  # (r, n) with r = min(rows, cols): the Gram matrix below is r x r
-    x = x / (torch.linalg.matrix_norm(x) + NS_EPS)
+        x = x.mT  # (..., r, n) with r = min(rows, cols): the Gram matrix below is r x r
+    x = x / (torch.linalg.matrix_norm(x, keepdim=True) + NS_EPS)
     for _ in range(steps):
-        gram = x @ x.T  # (r, r)
+        gram = x @ x.mT  # (..., r, r)
         x = a * x + (b * gram + c * (gram @ gram)) @ x
-    return x.T if tall else x
+    return x.mT if tall else x
 
 
 def orthogonalisation_dtype(parameter: torch.Tensor) -> torch.dtype:
@@ -123,24 +124,36 @@ class MuonAdamW(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            update = self._muon_update if group["kind"] == "muon" else self._adamw_update
-            for parameter in group["params"]:
-                if parameter.grad is not None:
-                    update(parameter, parameter.grad, group, self.state[parameter])
+            with_grad = [p for p in group["params"] if p.grad is not None]
+            if group["kind"] == "adamw":
+                for parameter in with_grad:
+                    self._adamw_update(parameter, parameter.grad, group, self.state[parameter])
+                continue
+            same_shape: dict[tuple, list[torch.Tensor]] = {}
+            for parameter in with_grad:  # one batched Newton-Schulz per shape
+                key = (parameter.shape, parameter.dtype, parameter.device)
+                same_shape.setdefault(key, []).append(parameter)
+            for parameters in same_shape.values():
+                self._muon_update(parameters, group)
         return loss
 
-    @staticmethod
-    def _muon_update(parameter, grad, group, state) -> None:
+    def _muon_update(self, parameters: list[torch.Tensor], group: dict) -> None:
+        """Muon's step for matrices of one shape, orthogonalised together."""
         lr, mu = group["lr"], group["momentum"]
-        if "momentum_buffer" not in state:
-            state["momentum_buffer"] = torch.zeros_like(parameter)
-        momentum = state["momentum_buffer"]  # (d_out, d_in)
-        momentum.mul_(mu).add_(grad)
-        nesterov = grad.add(momentum, alpha=mu)
-        orthogonal = newton_schulz(nesterov, dtype=orthogonalisation_dtype(parameter))
-        parameter.mul_(1.0 - lr * group["weight_decay"])
-        scale = update_scale(*parameter.shape)
-        parameter.add_(orthogonal.to(parameter.dtype), alpha=-lr * scale)
+        nesterov = []
+        for parameter in parameters:
+            state = self.state[parameter]
+            if "momentum_buffer" not in state:
+                state["momentum_buffer"] = torch.zeros_like(parameter)
+            momentum = state["momentum_buffer"]  # (d_out, d_in)
+            momentum.mul_(mu).add_(parameter.grad)
+            nesterov.append(parameter.grad.add(momentum, alpha=mu))
+        dtype = orthogonalisation_dtype(parameters[0])
+        orthogonal = newton_schulz(torch.stack(nesterov), dtype=dtype)  # (k, d_out, d_in)
+        scale = update_scale(*parameters[0].shape)
+        for parameter, update in zip(parameters, orthogonal.unbind()):
+            parameter.mul_(1.0 - lr * group["weight_decay"])
+            parameter.add_(update.to(parameter.dtype), alpha=-lr * scale)
 
     @staticmethod
     def _adamw_update(parameter, grad, group, state) -> None:

