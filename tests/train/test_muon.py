@@ -74,7 +74,7 @@ def test_a_stack_is_orthogonalised_matrix_by_matrix(shape):
     """The optimizer orthogonalises same-shape matrices as one stack: each equals its own."""
     stack = torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
     together = newton_schulz(stack)
-    for matrix, result in zip(stack, together):
+    for matrix, result in zip(stack, together, strict=True):
         torch.testing.assert_close(result, newton_schulz(matrix), rtol=0, atol=1e-13)
 
 

@@ -151,7 +151,7 @@ class MuonAdamW(torch.optim.Optimizer):
         dtype = orthogonalisation_dtype(parameters[0])
         orthogonal = newton_schulz(torch.stack(nesterov), dtype=dtype)  # (k, d_out, d_in)
         scale = update_scale(*parameters[0].shape)
-        for parameter, update in zip(parameters, orthogonal.unbind()):
+        for parameter, update in zip(parameters, orthogonal.unbind(), strict=True):
             parameter.mul_(1.0 - lr * group["weight_decay"])
             parameter.add_(update.to(parameter.dtype), alpha=-lr * scale)
 
