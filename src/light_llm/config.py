@@ -138,6 +138,29 @@ PRESETS: dict[str, ModelConfig] = {
     "char-baby": ModelConfig(
         vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128, dropout=0.0
     ),
+    # The same shape under its name in nanoGPT, trained with nanoGPT's CPU recipe
+    # (light_llm.train.config.PRESET_RECIPES): light-llm's default before char-cpu.
+    "nanogpt-cpu": ModelConfig(
+        vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128, dropout=0.0
+    ),
+    # light-llm's default: the best character model found for a 2-core CPU and nanoGPT's CPU
+    # recipe's wall time (benchmarks/recipe_sweep.py): rotary positions, RMSNorm, ReLU²,
+    # QK-norm, an untied head, no biases, soft-capped logits; trained with Muon.
+    "char-cpu": ModelConfig(
+        vocab_size=65,
+        block_size=64,
+        n_layer=4,
+        n_head=4,
+        n_embd=128,
+        dropout=0.0,
+        bias=False,
+        tie_embeddings=False,
+        positions="rotary",
+        norm="rmsnorm",
+        activation="relu2",
+        qk_norm=True,
+        logit_softcap=15.0,
+    ),
     # nanoGPT's shakespeare-char shape.
     "shakespeare-char": ModelConfig(
         vocab_size=65, block_size=256, n_layer=6, n_head=6, n_embd=384, dropout=0.2
@@ -155,7 +178,7 @@ PRESETS: dict[str, ModelConfig] = {
 }
 
 # Presets whose vocabulary is built from the corpus (character level).
-CHAR_PRESETS = frozenset({"char-baby", "shakespeare-char"})
+CHAR_PRESETS = frozenset({"char-cpu", "char-baby", "nanogpt-cpu", "shakespeare-char"})
 
 
 def preset(name: str, **overrides: Any) -> ModelConfig:

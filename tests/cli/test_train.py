@@ -33,10 +33,24 @@ def folder_bytes(folder):
     return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
 
 
-def test_no_flags_means_nanogpts_cpu_recipe_on_character_shakespeare():
-    args = build_parser().parse_args(["train"])
+@pytest.mark.parametrize("data", [[], ["--data", "my.txt"]])
+def test_no_flags_means_the_char_cpu_recipe_on_characters(data):
+    config = config_from_args(build_parser().parse_args(["train", *data])).resolve()
+    assert config.preset == "char-cpu" and config.tokenizer == "char"
+    model = config.model_config(65)
+    switches = (model.positions, model.norm, model.activation, model.qk_norm)
+    assert switches == ("rotary", "rmsnorm", "relu2", True)
+    assert (model.tie_embeddings, model.bias, model.logit_softcap) == (False, False, 15.0)
+    assert (config.optimizer, config.batch_size) == ("muon", 32)
+
+
+def test_preset_nanogpt_cpu_is_nanogpts_cpu_recipe_on_character_shakespeare():
+    args = build_parser().parse_args(["train", "--preset", "nanogpt-cpu"])
     config = config_from_args(args).resolve()
     assert config.data is None and config.tokenizer == "char"  # Shakespeare, characters
+    model = config.model_config(65)
+    switches = (model.positions, model.norm, model.activation, model.tie_embeddings)
+    assert switches == ("learned", "layernorm", "gelu", True) and config.optimizer == "adamw"
     shape = (config.n_layer, config.n_head, config.n_embd, config.block_size, config.dropout)
     assert shape == (4, 4, 128, 64, 0.0)
     assert (config.batch_size, config.grad_accum, config.max_iters) == (12, 1, 2000)
@@ -297,7 +311,7 @@ def test_the_help_names_every_preset_of_both_models():
         (["--model", "bert", "--logit-softcap", "5"], "soft-capping is a GPT option"),
         (["--optimizer", "muon", "--muon-lr", "0"], "muon_lr must be positive, got 0.0."),
         (["--optimizer", "muon", "--muon-momentum", "1"], "muon_momentum must lie in [0, 1)"),
-        (["--muon-lr", "0.01"], "but this run uses adamw; add --optimizer muon."),
+        (["--preset", "nanogpt-cpu", "--muon-lr", "0.01"], "but this run uses adamw; add"),
     ],
 )
 def test_combinations_that_make_no_sense_are_one_sentence(corpus, tmp_path, capsys, flags, phrase):

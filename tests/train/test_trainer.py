@@ -116,7 +116,7 @@ def test_resume_equals_the_uninterrupted_run_exactly(corpus, tmp_path, dtype, mo
 
 def test_a_run_saved_before_the_optimizer_setting_resumes_with_adamw(corpus, tmp_path):
     out = tmp_path / "old"
-    train(tiny_run(corpus, out, max_iters=3))
+    train(tiny_run(corpus, out, max_iters=3, preset="char-baby"))  # the default then
     path = out / "checkpoint" / "trainer_state.json"
     state = json.loads(path.read_text())
     for key in ("config", "resolved_config"):

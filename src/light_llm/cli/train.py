@@ -1,7 +1,8 @@
 """``light-llm train``: train a model on a text, with progress, checkpoints and a loss curve.
 
-With no flags it trains the char-baby GPT on character-level Shakespeare with nanoGPT's CPU
-recipe; ``--model bert`` trains a BERT-style encoder by masked-LM instead. Every flag left out
+With no flags it trains the ``char-cpu`` GPT (a modern recipe measured against nanoGPT's at
+equal wall time; ``--preset nanogpt-cpu`` is nanoGPT's) on character-level Shakespeare;
+``--model bert`` trains a BERT-style encoder by masked-LM instead. Every flag left out
 keeps its default: the preset's recipe, or on ``--resume`` the value the run was started with
 (see :class:`light_llm.train.config.TrainConfig`).
 """
@@ -12,16 +13,23 @@ import argparse
 import importlib
 
 from light_llm.config import ACTIVATIONS, ATTENTIONS, BLOCK_ORDERS, NORMS, POSITIONS, PRESETS
-from light_llm.train.config import OPTIMIZERS
+from light_llm.train.config import OPTIMIZERS, PRESET_RECIPES
+
+DEFAULT_RECIPE = PRESET_RECIPES["char-cpu"]
 
 DESCRIPTION = f"""\
 Train a GPT on a text file, or with no --data on all of Shakespeare's plays; with --model bert,
 a BERT-style encoder by masked-LM (15% of the WordPiece tokens chosen; of those 80% [MASK],
 10% a random token, 10% unchanged; the loss on the chosen ones only).
 
-Defaults (no flags): the char-baby shape (4 layers, 4 heads, 128 wide, context 64) with
-nanoGPT's CPU recipe: batch 12, 2000 iterations, lr 1e-3 after 100 warmup iterations, cosine
-to 1e-4, AdamW betas (0.9, 0.99), weight decay 0.1, clipping at 1.0. Other presets bring
+Defaults (no flags, --preset char-cpu): 4 layers, 4 heads, 128 wide, context 64, with rotary
+positions, RMSNorm, ReLU², QK-norm, an untied output head, no biases and logits soft-capped
+at 15; Muon for the matrices inside the blocks (peak lr {DEFAULT_RECIPE["muon_lr"]}) and AdamW for the rest
+(peak lr {DEFAULT_RECIPE["lr"]}, betas (0.9, {DEFAULT_RECIPE["beta2"]})), both warmed up over 100 iterations and
+decayed by one cosine to a tenth; batch {DEFAULT_RECIPE["batch_size"]}, {DEFAULT_RECIPE["max_iters"]} iterations, weight decay 0.1,
+clipping at 1.0. It takes about the wall time of nanoGPT's CPU recipe, --preset nanogpt-cpu (the same shape with learned
+positions, LayerNorm, GELU and AdamW; batch 12, 2000 iterations, lr 1e-3, cosine to 1e-4,
+betas (0.9, 0.99)), and ends far lower (benchmarks/recipe_sweep.py). Other presets bring
 their own recipe (--preset shakespeare-char: batch 64, 5000 iterations, dropout 0.2); any
 flag overrides it. GPT presets: {", ".join(PRESETS)}. BERT presets: bert-shakespeare
 (the default with --model bert), minilm-l6 (the shape of the packaged MiniLM).
@@ -85,7 +93,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     model.add_argument(
         "--preset",
-        help="model shape and its recipe (default char-baby; with --model bert, bert-shakespeare)",
+        help="model shape and its recipe (default char-cpu; with --model bert, bert-shakespeare)",
     )
     for flag, meta, text in (
         ("--n-layer", "L", "transformer blocks"),

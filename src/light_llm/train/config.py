@@ -11,9 +11,13 @@ resume that extends a run beyond its end pins ``lr_decay_iters`` (at the old end
 ``restretch_schedule`` at the new one) so that the schedule says what it does.
 
 The defaults as a whole are the main job: ``light-llm train`` with no flags trains the
-``char-baby`` shape (4 layers, 4 heads, 128 wide, context 64) on character-level Shakespeare
-with nanoGPT's CPU recipe: batch 12, 2000 iterations, lr 1e-3 after 100 warmup iterations,
-cosine to 1e-4 at 2000, beta2 0.99, weight decay 0.1, clipping at 1.0, dropout 0.
+``char-cpu`` preset on character-level Shakespeare: nanoGPT's CPU shape (4 layers, 4 heads,
+128 wide, context 64) with rotary positions, RMSNorm, ReLU², QK-norm, an untied head, no
+biases and soft-capped logits, trained by Muon + AdamW at batch 32 for as long as nanoGPT's
+CPU recipe takes. That recipe stays one flag away as ``nanogpt-cpu`` (``char-baby`` is the
+same shape and recipe under light-llm's older name): batch 12, 2000 iterations, lr 1e-3 after
+100 warmup iterations, cosine to 1e-4 at 2000, beta2 0.99, weight decay 0.1, clipping at 1.0,
+dropout 0. ``benchmarks/recipe_sweep.py`` measures one against the other.
 
 ``model`` picks the architecture and with it the table of presets: the GPT's
 (:data:`light_llm.config.PRESETS`) or the encoder's
@@ -35,7 +39,7 @@ from light_llm.train.budget import MIN_WARMUP_FOR_BUDGET, parse_duration
 
 MODELS = ("gpt", "bert")
 DEFAULT_MODEL = "gpt"
-DEFAULT_PRESETS = {"gpt": "char-baby", "bert": "bert-shakespeare"}
+DEFAULT_PRESETS = {"gpt": "char-cpu", "bert": "bert-shakespeare"}
 # The tokenizers each architecture trains with: masked-LM needs WordPiece's [MASK], and a
 # GPT generates text that a lower-casing WordPiece tokenizer could not give back.
 MODEL_TOKENIZERS = {"gpt": ("char", "gpt2"), "bert": ("bert",)}
@@ -67,8 +71,20 @@ GENERAL_DEFAULTS: dict[str, Any] = {
 
 # Training recipes that go with a preset's shape (nanoGPT's configs for these shapes):
 # small character models with small batches train better with beta2 = 0.99 and lr 1e-3.
+NANOGPT_CPU_RECIPE = {"lr": 1e-3, "min_lr": 1e-4, "beta2": 0.99}
 PRESET_RECIPES: dict[str, dict[str, Any]] = {
-    "char-baby": {"lr": 1e-3, "min_lr": 1e-4, "beta2": 0.99},
+    "char-baby": NANOGPT_CPU_RECIPE,
+    "nanogpt-cpu": NANOGPT_CPU_RECIPE,
+    # measured, not guessed: benchmarks/recipe_sweep.py and its table in the README
+    "char-cpu": {
+        "optimizer": "muon",
+        "muon_lr": 0.02,
+        "lr": 1e-3,
+        "min_lr": 1e-4,
+        "beta2": 0.99,
+        "batch_size": 32,
+        "max_iters": 600,
+    },
     "shakespeare-char": {
         "batch_size": 64,
         "max_iters": 5000,

@@ -1,0 +1,217 @@
+"""The sweep behind ``light-llm train``'s default recipe: validation loss at equal wall time.
+
+Every candidate is a list of ``light-llm train`` flags. Wall time on a shared 2-core machine
+is noisy, so it is measured in two independent parts:
+
+1. ``speed``: the time of one training step of every candidate relative to nanoGPT's CPU
+   recipe (``--preset nanogpt-cpu``), measured in one process, taking turns, median over
+   rounds (load from other work hits both alike). A candidate then gets
+   ``round(2000 * t_nanogpt / t_candidate)`` iterations: the same wall time as nanoGPT's
+   2000 (evaluations excluded on both sides).
+2. ``train``: each candidate trains for its iteration count on a corpus slice
+   (``light-llm train --data SLICE --max-iters N ...``, one thread, so two can run side by
+   side) and is scored by ``light-llm eval`` over the whole validation split. The loss at a
+   fixed iteration count does not depend on the machine's load.
+
+    PYTHONPATH=src python benchmarks/recipe_sweep.py speed [NAME ...]
+    PYTHONPATH=src python benchmarks/recipe_sweep.py train --data SLICE --iters N NAME [--seed S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+MODERN = ["--preset", "nanogpt-cpu", "--positions", "rotary", "--norm", "rmsnorm", "--no-bias"]
+MUON = ["--optimizer", "muon"]
+FULL = ["--activation", "relu2", "--qk-norm", "--untie-embeddings", "--logit-softcap", "15"]
+CANDIDATES: dict[str, list[str]] = {
+    "nanogpt-cpu": ["--preset", "nanogpt-cpu"],
+    "modern-adamw": [*MODERN, "--activation", "swiglu"],
+    "muon-relu2": [*MODERN, *MUON, "--activation", "relu2"],
+    "muon-full": [*MODERN, *MUON, *FULL],
+    "muon-full-b32": [*MODERN, *MUON, *FULL, "--batch-size", "32"],
+    "muon-full-b32-t128": [*MODERN, *MUON, *FULL, "--batch-size", "32", "--block-size", "128"],
+    "muon-full-b16-t256": [*MODERN, *MUON, *FULL, "--batch-size", "16", "--block-size", "256"],
+    "b32-mlr04-w30-min0": [
+        *MODERN,
+        *MUON,
+        *FULL,
+        "--batch-size",
+        "32",
+        "--muon-lr",
+        "0.04",
+        "--warmup-iters",
+        "30",
+        "--min-lr",
+        "0",
+    ],
+    "b32-lr6e3-w30-min0": [
+        *MODERN,
+        *MUON,
+        *FULL,
+        "--batch-size",
+        "32",
+        "--lr",
+        "6e-3",
+        "--warmup-iters",
+        "30",
+        "--min-lr",
+        "0",
+    ],
+    "muon-full-b16-t128": [*MODERN, *MUON, *FULL, "--batch-size", "16", "--block-size", "128"],
+    "adamw-full-b32": [*MODERN, *FULL, "--batch-size", "32", "--lr", "2e-3"],
+    "muon-full-b64": [*MODERN, *MUON, *FULL, "--batch-size", "64"],
+    "muon-full-b32-d192": [
+        *MODERN,
+        *MUON,
+        *FULL,
+        "--batch-size",
+        "32",
+        "--n-embd",
+        "192",
+        "--n-head",
+        "6",
+    ],
+    "muon-full-b32-l3": [*MODERN, *MUON, *FULL, "--batch-size", "32", "--n-layer", "3"],
+}
+
+
+def step_timer(flags: list[str], vocab_size: int = 65):
+    """A function running one training step of the candidate's model and optimizer on a
+    random batch, as the trainer does it on the CPU (bfloat16 autocast where native)."""
+    import torch
+    import torch.nn.functional as F
+
+    from light_llm.cli import build_parser
+    from light_llm.cli.train import config_from_args
+    from light_llm.models.gpt import GPT
+    from light_llm.train.optim import clip_grad_norm, configure_optimizer
+    from light_llm.train.precision import attention_kernels, autocast, default_dtype
+
+    args = build_parser().parse_args(["train", *flags])
+    cfg = config_from_args(args).resolve()
+    model = GPT(cfg.model_config(vocab_size))
+    device = torch.device("cpu")
+    dtype = cfg.dtype or default_dtype(device)
+    optimizer = configure_optimizer(model, cfg, "cpu")
+    generator = torch.Generator().manual_seed(0)
+    block = model.config.block_size
+
+    def step() -> None:
+        batch = torch.randint(0, vocab_size, (cfg.batch_size, block + 1), generator=generator)
+        for _ in range(cfg.grad_accum):
+            with autocast(device, dtype), attention_kernels(device, dtype):
+                logits = model(batch[:, :-1])[0]
+            loss = F.cross_entropy(logits.reshape(-1, vocab_size).float(), batch[:, 1:].reshape(-1))
+            (loss / cfg.grad_accum).backward()
+        clip_grad_norm(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def seconds_per_step(step, steps: int) -> float:
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return (time.perf_counter() - start) / steps
+
+
+def measure_speed(names: list[str], rounds: int, steps: int) -> dict[str, float]:
+    """Median over rounds of t_candidate / t_nanogpt (one step each)."""
+    baseline = step_timer(CANDIDATES["nanogpt-cpu"])
+    timers = {name: step_timer(CANDIDATES[name]) for name in names}
+    for step in (baseline, *timers.values()):
+        seconds_per_step(step, 5)  # warm up
+    ratios: dict[str, list[float]] = {name: [] for name in names}
+    for _ in range(rounds):
+        for name, step in timers.items():
+            base = seconds_per_step(baseline, steps)
+            ratios[name].append(seconds_per_step(step, steps) / base)
+    return {name: statistics.median(values) for name, values in ratios.items()}
+
+
+def run_cli(*arguments: str, threads: int) -> str:
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MPLBACKEND="Agg")
+    command = [sys.executable, "-m", "light_llm", *arguments]
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(arguments)} failed:\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def train_and_score(name: str, data: str, iters: int, seed: int, threads: int, root: str) -> dict:
+    out = os.path.join(root, f"{name}-{os.path.basename(data)}-{iters}-{seed}")
+    start = time.perf_counter()
+    flags = [*CANDIDATES[name], "--max-iters", str(iters), "--seed", str(seed)]
+    run_cli(
+        "train",
+        "--data",
+        data,
+        "--out",
+        out,
+        *flags,
+        "--sample-tokens",
+        "0",
+        "--eval-interval",
+        str(iters),
+        "--overwrite",
+        threads=threads,
+    )
+    seconds = time.perf_counter() - start
+    report = run_cli("eval", "--checkpoint", out, "--data", data, threads=threads)
+    loss = float(re.search(r"loss[^0-9]*([0-9.]+)", report).group(1))
+    return {
+        "name": name,
+        "data": os.path.basename(data),
+        "iters": iters,
+        "seed": seed,
+        "val_loss": loss,
+        "seconds": round(seconds, 1),
+        "flags": " ".join(CANDIDATES[name]),
+        "eval": report.strip(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    speed = sub.add_parser("speed")
+    speed.add_argument("names", nargs="*")
+    speed.add_argument("--rounds", type=int, default=5)
+    speed.add_argument("--steps", type=int, default=10)
+    run = sub.add_parser("train")
+    run.add_argument("names", nargs="+")
+    run.add_argument("--data", required=True)
+    run.add_argument("--iters", type=int, nargs="+", required=True)
+    run.add_argument("--seed", type=int, default=1337)
+    run.add_argument("--threads", type=int, default=1)
+    run.add_argument("--root", default="sweep-runs")
+    args = parser.parse_args()
+    if args.command == "speed":
+        names = args.names or [name for name in CANDIDATES if name != "nanogpt-cpu"]
+        for name, ratio in measure_speed(names, args.rounds, args.steps).items():
+            print(
+                f"{name:28s} step time / nanogpt-cpu's = {ratio:.3f}  "
+                f"-> {round(2000 / ratio)} iterations in nanogpt-cpu's 2000"
+            )
+    else:
+        for name, iters in zip(args.names, args.iters * len(args.names)):
+            print(
+                json.dumps(
+                    train_and_score(name, args.data, iters, args.seed, args.threads, args.root)
+                ),
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
