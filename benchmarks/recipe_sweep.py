@@ -204,7 +204,7 @@ def main() -> None:
                 f"-> {round(2000 / ratio)} iterations in nanogpt-cpu's 2000"
             )
     else:
-        for name, iters in zip(args.names, args.iters * len(args.names)):
+        for name, iters in zip(args.names, args.iters * len(args.names), strict=False):
             print(
                 json.dumps(
                     train_and_score(name, args.data, iters, args.seed, args.threads, args.root)
