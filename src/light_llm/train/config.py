@@ -83,7 +83,7 @@ PRESET_RECIPES: dict[str, dict[str, Any]] = {
         "min_lr": 1e-4,
         "beta2": 0.99,
         "batch_size": 32,
-        "max_iters": 600,
+        "max_iters": 580,
     },
     "shakespeare-char": {
         "batch_size": 64,
