@@ -160,12 +160,12 @@ def time_one_step(model: GPT, sequence: torch.Tensor, repeats: int) -> tuple[flo
     total = sequence.size(1)
     cache = model.new_cache(1)
     with torch.no_grad():
-        model(sequence[:, :-1], cache=cache, last_only=True)  # fill the cache to total - 1
+        model(sequence[:, :-1], kv_cache=cache, last_only=True)  # fill the cache to total - 1
 
     def cached_step():
         cache.length = total - 1
         with torch.no_grad():
-            return model(sequence[:, -1:], cache=cache, last_only=True)
+            return model(sequence[:, -1:], kv_cache=cache, last_only=True)
 
     def full_step():
         with torch.no_grad():

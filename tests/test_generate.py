@@ -152,8 +152,8 @@ def test_float16_decoding_follows_float32():
     full, _ = model(tokens)
     cache = half.new_cache(2)
     half_logits = torch.cat(
-        [half(tokens[:, :4], cache=cache)[0]]
-        + [half(tokens[:, t : t + 1], cache=cache)[0] for t in range(4, 12)],
+        [half(tokens[:, :4], kv_cache=cache)[0]]
+        + [half(tokens[:, t : t + 1], kv_cache=cache)[0] for t in range(4, 12)],
         dim=1,
     )
     torch.testing.assert_close(half_logits.float(), full, atol=5e-3, rtol=1e-2)

@@ -7,7 +7,6 @@ read, and that a checkpoint stores as ``config.json``.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +22,9 @@ ATTENTIONS = ("softmax", "linear")
 
 @dataclass
 class ModelConfig:
-    """Shape and variant switches of a decoder-only transformer (seed 000 §1 notation).
+    """Shape and variant switches of a transformer (seed 000 §1 notation): the GPT's
+    (decoder-only, causal) and the base of the encoder's (``models.bert.EncoderConfig``
+    adds what only an encoder has).
 
     vocab_size  V        n_layer  L        n_head  n_h        n_embd  d_model
     block_size  T_max (the context length: GPT-2's n_positions)
@@ -122,9 +123,6 @@ class ModelConfig:
             raise ConfigError(f"unknown model config keys: {', '.join(unknown)}.")
         return cls(**data)
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
-
     def replace(self, **changes: Any) -> ModelConfig:
         return dataclasses.replace(self, **changes)
 
@@ -176,9 +174,6 @@ PRESETS: dict[str, ModelConfig] = {
         activation="gelu_tanh",
     ),
 }
-
-# Presets whose vocabulary is built from the corpus (character level).
-CHAR_PRESETS = frozenset({"char-cpu", "char-baby", "nanogpt-cpu", "shakespeare-char"})
 
 
 def preset(name: str, **overrides: Any) -> ModelConfig:

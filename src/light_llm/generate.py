@@ -122,10 +122,12 @@ def stream_tokens(
                     cache = model.new_cache(tokens.size(0))
                 else:
                     cache.clear()
-                logits, _ = model(window, cache=cache, attention_mask=window_mask, last_only=True)
+                logits, _ = model(
+                    window, kv_cache=cache, attention_mask=window_mask, last_only=True
+                )
             else:
                 logits, _ = model(
-                    tokens[:, -1:], cache=cache, attention_mask=window_mask, last_only=True
+                    tokens[:, -1:], kv_cache=cache, attention_mask=window_mask, last_only=True
                 )
             next_logits = logits[:, -1, :].float()  # (B, V); float32 argmax is fastest
             if not torch.isfinite(next_logits.sum()):

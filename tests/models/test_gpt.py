@@ -51,7 +51,7 @@ def test_kv_cache_decoding_equals_full_recomputation_at_every_step(variant):
     pieces = [idx[:, :5]] + [idx[:, t : t + 1] for t in range(5, 13)] + [idx[:, 13:16]]
     start = 0
     for piece in pieces:
-        logits, _ = model(piece, cache=cache)
+        logits, _ = model(piece, kv_cache=cache)
         end = start + piece.size(1)
         assert (logits - full[:, start:end]).abs().max().item() <= 1e-5, (variant, start)
         start = end
@@ -74,10 +74,10 @@ def test_left_padding_does_not_change_a_row(variant):
     assert (padded[1] - long_alone[0]).abs().max().item() <= 1e-5
     # and with the KV cache, token by token after the padded prompt
     cache = model.new_cache(2)
-    model(batch, cache=cache, attention_mask=mask)
+    model(batch, kv_cache=cache, attention_mask=mask)
     nxt = torch.randint(1, 37, (2, 1))
     mask2 = torch.cat((mask, torch.ones(2, 1, dtype=torch.long)), 1)
-    step, _ = model(nxt, cache=cache, attention_mask=mask2)
+    step, _ = model(nxt, kv_cache=cache, attention_mask=mask2)
     ref, _ = model(torch.cat((short, nxt[:1]), 1))
     assert (step[0, -1] - ref[0, -1]).abs().max().item() <= 1e-5
 
@@ -215,7 +215,7 @@ def test_attention_maps_are_causal_distributions():
 def test_kv_cache_bytes_formula_matches_the_allocated_cache(variant):
     model = make_model(variant)
     cache = model.new_cache(1)
-    model(torch.randint(0, 37, (1, 16)), cache=cache)  # fill it to the whole context
+    model(torch.randint(0, 37, (1, 16)), kv_cache=cache)  # fill it to the whole context
     tensors = [t for layer in cache.layers for t in vars(layer).values()]
     allocated = sum(t.numel() * t.element_size() for t in tensors)
     assert model_counts(model.config, context=16).kv_cache_bytes == allocated
@@ -230,7 +230,7 @@ def test_cache_output_head_is_the_transposed_head_and_keeps_gradients():
     targets = torch.randint(0, 37, (1, 6))
     _, loss = model(idx, targets)
     expected = torch.autograd.grad(loss, model.lm_head.weight)[0]
-    _, loss = model(idx, targets, cache=cache)
+    _, loss = model(idx, targets, kv_cache=cache)
     torch.testing.assert_close(torch.autograd.grad(loss, model.lm_head.weight)[0], expected)
     assert make_model("seed").to(torch.bfloat16).new_cache(1).output_head is None
 
@@ -240,8 +240,8 @@ def test_a_cleared_cache_decodes_like_a_new_one(variant):
     model = make_model(variant)
     first, second = torch.randint(0, 37, (2, 1, 9))
     cache = model.new_cache(1)
-    model(first, cache=cache)
+    model(first, kv_cache=cache)
     cache.clear()
     assert cache.length == 0
-    logits, _ = model(second, cache=cache)
-    torch.testing.assert_close(logits, model(second, cache=model.new_cache(1))[0])
+    logits, _ = model(second, kv_cache=cache)
+    torch.testing.assert_close(logits, model(second, kv_cache=model.new_cache(1))[0])

@@ -132,7 +132,7 @@ class GPT(nn.Module):
         idx: torch.Tensor,
         targets: torch.Tensor | None = None,
         *,
-        cache: KVCache | None = None,
+        kv_cache: KVCache | None = None,
         attention_mask: torch.Tensor | None = None,
         last_only: bool = False,
         label_smoothing: float = 0.0,
@@ -141,11 +141,11 @@ class GPT(nn.Module):
 
         ``targets`` (B, T): next-token ids, -1 to ignore; loss is the mean cross-entropy
         (seed 000 §7) with optional label smoothing α (seed 002 §12.2, eq. 51).
-        ``cache``: a :class:`KVCache`; idx then holds only the new tokens (seed 002 §11.2).
-        ``attention_mask`` (B, cache length + T): 1 for real tokens, 0 for left padding.
+        ``kv_cache``: a :class:`KVCache`; idx then holds only the new tokens (seed 002 §11.2).
+        ``attention_mask`` (B, cached length + T): 1 for real tokens, 0 for left padding.
         """
         B, T = idx.shape
-        offset = cache.length if cache is not None else 0
+        offset = kv_cache.length if kv_cache is not None else 0
         if offset + T > self.config.block_size:
             raise ConfigError(
                 f"sequence of {offset + T} tokens is longer than the context of "
@@ -163,7 +163,7 @@ class GPT(nn.Module):
                 "offset": offset,
                 "key_padding": key_padding,
                 "rope": rope,
-                "cache": cache.layers[i] if cache is not None else None,
+                "cache": kv_cache.layers[i] if kv_cache is not None else None,
             }
             if self.gradient_checkpointing and self.training:
                 # recompute this block's activations in the backward pass (seed 001,
@@ -171,14 +171,14 @@ class GPT(nn.Module):
                 x = activation_checkpoint(block, x, use_reentrant=False, **kwargs)
             else:
                 x = block(x, **kwargs)
-        if cache is not None:
-            cache.length += T
+        if kv_cache is not None:
+            kv_cache.length += T
         if "ln_f" in self.transformer:
             x = self.transformer.ln_f(x)
         if last_only and targets is None:
             x = x[:, -1:, :]  # only the next token's distribution is needed
-        if cache is not None and cache.output_head is not None:
-            logits = x @ cache.output_head  # the same product, faster layout: (B, T, V)
+        if kv_cache is not None and kv_cache.output_head is not None:
+            logits = x @ kv_cache.output_head  # the same product, faster layout: (B, T, V)
         else:
             logits = self.lm_head(x)  # (B, T, V)
         if self.config.logit_softcap is not None:

@@ -167,7 +167,6 @@ class KVCache:
 
     layers: list = field(default_factory=list)
     length: int = 0
-    max_length: int = 0
     output_head: torch.Tensor | None = None  # (d, V), contiguous
 
     @classmethod
@@ -190,7 +189,7 @@ class KVCache:
                         torch.zeros(shape, device=device, dtype=dtype),
                     )
                 )
-        return cls(layers=layers, length=0, max_length=config.block_size)
+        return cls(layers=layers, length=0)
 
     def clear(self) -> None:
         """Forget every cached position, keeping the buffers (and ``output_head``) for reuse."""

@@ -34,7 +34,6 @@ class KVCache:
 
     layers: list = field(default_factory=list)
     length: int = 0
-    max_length: int = 0
 
     @classmethod
     def allocate(cls, config: ModelConfig, batch_size: int, dtype=np.float32) -> KVCache:
@@ -46,4 +45,4 @@ class KVCache:
                 LayerKV(np.zeros(shape, dtype=dtype), np.zeros(shape, dtype=dtype))
                 for _ in range(config.n_layer)
             ]
-        return cls(layers=layers, length=0, max_length=config.block_size)
+        return cls(layers=layers, length=0)
