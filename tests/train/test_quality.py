@@ -1,9 +1,11 @@
-"""Quality: nanoGPT's CPU recipe on 1 MB of our Shakespeare reaches val loss <= 1.88.
+"""Quality: nanoGPT's CPU recipe (``--preset nanogpt-cpu``) on 1 MB of our Shakespeare
+reaches val loss <= 1.88, and light-llm's default recipe (``char-cpu``), in about the same
+wall time, goes well below it.
 
 nanoGPT reports 1.88 for this recipe (4 layers, 4 heads, 128 wide, context 64, batch 12,
 2000 iterations, lr 1e-3 after 100 warmup iterations, cosine to 1e-4, beta2 0.99, weight
 decay 0.1, clipping 1.0, dropout 0, evaluation over 20 batches) on its 1 MB
-tiny-shakespeare; these are exactly the defaults of ``light-llm train``.
+tiny-shakespeare; these are exactly the settings of ``--preset nanogpt-cpu``.
 
 Which megabyte matters. The slice here is the LAST 1,000,000 bytes of
 ``data.shakespeare_text()`` (from Cymbeline's "BELARIUS:" on: the romances and tragedies),
@@ -31,7 +33,21 @@ def last_megabyte_of_shakespeare() -> str:
 def test_nanogpt_cpu_recipe_reaches_1_88_on_1mb_of_shakespeare(tmp_path):
     corpus = tmp_path / "shakespeare-last-1mb.txt"
     corpus.write_text(last_megabyte_of_shakespeare(), encoding="utf-8")
-    result = train(TrainConfig(data=str(corpus), out=str(tmp_path / "out"), device="cpu"))
-    final = result.evaluations[-1]
+    config = TrainConfig(
+        data=str(corpus), out=str(tmp_path / "out"), device="cpu", preset="nanogpt-cpu"
+    )
+    final = train(config).evaluations[-1]
     assert final["iter"] == 2000
     assert final["val_loss"] <= 1.88
+
+
+@pytest.mark.slow
+def test_the_default_recipe_beats_nanogpts_on_1mb_of_shakespeare(tmp_path):
+    """The default (char-cpu: Muon, rotary, RMSNorm, ReLU², QK-norm...) in its 580
+    iterations, which take about nanoGPT's recipe's wall time (README, "The default
+    recipe"): measured 1.6730 here (trainer's evaluation; 1.6808 by ``light-llm eval`` over
+    the whole split), against nanoGPT's 1.8762 in the same session."""
+    corpus = tmp_path / "shakespeare-last-1mb.txt"
+    corpus.write_text(last_megabyte_of_shakespeare(), encoding="utf-8")
+    final = train(TrainConfig(data=str(corpus), out=str(tmp_path / "out"), device="cpu"))
+    assert final.evaluations[-1]["val_loss"] <= 1.70
