@@ -127,30 +127,22 @@ class ModelConfig:
         return dataclasses.replace(self, **changes)
 
 
+CHAR_BABY = ModelConfig(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128, dropout=0.0)
 PRESETS: dict[str, ModelConfig] = {
     # The seed's model, light_llm.py (seed 000): ~30M parameters with tied embeddings.
     "seed-30m": ModelConfig(
         vocab_size=50257, block_size=1024, n_layer=6, n_head=6, n_embd=384, dropout=0.1
     ),
-    # A model that trains in a minute or two on a laptop CPU (nanoGPT's CPU recipe shape).
-    "char-baby": ModelConfig(
-        vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128, dropout=0.0
-    ),
+    # A model that trains in a few minutes on a laptop CPU (nanoGPT's CPU recipe shape).
+    "char-baby": CHAR_BABY,
     # The same shape under its name in nanoGPT, trained with nanoGPT's CPU recipe
     # (light_llm.train.config.PRESET_RECIPES): light-llm's default before char-cpu.
-    "nanogpt-cpu": ModelConfig(
-        vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128, dropout=0.0
-    ),
-    # light-llm's default: the best character model found for a 2-core CPU and nanoGPT's CPU
-    # recipe's wall time (benchmarks/recipe_sweep.py): rotary positions, RMSNorm, ReLU²,
-    # QK-norm, an untied head, no biases, soft-capped logits; trained with Muon.
-    "char-cpu": ModelConfig(
-        vocab_size=65,
-        block_size=64,
-        n_layer=4,
-        n_head=4,
-        n_embd=128,
-        dropout=0.0,
+    "nanogpt-cpu": CHAR_BABY,
+    # light-llm's default: the same shape with the parts that won the sweep for a 2-core CPU
+    # and nanoGPT's CPU recipe's wall time (benchmarks/recipe_sweep.py, README "The default
+    # recipe"): rotary positions, RMSNorm, ReLU², QK-norm, an untied head, no biases,
+    # soft-capped logits; trained with Muon.
+    "char-cpu": CHAR_BABY.replace(
         bias=False,
         tie_embeddings=False,
         positions="rotary",
