@@ -205,7 +205,6 @@ class MuonAdamW:
         eps: float = 1e-8,
         weight_decay: float = 0.0,
     ) -> None:
-        check_learning_rate(lr)
         if not (lr > 0 and muon_lr > 0):
             raise ConfigError(f"the learning rates must be positive, got {lr} and {muon_lr}.")
         if not 0.0 <= momentum < 1.0:
