@@ -175,7 +175,8 @@ def muon_param_groups(
     model: nn.Module, lr: float, muon_lr: float, weight_decay: float
 ) -> list[dict]:
     """The param groups of :class:`MuonAdamW` for ``model``: the block matrices
-    (:func:`~light_llm.muon_spec.is_muon_matrix`) with Muon at peak ``muon_lr``, the
+    (:func:`~light_llm.muon_spec.is_muon_matrix`) with Muon at peak ``muon_lr`` (its group's
+    ``lr``), the
     other tensors of two or more dimensions with AdamW and decay, the 1-D ones (biases,
     gains) with AdamW and no decay. A tied matrix (wte = lm_head) is listed once."""
     ratio = muon_lr / lr
@@ -188,7 +189,13 @@ def muon_param_groups(
         else:
             (decay if parameter.dim() >= 2 else no_decay).append(parameter)
     groups = [
-        {"params": muon, "kind": "muon", "lr_ratio": ratio, "weight_decay": weight_decay / ratio},
+        {
+            "params": muon,
+            "kind": "muon",
+            "lr": muon_lr,
+            "lr_ratio": ratio,
+            "weight_decay": weight_decay / ratio,
+        },
         {"params": decay, "kind": "adamw", "weight_decay": weight_decay},
         {"params": no_decay, "kind": "adamw", "weight_decay": 0.0},
     ]
@@ -209,7 +216,5 @@ def configure_muon(
         raise ConfigError(f"the learning rates must be positive, got lr={lr}, muon_lr={muon_lr}.")
     if weight_decay < 0:
         raise ConfigError(f"weight decay must be >= 0, got {weight_decay}.")
-    groups = muon_param_groups(model, lr, muon_lr, weight_decay)
-    for group in groups:
-        group["lr"] = lr * group.get("lr_ratio", 1.0)
+    groups = muon_param_groups(model, lr, muon_lr, weight_decay)  # adamw groups take lr
     return MuonAdamW(groups, lr, momentum=momentum, betas=betas, weight_decay=weight_decay)
