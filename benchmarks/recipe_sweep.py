@@ -80,6 +80,20 @@ CANDIDATES: dict[str, list[str]] = {
         "6",
     ],
     "muon-full-b32-l3": [*MODERN, *MUON, *FULL, "--batch-size", "32", "--n-layer", "3"],
+    "muon-full-b32-d96": [*MODERN, *MUON, *FULL, "--batch-size", "32", "--n-embd", "96"],
+    "muon-full-b64-d96": [*MODERN, *MUON, *FULL, "--batch-size", "64", "--n-embd", "96"],
+    "muon-full-b32-l6-d96": [
+        *MODERN,
+        *MUON,
+        *FULL,
+        "--batch-size",
+        "32",
+        "--n-embd",
+        "96",
+        "--n-layer",
+        "6",
+    ],
+    "muon-full-b48": [*MODERN, *MUON, *FULL, "--batch-size", "48"],
 }
 
 

@@ -169,6 +169,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="peak lr of Muon's matrices (0.02); the schedule scales it",
     )
     optim.add_argument("--muon-momentum", type=float, metavar="MU", help="Muon momentum (0.95)")
+    optim.add_argument(
+        "--embedding-lr",
+        type=float,
+        metavar="LR",
+        help="peak AdamW lr of the token and position tables (default: --lr); the schedule "
+        "scales it, and their weight decay per step stays --lr times --weight-decay",
+    )
 
     length = parser.add_argument_group("length of the run and its log")
     length.add_argument(

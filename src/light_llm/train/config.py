@@ -62,6 +62,7 @@ GENERAL_DEFAULTS: dict[str, Any] = {
     "optimizer": "adamw",
     "muon_lr": 0.02,  # Keller Jordan's Muon
     "muon_momentum": 0.95,
+    "embedding_lr": None,  # None: the embedding tables take lr like every AdamW parameter
     "eval_interval": 250,
     "eval_iters": 20,
     "log_interval": 10,
@@ -194,6 +195,7 @@ class TrainConfig:
     optimizer: str | None = None  # adamw | muon (Muon for the block matrices, AdamW the rest)
     muon_lr: float | None = None  # peak lr of the Muon group (the schedule scales it)
     muon_momentum: float | None = None
+    embedding_lr: float | None = None  # peak lr of the embedding tables (None: lr)
     # evaluation and output
     eval_interval: int | None = None
     eval_iters: int | None = None
@@ -314,6 +316,8 @@ class TrainConfig:
             raise ConfigError(f"muon_lr must be positive, got {self.muon_lr}.")
         if not 0 <= self.muon_momentum < 1:
             raise ConfigError(f"muon_momentum must lie in [0, 1), got {self.muon_momentum}.")
+        if self.embedding_lr is not None and not self.embedding_lr > 0:
+            raise ConfigError(f"embedding_lr must be positive, got {self.embedding_lr}.")
         # the model settings too, before any file is written (the vocabulary comes later)
         self.model_config(model_presets(self.model)[self.preset].vocab_size)
 
