@@ -94,6 +94,20 @@ CANDIDATES: dict[str, list[str]] = {
         "6",
     ],
     "muon-full-b48": [*MODERN, *MUON, *FULL, "--batch-size", "48"],
+    "muon-full-b32-d64": [*MODERN, *MUON, *FULL, "--batch-size", "32", "--n-embd", "64"],
+    "muon-full-b24-d96": [*MODERN, *MUON, *FULL, "--batch-size", "24", "--n-embd", "96"],
+    "muon-full-b48-d96": [*MODERN, *MUON, *FULL, "--batch-size", "48", "--n-embd", "96"],
+    "muon-full-b32-d96-l3": [
+        *MODERN,
+        *MUON,
+        *FULL,
+        "--batch-size",
+        "32",
+        "--n-embd",
+        "96",
+        "--n-layer",
+        "3",
+    ],
 }
 
 

@@ -80,11 +80,13 @@ PRESET_RECIPES: dict[str, dict[str, Any]] = {
     "char-cpu": {
         "optimizer": "muon",
         "muon_lr": 0.02,
-        "lr": 1e-3,
-        "min_lr": 1e-4,
+        "lr": 3e-3,
+        "embedding_lr": 0.3,
+        "min_lr": 0.0,
+        "warmup_iters": 20,
         "beta2": 0.99,
         "batch_size": 32,
-        "max_iters": 580,
+        "max_iters": 1040,
     },
     "shakespeare-char": {
         "batch_size": 64,
