@@ -36,6 +36,11 @@ EXPECTED = {  # example -> {file name: (height, width) in pixels}
     "sampling": {"sampling_filters.png": WIDE, "sampling_temperatures.png": WIDE},
     "lr-schedule": {"learning_rate_schedule.png": WIDE},
     "muon": {"muon_newton_schulz.png": WIDE},
+    "tiny-attention": {"tiny_attention.png": grid_pixels(2, 2)},
+    "norms": {"norms.png": WIDE},
+    "adamw": {"adamw_step.png": WIDE},
+    "grad-clip": {"grad_clip.png": WIDE},
+    "tokenization": {"tokenization_pair.png": grid_pixels(1, 1)},
 }
 
 
@@ -49,7 +54,7 @@ def check_png(path, size):
 @pytest.mark.parametrize("name", explain.names())
 def test_example_pictures_are_valid_images_of_the_expected_size(name, tmp_path):
     written = explain.write_figures(name, tmp_path)
-    expected = EXPECTED.get(name, {})
+    expected = EXPECTED[name]  # every example has a picture
     assert sorted(path.name for path in written) == sorted(expected)
     for path in written:
         check_png(path, expected[path.name])

@@ -62,6 +62,93 @@ def multi_head_figures(folder: Path) -> list[Path]:
     return [plots.heatmap_grid(folder / "multi_head_attention.png", panels, tokens, tokens, title)]
 
 
+def tiny_attention_figures(folder: Path) -> list[Path]:
+    steps = attention_examples.tiny_attention()
+    tokens = ("token 1", "token 2")
+    panels = [
+        [
+            ("S = Q·K^T / sqrt(3)", value_of(steps, "S = Q·K^T / sqrt(3)")),
+            ("A = softmax(S)", value_of(steps, "A = softmax(S)")),
+        ],
+        [
+            ("dL/dA = dL/dO · V^T", value_of(steps, "dL/dA = dL/dO · V^T")),
+            (
+                "dL/dS (softmax backward)",
+                value_of(steps, "dL/dS = A ⊙ (dL/dA - rowsum(dL/dA ⊙ A))"),
+            ),
+        ],
+    ]
+    title = "Tiny attention (seed 002 §14): forward (top) and backward (bottom)"
+    return [
+        plots.heatmap_grid(
+            folder / "tiny_attention.png", panels, tokens, tokens, title, value_range=None
+        )
+    ]
+
+
+def norms_figures(folder: Path) -> list[Path]:
+    steps = layer_examples.norms()
+    series = [
+        ("x", value_of(steps, "x (one token, d_model = 4)")),
+        ("LayerNorm(x)", value_of(steps, "LayerNorm(x) = γ (x - μ) / sqrt(σ² + ε) + β")),
+        ("RMSNorm(x)", value_of(steps, "RMSNorm(x) = γ x / RMS(x)")),
+    ]
+    labels = [f"feature {i}" for i in range(len(layer_examples.NORM_INPUT))]
+    title = "LayerNorm centres and scales x = [1, 3, 2, 4]; RMSNorm only scales it (seed 001)"
+    return [plots.grouped_bars(folder / "norms.png", series, labels, title, "value", annotate=True)]
+
+
+def adamw_figures(folder: Path) -> list[Path]:
+    steps = training_examples.adamw_step()
+    gradient = value_of(steps, "Gradient g of the weight").ravel()
+    change = value_of(steps, "Change of the weight").ravel()
+    lr = training_examples.ADAMW_LR
+    labels = [f"θ[{i},{j}]" for i in range(2) for j in range(3)]
+    series = [("gradient g", gradient), ("change of θ / α", change / lr)]
+    title = (
+        "One AdamW step: every weight moves by about α whatever its gradient's size (seed 000 §7)"
+    )
+    return [
+        plots.grouped_bars(folder / "adamw_step.png", series, labels, title, "value", annotate=True)
+    ]
+
+
+def grad_clip_figures(folder: Path) -> list[Path]:
+    steps = training_examples.grad_clip()
+    before = value_of(steps, "Gradients before clipping: weight (2x2) and bias (2)").ravel()
+    after = value_of(steps, "Gradients after clipping").ravel()
+    labels = ["w[0,0]", "w[0,1]", "w[1,0]", "w[1,1]", "b[0]", "b[1]"]
+    series = [("before (norm 50)", before), ("after (norm 5)", after)]
+    title = (
+        "Global-norm clipping at c = 5: every gradient times 5/50, directions kept (seed 002 §4.3)"
+    )
+    return [
+        plots.grouped_bars(
+            folder / "grad_clip.png", series, labels, title, "gradient", annotate=True
+        )
+    ]
+
+
+def tokenization_figures(folder: Path) -> list[Path]:
+    steps = tokenization_examples.tokenization()
+    pair = next(step for step in steps if step.title.startswith("Pair "))
+    table = np.asarray(pair.value)[:, 1:]  # attention mask, token type ids
+    columns = list(tokenization_examples.MODEL_INPUTS[1:])
+    title = 'BERT inputs of "I love dogs." + "Dogs are great." (seed 003 §3)'
+    return [
+        plots.heatmap_grid(
+            folder / "tokenization_pair.png",
+            [[("attention mask and token types", table.astype(float))]],
+            list(pair.rows),
+            columns,
+            title,
+            x_label="model input",
+            y_label="token",
+            number_format=".0f",
+        )
+    ]
+
+
 def river_figures(folder: Path) -> list[Path]:
     steps = attention_examples.river()
     distributions = [
@@ -219,8 +306,9 @@ EXAMPLES: dict[str, Example] = {
         Example(
             "tiny-attention",
             "the tiny attention forward pass and its backward pass "
-            "dL/dV, dL/dQ, dL/dK (seed 002 §14)",
+            "dL/dV, dL/dA, dL/dS, dL/dQ, dL/dK (seed 002 §14, §7.3)",
             attention_examples.tiny_attention,
+            tiny_attention_figures,
         ),
         Example(
             "river",
@@ -248,7 +336,12 @@ EXAMPLES: dict[str, Example] = {
             position_examples.rope,
             rope_figures,
         ),
-        Example("norms", "LayerNorm and RMSNorm of [1, 3, 2, 4] (seed 001)", layer_examples.norms),
+        Example(
+            "norms",
+            "LayerNorm and RMSNorm of [1, 3, 2, 4] (seed 001)",
+            layer_examples.norms,
+            norms_figures,
+        ),
         Example(
             "ffn",
             "the ReLU feed-forward network with the seed's 4x4 W_1, W_2 (seed 001)",
@@ -278,6 +371,7 @@ EXAMPLES: dict[str, Example] = {
             "one AdamW step: moments, bias correction, decoupled weight decay "
             "(seed 000 §7, 002 §4.1)",
             training_examples.adamw_step,
+            adamw_figures,
         ),
         Example(
             "lr-schedule",
@@ -289,6 +383,7 @@ EXAMPLES: dict[str, Example] = {
             "grad-clip",
             "global-norm clipping of a norm-50 gradient at 5 (seed 002 §4.3)",
             training_examples.grad_clip,
+            grad_clip_figures,
         ),
         Example(
             "muon",
@@ -302,6 +397,7 @@ EXAMPLES: dict[str, Example] = {
             'BERT inputs for "I love dogs." and a sentence pair: ids, '
             "attention mask, token types (seed 003 §3-4)",
             tokenization_examples.tokenization,
+            tokenization_figures,
         ),
     )
 }

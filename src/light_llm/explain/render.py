@@ -99,6 +99,30 @@ def labels(given: Sequence[str] | None, count: int) -> list[str]:
     return list(given) if given is not None else [f"[{i}]" for i in range(count)]
 
 
+def vector_cells(step: Step) -> tuple[list[list[str]], list[str]]:
+    """A vector's cells: the exact row, and the seed's row where it prints figures; with the
+    row labels ("exact", "seed")."""
+    value = np.asarray(step.value)
+    scientific = needs_scientific(value)
+    cells = [[format_number(x, scientific) for x in value.tolist()]]
+    if step.seed_value is None:
+        return cells, ["exact"]
+    differs = step.seed_differs.tolist()
+    seed_row = [
+        format_seed(x, step.seed_decimals, d)
+        for x, d in zip(step.seed_value.tolist(), differs, strict=True)
+    ]
+    return [*cells, seed_row], ["exact", "seed"]
+
+
+def seed_matrix_cells(step: Step) -> list[list[str]]:
+    """A matrix step's seed figures as cells, ``*`` on each that differs."""
+    return [
+        [format_seed(x, step.seed_decimals, d) for x, d in zip(row, mask, strict=True)]
+        for row, mask in zip(step.seed_value.tolist(), step.seed_differs.tolist(), strict=True)
+    ]
+
+
 def value_lines(step: Step) -> list[str]:
     """The value (and the seed's figure) as text."""
     value = np.asarray(step.value)
@@ -112,26 +136,14 @@ def value_lines(step: Step) -> list[str]:
             line += f"      seed: {figure}{'  <- differs' if differs else ''}"
         return [line]
     if value.ndim == 1:
-        cells = [[format_number(x, scientific) for x in value.tolist()]]
-        row_labels = ["exact"]
-        if seed is not None:
-            cells.append(
-                [
-                    format_seed(x, step.seed_decimals, d)
-                    for x, d in zip(seed.tolist(), differs.tolist(), strict=True)
-                ]
-            )
-            row_labels.append("seed")
+        cells, row_labels = vector_cells(step)
         return table_lines(cells, row_labels, labels(step.columns, value.shape[0]))
     row_labels = labels(step.rows, value.shape[0])
     column_labels = labels(step.columns, value.shape[1])
     cells = [[format_number(x, scientific) for x in row] for row in value.tolist()]
     if seed is None:
         return table_lines(cells, row_labels, column_labels)
-    seed_cells = [
-        [format_seed(x, step.seed_decimals, d) for x, d in zip(row, mask, strict=True)]
-        for row, mask in zip(seed.tolist(), differs.tolist(), strict=True)
-    ]
+    seed_cells = seed_matrix_cells(step)
     side_by_side = [
         row + [SEPARATOR] + seed_row for row, seed_row in zip(cells, seed_cells, strict=True)
     ]
