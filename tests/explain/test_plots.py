@@ -41,6 +41,8 @@ EXPECTED = {  # example -> {file name: (height, width) in pixels}
     "adamw": {"adamw_step.png": WIDE},
     "grad-clip": {"grad_clip.png": WIDE},
     "tokenization": {"tokenization_pair.png": grid_pixels(1, 1)},
+    "tiny-transformer": {"tiny_transformer_layernorm.png": WIDE},
+    "attention-backprop": {"attention_backprop.png": grid_pixels(2, 2)},
 }
 
 

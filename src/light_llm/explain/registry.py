@@ -19,6 +19,7 @@ from light_llm.explain import (
     probability_examples,
     tokenization_examples,
     training_examples,
+    transformer_examples,
 )
 from light_llm.explain.steps import Step
 
@@ -398,6 +399,20 @@ EXAMPLES: dict[str, Example] = {
             "attention mask, token types (seed 003 §3-4)",
             tokenization_examples.tokenization,
             tokenization_figures,
+        ),
+        Example(
+            "tiny-transformer",
+            'the tiny transformer on "The cat": embeddings + positions, residual and '
+            "LayerNorm, the seed's normalised vector beside LayerNorm's (seed 001)",
+            transformer_examples.tiny_transformer,
+            transformer_examples.tiny_transformer_figures,
+        ),
+        Example(
+            "attention-backprop",
+            "backpropagation through attention on the seed's A and V: dL/dV, dL/dA, "
+            "the softmax backward, dL/dQ, dL/dK (seed 001)",
+            transformer_examples.attention_backprop,
+            transformer_examples.attention_backprop_figures,
         ),
     )
 }
