@@ -43,6 +43,9 @@ EXPECTED = {  # example -> {file name: (height, width) in pixels}
     "tokenization": {"tokenization_pair.png": grid_pixels(1, 1)},
     "tiny-transformer": {"tiny_transformer_layernorm.png": WIDE},
     "attention-backprop": {"attention_backprop.png": grid_pixels(2, 2)},
+    "mlp-backprop": {"mlp_hidden_layer.png": WIDE},
+    "high-dimensions": {"concentration_of_measure.png": WIDE, "mips_hard_attention.png": WIDE},
+    "score-variance": {"score_variance.png": WIDE, "softmax_entropy.png": WIDE},
 }
 
 

@@ -12,7 +12,9 @@ import numpy as np
 from light_llm.errors import ConfigError
 from light_llm.explain import (
     attention_examples,
+    geometry_examples,
     layer_examples,
+    mlp_examples,
     muon_examples,
     plots,
     position_examples,
@@ -413,6 +415,27 @@ EXAMPLES: dict[str, Example] = {
             "the softmax backward, dL/dQ, dL/dK (seed 001)",
             transformer_examples.attention_backprop,
             transformer_examples.attention_backprop_figures,
+        ),
+        Example(
+            "mlp-backprop",
+            "a two-layer MLP forward (eqs. 13-15) and backward (eqs. 16-18) by the NumPy "
+            "engine's layers (seed 002 §5)",
+            mlp_examples.mlp_backprop,
+            mlp_examples.mlp_figures,
+        ),
+        Example(
+            "high-dimensions",
+            "cosine similarity and distance of random vectors as d grows (concentration of "
+            "measure), and maximum inner product search as hard attention (seed 002 §6)",
+            geometry_examples.high_dimensions,
+            geometry_examples.high_dimensions_figures,
+        ),
+        Example(
+            "score-variance",
+            "Var(q·k) = d_k σ⁴ measured for several d_k, and the entropy of the softmax with "
+            "and without 1/sqrt(d_k) (seed 002 §7.2)",
+            geometry_examples.score_variance,
+            geometry_examples.score_variance_figures,
         ),
     )
 }
