@@ -46,6 +46,9 @@ EXPECTED = {  # example -> {file name: (height, width) in pixels}
     "mlp-backprop": {"mlp_hidden_layer.png": WIDE},
     "high-dimensions": {"concentration_of_measure.png": WIDE, "mips_hard_attention.png": WIDE},
     "score-variance": {"score_variance.png": WIDE, "softmax_entropy.png": WIDE},
+    "gradient-flow": {"gradient_flow.png": WIDE},
+    "perplexity": {"next_token_loss.png": WIDE},
+    "weight-tying": {"weight_tying.png": WIDE},
 }
 
 

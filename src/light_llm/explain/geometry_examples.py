@@ -23,7 +23,7 @@ from light_llm.nn.attention import attention_explicit
 
 SEED = 0
 GEOMETRY_DIMS = (2, 8, 32, 128, 512, 2048)
-GEOMETRY_POINTS = 200  # random vectors per dimension
+GEOMETRY_POINTS = 120  # random vectors per dimension
 SEED_002_GEOMETRY = "seed 002 §6.1; §15.1"
 
 

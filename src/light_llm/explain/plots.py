@@ -333,9 +333,10 @@ def lines_figure(
     y_label: str,
     log_x: bool = False,
     log_y: bool = False,
+    tick_labels: Sequence[str] | None = None,
 ) -> Path:
     """Curves ``(name, y, style)`` against one x axis (style: a matplotlib format such as
-    "o-" or "--")."""
+    "o-" or "--"); ``tick_labels`` names each x (then x is 0, 1, ...)."""
     figure = Figure(figsize=WIDE_FIGURE, layout="constrained")
     axes = figure.subplots()
     for name, y, style in series:
@@ -344,11 +345,37 @@ def lines_figure(
         axes.set_xscale("log", base=2)
     if log_y:
         axes.set_yscale("log")
+    if tick_labels is not None:
+        axes.set_xticks(np.arange(len(tick_labels)), tick_labels)
     axes.set_xlabel(x_label)
     axes.set_ylabel(y_label)
     axes.set_title(title)
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
+    return save(figure, path)
+
+
+def trajectories_figure(
+    path: str | Path,
+    panels: Sequence[tuple[str, Sequence[tuple[str, np.ndarray, str]]]],
+    title: str,
+    x_label: str,
+    y_label: str,
+) -> Path:
+    """Side-by-side panels of 2-D paths: ``panels`` = [(panel title, [(name, points (n, 2),
+    style)])], equal axes so that directions are true."""
+    figure = Figure(figsize=WIDE_FIGURE, layout="constrained")
+    axes_row = figure.subplots(1, len(panels), squeeze=False)[0]
+    for axes, (panel_title, paths) in zip(axes_row, panels, strict=True):
+        for name, points, style in paths:
+            axes.plot(points[:, 0], points[:, 1], style, label=name, markersize=4)
+        axes.set_title(panel_title, fontsize=10)
+        axes.set_xlabel(x_label)
+        axes.set_ylabel(y_label)
+        axes.set_aspect("equal", adjustable="datalim")
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=8)
+    figure.suptitle(title)
     return save(figure, path)
 
 

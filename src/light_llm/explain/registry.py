@@ -12,7 +12,9 @@ import numpy as np
 from light_llm.errors import ConfigError
 from light_llm.explain import (
     attention_examples,
+    dynamics_examples,
     geometry_examples,
+    language_model_examples,
     layer_examples,
     mlp_examples,
     muon_examples,
@@ -436,6 +438,27 @@ EXAMPLES: dict[str, Example] = {
             "and without 1/sqrt(d_k) (seed 002 §7.2)",
             geometry_examples.score_variance,
             geometry_examples.score_variance_figures,
+        ),
+        Example(
+            "gradient-flow",
+            "gradient descent and momentum as discretised gradient flow, and the residual "
+            "stream as Euler steps of dh/dt = F(h) (seed 002 §3, §4.1)",
+            dynamics_examples.gradient_flow,
+            dynamics_examples.gradient_flow_figures,
+        ),
+        Example(
+            "perplexity",
+            "next-token cross-entropy and perplexity of a small GPT trained here on "
+            "Shakespeare, on a line of Hamlet (seed 002 §10, eqs. 2, 41, 44)",
+            language_model_examples.perplexity,
+            language_model_examples.perplexity_figures,
+        ),
+        Example(
+            "weight-tying",
+            "weight tying: the output head is the embedding table (one tensor), softmax(E h), "
+            "the parameters saved, the shared gradient (seed 002 §10.2, eq. 43)",
+            language_model_examples.weight_tying,
+            language_model_examples.weight_tying_figures,
         ),
     )
 }
