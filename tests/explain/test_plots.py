@@ -49,6 +49,9 @@ EXPECTED = {  # example -> {file name: (height, width) in pixels}
     "gradient-flow": {"gradient_flow.png": WIDE},
     "perplexity": {"next_token_loss.png": WIDE},
     "weight-tying": {"weight_tying.png": WIDE},
+    "kv-cache": {"kv_cache_work.png": WIDE},
+    "linear-attention": {"linear_attention_weights.png": grid_pixels(1, 2)},
+    "checkpointing": {"checkpointing_memory.png": WIDE},
 }
 
 

@@ -13,6 +13,7 @@ from light_llm.errors import ConfigError
 from light_llm.explain import (
     attention_examples,
     dynamics_examples,
+    efficiency_examples,
     geometry_examples,
     language_model_examples,
     layer_examples,
@@ -459,6 +460,27 @@ EXAMPLES: dict[str, Example] = {
             "the parameters saved, the shared gradient (seed 002 §10.2, eq. 43)",
             language_model_examples.weight_tying,
             language_model_examples.weight_tying_figures,
+        ),
+        Example(
+            "kv-cache",
+            "one decoding step with and without the KV cache: the cache grows by one key and "
+            "value, the logits agree, the work is counted (seed 002 §11.2)",
+            efficiency_examples.kv_cache,
+            efficiency_examples.kv_cache_figures,
+        ),
+        Example(
+            "linear-attention",
+            "causal linear attention: its running state equals its quadratic form; its "
+            "weights beside softmax's (seed 002 §11.3)",
+            efficiency_examples.linear_attention,
+            efficiency_examples.linear_attention_figures,
+        ),
+        Example(
+            "checkpointing",
+            "gradient checkpointing: activations kept for the backward pass with and without "
+            "it, from the model's counts and measured, and the extra compute (seed 001)",
+            efficiency_examples.checkpointing,
+            efficiency_examples.checkpointing_figures,
         ),
     )
 }
