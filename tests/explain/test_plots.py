@@ -52,6 +52,11 @@ EXPECTED = {  # example -> {file name: (height, width) in pixels}
     "kv-cache": {"kv_cache_work.png": WIDE},
     "linear-attention": {"linear_attention_weights.png": grid_pixels(1, 2)},
     "checkpointing": {"checkpointing_memory.png": WIDE},
+    "dropout": {"dropout.png": WIDE},
+    "label-smoothing": {"label_smoothing.png": WIDE},
+    "initialization": {"initialization_signal.png": WIDE},
+    "mixed-precision": {"mixed_precision_rounding.png": WIDE},
+    "bert-masking": {"bert_masking_shares.png": WIDE},
 }
 
 

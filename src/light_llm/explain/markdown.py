@@ -18,7 +18,7 @@ from light_llm.explain.render import (
     format_number,
     format_seed,
     labels,
-    needs_scientific,
+    scientific_for,
     seed_matrix_cells,
     vector_cells,
 )
@@ -50,7 +50,7 @@ def table(cells: list[list[str]], row_labels: Sequence[str], column_labels: Sequ
 def value_markdown(step: Step) -> str:
     """The value, and the seed's figure where it prints one."""
     value = np.asarray(step.value)
-    scientific = needs_scientific(value)
+    scientific = scientific_for(step)
     seed, differs = step.seed_value, step.seed_differs
     if value.ndim == 0:
         line = f"**= {format_number(step.value, scientific)}**"

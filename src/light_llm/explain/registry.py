@@ -17,11 +17,13 @@ from light_llm.explain import (
     geometry_examples,
     language_model_examples,
     layer_examples,
+    masking_examples,
     mlp_examples,
     muon_examples,
     plots,
     position_examples,
     probability_examples,
+    regularization_examples,
     tokenization_examples,
     training_examples,
     transformer_examples,
@@ -481,6 +483,41 @@ EXAMPLES: dict[str, Example] = {
             "it, from the model's counts and measured, and the extra compute (seed 001)",
             efficiency_examples.checkpointing,
             efficiency_examples.checkpointing_figures,
+        ),
+        Example(
+            "dropout",
+            "inverted dropout keeps the expectation: one draw, the mean of many, attention "
+            "dropout (seed 002 §12.1, eqs. 49-50)",
+            regularization_examples.dropout,
+            regularization_examples.dropout_figures,
+        ),
+        Example(
+            "label-smoothing",
+            "label smoothing on a five-class distribution: the target, the loss, its gradient, "
+            "the confidence it rewards (seed 002 §12.2, eq. 51)",
+            regularization_examples.label_smoothing,
+            regularization_examples.label_smoothing_figures,
+        ),
+        Example(
+            "initialization",
+            "Xavier/Glorot and GPT-2 initialisation variances, measured, and the signal "
+            "through a deep stack (seed 002 §13.1, eq. 52)",
+            regularization_examples.initialization,
+            regularization_examples.initialization_figures,
+        ),
+        Example(
+            "mixed-precision",
+            "float16 and bfloat16 against float32: rounding, range, lost small updates, "
+            "loss scaling (seed 002 §13.2)",
+            regularization_examples.mixed_precision,
+            regularization_examples.mixed_precision_figures,
+        ),
+        Example(
+            "bert-masking",
+            "BERT's masking rule on a sentence: which tokens are chosen, which become [MASK], "
+            "random or stay, with a fixed seed; the shares measured (seed 003 §29)",
+            masking_examples.bert_masking,
+            masking_examples.bert_masking_figures,
         ),
     )
 }

@@ -39,11 +39,11 @@ def format_number(x: float | int, scientific: bool = False) -> str:
 
 def needs_scientific(values: np.ndarray) -> bool:
     """True when every finite non-zero value is below 0.01 in size, so 4 decimals would hide
-    them (e.g. learning rates)."""
+    them (e.g. learning rates), or when one reaches 1e7, too wide for fixed decimals."""
     if values.dtype.kind in "iu":
         return False
     finite = np.abs(values[np.isfinite(values) & (values != 0)])
-    return finite.size > 0 and bool(finite.max() < 0.01)
+    return finite.size > 0 and bool(finite.max() < 0.01 or finite.max() >= 1e7)
 
 
 def format_seed(x: float, decimals: int, differs: bool) -> str:
@@ -99,11 +99,16 @@ def labels(given: Sequence[str] | None, count: int) -> list[str]:
     return list(given) if given is not None else [f"[{i}]" for i in range(count)]
 
 
+def scientific_for(step: Step) -> bool:
+    """Whether the step's values are printed in scientific notation."""
+    return step.scientific or needs_scientific(np.asarray(step.value))
+
+
 def vector_cells(step: Step) -> tuple[list[list[str]], list[str]]:
     """A vector's cells: the exact row, and the seed's row where it prints figures; with the
     row labels ("exact", "seed")."""
     value = np.asarray(step.value)
-    scientific = needs_scientific(value)
+    scientific = scientific_for(step)
     cells = [[format_number(x, scientific) for x in value.tolist()]]
     if step.seed_value is None:
         return cells, ["exact"]
@@ -128,7 +133,7 @@ def value_lines(step: Step) -> list[str]:
     value = np.asarray(step.value)
     differs = step.seed_differs
     seed = step.seed_value
-    scientific = needs_scientific(value)
+    scientific = scientific_for(step)
     if value.ndim == 0:
         line = f"{INDENT}= {format_number(step.value, scientific)}"
         if seed is not None:
