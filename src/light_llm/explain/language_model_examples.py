@@ -329,6 +329,12 @@ def weight_tying_figures(folder: Path) -> list[Path]:
     )
     return [
         plots.grouped_bars(
-            folder / "weight_tying.png", series, labels, title, "parameters", annotate=True
+            folder / "weight_tying.png",
+            series,
+            labels,
+            title,
+            "parameters",
+            annotate=True,
+            value_format="%d",
         )
     ]

@@ -297,9 +297,10 @@ def grouped_bars(
     y_range: tuple[float, float] | None = None,
     annotate: bool = False,
     x_label: str | None = None,
+    value_format: str = "%.2f",
 ) -> Path:
     """Grouped bars: one group per label, one bar per named series (values may be negative);
-    with ``annotate``, each bar carries its value to 2 decimals."""
+    with ``annotate``, each bar carries its value (``value_format``, 2 decimals unless set)."""
     figure = Figure(figsize=WIDE_FIGURE, layout="constrained")
     axes = figure.subplots()
     positions = np.arange(len(labels))
@@ -308,7 +309,7 @@ def grouped_bars(
         offset = (k - (len(series) - 1) / 2) * width
         bars = axes.bar(positions + offset, values, width, label=name)
         if annotate:
-            axes.bar_label(bars, fmt="%.2f", fontsize=7, padding=2)
+            axes.bar_label(bars, fmt=value_format, fontsize=7, padding=2)
     axes.set_xticks(positions, labels)
     axes.axhline(0.0, color="black", linewidth=0.8)
     axes.set_ylabel(y_label)
