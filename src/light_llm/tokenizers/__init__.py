@@ -3,7 +3,8 @@
 ``char`` (one id per character of the corpus), ``gpt2`` (GPT-2's byte-level BPE, ids identical
 to GPT-2's), ``bert`` (WordPiece with [CLS]/[SEP], padding, attention masks and token type
 ids), and two learned from your corpus: ``bpe`` (byte-level BPE) and ``wordpiece`` (a
-``bert`` tokenizer over a vocabulary of its own). All follow :class:`Tokenizer`; :func:`get_tokenizer` makes one by name and
+``bert`` tokenizer over a vocabulary of its own). All follow :class:`Tokenizer`;
+:func:`get_tokenizer` makes one by name, :func:`train_tokenizer` learns one, and
 :func:`load_tokenizer` reads the one saved in a checkpoint folder.
 """
 
