@@ -311,7 +311,7 @@ def _text_chunks(text: str) -> Iterator[str]:
         start = end
 
 
-def _encode_in_chunks(text: str, tokenizer: Tokenizer) -> Iterator[list[int]]:
+def encode_in_chunks(text: str, tokenizer: Tokenizer) -> Iterator[list[int]]:
     """The ids of ``text``, chunk by chunk, so memory holds one batch of chunks at a time.
 
     A tokenizer with an ``encode_batch`` method (tiktoken's, which encodes in threads) gets
@@ -392,10 +392,8 @@ def encode_corpus(
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
         meta_path.unlink(missing_ok=True)
-        train_tokens = _write_token_file(
-            train_path, _encode_in_chunks(train_text, tokenizer), dtype
-        )
-        val_tokens = _write_token_file(val_path, _encode_in_chunks(val_text, tokenizer), dtype)
+        train_tokens = _write_token_file(train_path, encode_in_chunks(train_text, tokenizer), dtype)
+        val_tokens = _write_token_file(val_path, encode_in_chunks(val_text, tokenizer), dtype)
         meta = {
             "format_version": CACHE_FORMAT_VERSION,
             "key": key,

@@ -1,11 +1,12 @@
 """The tokenizer a training run starts with: named, learned from the training split, or read
-from a folder."""
+from a folder (one written by ``light-llm tokenizer train``, a checkpoint or a run)."""
 
 from __future__ import annotations
 
+from light_llm.checkpoints import load_tokenizer
 from light_llm.data import split_train_val
 from light_llm.errors import ConfigError
-from light_llm.tokenizers import Tokenizer, get_tokenizer, load_tokenizer
+from light_llm.tokenizers import Tokenizer, get_tokenizer
 from light_llm.tokenizers.registry import TRAINED_KINDS
 from light_llm.train.config import MODEL_TOKENIZERS, TrainConfig
 
