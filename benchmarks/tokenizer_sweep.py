@@ -182,9 +182,8 @@ def main() -> None:
             text = file.read()
         print(f"char: 1.000 -> {args.iters} iterations")
         for name, ratio in measure_speed(text, args.rounds, args.steps).items():
-            print(
-                f"{name}: step time / char's = {ratio:.3f} -> {round(args.iters / ratio)} iterations"
-            )
+            iters = round(args.iters / ratio)
+            print(f"{name}: step time / char's = {ratio:.3f} -> {iters} iterations")
     elif args.command == "train":
         for name, iters in zip(args.names, args.iters * len(args.names), strict=False):
             result = train_and_score(name, data, iters, args.seed, args.threads, args.root)
