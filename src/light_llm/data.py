@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # only name, vocab_size, encode and decode (and encode_batch 
     from light_llm.tokenizers import Tokenizer
 
 TRAIN_FRACTION = 0.9
+IGNORE_TARGET = -1  # a target the loss skips (the models' ignore_index)
 CACHE_FORMAT_VERSION = 2  # 2: meta.json holds each split's byte count
 TRAIN_FILE = "train.bin"
 VAL_FILE = "val.bin"
@@ -533,13 +534,30 @@ class TokenDataset:
         return self._windows(np.asarray(starts, dtype=np.int64), device)
 
     def sequential_batches(
-        self, batch_size: int, device: str | torch.device = "cpu", max_batches: int | None = None
+        self,
+        batch_size: int,
+        device: str | torch.device = "cpu",
+        max_batches: int | None = None,
+        tail: bool = True,
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """Consecutive windows from the start, ``batch_size`` at a time (the last batch may be
-        smaller): every token is a target once, for a deterministic evaluation."""
-        starts = np.arange(0, len(self.tokens) - self.block_size, self.block_size)
+        smaller), for a deterministic evaluation: every token but the first is a target
+        exactly once. The tokens after the last whole window are scored by one more window,
+        the split's last ``block_size + 1`` tokens, whose targets already scored are set to
+        ``IGNORE_TARGET`` (``tail=False`` leaves that window out: whole windows only)."""
+        block = self.block_size
+        starts = np.arange(0, len(self.tokens) - block, block)
+        already_scored = len(starts) * block  # targets 1 .. already_scored
+        last_start = len(self.tokens) - 1 - block
+        with_tail = tail and already_scored < len(self.tokens) - 1
+        if with_tail:
+            starts = np.append(starts, last_start)
         batches = range(0, len(starts), batch_size)
         for index, first in enumerate(batches):
             if max_batches is not None and index >= max_batches:
                 return
-            yield self._windows(starts[first : first + batch_size], device)
+            x, y = self._windows(starts[first : first + batch_size], device)
+            if with_tail and first + batch_size >= len(starts):
+                # the tail window's first targets were scored by the window before it
+                y[-1, : already_scored - last_start] = IGNORE_TARGET
+            yield x, y

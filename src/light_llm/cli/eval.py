@@ -98,20 +98,23 @@ def run_eval(args: argparse.Namespace) -> int:
         baseline = None
         if args.eval_iters is not None:
             loss, scored = sampled_validation_loss(model, dataset, args, trained, device)
+            n_scored = val_size["tokens"]  # a sample's mean stands for every token's
         else:
             batch_size = args.batch_size or 32
-            loss, scored = sequential_validation_loss(model, dataset, batch_size, device, encoder)
+            loss, n_scored, scored = sequential_validation_loss(
+                model, dataset, batch_size, device, encoder
+            )
             log_p = unigram_log_probabilities(train_tokens, tokenizer.vocab_size)
             baseline = unigram_loss(log_p, dataset, batch_size=batch_size)
     corpus = data or "Shakespeare"
     loss_name = "masked-LM loss" if encoder else "loss"
     print(f"val {loss_name} {loss:.4f}, perplexity {perplexity(loss):.3f}")
     if not encoder:
-        bpb = bits_per_unit(loss, val_size["tokens"], val_size["bytes"])
-        bpc = bits_per_unit(loss, val_size["tokens"], val_size["chars"])
+        bpb = bits_per_unit(loss, n_scored, val_size["bytes"])
+        bpc = bits_per_unit(loss, n_scored, val_size["chars"])
         print(
             f"{bpb:.4f} bits per byte, {bpc:.4f} bits per character (loss x "
-            f"{val_size['tokens']:,} tokens / ln 2 over the split's {val_size['bytes']:,} "
+            f"{n_scored:,} tokens / ln 2 over the split's {val_size['bytes']:,} "
             f"bytes, {val_size['chars']:,} characters)"
         )
     print(f"({scored}; validation split of {corpus}; checkpoint {folder})")
@@ -179,9 +182,10 @@ def sampled_validation_loss(model, dataset, args, trained: dict, device) -> tupl
 
 def sequential_validation_loss(
     model, dataset, batch_size: int, device, encoder: bool
-) -> tuple[float, str]:
-    """The mean loss over every window of the validation split, with a progress bar, and what
-    was scored."""
+) -> tuple[float, int, str]:
+    """The mean loss over every window of the validation split (with a progress bar), the
+    number of tokens scored (a GPT: every token of the split but the first, so that loss x
+    that number is the split's total loss) and what was scored."""
     from tqdm.auto import tqdm
 
     from light_llm.train.evaluate import sequential_loss
@@ -189,6 +193,8 @@ def sequential_validation_loss(
 
     windows = dataset.tokens if encoder else dataset  # the TokenDataset that is cut up
     n_windows = len(range(0, len(windows) - windows.block_size, windows.block_size))
+    if not encoder and n_windows * windows.block_size < len(windows) - 1:
+        n_windows += 1  # the tail window (TokenDataset.sequential_batches)
     with tqdm(
         total=-(-n_windows // batch_size), desc="evaluating", unit="batch", disable=None
     ) as progress:
@@ -197,8 +203,10 @@ def sequential_validation_loss(
         )
     block_size = model.config.block_size
     if encoder:
-        return loss, (
+        return (
+            loss,
+            n_tokens,
             f"{n_tokens:,} masked tokens in windows of {block_size}, masks drawn with seed "
-            f"{SEQUENTIAL_MASK_SEED}"
+            f"{SEQUENTIAL_MASK_SEED}",
         )
-    return loss, f"{n_tokens:,} tokens in windows of {block_size}"
+    return loss, n_tokens, f"{n_tokens:,} tokens in windows of {block_size}"

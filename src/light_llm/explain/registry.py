@@ -12,6 +12,7 @@ import numpy as np
 from light_llm.errors import ConfigError
 from light_llm.explain import (
     attention_examples,
+    bpe_examples,
     layer_examples,
     muon_examples,
     plots,
@@ -302,6 +303,12 @@ EXAMPLES: dict[str, Example] = {
             'BERT inputs for "I love dogs." and a sentence pair: ids, '
             "attention mask, token types (seed 003 §3-4)",
             tokenization_examples.tokenization,
+        ),
+        Example(
+            "bpe",
+            "byte-level BPE learned merge by merge on a tiny text (the pair counts, the chosen "
+            "pair, the new token), then a new word encoded with it (seed 003 §2)",
+            bpe_examples.bpe,
         ),
     )
 }
