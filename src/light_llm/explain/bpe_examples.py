@@ -63,7 +63,7 @@ def pair_counts(words: Counter[Word]) -> Counter[Pair]:
     """Step 3: how often each adjacent pair occurs, each chunk weighted by its count."""
     counts: Counter[Pair] = Counter()
     for word, count in words.items():
-        for pair in zip(word, word[1:]):
+        for pair in zip(word, word[1:], strict=False):
             counts[pair] += count
     return counts
 
@@ -119,7 +119,7 @@ def encode_chunk(chunk: str, merges: list[Pair]) -> tuple[list[int], list[Word]]
     word = chunk_ids(chunk)
     stages = [word]
     while True:
-        present = [pair for pair in zip(word, word[1:]) if pair in rank]
+        present = [pair for pair in zip(word, word[1:], strict=False) if pair in rank]
         if not present:
             return list(word), stages
         pair = min(present, key=rank.__getitem__)
