@@ -41,6 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from recipe_sweep import run_cli, seconds_per_step, step_timer  # noqa: E402
 
 DEFAULT_ITERS = 580  # the char-cpu recipe's max_iters
+WARMUP_FRACTION = 100 / 580  # the char-cpu recipe's warmup, kept in proportion to the run
 CANDIDATES: dict[str, list[str]] = {
     "char": ["--tokenizer", "char"],
     "bpe-512": ["--tokenizer", "bpe", "--vocab-size", "512"],
@@ -99,6 +100,8 @@ def train_and_score(name: str, data: str, iters: int, seed: int, threads: int, r
         *CANDIDATES[name],
         "--max-iters",
         str(iters),
+        "--warmup-iters",
+        str(max(1, round(iters * WARMUP_FRACTION))),
         "--seed",
         str(seed),
         "--sample-tokens",

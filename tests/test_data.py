@@ -411,6 +411,7 @@ def test_sequential_batches_score_every_token_once(token_file):
     scored = [t for _, y in batches for t in y.reshape(-1).tolist() if t != data.IGNORE_TARGET]
     assert scored == tokens[1:].tolist()
     assert tail_y[-9:] == tokens[-9:].tolist() and set(tail_y[:-9]) == {data.IGNORE_TARGET}
+    assert torch.cat([x.reshape(-1) for x, _ in batches]).min() >= 0  # inputs untouched
 
 
 def test_sequential_batches_add_no_tail_when_the_windows_cover_the_split(tmp_path):

@@ -558,6 +558,8 @@ class TokenDataset:
                 return
             x, y = self._windows(starts[first : first + batch_size], device)
             if with_tail and first + batch_size >= len(starts):
-                # the tail window's first targets were scored by the window before it
+                # the tail window's first targets were scored by the window before it (y is
+                # cloned first: it shares its memory with x)
+                y = y.clone()
                 y[-1, : already_scored - last_start] = IGNORE_TARGET
             yield x, y

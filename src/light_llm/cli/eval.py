@@ -4,6 +4,7 @@ next-token loss, or a BERT-style encoder's masked-LM loss)."""
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 DESCRIPTION = """\
@@ -58,6 +59,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--batch-size", type=int, metavar="B", help="sequences per batch (default 32)"
     )
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object, the numbers unrounded"
+    )
     parser.set_defaults(func=run_eval)
 
 
@@ -107,11 +111,17 @@ def run_eval(args: argparse.Namespace) -> int:
             log_p = unigram_log_probabilities(train_tokens, tokenizer.vocab_size)
             baseline = unigram_loss(log_p, dataset, batch_size=batch_size)
     corpus = data or "Shakespeare"
+    bpb = bits_per_unit(loss, n_scored, val_size["bytes"])
+    bpc = bits_per_unit(loss, n_scored, val_size["chars"])
+    if args.json:
+        report = {"val_loss": loss, "perplexity": perplexity(loss), "tokens_scored": n_scored}
+        if not encoder:
+            report.update(bits_per_byte=bpb, bits_per_char=bpc, bytes=val_size["bytes"])
+        print(json.dumps({**report, "unigram_baseline": baseline, "checkpoint": str(folder)}))
+        return 0
     loss_name = "masked-LM loss" if encoder else "loss"
     print(f"val {loss_name} {loss:.4f}, perplexity {perplexity(loss):.3f}")
     if not encoder:
-        bpb = bits_per_unit(loss, n_scored, val_size["bytes"])
-        bpc = bits_per_unit(loss, n_scored, val_size["chars"])
         print(
             f"{bpb:.4f} bits per byte, {bpc:.4f} bits per character (loss x "
             f"{n_scored:,} tokens / ln 2 over the split's {val_size['bytes']:,} "
