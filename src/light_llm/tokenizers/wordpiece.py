@@ -9,6 +9,12 @@ until the vocabulary has the size asked for. The result is a ``BertTokenizer`` o
 vocabulary, saved as BERT's ``vocab.txt``, so masked-LM training and ``fill-mask`` use it as
 they use the packaged one. Unlike byte-level BPE it is lossy (lower case, no accents, a
 character never seen in training is [UNK]): it is for encoders, not for generating text.
+
+One known limit: ``tokenizers``' WordPieceTrainer numbers the "##" continuations in the order
+of a hash map, so pairs of equal frequency can be merged in another order from one training
+to the next, and two trainings on the same text may differ in a few tokens. A saved vocabulary
+gives the same ids everywhere; train once and pass the folder (``light-llm tokenizer train``,
+then ``light-llm train --tokenizer DIR``) where identical vocabularies matter.
 """
 
 from __future__ import annotations
