@@ -278,11 +278,12 @@ class TrainConfig:
         """ConfigError, in one sentence, for the first setting that cannot work."""
         tokenizers = MODEL_TOKENIZERS[self.model]
         if self.tokenizer not in tokenizers and not tokenizer_folder(self.tokenizer):
+            named = ", ".join(tokenizers[:-1]) + " or " + tokenizers[-1]
             raise ConfigError(
-                f"a {self.model} model trains with the {' or '.join(tokenizers)} tokenizer "
-                f"or one in a folder written by `light-llm tokenizer train`, not "
+                f"a {self.model} model trains with the {named} tokenizer, not "
                 f"{self.tokenizer!r}"
-                + (" (masked-LM needs WordPiece's [MASK])." if self.model == "bert" else ".")
+                + (" (masked-LM needs WordPiece's [MASK])" if self.model == "bert" else "")
+                + ", or with a folder written by `light-llm tokenizer train`."
             )
         if self.tokenizer not in TRAINED_TOKENIZER_VOCAB and self.vocab_size is not None:
             raise ConfigError(
