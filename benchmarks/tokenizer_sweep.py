@@ -16,7 +16,8 @@ shared 2-core machine is noisy, so it is measured as ``recipe_sweep.py`` measure
    validation split, in bits per byte (which compares tokenizers: nats per token do not).
    The score at a fixed iteration count does not depend on the machine's load.
 3. ``pretokenizer``: bytes per validation token of byte-level BPE learned with and without
-   GPT-2's pre-tokenisation regex, the rule ``light_llm.tokenizers.bpe`` uses.
+   GPT-2's pre-tokenisation regex, the rule ``light_llm.tokenizers.bpe`` uses, and the time
+   each took to learn.
 
     PYTHONPATH=src python benchmarks/tokenizer_sweep.py speed --data SLICE
     PYTHONPATH=src python benchmarks/tokenizer_sweep.py train --data SLICE --iters N NAME
@@ -139,7 +140,9 @@ def pretokenizer_bytes_per_token(text: str, vocab_size: int) -> dict[str, float]
 
     train_text, val_text = split_train_val(text)
     n_bytes = len(val_text.encode("utf-8"))
+    start = time.perf_counter()
     with_regex = train_bpe(train_text, vocab_size)
+    regex_seconds = time.perf_counter() - start
     engine = Tokenizer(models.BPE())
     engine.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     engine.decoder = decoders.ByteLevel()
@@ -156,6 +159,7 @@ def pretokenizer_bytes_per_token(text: str, vocab_size: int) -> dict[str, float]
         "vocab_size": vocab_size,
         "gpt2_regex": n_bytes / len(with_regex.encode(val_text)),
         "none": n_bytes / len(engine.encode(val_text).ids),
+        "gpt2_regex_training_seconds": regex_seconds,
         "none_training_seconds": no_regex_seconds,
     }
 
