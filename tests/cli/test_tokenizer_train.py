@@ -142,3 +142,19 @@ def test_tokenize_stats_count_unknowns(capsys, corpus, tmp_path):
     )  # fmt: skip
     stats = json.loads(stdout)
     assert code == 0 and stats["unknown"] == 3  # ✓ was in the text, but only in its last 10%
+
+
+def test_tokenize_with_bpe_needs_a_folder(capsys):
+    code, _, err = run(capsys, "tokenize", "--tokenizer", "bpe", "some text")
+    assert one_sentence_error(code, err) and "--checkpoint" in err
+
+
+def test_tokenize_refuses_a_folder_of_another_kind(capsys, corpus, tmp_path):
+    run(
+        capsys, "tokenizer", "train", "--data", str(corpus), "--kind", "bpe",
+        "--vocab-size", "300", "--out", str(tmp_path / "tok"),
+    )  # fmt: skip
+    code, _, err = run(
+        capsys, "tokenize", "--checkpoint", str(tmp_path / "tok"), "--tokenizer", "gpt2", "hi"
+    )
+    assert one_sentence_error(code, err) and "bpe" in err

@@ -85,6 +85,11 @@ def run(args: argparse.Namespace) -> int:
                 f"the checkpoint {args.checkpoint} uses the {tokenizer.name} tokenizer, "
                 f"not {args.tokenizer}."
             )
+    elif args.tokenizer == "bpe":
+        raise TokenizerError(
+            "a bpe tokenizer is learned from a corpus: give the folder it was saved in with "
+            "--checkpoint DIR (light-llm tokenizer train, or a run of light-llm train)."
+        )
     else:
         tokenizer = get_tokenizer(args.tokenizer or "gpt2", text=text)
 
