@@ -395,14 +395,32 @@ def test_every_window_start_can_be_drawn(tmp_path):
 def test_sequential_batches_score_every_token_once(token_file):
     path, tokens = token_file
     dataset = data.TokenDataset(path, "uint16", block_size=10)
-    batches = list(dataset.sequential_batches(batch_size=32))
-    targets = torch.cat([y.reshape(-1) for _, y in batches]).tolist()
-    inputs = torch.cat([x.reshape(-1) for x, _ in batches]).tolist()
+    whole = list(dataset.sequential_batches(batch_size=32, tail=False))
+    targets = torch.cat([y.reshape(-1) for _, y in whole]).tolist()
+    inputs = torch.cat([x.reshape(-1) for x, _ in whole]).tolist()
     n_windows = (1000 - 1) // 10
-    assert [len(x) for x, _ in batches] == [32, 32, 32, n_windows - 96]
+    assert [len(x) for x, _ in whole] == [32, 32, 32, n_windows - 96]
     assert targets == tokens[1 : 1 + 10 * n_windows].tolist()
     assert inputs == tokens[: 10 * n_windows].tolist()
     assert len(list(dataset.sequential_batches(batch_size=32, max_batches=2))) == 2
+    # with the tail window (the default), every token but the first is a target once
+    batches = list(dataset.sequential_batches(batch_size=32))
+    assert [len(x) for x, _ in batches] == [32, 32, 32, n_windows - 96 + 1]
+    tail_x, tail_y = batches[-1][0][-1].tolist(), batches[-1][1][-1].tolist()
+    assert tail_x == tokens[1000 - 11 : 1000 - 1].tolist()
+    scored = [t for _, y in batches for t in y.reshape(-1).tolist() if t != data.IGNORE_TARGET]
+    assert scored == tokens[1:].tolist()
+    assert tail_y[-9:] == tokens[-9:].tolist() and set(tail_y[:-9]) == {data.IGNORE_TARGET}
+    assert torch.cat([x.reshape(-1) for x, _ in batches]).min() >= 0  # inputs untouched
+
+
+def test_sequential_batches_add_no_tail_when_the_windows_cover_the_split(tmp_path):
+    path = tmp_path / "val.bin"
+    tokens = np.arange(41, dtype=np.uint16)  # 40 targets: exactly 4 windows of 10
+    tokens.tofile(path)
+    batches = list(data.TokenDataset(path, "uint16", block_size=10).sequential_batches(3))
+    scored = [t for _, y in batches for t in y.reshape(-1).tolist()]
+    assert scored == tokens[1:].tolist()
 
 
 def test_a_split_shorter_than_one_block_plus_one_is_a_data_error(tmp_path):

@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # only name, vocab_size, encode and decode (and encode_batch 
     from light_llm.tokenizers import Tokenizer
 
 TRAIN_FRACTION = 0.9
+IGNORE_TARGET = -1  # a target the loss skips (the models' ignore_index)
 CACHE_FORMAT_VERSION = 2  # 2: meta.json holds each split's byte count
 TRAIN_FILE = "train.bin"
 VAL_FILE = "val.bin"
@@ -324,7 +325,7 @@ def _text_chunks(text: str) -> Iterator[str]:
         start = end
 
 
-def _encode_in_chunks(text: str, tokenizer: Tokenizer) -> Iterator[list[int]]:
+def encode_in_chunks(text: str, tokenizer: Tokenizer) -> Iterator[list[int]]:
     """The ids of ``text``, chunk by chunk, so memory holds one batch of chunks at a time.
 
     A tokenizer with an ``encode_batch`` method (tiktoken's, which encodes in threads) gets
@@ -405,10 +406,8 @@ def encode_corpus(
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
         meta_path.unlink(missing_ok=True)
-        train_tokens = _write_token_file(
-            train_path, _encode_in_chunks(train_text, tokenizer), dtype
-        )
-        val_tokens = _write_token_file(val_path, _encode_in_chunks(val_text, tokenizer), dtype)
+        train_tokens = _write_token_file(train_path, encode_in_chunks(train_text, tokenizer), dtype)
+        val_tokens = _write_token_file(val_path, encode_in_chunks(val_text, tokenizer), dtype)
         meta = {
             "format_version": CACHE_FORMAT_VERSION,
             "key": key,
@@ -548,13 +547,32 @@ class TokenDataset:
         return self._windows(np.asarray(starts, dtype=np.int64), device)
 
     def sequential_batches(
-        self, batch_size: int, device: str | torch.device = "cpu", max_batches: int | None = None
+        self,
+        batch_size: int,
+        device: str | torch.device = "cpu",
+        max_batches: int | None = None,
+        tail: bool = True,
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """Consecutive windows from the start, ``batch_size`` at a time (the last batch may be
-        smaller): every token is a target once, for a deterministic evaluation."""
-        starts = np.arange(0, len(self.tokens) - self.block_size, self.block_size)
+        smaller), for a deterministic evaluation: every token but the first is a target
+        exactly once. The tokens after the last whole window are scored by one more window,
+        the split's last ``block_size + 1`` tokens, whose targets already scored are set to
+        ``IGNORE_TARGET`` (``tail=False`` leaves that window out: whole windows only)."""
+        block = self.block_size
+        starts = np.arange(0, len(self.tokens) - block, block)
+        already_scored = len(starts) * block  # targets 1 .. already_scored
+        last_start = len(self.tokens) - 1 - block
+        with_tail = tail and already_scored < len(self.tokens) - 1
+        if with_tail:
+            starts = np.append(starts, last_start)
         batches = range(0, len(starts), batch_size)
         for index, first in enumerate(batches):
             if max_batches is not None and index >= max_batches:
                 return
-            yield self._windows(starts[first : first + batch_size], device)
+            x, y = self._windows(starts[first : first + batch_size], device)
+            if with_tail and first + batch_size >= len(starts):
+                # the tail window's first targets were scored by the window before it (y is
+                # cloned first: it shares its memory with x)
+                y = y.clone()
+                y[-1, : already_scored - last_start] = IGNORE_TARGET
+            yield x, y

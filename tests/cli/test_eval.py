@@ -37,18 +37,38 @@ def printed_loss(capsys):
     return float(match.group(1)), float(match.group(2))
 
 
-def loss_by_hand(out, text):
-    """Mean CE over consecutive windows of the last 10% of ``text`` (by characters)."""
+def token_losses_by_hand(out, text):
+    """-log p of every token of the last 10% of ``text`` (by characters) but the first, in
+    float64: the tokens in consecutive windows of the context length, each seen with the
+    tokens before it in its window, and those after the last whole window in one window
+    ending at the split's end."""
     model = load(out)
     tokenizer = load_tokenizer(out / "checkpoint")
     ids = torch.tensor(tokenizer.encode(text[int(len(text) * 0.9) :]))
     T = model.config.block_size
-    starts = range(0, len(ids) - T, T)
+    starts = list(range(0, len(ids) - T, T))
+    whole = len(starts) * T  # targets 1 .. whole
     x = torch.stack([ids[s : s + T] for s in starts])
     y = torch.stack([ids[s + 1 : s + T + 1] for s in starts])
     with torch.no_grad():
         logits, _ = model(x)
-    return F.cross_entropy(logits.reshape(-1, logits.size(-1)).double(), y.reshape(-1)).item()
+        losses = F.cross_entropy(
+            logits.reshape(-1, logits.size(-1)).double(), y.reshape(-1), reduction="none"
+        )
+        if whole < len(ids) - 1:
+            tail = len(ids) - 1 - whole
+            tail_logits, _ = model(ids[-T - 1 : -1][None])
+            tail_losses = F.cross_entropy(
+                tail_logits[0, -tail:].double(), ids[-tail:], reduction="none"
+            )
+            losses = torch.cat([losses, tail_losses])
+    assert len(losses) == len(ids) - 1
+    return losses
+
+
+def loss_by_hand(out, text):
+    """Mean CE over every token of the last 10% of ``text`` but the first."""
+    return token_losses_by_hand(out, text).mean().item()
 
 
 def test_eval_scores_the_training_corpus_validation_split(trained, capsys):
@@ -111,9 +131,7 @@ def test_eval_prints_the_gpt_unigram_baseline(trained, capsys):
     tokenizer = load_tokenizer(out / "checkpoint")
     split = int(len(text) * 0.9)
     train_ids, val_ids = tokenizer.encode(text[:split]), tokenizer.encode(text[split:])
-    T = load(out).config.block_size
-    targets = [val_ids[s + 1 : s + T + 1] for s in range(0, len(val_ids) - T, T)]
-    expected = unigram_by_hand(train_ids, tokenizer.vocab_size, np.concatenate(targets))
+    expected = unigram_by_hand(train_ids, tokenizer.vocab_size, val_ids[1:])
     assert baseline == pytest.approx(expected, abs=1e-4)
 
 
@@ -207,8 +225,11 @@ def test_eval_prints_bits_per_byte_of_a_character_model(trained, capsys):
     text = capsys.readouterr().out
     loss = float(re.search(r"val loss (\S+),", text).group(1))
     bpb, bpc = printed_bits(text)
-    # ASCII under a character tokenizer: one token = one byte = one character
-    assert bpb == bpc == pytest.approx(loss / math.log(2), abs=2e-4)
+    # ASCII under a character tokenizer: one token = one byte = one character, and every
+    # token but the first is scored
+    corpus_text = trained[0].read_text()
+    n_bytes = len(corpus_text[int(len(corpus_text) * 0.9) :])
+    assert bpb == bpc == pytest.approx(loss * (n_bytes - 1) / n_bytes / math.log(2), abs=2e-4)
 
 
 def test_eval_bits_per_byte_of_gpt2_tokens_is_total_nats_over_utf8_bytes(tmp_path, capsys):
@@ -222,8 +243,27 @@ def test_eval_bits_per_byte_of_gpt2_tokens_is_total_nats_over_utf8_bytes(tmp_pat
     loss = float(re.search(r"val loss (\S+),", text).group(1))
     bpb, bpc = printed_bits(text)
     val_text = corpus.read_text()[int(len(corpus.read_text()) * 0.9) :]
-    n_tokens = len(load_tokenizer(out / "checkpoint").encode(val_text))
-    total_bits = loss * n_tokens / math.log(2)
+    n_scored = len(load_tokenizer(out / "checkpoint").encode(val_text)) - 1
+    total_bits = loss * n_scored / math.log(2)
     assert bpb == pytest.approx(total_bits / len(val_text.encode("utf-8")), abs=2e-4)
     assert bpc == pytest.approx(total_bits / len(val_text), abs=2e-4)
     assert bpc > bpb  # the accented letters take two bytes, the dash three
+
+
+def test_eval_bits_per_byte_of_a_bpe_model_is_the_sum_of_token_losses(tmp_path, capsys):
+    """Issue 13: bits per byte = (sum of the token losses) / (UTF-8 bytes) / ln 2, to 1e-6."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(write_corpus(tmp_path / "plain.txt").read_text() + "déjà – ✓ 🙂\n" * 40)
+    out = tmp_path / "run"
+    flags = tiny_flags(corpus, out, max_iters=4, tokenizer="bpe", vocab_size=300)
+    assert main(["train", *flags]) == 0
+    capsys.readouterr()
+    assert main(["eval", "--checkpoint", str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    text = corpus.read_text()
+    losses = token_losses_by_hand(out, text)
+    val_bytes = len(text[int(len(text) * 0.9) :].encode("utf-8"))
+    expected = losses.sum().item() / val_bytes / math.log(2)
+    assert report["bits_per_byte"] == pytest.approx(expected, abs=1e-6)
+    assert report["tokens_scored"] == len(losses) and report["bytes"] == val_bytes
+    assert report["val_loss"] == pytest.approx(losses.mean().item(), abs=1e-6)

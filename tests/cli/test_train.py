@@ -302,11 +302,17 @@ def test_the_help_names_every_preset_of_both_models():
     ("flags", "phrase"),
     [
         (["--model", "bert", "--engine", "numpy"], "no trainer for bert on the numpy engine"),
-        (["--model", "bert", "--tokenizer", "char"], "trains with the bert tokenizer, not 'char'"),
-        (["--model", "bert", "--tokenizer", "gpt2"], "trains with the bert tokenizer, not 'gpt2'"),
+        (
+            ["--model", "bert", "--tokenizer", "char"],
+            "trains with the bert or wordpiece tokenizer, not 'char'",
+        ),
+        (
+            ["--model", "bert", "--tokenizer", "gpt2"],
+            "trains with the bert or wordpiece tokenizer, not 'gpt2'",
+        ),
         (["--model", "bert", "--preset", "char-baby"], "'char-baby' is a gpt shape"),
         (["--preset", "bert-shakespeare"], "'bert-shakespeare' is a bert shape"),
-        (["--tokenizer", "bert"], "trains with the char or gpt2 tokenizer, not 'bert'"),
+        (["--tokenizer", "bert"], "trains with the char, gpt2 or bpe tokenizer, not 'bert'"),
         (["--model", "bert", "--preset", "nope"], "unknown preset 'nope'; bert presets:"),
         (["--model", "bert", "--attention", "linear"], "the encoder needs softmax"),
         (["--model", "bert", "--logit-softcap", "5"], "soft-capping is a GPT option"),

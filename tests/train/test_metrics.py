@@ -46,3 +46,30 @@ def test_the_loss_curve_reads_both_kinds_and_older_lines(tmp_path):
     path = tmp_path / "loss_curve.png"
     plot_loss_curve(records, path, "tiny")
     assert path.read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_loss_curve_has_a_bits_per_byte_axis_when_the_log_gives_it(tmp_path, monkeypatch):
+    import matplotlib.figure
+
+    factor = 2.0 / (math.log(2) * 3.1)  # tokens / (ln 2 x bytes) of a split
+    records = [
+        {"kind": "eval", "iter": 0, "train_loss": 4.0, "val_loss": 4.1, "val_bpb": 4.1 * factor},
+        {"kind": "eval", "iter": 5, "train_loss": 3.0, "val_loss": 3.2, "val_bpb": 3.2 * factor},
+    ]
+    axes_seen = []
+    real_savefig = matplotlib.figure.Figure.savefig
+
+    def remember_axes(figure, *args, **kwargs):
+        axes_seen.extend(child for axes in figure.axes for child in [axes, *axes.child_axes])
+        return real_savefig(figure, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", remember_axes)
+    plot_loss_curve(records, tmp_path / "with.png", "bpe")
+    labels = [axis.get_ylabel() for axis in axes_seen]
+    assert "validation bits per byte" in labels
+    right = next(axis for axis in axes_seen if axis.get_ylabel() == "validation bits per byte")
+    forward, _ = right._functions
+    assert forward(3.2) == pytest.approx(3.2 * factor, rel=1e-12)
+    axes_seen.clear()
+    plot_loss_curve([{**r, "val_bpb": None} for r in records], tmp_path / "without.png")
+    assert "validation bits per byte" not in [axis.get_ylabel() for axis in axes_seen]

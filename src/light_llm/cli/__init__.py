@@ -21,6 +21,7 @@ COMMANDS = [
     "eval",
     "info",
     "tokenize",
+    "tokenizer",
     "embed",
     "fill_mask",
     "explain",

@@ -4,6 +4,7 @@ next-token loss, or a BERT-style encoder's masked-LM loss)."""
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 DESCRIPTION = """\
@@ -58,6 +59,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--batch-size", type=int, metavar="B", help="sequences per batch (default 32)"
     )
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object, the numbers unrounded"
+    )
     parser.set_defaults(func=run_eval)
 
 
@@ -98,20 +102,29 @@ def run_eval(args: argparse.Namespace) -> int:
         baseline = None
         if args.eval_iters is not None:
             loss, scored = sampled_validation_loss(model, dataset, args, trained, device)
+            n_scored = val_size["tokens"]  # a sample's mean stands for every token's
         else:
             batch_size = args.batch_size or 32
-            loss, scored = sequential_validation_loss(model, dataset, batch_size, device, encoder)
+            loss, n_scored, scored = sequential_validation_loss(
+                model, dataset, batch_size, device, encoder
+            )
             log_p = unigram_log_probabilities(train_tokens, tokenizer.vocab_size)
             baseline = unigram_loss(log_p, dataset, batch_size=batch_size)
     corpus = data or "Shakespeare"
+    bpb = bits_per_unit(loss, n_scored, val_size["bytes"])
+    bpc = bits_per_unit(loss, n_scored, val_size["chars"])
+    if args.json:
+        report = {"val_loss": loss, "perplexity": perplexity(loss), "tokens_scored": n_scored}
+        if not encoder:
+            report.update(bits_per_byte=bpb, bits_per_char=bpc, bytes=val_size["bytes"])
+        print(json.dumps({**report, "unigram_baseline": baseline, "checkpoint": str(folder)}))
+        return 0
     loss_name = "masked-LM loss" if encoder else "loss"
     print(f"val {loss_name} {loss:.4f}, perplexity {perplexity(loss):.3f}")
     if not encoder:
-        bpb = bits_per_unit(loss, val_size["tokens"], val_size["bytes"])
-        bpc = bits_per_unit(loss, val_size["tokens"], val_size["chars"])
         print(
             f"{bpb:.4f} bits per byte, {bpc:.4f} bits per character (loss x "
-            f"{val_size['tokens']:,} tokens / ln 2 over the split's {val_size['bytes']:,} "
+            f"{n_scored:,} tokens / ln 2 over the split's {val_size['bytes']:,} "
             f"bytes, {val_size['chars']:,} characters)"
         )
     print(f"({scored}; validation split of {corpus}; checkpoint {folder})")
@@ -179,9 +192,10 @@ def sampled_validation_loss(model, dataset, args, trained: dict, device) -> tupl
 
 def sequential_validation_loss(
     model, dataset, batch_size: int, device, encoder: bool
-) -> tuple[float, str]:
-    """The mean loss over every window of the validation split, with a progress bar, and what
-    was scored."""
+) -> tuple[float, int, str]:
+    """The mean loss over every window of the validation split (with a progress bar), the
+    number of tokens scored (a GPT: every token of the split but the first, so that loss x
+    that number is the split's total loss) and what was scored."""
     from tqdm.auto import tqdm
 
     from light_llm.train.evaluate import sequential_loss
@@ -189,6 +203,8 @@ def sequential_validation_loss(
 
     windows = dataset.tokens if encoder else dataset  # the TokenDataset that is cut up
     n_windows = len(range(0, len(windows) - windows.block_size, windows.block_size))
+    if not encoder and n_windows * windows.block_size < len(windows) - 1:
+        n_windows += 1  # the tail window (TokenDataset.sequential_batches)
     with tqdm(
         total=-(-n_windows // batch_size), desc="evaluating", unit="batch", disable=None
     ) as progress:
@@ -197,8 +213,10 @@ def sequential_validation_loss(
         )
     block_size = model.config.block_size
     if encoder:
-        return loss, (
+        return (
+            loss,
+            n_tokens,
             f"{n_tokens:,} masked tokens in windows of {block_size}, masks drawn with seed "
-            f"{SEQUENTIAL_MASK_SEED}"
+            f"{SEQUENTIAL_MASK_SEED}",
         )
-    return loss, f"{n_tokens:,} tokens in windows of {block_size}"
+    return loss, n_tokens, f"{n_tokens:,} tokens in windows of {block_size}"

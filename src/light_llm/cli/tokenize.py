@@ -15,8 +15,10 @@ Tokenize a text and print the ids a model would see.
 gpt2 and char print a table of the tokens (index, id, the text each id stands for) and their
 count. bert prints the model inputs of seed 003 §4: input ids with [CLS]/[SEP] (and [PAD]),
 the attention mask and the token type ids; give a second TEXT for a sentence pair.
-With --checkpoint the checkpoint's own tokenizer is used. Without one, the char vocabulary
-is built from the text itself.
+With --checkpoint the checkpoint's own tokenizer is used (a folder written by `light-llm
+tokenizer train` counts as one). Without one, the char vocabulary is built from the text
+itself. --stats prints counts instead of the listing: characters, UTF-8 bytes, tokens, bytes
+and characters per token, unknown tokens, and the most frequent tokens.
 """
 
 EXAMPLES = """\
@@ -25,6 +27,7 @@ examples:
   light-llm tokenize --tokenizer bert " I love chess" "I love soccer" \\
       --max-length 20 --padding max_length
   light-llm tokenize --tokenizer gpt2 --file notes.txt --json
+  light-llm tokenize --checkpoint out-bpe --stats --file notes.txt
 """
 
 
@@ -42,8 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--tokenizer",
-        choices=["char", "gpt2", "bert"],
-        help="which tokenizer (default: the checkpoint's, else gpt2)",
+        choices=["char", "gpt2", "bert", "bpe"],
+        help="which tokenizer (default: the checkpoint's, else gpt2; bpe needs --checkpoint)",
     )
     parser.add_argument("--file", type=Path, metavar="PATH", help="tokenize this UTF-8 file")
     parser.add_argument(
@@ -59,6 +62,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--padding",
         choices=["max_length", "longest"],
         help="bert: pad with [PAD] to --max-length ('longest' leaves a single input as it is)",
+    )
+    parser.add_argument(
+        "--stats", action="store_true", help="counts and the most frequent tokens, not the ids"
+    )
+    parser.add_argument(
+        "--top", type=int, default=10, metavar="N", help="--stats: the N most frequent tokens"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
     parser.set_defaults(func=run)
@@ -76,9 +85,19 @@ def run(args: argparse.Namespace) -> int:
                 f"the checkpoint {args.checkpoint} uses the {tokenizer.name} tokenizer, "
                 f"not {args.tokenizer}."
             )
+    elif args.tokenizer == "bpe":
+        raise TokenizerError(
+            "a bpe tokenizer is learned from a corpus: give the folder it was saved in with "
+            "--checkpoint DIR (light-llm tokenizer train, or a run of light-llm train)."
+        )
     else:
         tokenizer = get_tokenizer(args.tokenizer or "gpt2", text=text)
 
+    if args.stats:
+        if args.text_pair is not None:
+            raise TokenizerError("--stats counts the tokens of one text, not of a pair.")
+        print_stats(tokenizer, text, args.top, as_json=args.json)
+        return 0
     if tokenizer.name == "bert":
         print_bert(tokenizer, text, args)
         return 0
@@ -130,6 +149,71 @@ def print_ids(tokenizer, text: str, as_json: bool) -> None:
         print(f"{index:>{index_width}}  {token_id:>{id_width}}  {token!r}")
     print(f"Input Ids: {ids}")
     print(f"{len(ids)} tokens ({tokenizer.name} tokenizer, vocabulary of {tokenizer.vocab_size}).")
+
+
+def token_stats(tokenizer, text: str, top: int) -> dict:
+    """Characters, UTF-8 bytes, tokens, bytes and characters per token, unknowns (ids of
+    [UNK], or characters outside a char vocabulary, which are left out of the count; a
+    byte-level tokenizer has none) and the ``top`` most frequent tokens of ``text``."""
+    from collections import Counter
+
+    unknown = 0
+    if tokenizer.name == "char":
+        alphabet = set(tokenizer.chars)
+        unknown = sum(1 for char in text if char not in alphabet)
+        ids = tokenizer.encode("".join(char for char in text if char in alphabet))
+    else:
+        ids = tokenizer.encode(text)
+        unk_id = getattr(tokenizer, "unk_id", None)
+        unknown = ids.count(unk_id) if unk_id is not None else 0
+    n_bytes = len(text.encode("utf-8"))
+    frequent = Counter(ids).most_common(top)
+    texts = tokenizer.tokens([token_id for token_id, _ in frequent])
+    return {
+        "tokenizer": tokenizer.name,
+        "vocab_size": tokenizer.vocab_size,
+        "characters": len(text),
+        "bytes": n_bytes,
+        "tokens": len(ids),
+        "bytes_per_token": n_bytes / len(ids) if ids else None,
+        "characters_per_token": len(text) / len(ids) if ids else None,
+        "unknown": unknown,
+        "distinct_tokens": len(set(ids)),
+        "most_frequent": [
+            {"id": token_id, "token": token, "count": count}
+            for (token_id, count), token in zip(frequent, texts, strict=True)
+        ],
+    }
+
+
+def print_stats(tokenizer, text: str, top: int, as_json: bool) -> None:
+    """:func:`token_stats` as JSON or as a few lines and a table."""
+    if top < 0:
+        raise TokenizerError(f"--top must be at least 0, got {top}.")
+    stats = token_stats(tokenizer, text, top)
+    if as_json:
+        print(json.dumps(stats))
+        return
+    per_token = (
+        f"{stats['bytes_per_token']:.3f} bytes and {stats['characters_per_token']:.3f} "
+        "characters per token"
+        if stats["tokens"]
+        else "no tokens"
+    )
+    unknown_what = "characters outside the vocabulary" if tokenizer.name == "char" else "[UNK]"
+    print(f"{tokenizer.name} tokenizer, vocabulary of {tokenizer.vocab_size}")
+    print(f"characters: {stats['characters']:,}")
+    print(f"bytes (UTF-8): {stats['bytes']:,}")
+    print(f"tokens: {stats['tokens']:,} ({stats['distinct_tokens']:,} distinct); {per_token}")
+    if tokenizer.name in ("gpt2", "bpe"):
+        print("unknown: 0 (byte-level: every byte has an id)")
+    else:
+        print(f"unknown: {stats['unknown']:,} ({unknown_what})")
+    if stats["most_frequent"]:
+        print(f"most frequent tokens:\n{'count':>9}  {'share':>6}  {'id':>6}  token")
+        for entry in stats["most_frequent"]:
+            share = entry["count"] / stats["tokens"]
+            print(f"{entry['count']:>9,}  {share:>6.1%}  {entry['id']:>6}  {entry['token']!r}")
 
 
 def print_bert(tokenizer, text: str, args: argparse.Namespace) -> None:

@@ -52,6 +52,7 @@ examples:
   light-llm train --resume --max-iters 4000         # continue (and extend) the run in --out
   light-llm train --time 5m --out out-5m            # as many iterations as fit in 5 minutes
   light-llm train --model bert --out out-bert       # masked-LM encoder on Shakespeare
+  light-llm train --tokenizer bpe --vocab-size 1024 --out out-bpe   # your own BPE
   light-llm fill-mask --checkpoint out-bert "to be or not to [MASK]"
   torchrun --nproc_per_node=2 -m light_llm train --grad-accum 2
 """
@@ -76,8 +77,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--data", metavar="PATH", help="a UTF-8 text file (default: Shakespeare)")
     data.add_argument(
         "--tokenizer",
-        choices=["char", "gpt2", "bert"],
-        help="GPT: char (default) or gpt2 byte-level BPE; BERT: bert WordPiece (its only one)",
+        metavar="NAME|DIR",
+        help="GPT: char (default), gpt2 (GPT-2's byte-level BPE) or bpe (byte-level BPE learned "
+        "from the training split); BERT: bert (the packaged WordPiece) or wordpiece (learned); "
+        "or a folder written by `light-llm tokenizer train`",
+    )
+    data.add_argument(
+        "--vocab-size",
+        type=int,
+        metavar="N",
+        help="ids of the bpe or wordpiece tokenizer to learn (default 2048; bpe: at least 257, "
+        "the 256 bytes and <|endoftext|>)",
     )
 
     model = parser.add_argument_group("model")

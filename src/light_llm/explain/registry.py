@@ -12,6 +12,7 @@ import numpy as np
 from light_llm.errors import ConfigError
 from light_llm.explain import (
     attention_examples,
+    bpe_examples,
     dynamics_examples,
     efficiency_examples,
     geometry_examples,
@@ -518,6 +519,12 @@ EXAMPLES: dict[str, Example] = {
             "random or stay, with a fixed seed; the shares measured (seed 003 §29)",
             masking_examples.bert_masking,
             masking_examples.bert_masking_figures,
+        ),
+        Example(
+            "bpe",
+            "byte-level BPE learned merge by merge on a tiny text (the pair counts, the chosen "
+            "pair, the new token), then a new word encoded with it (seed 003 §2)",
+            bpe_examples.bpe,
         ),
     )
 }

@@ -9,28 +9,46 @@ from pathlib import Path
 from light_llm.errors import CheckpointError, TokenizerError
 from light_llm.tokenizers.base import TOKENIZER_FILE, Tokenizer
 from light_llm.tokenizers.bert import VOCAB_FILE, BertTokenizer, load_hf_bert_tokenizer
+from light_llm.tokenizers.bpe import BPETokenizer, train_bpe
 from light_llm.tokenizers.char import CharTokenizer
 from light_llm.tokenizers.gpt2 import GPT2Tokenizer
+from light_llm.tokenizers.wordpiece import train_wordpiece
 
-TOKENIZER_NAMES = ("char", "gpt2", "bert")
+TOKENIZER_NAMES = ("char", "gpt2", "bert", "bpe", "wordpiece")
+# Tokenizers whose vocabulary is learned from the corpus, to a size the user picks.
+TRAINED_KINDS = {"bpe": train_bpe, "wordpiece": train_wordpiece}
 
 
-def get_tokenizer(name: str, text: str | None = None) -> Tokenizer:
+def get_tokenizer(name: str, text: str | None = None, vocab_size: int | None = None) -> Tokenizer:
     """A fresh tokenizer by name: "gpt2", "bert" (the packaged all-MiniLM-L6-v2 vocabulary),
-    or "char", whose vocabulary is built from ``text`` (the training corpus)."""
+    "char", whose vocabulary is built from ``text`` (the training corpus), or "bpe" /
+    "wordpiece", learned from ``text`` with ``vocab_size`` ids (:func:`train_tokenizer`)."""
     if name == "gpt2":
         return GPT2Tokenizer()
     if name == "bert":
         return BertTokenizer.packaged()
+    if name in ("char", *TRAINED_KINDS) and text is None:
+        raise TokenizerError(f"the {name} tokenizer needs the corpus text to build its vocabulary.")
     if name == "char":
-        if text is None:
-            raise TokenizerError(
-                "the char tokenizer needs the corpus text to build its vocabulary."
-            )
         return CharTokenizer.from_text(text)
+    if name in TRAINED_KINDS:
+        return train_tokenizer(name, text, vocab_size)
     raise TokenizerError(
         f"unknown tokenizer {name!r}; the known ones are {', '.join(TOKENIZER_NAMES)}."
     )
+
+
+def train_tokenizer(kind: str, text: str, vocab_size: int | None) -> Tokenizer:
+    """A ``kind`` ("bpe" or "wordpiece") tokenizer of ``vocab_size`` ids learned from ``text``:
+    byte-level BPE (:func:`~light_llm.tokenizers.bpe.train_bpe`) or an uncased WordPiece
+    vocabulary with BERT's specials (:func:`~light_llm.tokenizers.wordpiece.train_wordpiece`)."""
+    if kind not in TRAINED_KINDS:
+        raise TokenizerError(
+            f"only {' and '.join(TRAINED_KINDS)} tokenizers are trained, not {kind!r}."
+        )
+    if vocab_size is None:
+        raise TokenizerError(f"a {kind} tokenizer is trained: give its vocabulary size.")
+    return TRAINED_KINDS[kind](text, vocab_size)
 
 
 def load_tokenizer(folder: str | os.PathLike) -> Tokenizer:
@@ -76,6 +94,8 @@ def tokenizer_from_json(config: dict, folder: Path) -> Tokenizer:
             return GPT2Tokenizer()
         if kind == "char":
             return CharTokenizer(config["chars"])
+        if kind == "bpe":
+            return BPETokenizer.from_config(config)
         if kind == "bert":
             return BertTokenizer.from_vocab_file(
                 folder / config["vocab_file"],

@@ -41,8 +41,11 @@ MODELS = ("gpt", "bert")
 DEFAULT_MODEL = "gpt"
 DEFAULT_PRESETS = {"gpt": "char-cpu", "bert": "bert-shakespeare"}
 # The tokenizers each architecture trains with: masked-LM needs WordPiece's [MASK], and a
-# GPT generates text that a lower-casing WordPiece tokenizer could not give back.
-MODEL_TOKENIZERS = {"gpt": ("char", "gpt2"), "bert": ("bert",)}
+# GPT generates text that a lower-casing WordPiece tokenizer could not give back. "bpe" and
+# "wordpiece" are learned from the training split, with --vocab-size ids; a folder written
+# by `light-llm tokenizer train` may be given instead of a name.
+MODEL_TOKENIZERS = {"gpt": ("char", "gpt2", "bpe"), "bert": ("bert", "wordpiece")}
+TRAINED_TOKENIZER_VOCAB = {"bpe": 2048, "wordpiece": 2048}  # default --vocab-size
 DEFAULT_OUT = "out-light-llm"
 OPTIMIZERS = ("adamw", "muon")
 
@@ -145,6 +148,7 @@ MODEL_FIELDS = (
 # Fields a resumed run takes from the stored run when not given again.
 INHERITED_FIELDS = (
     "data",
+    "vocab_size",
     "model",
     "preset",
     "lr_decay_iters",
@@ -161,7 +165,8 @@ class TrainConfig:
 
     # what to train on
     data: str | None = None  # a UTF-8 text file; None = the Shakespeare corpus
-    tokenizer: str | None = None  # char | gpt2 (GPT); bert (encoder)
+    tokenizer: str | None = None  # char | gpt2 | bpe (GPT); bert | wordpiece (encoder); a folder
+    vocab_size: int | None = None  # of a trained tokenizer (bpe, wordpiece)
     # which model
     model: str | None = None  # architecture, gpt | bert (the CLI dispatches on it)
     engine: str = "torch"  # implementation (the CLI dispatches on it)
@@ -217,6 +222,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.data is not None:  # stored absolute, so that --resume works from anywhere
             self.data = os.path.abspath(Path(self.data).expanduser())
+        if self.tokenizer is not None and tokenizer_folder(self.tokenizer):
+            self.tokenizer = os.path.abspath(Path(self.tokenizer).expanduser())
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -252,6 +259,8 @@ class TrainConfig:
         for key, value in defaults.items():
             if values[key] is None:
                 values[key] = value
+        if values["vocab_size"] is None:
+            values["vocab_size"] = TRAINED_TOKENIZER_VOCAB.get(values["tokenizer"])
         if values["lr_decay_iters"] is None:  # decay until the end (after any warmup)
             values["lr_decay_iters"] = max(values["max_iters"], values["warmup_iters"])
         resolved = TrainConfig(**values)
@@ -272,11 +281,18 @@ class TrainConfig:
     def validate(self) -> None:
         """ConfigError, in one sentence, for the first setting that cannot work."""
         tokenizers = MODEL_TOKENIZERS[self.model]
-        if self.tokenizer not in tokenizers:
+        if self.tokenizer not in tokenizers and not tokenizer_folder(self.tokenizer):
+            named = ", ".join(tokenizers[:-1]) + " or " + tokenizers[-1]
             raise ConfigError(
-                f"a {self.model} model trains with the {' or '.join(tokenizers)} tokenizer, "
-                f"not {self.tokenizer!r}"
-                + (" (masked-LM needs WordPiece's [MASK])." if self.model == "bert" else ".")
+                f"a {self.model} model trains with the {named} tokenizer, not "
+                f"{self.tokenizer!r}"
+                + (" (masked-LM needs WordPiece's [MASK])" if self.model == "bert" else "")
+                + ", or with a folder written by `light-llm tokenizer train`."
+            )
+        if self.tokenizer not in TRAINED_TOKENIZER_VOCAB and self.vocab_size is not None:
+            raise ConfigError(
+                f"--vocab-size sizes a tokenizer learned from the corpus (--tokenizer "
+                f"{' or '.join(TRAINED_TOKENIZER_VOCAB)}); {self.tokenizer!r} has its own."
             )
         positive_ints = ("batch_size", "grad_accum", "eval_interval", "eval_iters", "log_interval")
         for key in positive_ints:
@@ -340,6 +356,13 @@ class TrainConfig:
             )
         if self.max_iters is not None:
             raise ConfigError("give --time or --max-iters, not both.")
+
+
+def tokenizer_folder(tokenizer: str) -> bool:
+    """Whether ``--tokenizer`` names a folder (one written by ``light-llm tokenizer train``,
+    or a checkpoint) rather than a kind of tokenizer."""
+    known = {name for names in MODEL_TOKENIZERS.values() for name in names}
+    return tokenizer not in known and Path(tokenizer).expanduser().is_dir()
 
 
 def model_presets(model: str) -> dict[str, ModelConfig]:

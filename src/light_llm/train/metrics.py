@@ -102,10 +102,21 @@ class MetricsLog:
         return records
 
 
+def bits_per_byte_factor(evaluations: list[dict[str, Any]]) -> float | None:
+    """Bits per byte of the validation text per nat per token, val_bpb / val_loss (the split's
+    tokens / (ln 2 x its bytes), see :func:`bits_per_unit`), from the last evaluation that has
+    both; None when none has (an encoder's masked-LM loss, an older log)."""
+    for record in reversed(evaluations):
+        if record.get("val_bpb") and record.get("val_loss"):
+            return record["val_bpb"] / record["val_loss"]
+    return None
+
+
 def plot_loss_curve(records: list[dict[str, Any]], path: Path, title: str = "") -> None:
     """The training loss of every logged iteration (faint) and its moving average
     (:func:`smoothed`), with the evaluations' train and validation losses on top, against
-    iteration, as a PNG written atomically to ``path``."""
+    iteration, as a PNG written atomically to ``path``; where the evaluations give bits per
+    byte, a right-hand axis reads the validation losses in those units."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -129,6 +140,12 @@ def plot_loss_curve(records: list[dict[str, Any]], path: Path, title: str = "") 
         axes.plot(iterations, values, marker="o", color=color, label=label, **style)
     axes.set_xlabel("iteration")
     axes.set_ylabel("cross-entropy loss (nats per token)")
+    per_byte = bits_per_byte_factor(evaluations)
+    if per_byte is not None:  # a right-hand scale in bits per byte of the validation text
+        right = axes.secondary_yaxis(
+            "right", functions=(lambda nats: nats * per_byte, lambda bits: bits / per_byte)
+        )
+        right.set_ylabel("validation bits per byte")
     axes.set_title(title or "loss curve")
     axes.grid(alpha=0.3)
     axes.legend()

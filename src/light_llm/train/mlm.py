@@ -156,7 +156,9 @@ class MaskedLMDataset:
         with (``mask_seed``, k), so the masks, and the loss, depend on neither the batch
         size nor the order of evaluation."""
         first_window = 0
-        for windows, _ in self.tokens.sequential_batches(batch_size, "cpu", max_batches):
+        for windows, _ in self.tokens.sequential_batches(
+            batch_size, "cpu", max_batches, tail=False
+        ):
             examples = self._examples(windows)  # (b, n + 2)
             masked = [
                 self._mask(example[None], np.random.default_rng([mask_seed, first_window + row]))

@@ -43,7 +43,6 @@ from light_llm.reference.model import NumpyGPT
 from light_llm.reference.optim import AdamW, MuonAdamW, clip_grad_norm, configure_optimizer
 from light_llm.reference.sampling import generate_text
 from light_llm.schedule import learning_rate
-from light_llm.tokenizers import get_tokenizer
 from light_llm.train.batches import eval_batch_rng, micro_batch_rng
 from light_llm.train.config import TrainConfig
 from light_llm.train.interrupt import StopRequest
@@ -55,6 +54,7 @@ from light_llm.train.metrics import (
     plot_loss_curve,
 )
 from light_llm.train.result import DATA_CACHE_SUBFOLDER, SAMPLE_TEMPERATURE, TrainResult
+from light_llm.train.run_tokenizer import tokenizer_for_run
 from light_llm.train.state import trainer_state_file
 
 NUMPY_DTYPES = {None: np.float32, "float32": np.float32, "float64": np.float64}
@@ -156,7 +156,7 @@ def train_numpy(config: TrainConfig, *, model: NumpyGPT | None = None) -> TrainR
     metrics.start_fresh()
 
     text = load_corpus(cfg.data)
-    tokenizer = get_tokenizer(cfg.tokenizer, text=text)
+    tokenizer = tokenizer_for_run(cfg, text)
     train_path, val_path = encode_corpus(text, tokenizer, out / DATA_CACHE_SUBFOLDER)
     ids_dtype = token_dtype(tokenizer.vocab_size)
     datasets = {

@@ -63,7 +63,7 @@ from light_llm.errors import (
 )
 from light_llm.models.gpt import GPT
 from light_llm.schedule import learning_rate
-from light_llm.tokenizers import get_tokenizer, load_tokenizer
+from light_llm.tokenizers import load_tokenizer
 from light_llm.train.batches import micro_batch_rng, rank_slots
 from light_llm.train.budget import (
     SKIPPED_ITERATIONS,
@@ -106,6 +106,8 @@ from light_llm.train.precision import (
     resolve_device,
 )
 from light_llm.train.result import DATA_CACHE_SUBFOLDER, SAMPLE_TEMPERATURE, TrainResult
+from light_llm.train.run_tokenizer import tokenizer_for_run
+from light_llm.train.sizing import sizing_advice, vocabulary_parameters
 from light_llm.train.state import TRAINER_STATE_FILE, read_trainer_state, trainer_state_file
 
 TIMED_FORWARDS = 2  # forward passes timed to estimate an evaluation before a --time run
@@ -189,7 +191,7 @@ class Trainer:
         if saved:
             self.tokenizer = load_tokenizer(self.resume_folder)
         else:
-            self.tokenizer = get_tokenizer(cfg.tokenizer, text=text)
+            self.tokenizer = tokenizer_for_run(cfg, text)
         self.model_config = self.build_model_config()
         self.eval_seconds = 0.0  # of the latest evaluation (with its checkpoint)
         if self.budget_s is not None:
@@ -373,7 +375,7 @@ class Trainer:
         ]
         # runs saved before --optimizer existed trained with AdamW
         stored = TrainConfig.from_dict({"optimizer": "adamw", **saved["resolved_config"]})
-        for key in ("data", "tokenizer", "optimizer"):
+        for key in ("data", "tokenizer", "vocab_size", "optimizer"):
             if getattr(stored, key) != getattr(self.config, key):
                 saved_value, asked = getattr(stored, key), getattr(self.config, key)
                 differences.append(f"{key} ({saved_value!r} saved, {asked!r} asked)")
@@ -749,6 +751,13 @@ class Trainer:
             + f"; writing to {self.out.resolve()}",
             flush=True,
         )
+        advice = sizing_advice(
+            self.raw_model.num_parameters(),
+            vocabulary_parameters(model.vocab_size, model.n_embd, model.tie_embeddings),
+            len(self.train_data),
+        )
+        if advice and not self.iteration:
+            print(advice, flush=True)
         if self.iteration:
             end = "a --time budget" if self.budget_s else cfg.max_iters
             print(f"resuming at iteration {self.iteration} of {end}", flush=True)

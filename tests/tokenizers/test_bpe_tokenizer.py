@@ -1,0 +1,206 @@
+"""Byte-level BPE learned from text: exact round trips on any Unicode for every vocabulary size,
+ids equal to HuggingFace ``tokenizers`` trained directly with the same settings, the saved file
+alone reproducing the ids (in this process and another), and one-sentence errors."""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from light_llm.data import shakespeare_slice
+from light_llm.errors import CheckpointError, TokenizerError
+from light_llm.tokenizers import BPETokenizer, load_tokenizer, train_tokenizer
+from light_llm.tokenizers.base import TOKENIZER_FILE
+from light_llm.tokenizers.bpe import minimum_vocab_size, train_bpe
+from light_llm.tokenizers.gpt2 import bytes_to_unicode
+
+SMALLEST = 257  # 256 bytes + <|endoftext|>
+LARGEST = 700
+
+
+@functools.lru_cache(maxsize=1)
+def corpus_text() -> str:
+    """30 KB of Shakespeare plus a few lines of other scripts, so that merges also join the
+    bytes of multi-byte characters."""
+    other_scripts = "naïve café déjà vu\nκαλημέρα κόσμε\n日本語のテキスト\n🙂🙂 emoji 🙂\n"
+    return shakespeare_slice(30_000) + other_scripts * 3
+
+
+@functools.cache
+def trained(vocab_size: int) -> BPETokenizer:
+    return train_bpe(corpus_text(), vocab_size)
+
+
+def hf_trained(text: str, vocab_size: int) -> Tokenizer:
+    """HuggingFace's own byte-level BPE pipeline with the settings light-llm states: GPT-2's
+    regex, no prefix space, all 256 bytes, <|endoftext|> as the one special token."""
+    engine = Tokenizer(models.BPE())
+    engine.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    engine.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    engine.train_from_iterator([text], trainer)
+    engine.add_special_tokens(["<|endoftext|>"])
+    return engine
+
+
+def test_the_smallest_vocabulary_is_the_bytes_and_the_special_token():
+    assert minimum_vocab_size() == SMALLEST
+    tokenizer = trained(SMALLEST)
+    assert tokenizer.vocab_size == SMALLEST and tokenizer.n_merges == 0
+    text = "abc é"
+    assert len(tokenizer.encode(text)) == len(text.encode("utf-8"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(), vocab_size=st.integers(SMALLEST, LARGEST))
+def test_any_text_round_trips_exactly_for_every_vocabulary_size(text, vocab_size):
+    tokenizer = trained(vocab_size)
+    ids = tokenizer.encode(text)
+    assert tokenizer.decode(ids) == text
+    assert all(0 <= token_id < vocab_size for token_id in ids)
+    assert b"".join(tokenizer.token_bytes(token_id) for token_id in ids) == text.encode("utf-8")
+
+
+@settings(max_examples=40, deadline=None)
+@given(text=st.text(alphabet=st.characters(codec="utf-8"), max_size=200))
+def test_ids_equal_huggingface_trained_with_the_same_settings(text):
+    for vocab_size in (300, LARGEST):
+        reference = hf_trained_cached(vocab_size)
+        assert trained(vocab_size).encode(text) == reference.encode(text).ids
+
+
+@functools.cache
+def hf_trained_cached(vocab_size: int) -> Tokenizer:
+    return hf_trained(corpus_text(), vocab_size)
+
+
+def test_the_vocabulary_layout_is_special_then_bytes_then_merges():
+    tokenizer = trained(LARGEST)
+    symbols = tokenizer.symbols()
+    assert symbols[0] == "<|endoftext|>" and tokenizer.eos_id == 0
+    assert symbols[1:257] == list(bytes_to_unicode().values())
+    for number, (left, right) in enumerate(tokenizer.merges):
+        assert symbols[257 + number] == left + right
+    assert json.loads(hf_trained_cached(LARGEST).to_str())["model"]["vocab"] == {
+        symbol: index for index, symbol in enumerate(symbols)
+    }
+
+
+def test_end_of_text_is_one_reserved_id_and_round_trips():
+    tokenizer = trained(LARGEST)
+    ids = tokenizer.encode("the king<|endoftext|>the lord")
+    assert ids.count(0) == 1
+    assert tokenizer.decode(ids) == "the king<|endoftext|>the lord"
+    assert tokenizer.tokens([0]) == ["<|endoftext|>"]
+    # no learned token holds the special token's id or text
+    assert "<|endoftext|>" not in tokenizer.symbols()[1:]
+
+
+def test_tokens_show_partial_characters_as_bytes():
+    tokenizer = trained(SMALLEST)
+    assert tokenizer.tokens(tokenizer.encode("é")) == ["<0xC3>", "<0xA9>"]
+
+
+def test_a_saved_tokenizer_loads_from_its_file_alone(tmp_path):
+    tokenizer = trained(LARGEST)
+    tokenizer.save(tmp_path)
+    assert [path.name for path in tmp_path.iterdir()] == [TOKENIZER_FILE]
+    loaded = load_tokenizer(tmp_path)
+    assert isinstance(loaded, BPETokenizer)
+    assert loaded.symbols() == tokenizer.symbols()
+    text = corpus_text() + "never seen: Zyzzyva 42 ✓"
+    assert loaded.encode(text) == tokenizer.encode(text)
+
+
+def test_ids_are_the_same_in_another_process(tmp_path):
+    tokenizer = trained(LARGEST)
+    tokenizer.save(tmp_path)
+    text = corpus_text()[:3000] + " übermäßig 🙂"
+    script = (
+        "import json, sys\n"
+        "from light_llm.tokenizers import load_tokenizer\n"
+        "text = sys.stdin.read()\n"
+        f"print(json.dumps(load_tokenizer({str(tmp_path)!r}).encode(text)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input=text,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        check=True,
+    )
+    assert json.loads(done.stdout) == tokenizer.encode(text)
+
+
+def test_encode_batch_equals_encode():
+    tokenizer = trained(LARGEST)
+    texts = corpus_text().split("\n")[:50]
+    assert tokenizer.encode_batch(texts) == [tokenizer.encode(text) for text in texts]
+
+
+def test_train_tokenizer_by_kind():
+    tokenizer = train_tokenizer("bpe", corpus_text(), 400)
+    assert isinstance(tokenizer, BPETokenizer) and tokenizer.vocab_size == 400
+
+
+def one_sentence(message: str) -> bool:
+    return message.endswith(".") and "\n" not in message
+
+
+@pytest.mark.parametrize("vocab_size", [0, 100, 256, SMALLEST - 1, "512", True])
+def test_a_vocabulary_below_the_bytes_and_specials_is_refused(vocab_size):
+    with pytest.raises(TokenizerError) as info:
+        train_bpe(corpus_text(), vocab_size)
+    assert "at least 257" in str(info.value) and one_sentence(str(info.value))
+
+
+def test_a_text_too_small_for_the_merges_says_how_many_it_could_learn():
+    text = "abab abab"  # chunks "abab" and " abab": merges ab, abab, Ġabab
+    learnable = hf_trained(text, 10_000).get_vocab_size() - SMALLEST
+    with pytest.raises(TokenizerError) as info:
+        train_bpe(text, SMALLEST + learnable + 1)
+    message = str(info.value)
+    assert f"only {learnable} merges" in message and f"at most {SMALLEST + learnable}" in message
+    assert one_sentence(message)
+    assert train_bpe(text, SMALLEST + learnable).n_merges == learnable
+
+
+def test_empty_text_and_lone_surrogates_are_refused():
+    with pytest.raises(TokenizerError):
+        train_bpe("", 300)
+    with pytest.raises(TokenizerError):
+        trained(SMALLEST).encode("a\ud800b")
+    with pytest.raises(TokenizerError):
+        trained(SMALLEST).encode(b"bytes")
+
+
+def test_a_corrupt_tokenizer_file_is_a_checkpoint_error(tmp_path):
+    config = trained(300).to_config()
+    config["merges"] = ["Ġ nonexistent", *config["merges"]]
+    (tmp_path / TOKENIZER_FILE).write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(CheckpointError) as info:
+        load_tokenizer(tmp_path)
+    assert "merge 0" in str(info.value)
+    config = {**trained(300).to_config(), "pre_tokenizer": "whitespace"}
+    (tmp_path / TOKENIZER_FILE).write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(CheckpointError):
+        load_tokenizer(tmp_path)
+    config = trained(300).to_config()
+    del config["merges"]
+    (tmp_path / TOKENIZER_FILE).write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(CheckpointError) as info:
+        load_tokenizer(tmp_path)
+    assert "'merges'" in str(info.value)
