@@ -57,6 +57,7 @@ EXPECTED = {  # example -> {file name: (height, width) in pixels}
     "initialization": {"initialization_signal.png": WIDE},
     "mixed-precision": {"mixed_precision_rounding.png": WIDE},
     "bert-masking": {"bert_masking_shares.png": WIDE},
+    "bpe": {"bpe_merges.png": WIDE},
 }
 
 

@@ -27,9 +27,10 @@ positions, RMSNorm, ReLU², QK-norm, an untied output head, no biases and logits
 at 15; Muon for the matrices inside the blocks (peak lr {R["muon_lr"]}) and AdamW for the
 rest (peak lr {R["lr"]}, the embedding tables {R["embedding_lr"]}; betas (0.9, {R["beta2"]})),
 warmed up over {R["warmup_iters"]} iterations and decayed by one cosine to {R["min_lr"]:g};
-batch {R["batch_size"]}, {R["max_iters"]} iterations, weight decay 0.1, clipping at 1.0. It takes about the wall time of nanoGPT's CPU recipe,
---preset nanogpt-cpu (the same shape with learned positions, LayerNorm, GELU and AdamW;
-batch 12, 2000 iterations, lr 1e-3, cosine to 1e-4, betas (0.9, 0.99)), and ends far lower
+batch {R["batch_size"]}, {R["max_iters"]} iterations, weight decay 0.1, clipping at 1.0. It
+takes about the wall time of nanoGPT's CPU recipe, --preset nanogpt-cpu (128 wide, learned
+positions, LayerNorm, GELU and AdamW; batch 12, 2000 iterations, lr 1e-3, cosine to 1e-4,
+betas (0.9, 0.99)), and ends far lower
 (benchmarks/recipe_sweep.py). Other presets bring their own recipe (--preset
 shakespeare-char: batch 64, 5000 iterations, dropout 0.2); any flag overrides it. GPT
 presets: {", ".join(PRESETS)}. BERT presets: bert-shakespeare (the default with

@@ -22,10 +22,12 @@ Tokens are shown in GPT-2's printable byte alphabet: "Ġ" is the space byte.
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import regex
 
+from light_llm.explain import plots
 from light_llm.explain.steps import Step
 from light_llm.tokenizers.gpt2 import GPT2_SPLIT_PATTERN, bytes_to_unicode
 
@@ -182,3 +184,26 @@ def bpe() -> list[Step]:
         )
     )
     return steps
+
+
+def bpe_figures(folder: Path) -> list[Path]:
+    """The count of the pair chosen at each merge, and the length of the text in tokens
+    after it: frequent pairs go first, and each merge shortens the text by its count."""
+    merges, history = learn_merges(TINY_TEXT, N_MERGES)
+    tokens = vocabulary(merges)
+    counts = np.array([history[k][pair] for k, pair in enumerate(merges)], dtype=float)
+    length = sum(len(chunk.encode("utf-8")) for chunk in pre_tokenize(TINY_TEXT))
+    lengths = length - np.cumsum(counts)
+    labels = [tokens[pair[0]] + tokens[pair[1]] for pair in merges]
+    return [
+        plots.grouped_bars(
+            folder / "bpe_merges.png",
+            [("count of the merged pair", counts), ("tokens in the text after it", lengths)],
+            labels,
+            "BPE merge by merge: the merged pair's count, and the text's length in tokens",
+            "count",
+            annotate=True,
+            x_label="new token (in the order learned)",
+            value_format="%d",
+        )
+    ]

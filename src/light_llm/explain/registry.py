@@ -525,6 +525,7 @@ EXAMPLES: dict[str, Example] = {
             "byte-level BPE learned merge by merge on a tiny text (the pair counts, the chosen "
             "pair, the new token), then a new word encoded with it (seed 003 §2)",
             bpe_examples.bpe,
+            bpe_examples.bpe_figures,
         ),
     )
 }
