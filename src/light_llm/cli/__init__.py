@@ -25,6 +25,7 @@ COMMANDS = [
     "fill_mask",
     "explain",
     "attention",
+    "serve",
     "gradcheck",
 ]
 
