@@ -9,6 +9,8 @@ from pathlib import Path
 
 from light_llm.errors import ConfigError
 
+LISTEN_BACKLOG = 2048  # uvicorn's default
+
 DESCRIPTION = """\
 Serve the explorer: a web page, on this machine, that shows a model thinking. For a GPT: the
 prompt's tokens, the next-token distribution under temperature, top-k and top-p (seed 000
@@ -59,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host``:``port``, ready to hand to uvicorn; ConfigError in one
+    """A socket listening on ``host``:``port``, ready to hand to uvicorn; ConfigError in one
     sentence when the port is taken or the address is not this machine's."""
     if not 0 <= port <= 65535:
         raise ConfigError(f"--port must be between 0 and 65535, got {port}.")
@@ -79,6 +81,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
                 "another with --port."
             ) from None
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}.") from None
+    sock.listen(LISTEN_BACKLOG)  # a browser opened at once waits in the queue, not refused
     return sock
 
 

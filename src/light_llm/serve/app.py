@@ -27,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
@@ -36,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from light_llm import explain
 from light_llm.errors import ConfigError, LightLLMError
+from light_llm.explain.render import needs_scientific
 from light_llm.serve.session import ExplorerModel, NotForThisModel, RequestError, event_stream
 
 STATIC = resources.files("light_llm.serve") / "static"
@@ -108,9 +110,18 @@ class ExampleFigures:
 
 
 def example_document(name: str, figures: ExampleFigures) -> dict[str, Any]:
-    """``light-llm explain NAME --json``'s document, with the URLs of its pictures."""
+    """``light-llm explain NAME --json``'s document, with the URLs of its pictures and, per
+    step, how the terminal prints its numbers ("format": "integer", "scientific" or
+    "decimal", 4 digits either way), which JSON's numbers do not tell."""
     example = explain.get(name)
-    document = explain.example_json(example.name, example.summary, example.steps())
+    steps = example.steps()
+    document = explain.example_json(example.name, example.summary, steps)
+    for step, entry in zip(steps, document["steps"], strict=True):
+        values = np.asarray(step.value)
+        if values.dtype.kind in "iub":
+            entry["format"] = "integer"
+        else:
+            entry["format"] = "scientific" if needs_scientific(values) else "decimal"
     document["figures"] = [
         f"/api/explain/{name}/figures/{file}" for file in figures.names(example.name)
     ]

@@ -37,6 +37,7 @@ from light_llm.models.bert import (
     embed_sentences,
     predict_masked,
 )
+from light_llm.tokenizers.bert import packaged_bert_folder
 from light_llm.train.metrics import METRICS_FILE, MetricsLog, evaluation_records, training_records
 from light_llm.train.state import TRAINER_STATE_FILE, read_trainer_state
 
@@ -110,6 +111,13 @@ class ExplorerModel:
         return "encoder" if self.is_encoder else "gpt"
 
     @property
+    def name(self) -> str:
+        """The run's folder name, the checkpoint's, or MiniLM's for the packaged encoder."""
+        if self.folder.resolve() == packaged_bert_folder().resolve():
+            return "all-MiniLM-L6-v2"
+        return (self.run_folder or self.folder).name
+
+    @property
     def block_size(self) -> int:
         return self.model.config.block_size
 
@@ -163,7 +171,7 @@ class ExplorerModel:
         config = dataclasses.asdict(self.model.config)
         return {
             "kind": self.kind,
-            "name": (self.run_folder or self.folder).name,
+            "name": self.name,
             "folder": str(self.folder),
             "origin": self.origin,
             "config": config,

@@ -8,6 +8,7 @@ const ENCODER_PRESETS = [RIVER, "I love dogs.", "to be or not to be"];
 const MASK_PRESET = "the bank of the [MASK] was flooded!";
 const SIMILARITY_PRESET = [RIVER, "The river overflowed its banks.", "I deposited money at the bank."];
 const DEBOUNCE_MS = 200;
+const MODEL_CHECK_MS = 5000;
 
 const state = { model: null, attention: null, hovered: null, selected: [0, 0], generating: false };
 
@@ -127,9 +128,11 @@ function attentionSection(causal) {
   return el("section", { id: "attention-section" },
     el("h2", { text: `Attention A = softmax(QKᵀ / √d_k)${causal ? ", causal" : ", bidirectional"}: every layer and head` }),
     el("p", { class: "muted", text: "Row i is what token i attends to. Hover a token chip to mark its row; click a head to enlarge it." }),
-    el("div", { id: "heads", class: "heads" }),
-    el("div", { class: "enlarged" }, el("canvas", { id: "enlarged" }),
-      el("div", {}, el("div", { id: "enlarged-title" }), el("div", { id: "enlarged-cell", class: "muted" }))),
+    el("div", { class: "attention-views" },
+      el("div", { id: "heads", class: "heads" }),
+      el("div", { class: "enlarged" },
+        el("div", { id: "enlarged-title" }), el("canvas", { id: "enlarged" }),
+        el("div", { id: "enlarged-cell", class: "muted" }))),
     el("div", { id: "attention-error", class: "error" }));
 }
 
@@ -307,7 +310,7 @@ async function refreshAttention() {
     const grid = $("#heads");
     grid.style.gridTemplateColumns = `auto repeat(${heads}, max-content)`;
     const children = [];
-    const size = Math.max(48, Math.min(110, Math.floor(880 / heads) - 8));
+    const size = Math.max(40, Math.min(96, Math.floor(520 / heads) - 8));
     for (let layer = 0; layer < layers; layer++) {
       children.push(el("span", { class: "layer-label", text: `layer ${layer}` }));
       for (let head = 0; head < heads; head++) {
@@ -487,16 +490,26 @@ async function modelPage(app) {
 }
 
 // ---------------------------------------------------------------- worked examples
-function cellText(value) {
+// A number as light-llm explain prints it: integers as they are, else 4 decimals (or 4
+// significant digits in scientific notation for tables of tiny numbers); "·" where the seed
+// prints nothing; "inf" / "-inf" for masked scores.
+function cellText(value, format, decimals = 4) {
   if (value === null) return "·";
-  return typeof value === "number" ? (Number.isInteger(value) ? String(value) : value.toFixed(4)) : String(value);
+  if (typeof value !== "number") return String(value);
+  if (format === "integer") return String(value);
+  if (!Number.isFinite(value)) return value < 0 ? "-inf" : "inf";
+  const text = format === "scientific"
+    ? value.toExponential(decimals).replace(/e([+-])(\d)$/, "e$10$2") // Python's e-03, not e-3
+    : value.toFixed(decimals);
+  return text.startsWith("-") && Number(text) === 0 ? text.slice(1) : text;
 }
 
 // A step's value (scalar, vector or matrix) as a table, with `differs` cells marked.
-function valueTable(value, rows, columns, differs, caption) {
+function valueTable(value, rows, columns, differs, caption, format, decimals = 4) {
   const table = el("table", {}, el("caption", { text: caption }));
+  const cell = (v) => cellText(v, format, decimals);
   if (!Array.isArray(value)) {
-    table.append(el("tr", {}, el("td", { text: cellText(value), class: differs ? "differs" : "" })));
+    table.append(el("tr", {}, el("td", { text: cell(value) + (differs ? "*" : ""), class: differs ? "differs" : "" })));
     return table;
   }
   const matrix = Array.isArray(value[0]) ? value : [value];
@@ -507,7 +520,7 @@ function valueTable(value, rows, columns, differs, caption) {
     const label = Array.isArray(value[0]) && rows ? rows[i] : "";
     table.append(el("tr", {}, el("th", { text: label }),
       ...(Array.isArray(row) ? row : [row]).map((v, j) => el("td", {
-        text: cellText(v) + (marks && marks[i][j] ? "*" : ""), class: marks && marks[i][j] ? "differs" : "",
+        text: cell(v) + (marks && marks[i][j] ? "*" : ""), class: marks && marks[i][j] ? "differs" : "",
       }))));
   });
   return table;
@@ -530,8 +543,10 @@ async function explainPage(app, name) {
   document.title = `${example.name} · light-llm explorer`;
   const steps = el("div", { id: "steps" });
   example.steps.forEach((step, i) => {
-    const tables = el("div", { class: "tables" }, valueTable(step.value, step.rows, step.columns, null, "exact"));
-    if (step.seed_value !== null) tables.append(valueTable(step.seed_value, step.rows, step.columns, step.seed_differs, "the seed prints"));
+    const tables = el("div", { class: "tables" }, valueTable(step.value, step.rows, step.columns, null, "exact", step.format));
+    if (step.seed_value !== null) {
+      tables.append(valueTable(step.seed_value, step.rows, step.columns, step.seed_differs, "the seed prints", "decimal", step.seed_decimals));
+    }
     steps.append(el("div", { class: "step" },
       el("h3", { text: `${i + 1}. ${step.title}` }), el("div", { class: "seed-ref", text: step.seed }),
       el("p", { text: step.text }), tables));
@@ -544,6 +559,20 @@ async function explainPage(app, name) {
 }
 
 // ---------------------------------------------------------------- start
+function showWarning(sentence) {
+  $("#banner").textContent = sentence || "";
+  $("#banner").hidden = !sentence;
+}
+
+// Every few seconds: is the checkpoint folder still there, is the server still up?
+async function checkModel() {
+  try {
+    showWarning((await api("/api/model")).warning);
+  } catch (exc) {
+    showWarning(exc.message);
+  }
+}
+
 async function main() {
   const app = $("#app");
   try {
@@ -553,7 +582,8 @@ async function main() {
     return;
   }
   $("#model-name").textContent = `${state.model.name} · ${state.model.kind}`;
-  if (state.model.warning) { $("#banner").textContent = state.model.warning; $("#banner").hidden = false; }
+  showWarning(state.model.warning);
+  setInterval(checkModel, MODEL_CHECK_MS);
   const path = window.location.pathname.replace(/\/+$/, "");
   if (path === "/explain") await explainList(app);
   else if (path.startsWith("/explain/")) await explainPage(app, decodeURIComponent(path.slice(9)));
