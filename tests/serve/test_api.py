@@ -17,6 +17,7 @@ from light_llm import explain
 from light_llm.checkpoints import load, load_tokenizer
 from light_llm.cli import main
 from light_llm.explain.attention_maps import prompt_attention
+from light_llm.explain.render import needs_scientific
 from light_llm.generate import filter_logits, generate_text
 from light_llm.models.bert import (
     cosine_similarity_matrix,
@@ -215,11 +216,27 @@ def test_a_prompt_longer_than_the_context_offers_its_last_tokens(client, gpt):
 def test_explain_pages_are_explain_json(client):
     listing = client.get("/api/explain").json()
     assert [entry["name"] for entry in listing] == explain.names()
-    for name in ("cat-sat", "tokenization"):
+    for name in ("cat-sat", "tokenization", "lr-schedule"):  # decimal, integer, scientific
         document = client.get(f"/api/explain/{name}").json()
         example = explain.get(name)
-        expected = explain.example_json(name, example.summary, explain.run(name))
-        assert {key: document[key] for key in expected} == json.loads(json.dumps(expected))
+        steps = explain.run(name)
+        expected = json.loads(json.dumps(explain.example_json(name, example.summary, steps)))
+        shown_steps = document.pop("steps")
+        assert {key: document[key] for key in expected if key != "steps"} == {
+            key: value for key, value in expected.items() if key != "steps"
+        }
+        # each step as explain --json gives it, plus how the terminal prints its numbers
+        assert [
+            {key: step[key] for key in want}
+            for step, want in zip(shown_steps, expected["steps"], strict=True)
+        ] == expected["steps"]
+        for step, shown in zip(steps, shown_steps, strict=True):
+            values = np.asarray(step.value)
+            if values.dtype.kind in "iub":
+                assert shown["format"] == "integer"
+            else:
+                scientific = needs_scientific(values)
+                assert shown["format"] == ("scientific" if scientific else "decimal")
     figures = client.get("/api/explain/cat-sat").json()["figures"]
     assert figures == ["/api/explain/cat-sat/figures/cat_sat_attention.png"]
     png = client.get(figures[0])
