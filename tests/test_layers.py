@@ -14,7 +14,16 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "light_llm"
 
 # top to bottom; a module may import its own layer's modules or any layer below
 LAYERS = [
-    ("entry points", ("light_llm", "light_llm.__main__", "light_llm.cli", "light_llm.explain")),
+    (
+        "entry points",
+        (
+            "light_llm",
+            "light_llm.__main__",
+            "light_llm.cli",
+            "light_llm.explain",
+            "light_llm.serve",
+        ),
+    ),
     ("generation and training", ("light_llm.generate", "light_llm.train")),
     ("persistence", ("light_llm.checkpoints",)),
     ("models and the NumPy engine", ("light_llm.nn", "light_llm.models", "light_llm.reference")),

@@ -64,8 +64,24 @@ def sample_next(
     if temperature == 0.0:
         validate_sampling(temperature, top_k, top_p)
         return logits.argmax(dim=-1)
-    probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
+    probs = sampling_distribution(logits, temperature, top_k, top_p)
     return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
+
+
+def sampling_distribution(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+) -> torch.Tensor:
+    """The distribution :func:`sample_next` draws from (seed 000 §8): softmax of the filtered
+    logits, P_temp = softmax(filter_logits(logits / τ)); at τ = 0 (greedy) all the mass on the
+    argmax. ``logits``: (B, V) -> float32 (B, V)."""
+    if temperature == 0.0:
+        validate_sampling(temperature, top_k, top_p)
+        greedy = torch.zeros_like(logits, dtype=torch.float32)
+        return greedy.scatter(-1, logits.argmax(dim=-1, keepdim=True), 1.0)
+    return torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)
 
 
 def non_finite_message(dtype: torch.dtype) -> str:
@@ -91,12 +107,15 @@ def stream_tokens(
     eos_id: int | None = None,
     attention_mask: torch.Tensor | None = None,
     use_cache: bool = True,
+    on_step: Callable[[torch.Tensor, torch.Tensor], None] | None = None,
 ) -> Iterator[torch.Tensor]:
     """Yield the new token ids, (B,), one step at a time.
 
     ``idx`` (B, T) holds the prompts, left-padded when ``attention_mask`` (B, T) marks padding.
     Prompts longer than the context are cropped to their last ``block_size`` tokens. Rows that
     produced ``eos_id`` keep yielding ``eos_id``; the stream ends when every row has.
+    ``on_step(logits, ids)`` sees each step's float32 next-token logits (B, V) and the ids
+    drawn from them (B,), before they are yielded (to show the distribution sampled from).
     """
     validate_sampling(temperature, top_k, top_p)
     if max_new_tokens < 0:
@@ -133,6 +152,8 @@ def stream_tokens(
             if not torch.isfinite(next_logits.sum()):
                 raise SamplingError(non_finite_message(model.dtype))
             next_ids = sample_next(next_logits, temperature, top_k, top_p, generator)
+            if on_step is not None:
+                on_step(next_logits, next_ids)
             if eos_id is not None:
                 next_ids = torch.where(finished, torch.full_like(next_ids, eos_id), next_ids)
                 finished |= next_ids == eos_id
@@ -183,10 +204,13 @@ def generate_text(
     stop_at_eos: bool = True,
     use_cache: bool = True,
     on_text: Callable[[int, str], None] | None = None,
+    on_step: Callable[[torch.Tensor, torch.Tensor], None] | None = None,
 ) -> list[str]:
     """Generate a continuation for each prompt and return the continuations (without the
     prompts). ``on_text(row, piece)`` receives each row's new text as soon as it decodes to
-    whole characters (a byte-level token can hold part of a UTF-8 character), for streaming.
+    whole characters (a byte-level token can hold part of a UTF-8 character), for streaming;
+    ``on_step(logits, ids)`` each step's next-token logits (B, V) and drawn ids (B,), as in
+    :func:`stream_tokens`.
     """
     validate_sampling(temperature, top_k, top_p)
     if not prompts:
@@ -222,6 +246,7 @@ def generate_text(
         eos_id=eos_id,
         attention_mask=mask,
         use_cache=use_cache,
+        on_step=on_step,
     ):
         for row, token in enumerate(step_ids.tolist()):
             if done[row]:

@@ -26,6 +26,7 @@ COMMANDS = [
     "fill_mask",
     "explain",
     "attention",
+    "serve",
     "gradcheck",
 ]
 

@@ -28,6 +28,7 @@ examples:
   light-llm generate --checkpoint out --prompt "To be" --temperature 0 --max-new-tokens 50
   light-llm generate --checkpoint out --prompt "Once" --prompt "Upon" --top-p 0.9 --seed 1
   light-llm generate --checkpoint gpt2-folder --prompt "Hello" --dtype float16 --json
+  light-llm generate --checkpoint out --prompt "ROMEO:" --max-new-tokens 5 --show-probs 3
 """
 
 DTYPES = ("float32", "bfloat16", "float16", "float64")
@@ -114,6 +115,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object with every completion"
     )
+    parser.add_argument(
+        "--show-probs",
+        type=int,
+        nargs="?",
+        const=5,
+        metavar="K",
+        help="at each step, print the K most likely next tokens (default 5) with their "
+        "probabilities before and after temperature / top-k / top-p, the drawn one marked "
+        '(with --json: a "steps" list per completion)',
+    )
     parser.set_defaults(func=run)
 
 
@@ -128,8 +139,12 @@ def run(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    stream = len(args.prompt) == 1 and not (args.no_stream or args.json)
-    printer = StreamPrinter(args.prompt[0]) if stream else None
+    if args.show_probs is not None and args.show_probs < 1:
+        raise ConfigError(f"--show-probs must be 1 or more, got {args.show_probs}.")
+    if args.show_probs is not None and args.engine == "numpy":
+        raise ConfigError("--show-probs works with the torch engine: drop --engine numpy.")
+    shown = not (args.no_stream or args.json or args.show_probs is not None)
+    printer = StreamPrinter(args.prompt[0]) if len(args.prompt) == 1 and shown else None
     options = {
         "temperature": args.temperature,
         "top_k": args.top_k,
@@ -142,14 +157,35 @@ def run(args: argparse.Namespace) -> int:
         completions = generate_with_numpy(args, printer, options)
     else:
         model, tokenizer = load_torch_model(args)
+        steps = None
+        if args.show_probs is not None:
+            steps = StepRecorder(tokenizer, len(args.prompt), args.show_probs, options)
         completions = generate_text(
-            model, tokenizer, args.prompt, args.max_new_tokens, on_text=printer, **options
+            model,
+            tokenizer,
+            args.prompt,
+            args.max_new_tokens,
+            on_text=printer,
+            on_step=steps,
+            **options,
         )
     if printer is not None:
         printer.finish()
     elif args.json:
         pairs = zip(args.prompt, completions, strict=True)
-        print(json.dumps({"completions": [{"prompt": p, "completion": c} for p, c in pairs]}))
+        documents = [{"prompt": p, "completion": c} for p, c in pairs]
+        if args.show_probs is not None:
+            for document, row_steps in zip(documents, steps.rows, strict=True):
+                document["steps"] = row_steps
+        print(json.dumps({"completions": documents}, ensure_ascii=False))
+    elif args.show_probs is not None:
+        for number, (prompt, completion) in enumerate(zip(args.prompt, completions, strict=True)):
+            if number:
+                print()
+            if len(args.prompt) > 1:
+                print(f"=== prompt {number + 1} ===")
+            print(steps.table(number))
+            print(prompt + completion)
     elif len(completions) == 1:
         print(args.prompt[0] + completions[0])
     else:
@@ -176,6 +212,63 @@ class StreamPrinter:
 
     def finish(self) -> None:
         print(self.prompt or "")
+
+
+class StepRecorder:
+    """``on_step`` for :func:`generate_text`: keeps, for each prompt and step, the drawn token
+    and the ``k`` most likely ones with P = softmax(logits) and the probability they are drawn
+    with after the filters (:func:`light_llm.generate.sampling_distribution`)."""
+
+    def __init__(self, tokenizer, n_rows: int, k: int, options: dict) -> None:
+        self.tokenizer, self.k = tokenizer, k
+        self.sampling = {key: options[key] for key in ("temperature", "top_k", "top_p")}
+        self.eos_id = tokenizer.eos_id if options["stop_at_eos"] else None
+        self.rows: list[list[dict]] = [[] for _ in range(n_rows)]
+        self.finished = [False] * n_rows
+
+    def __call__(self, logits, ids) -> None:
+        import torch
+
+        from light_llm.generate import sampling_distribution
+
+        before = torch.softmax(logits, dim=-1)  # (B, V)
+        after = sampling_distribution(logits, **self.sampling)
+        top = before.topk(min(self.k, before.size(-1)), dim=-1).indices  # (B, k)
+        for row, drawn in enumerate(ids.tolist()):
+            if self.finished[row]:
+                continue
+            self.finished[row] = drawn == self.eos_id
+            self.rows[row].append(
+                {
+                    "token": self.token(drawn),
+                    "id": drawn,
+                    "probability": after[row, drawn].item(),
+                    "top": [
+                        {
+                            "token": self.token(candidate),
+                            "id": candidate,
+                            "probability": before[row, candidate].item(),
+                            "filtered_probability": after[row, candidate].item(),
+                        }
+                        for candidate in top[row].tolist()
+                    ],
+                }
+            )
+
+    def token(self, token_id: int) -> str:
+        return self.tokenizer.decode([token_id])
+
+    def table(self, row: int) -> str:
+        """One line per step: the drawn token and its probability, then the top k as
+        token P (P after the filters)."""
+        lines = [f"step    drawn  p drawn | top {self.k}: token P (P after the filters)"]
+        for number, step in enumerate(self.rows[row], start=1):
+            top = "  ".join(
+                f"{c['token']!r} {c['probability']:.3f} ({c['filtered_probability']:.3f})"
+                for c in step["top"]
+            )
+            lines.append(f"{number:>4} {step['token']!r:>8} p={step['probability']:.3f} | {top}")
+        return "\n".join(lines)
 
 
 def generate_with_numpy(args: argparse.Namespace, printer, options: dict) -> list[str]:

@@ -1,9 +1,11 @@
-"""Attention weights of a trained GPT for a prompt, per layer and head, as pictures.
+"""Attention weights of a trained model for a prompt, per layer and head, as pictures.
 
 ``GPT.attention_maps`` runs the prompt through the explicit attention formula and returns
-A = softmax(Q K^T / sqrt(d_k)) with the causal mask for every layer (seed 000 §3); this module
-checks the request against the model (context length, layer and head ranges), picks the
-layers and heads asked for and draws them with the tokens on both axes.
+A = softmax(Q K^T / sqrt(d_k)) with the causal mask for every layer (seed 000 §3);
+``BertEncoder.attention_maps`` the same without the mask (bidirectional, seed 003 §16-25),
+over the prompt with [CLS] and [SEP] around it. This module checks the request against the
+model (context length, layer and head ranges), picks the layers and heads asked for and draws
+them with the tokens on both axes.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import torch
 
 from light_llm.errors import ConfigError, TokenizerError
 from light_llm.explain import plots
+from light_llm.models.bert import BertEncoder
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,7 @@ class PromptAttention:
     ``layers[a]``, head ``heads[b]``; row i is what token i attends to."""
 
     tokens: list[str]
+    ids: list[int]
     layers: list[int]
     heads: list[int]
     maps: np.ndarray  # (len(layers), len(heads), T, T)
@@ -45,6 +49,22 @@ def checked_index(kind: str, index: int | None, count: int) -> list[int]:
     return [index]
 
 
+def model_input_ids(model, tokenizer, prompt: str) -> list[int]:
+    """The ids the model sees for ``prompt``: its tokens, with [CLS] ... [SEP] around them for
+    an encoder (seed 003 §3), never truncated."""
+    if isinstance(model, BertEncoder):
+        return tokenizer.encode_plus(prompt, truncation=False)["input_ids"]
+    return tokenizer.encode(prompt)
+
+
+def context_error(n_tokens: int, block_size: int) -> str:
+    """The sentence for a prompt longer than the model's context."""
+    return (
+        f"the prompt is {n_tokens} tokens long, but the model's context holds at most "
+        f"{block_size} tokens (1 to {block_size})."
+    )
+
+
 def prompt_attention(
     model, tokenizer, prompt: str, layer: int | None = None, head: int | None = None
 ) -> PromptAttention:
@@ -61,14 +81,11 @@ def prompt_attention(
         raise ConfigError(
             "this model uses linear attention, which never forms a T x T matrix of weights to draw."
         )
-    ids = tokenizer.encode(prompt)
-    if not ids:
+    if not tokenizer.encode(prompt):
         raise TokenizerError("the prompt has no tokens: give some text.")
+    ids = model_input_ids(model, tokenizer, prompt)
     if len(ids) > config.block_size:
-        raise ConfigError(
-            f"the prompt is {len(ids)} tokens long, but the model's context holds at most "
-            f"{config.block_size} tokens (1 to {config.block_size})."
-        )
+        raise ConfigError(context_error(len(ids), config.block_size))
     idx = torch.tensor([ids], dtype=torch.long, device=model.device)
     was_training = model.training
     model.eval()
@@ -77,7 +94,7 @@ def prompt_attention(
     finally:
         model.train(was_training)
     maps = torch.stack([per_layer[i][0, heads] for i in layers])  # (layers, heads, T, T)
-    return PromptAttention(tokenizer.tokens(ids), layers, heads, maps.float().cpu().numpy())
+    return PromptAttention(tokenizer.tokens(ids), ids, layers, heads, maps.float().cpu().numpy())
 
 
 def span(kind: str, indices: Sequence[int]) -> str:

@@ -1,0 +1,117 @@
+"""``light-llm serve``: the explorer, a local web page that shows a model's numbers live."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import socket
+from pathlib import Path
+
+from light_llm.errors import ConfigError
+
+LISTEN_BACKLOG = 2048  # uvicorn's default
+
+DESCRIPTION = """\
+Serve the explorer: a web page, on this machine, that shows a model thinking. For a GPT: the
+prompt's tokens, the next-token distribution under temperature, top-k and top-p (seed 000
+§8), the attention of every layer and head, a streamed generation coloured by probability,
+and the model card (config, training, loss curve). For an encoder: attention, fill-mask and
+sentence similarity. Every worked example of `light-llm explain` is a page too, and a JSON API
+under /api serves programs (README: "The explorer").
+
+Without --checkpoint it serves the newest training run under the current folder, or else the
+packaged MiniLM encoder. Everything the page needs ships with light-llm: it works offline.
+"""
+
+EXAMPLES = """\
+examples:
+  light-llm serve                                   newest run here, or MiniLM
+  light-llm serve --checkpoint out-light-llm --open
+  light-llm serve --checkpoint out-bert --port 8001
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="a local web page that shows a model thinking (attention, next token, generation)",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--checkpoint",
+        type=Path,
+        metavar="DIR",
+        help="a light-llm checkpoint (GPT or encoder), a training output folder, or a "
+        "HuggingFace GPT-2 or BERT folder (default: the newest run here, else MiniLM)",
+    )
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: this machine only)",
+    )
+    parser.add_argument(
+        "--port", type=int, default=8000, help="port to listen on (default 8000; 0: any free one)"
+    )
+    parser.add_argument(
+        "--open", action="store_true", help="open the page in the default web browser"
+    )
+    parser.set_defaults(func=run)
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host``:``port``, ready to hand to uvicorn; ConfigError in one
+    sentence when the port is taken or the address is not this machine's."""
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"--port must be between 0 and 65535, got {port}.")
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except socket.gaierror:
+        raise ConfigError(f"--host {host!r} is not an address this machine knows.") from None
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"port {port} on {host} is already in use: stop what uses it or pick "
+                "another with --port."
+            ) from None
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}.") from None
+    sock.listen(LISTEN_BACKLOG)  # a browser opened at once waits in the queue, not refused
+    return sock
+
+
+def run(args: argparse.Namespace) -> int:
+    sock = listening_socket(args.host, args.port)  # before the slow loading
+    try:
+        return serve(args, sock)
+    finally:
+        sock.close()
+
+
+def serve(args: argparse.Namespace, sock: socket.socket) -> int:
+    import uvicorn
+
+    from light_llm.serve import ExplorerModel, create_app, default_model
+
+    if args.checkpoint is not None:
+        folder, origin = args.checkpoint, f"--checkpoint {args.checkpoint}"
+    else:
+        folder, origin = default_model(Path.cwd())
+    explorer = ExplorerModel(folder, origin)
+    host, port = sock.getsockname()[:2]
+    shown_host = f"[{host}]" if ":" in host else host
+    url = f"http://{shown_host}:{port}/"
+    print(f"serving {explorer.kind} {explorer.folder} ({origin})")
+    print(f"open {url} (Ctrl-C stops)", flush=True)
+    if args.open:
+        import webbrowser
+
+        webbrowser.open(url)
+    config = uvicorn.Config(create_app(explorer), log_level="warning", access_log=False)
+    uvicorn.Server(config).run(sockets=[sock])
+    return 0

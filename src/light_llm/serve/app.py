@@ -1,0 +1,261 @@
+"""The explorer's FastAPI application: the page (HTML, script and style shipped in this
+package, nothing from another host) and the JSON API under it.
+
+    POST /api/tokenize     {text}                                   -> ids, tokens
+    POST /api/next-token   {prompt, temperature, top_k, top_p, limit} -> tokens with P before
+                                                                       and after the filters
+    POST /api/attention    {prompt}                                 -> weights[layer][head][q][k]
+    POST /api/generate     {prompt, max_new_tokens, temperature, top_k, top_p, seed}
+                                                                    -> server-sent events
+    POST /api/fill-mask    {text, text_pair, top_k}                 -> per [MASK], the top tokens
+    POST /api/similarity   {sentences}                              -> cosine similarity matrix
+    GET  /api/model                                                 -> config, training facts
+    GET  /api/explain, /api/explain/{name}                          -> as ``explain --json``
+    GET  /api/explain/{name}/figures/{file}                         -> the example's PNGs
+
+A field out of range is answered 422 with the field named in ``detail[i].loc`` and one
+sentence in ``detail[i].msg``, as FastAPI does for every validation error.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+from contextlib import asynccontextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field
+
+from light_llm import explain
+from light_llm.errors import ConfigError, LightLLMError
+from light_llm.explain.render import needs_scientific
+from light_llm.serve.session import ExplorerModel, NotForThisModel, RequestError, event_stream
+
+STATIC = resources.files("light_llm.serve") / "static"
+PAGE_ROUTES = ("/", "/explain", "/explain/{name}")
+MAX_PROMPT_CHARACTERS = 100_000
+
+
+# ---------------------------------------------------------------------- request bodies
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+Prompt = Annotated[str, Field(max_length=MAX_PROMPT_CHARACTERS)]
+Temperature = Annotated[float, Field(ge=0.0, le=100.0, allow_inf_nan=False)]
+TopK = Annotated[int | None, Field(ge=1)]
+TopP = Annotated[float | None, Field(gt=0.0, le=1.0, allow_inf_nan=False)]
+
+
+class TokenizeBody(Body):
+    text: Prompt
+
+
+class PromptBody(Body):
+    prompt: Prompt
+
+
+class NextTokenBody(Body):
+    prompt: Prompt
+    temperature: Temperature = 1.0
+    top_k: TopK = None
+    top_p: TopP = None
+    limit: Annotated[int, Field(ge=1, le=1000)] = 20
+
+
+class GenerateBody(Body):
+    prompt: Prompt
+    max_new_tokens: Annotated[int, Field(ge=1, le=4096)] = 200
+    temperature: Temperature = 0.8  # light-llm generate's default
+    top_k: TopK = None
+    top_p: TopP = None
+    seed: Annotated[int | None, Field(ge=0, le=2**63 - 1)] = None
+
+
+class FillMaskBody(Body):
+    text: Prompt
+    text_pair: Prompt | None = None
+    top_k: Annotated[int, Field(ge=1, le=100)] = 5
+
+
+class SimilarityBody(Body):
+    sentences: Annotated[list[Prompt], Field(min_length=1, max_length=64)]
+
+
+# ---------------------------------------------------------------------- the worked examples
+class ExampleFigures:
+    """The PNGs of the worked examples, drawn on first request into a folder that lives as
+    long as the server."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.drawn: dict[str, list[str]] = {}
+        self.lock = threading.Lock()
+
+    def names(self, name: str) -> list[str]:
+        with self.lock:
+            if name not in self.drawn:
+                paths = explain.write_figures(name, self.folder / name)
+                self.drawn[name] = [path.name for path in paths]
+            return self.drawn[name]
+
+
+def example_document(name: str, figures: ExampleFigures) -> dict[str, Any]:
+    """``light-llm explain NAME --json``'s document, with the URLs of its pictures and, per
+    step, how the terminal prints its numbers ("format": "integer", "scientific" or
+    "decimal", 4 digits either way), which JSON's numbers do not tell."""
+    example = explain.get(name)
+    steps = example.steps()
+    document = explain.example_json(example.name, example.summary, steps)
+    for step, entry in zip(steps, document["steps"], strict=True):
+        values = np.asarray(step.value)
+        if values.dtype.kind in "iub":
+            entry["format"] = "integer"
+        else:
+            entry["format"] = "scientific" if needs_scientific(values) else "decimal"
+    document["figures"] = [
+        f"/api/explain/{name}/figures/{file}" for file in figures.names(example.name)
+    ]
+    return document
+
+
+# ---------------------------------------------------------------------- the application
+def error_body(field: str | None, message: str, **extra: Any) -> dict[str, Any]:
+    """FastAPI's validation-error shape: {"detail": [{"loc", "msg", "type"}]}."""
+    location = ["body", field] if field else ["body"]
+    return {"detail": [{"loc": location, "msg": message, "type": "value_error", **extra}]}
+
+
+def server_sent_event(kind: str, data: dict[str, Any]) -> str:
+    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+def create_app(explorer: ExplorerModel) -> FastAPI:
+    """The explorer's application for the model ``explorer`` holds."""
+    scratch = tempfile.TemporaryDirectory(prefix="light-llm-serve-")
+    figures = ExampleFigures(Path(scratch.name))
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        try:
+            yield
+        finally:
+            scratch.cleanup()
+
+    app = FastAPI(
+        title="light-llm explorer",
+        description="The numbers inside a light-llm model, computed by the code that trains it.",
+        lifespan=lifespan,
+        docs_url=None,  # the interactive docs load their script from a CDN: not here
+        redoc_url=None,
+    )
+    app.state.explorer = explorer
+    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's answer without the offending input, which may be NaN (not valid JSON)
+        errors = [
+            {"loc": list(error["loc"]), "msg": error["msg"], "type": error["type"]}
+            for error in exc.errors()
+        ]
+        return JSONResponse({"detail": errors}, status_code=422)
+
+    @app.exception_handler(RequestError)
+    async def request_error(request: Request, exc: RequestError) -> JSONResponse:
+        return JSONResponse(error_body(exc.field, str(exc), **exc.extra), status_code=422)
+
+    @app.exception_handler(NotForThisModel)
+    async def not_for_this_model(request: Request, exc: NotForThisModel) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=409)
+
+    @app.exception_handler(LightLLMError)
+    async def light_llm_error(request: Request, exc: LightLLMError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=400)
+
+    def page() -> HTMLResponse:
+        return HTMLResponse((STATIC / "index.html").read_text(encoding="utf-8"))
+
+    for route in PAGE_ROUTES:
+        app.add_api_route(route, page, methods=["GET"], include_in_schema=False)
+
+    @app.get("/api/model")
+    def model_card() -> dict[str, Any]:
+        return explorer.card()
+
+    @app.post("/api/tokenize")
+    def tokenize(body: TokenizeBody) -> dict[str, Any]:
+        return explorer.tokenize(body.text)
+
+    @app.post("/api/next-token")
+    def next_token(body: NextTokenBody) -> dict[str, Any]:
+        return explorer.next_token(
+            body.prompt, body.temperature, body.top_k, body.top_p, body.limit
+        )
+
+    @app.post("/api/attention")
+    def attention(body: PromptBody) -> dict[str, Any]:
+        return explorer.attention(body.prompt)
+
+    @app.post("/api/fill-mask")
+    def fill_mask(body: FillMaskBody) -> dict[str, Any]:
+        return explorer.fill_mask(body.text, body.text_pair, body.top_k)
+
+    @app.post("/api/similarity")
+    def similarity(body: SimilarityBody) -> dict[str, Any]:
+        return explorer.similarity(body.sentences)
+
+    @app.post("/api/generate")
+    def generate(body: GenerateBody) -> StreamingResponse:
+        explorer.require_gpt("text generation")
+        explorer.encode(body.prompt)  # an empty prompt is refused before the stream starts
+        cancelled = threading.Event()
+        events = event_stream(explorer, body.model_dump(), cancelled)
+
+        async def stream():
+            try:
+                while (item := await run_in_threadpool(next, events, None)) is not None:
+                    yield server_sent_event(*item)
+            finally:
+                cancelled.set()  # the client left: stop at the next step
+
+        return StreamingResponse(
+            stream(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    @app.get("/api/explain")
+    def explain_list() -> list[dict[str, str]]:
+        return [{"name": n, "summary": explain.get(n).summary} for n in explain.names()]
+
+    @app.get("/api/explain/{name}")
+    def explain_example(name: str) -> dict[str, Any]:
+        try:
+            explain.get(name)
+        except ConfigError as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=404)
+        return example_document(name, figures)
+
+    @app.get("/api/explain/{name}/figures/{file}")
+    def explain_figure(name: str, file: str) -> FileResponse:
+        try:
+            drawn = figures.names(name)
+        except ConfigError as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=404)
+        if file not in drawn:
+            return JSONResponse(
+                {"detail": f"the {name} example has no picture {file!r}."}, status_code=404
+            )
+        return FileResponse(figures.folder / name / file, media_type="image/png")
+
+    return app

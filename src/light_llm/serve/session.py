@@ -1,0 +1,422 @@
+"""The model the explorer serves, and every number its page shows, computed by the library's
+own functions (the same ones the CLI and the trainer use):
+
+    tokens            tokenizer.encode (with [CLS] / [SEP] for an encoder, as it sees them)
+    next token        P = softmax(logits) and P_temp = softmax(filter_logits(logits / τ)),
+                      top-k and top-p as seed 000 §8 defines them (generate.sampling_distribution)
+    attention         A = softmax(Q K^T / sqrt(d_k)) per layer and head (explain.attention_maps)
+    generation        generate.generate_text, token by token, each with its probability
+    fill-mask         models.bert.predict_masked (seed 003 §29)
+    similarity        cos(u, v) of mean-pooled MiniLM-style embeddings (seed 002 §6.1)
+
+One model is held in memory. Its forward passes run one at a time (attention maps switch the
+layers into a recording mode, so no two passes may overlap); generations queue behind each
+other, one step at a time, so short requests (the next-token table, attention) are answered
+between the steps of a long generation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from light_llm.checkpoints import CHECKPOINT_SUBFOLDER, inspect_folder, load, load_tokenizer
+from light_llm.cli.embed import sentence_length_limit
+from light_llm.errors import CheckpointError, LightLLMError
+from light_llm.explain.attention_maps import context_error, model_input_ids, prompt_attention
+from light_llm.generate import generate_text, sampling_distribution
+from light_llm.models.bert import (
+    BertEncoder,
+    cosine_similarity_matrix,
+    embed_sentences,
+    predict_masked,
+)
+from light_llm.tokenizers.bert import packaged_bert_folder
+from light_llm.train.metrics import METRICS_FILE, MetricsLog, evaluation_records, training_records
+from light_llm.train.state import TRAINER_STATE_FILE, read_trainer_state
+
+
+class RequestError(LightLLMError):
+    """A request field the model cannot take: ``field`` names it; ``extra`` (JSON-ready)
+    offers a way out, e.g. the prompt cut to the context."""
+
+    def __init__(self, field: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.field = field
+        self.extra = extra
+
+
+class NotForThisModel(LightLLMError):
+    """A request this kind of model cannot answer (next-token on an encoder, fill-mask on a
+    GPT or on an encoder without a masked-LM head)."""
+
+
+class GenerationCancelled(Exception):
+    """The client went away: the generation stops at its next step."""
+
+
+class SerialisedForward:
+    """The model with its forward pass taken under ``lock``: a generation runs through this, so
+    that the forward passes of other requests fit in between its steps."""
+
+    def __init__(self, model, lock: threading.RLock) -> None:
+        self._model, self._lock = model, lock
+
+    def __call__(self, *args, **kwargs):
+        with self._lock:
+            return self._model(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self._model, name)
+
+
+class ExplorerModel:
+    """A checkpoint loaded for the explorer: a GPT or a BERT-style encoder and its tokenizer.
+
+    ``origin`` says how it was chosen (shown on the model card).
+    """
+
+    def __init__(self, path: str | Path, origin: str) -> None:
+        folder = inspect_folder(path)
+        self.folder = folder.path
+        self.origin = origin
+        self.is_encoder = folder.holds_encoder
+        self.model = load(folder.path, architecture="bert" if self.is_encoder else "gpt")
+        self.tokenizer = load_tokenizer(folder.path)
+        if self.tokenizer.vocab_size > self.model.config.vocab_size:
+            raise CheckpointError(
+                f"the tokenizer in {folder.path} has {self.tokenizer.vocab_size} tokens but the "
+                f"model only {self.model.config.vocab_size}: they do not belong together."
+            )
+        # a training output folder OUT holds OUT/checkpoint and OUT/metrics.jsonl
+        parent = self.folder.parent
+        is_run = self.folder.name == CHECKPOINT_SUBFOLDER and (parent / METRICS_FILE).is_file()
+        self.run_folder = parent if is_run else None
+        self.forward_lock = threading.RLock()
+        self.generation_lock = threading.Lock()
+        self.queue_lock = threading.Lock()
+        self.generations_ahead = 0  # running or waiting generations
+        self.logits_cache: tuple[tuple[int, ...], torch.Tensor] | None = None
+        self.training = self.read_training()
+
+    # ------------------------------------------------------------------ what it is
+    @property
+    def kind(self) -> str:
+        return "encoder" if self.is_encoder else "gpt"
+
+    @property
+    def name(self) -> str:
+        """The run's folder name, the checkpoint's, or MiniLM's for the packaged encoder."""
+        if self.folder.resolve() == packaged_bert_folder().resolve():
+            return "all-MiniLM-L6-v2"
+        return (self.run_folder or self.folder).name
+
+    @property
+    def block_size(self) -> int:
+        return self.model.config.block_size
+
+    @property
+    def can_fill_mask(self) -> bool:
+        return self.is_encoder and self.model.mlm_head is not None
+
+    def folder_warning(self) -> str | None:
+        """A sentence when the checkpoint folder has gone since it was loaded."""
+        if self.folder.is_dir():
+            return None
+        return (
+            f"the checkpoint folder {self.folder} has disappeared; the model loaded from it "
+            "is still in memory and still served."
+        )
+
+    def read_training(self) -> dict[str, Any] | None:
+        """Iterations, losses (bits per byte where known) and the loss curve of the run the
+        checkpoint comes from; None for a model that was not trained by light-llm."""
+        facts: dict[str, Any] = {}
+        if (self.folder / TRAINER_STATE_FILE).is_file():
+            try:
+                state = read_trainer_state(self.folder)
+            except CheckpointError:
+                state = {}
+            for key in ("iteration", "best_val_loss", "tokens_seen", "elapsed_s", "dtype"):
+                if key in state:
+                    facts[key] = state[key]
+            if isinstance(state.get("data"), dict):
+                facts["data"] = state["data"]
+        if self.run_folder is not None:
+            records = MetricsLog(self.run_folder).records()
+            evaluations = evaluation_records(records)
+            if evaluations:
+                last = evaluations[-1]
+                for key in ("val_loss", "val_perplexity", "val_bpb", "train_loss", "train_bpb"):
+                    if isinstance(last.get(key), (int, float)) and math.isfinite(last[key]):
+                        facts[key] = last[key]
+            facts["curve"] = {
+                "train": [[r["iter"], r["loss"]] for r in training_records(records)],
+                "train_eval": [[r["iter"], r.get("train_loss")] for r in evaluations],
+                "val": [[r["iter"], r.get("val_loss")] for r in evaluations],
+            }
+        return facts or None
+
+    def card(self) -> dict[str, Any]:
+        """The model card: what was loaded, its config, size and training facts."""
+        warning = self.folder_warning()
+        if warning is None:
+            self.training = self.read_training()  # a run still training adds evaluations
+        config = dataclasses.asdict(self.model.config)
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "folder": str(self.folder),
+            "origin": self.origin,
+            "config": config,
+            "parameters": self.model.num_parameters(),
+            "tokenizer": {"name": self.tokenizer.name, "vocab_size": self.tokenizer.vocab_size},
+            "context": self.block_size,
+            "training": self.training,
+            "capabilities": {
+                "next_token": not self.is_encoder,
+                "generate": not self.is_encoder,
+                "fill_mask": self.can_fill_mask,
+                "similarity": self.is_encoder,
+            },
+            "folder_present": warning is None,
+            "warning": warning,
+        }
+
+    # ------------------------------------------------------------------ tokens
+    def encode(self, text: str, field: str = "prompt") -> list[int]:
+        """The ids the model sees for ``text``; RequestError naming ``field`` for an empty text
+        or one the tokenizer cannot encode."""
+        try:
+            if not self.tokenizer.encode(text):
+                raise RequestError(field, f"the {field} is empty: type some text.")
+            return model_input_ids(self.model, self.tokenizer, text)
+        except RequestError:
+            raise
+        except LightLLMError as exc:
+            raise RequestError(field, str(exc)) from None
+
+    def prompt_ids(self, prompt: str) -> list[int]:
+        """:meth:`encode`, refused when longer than the context, with the offer to keep the
+        last ``block_size`` tokens (``kept_prompt``: their text)."""
+        ids = self.encode(prompt)
+        if len(ids) > self.block_size:
+            keep = self.block_size - (2 if self.is_encoder else 0)  # [CLS], [SEP] count
+            kept = self.tokenizer.encode(prompt)[-keep:]
+            raise RequestError(
+                "prompt",
+                context_error(len(ids), self.block_size) + f" Keep the last {keep} tokens?",
+                keep_last=keep,
+                kept_prompt=self.tokenizer.decode(kept),
+            )
+        return ids
+
+    def tokenize(self, text: str) -> dict[str, Any]:
+        ids = self.encode(text, "text")
+        return {
+            "ids": ids,
+            "tokens": self.tokenizer.tokens(ids),
+            "pieces": [self.tokenizer.decode([i]) for i in ids],
+            "count": len(ids),
+            "context": self.block_size,
+        }
+
+    # ------------------------------------------------------------------ GPT
+    def require_gpt(self, what: str) -> None:
+        if self.is_encoder:
+            raise NotForThisModel(
+                f"this model is an encoder: it has no {what}; it fills in [MASK] instead."
+            )
+
+    def next_logits(self, ids: list[int]) -> torch.Tensor:
+        """The logits (V,) of the token after ``ids``, float32; the last prompt's are kept."""
+        key = tuple(ids)
+        cached = self.logits_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        idx = torch.tensor([ids], dtype=torch.long, device=self.model.device)
+        with self.forward_lock, torch.inference_mode():
+            logits, _ = self.model(idx, last_only=True)  # (1, 1, V)
+        next_logits = logits[0, -1].float().cpu()
+        self.logits_cache = (key, next_logits)
+        return next_logits
+
+    def next_token(
+        self,
+        prompt: str,
+        temperature: float,
+        top_k: int | None,
+        top_p: float | None,
+        limit: int,
+    ) -> dict[str, Any]:
+        """The ``limit`` most likely next tokens with P = softmax(logits) (before the filters)
+        and the probability they are drawn with after temperature, top-k and top-p."""
+        self.require_gpt("next-token distribution")
+        ids = self.prompt_ids(prompt)
+        logits = self.next_logits(ids)[None]  # (1, V)
+        before = torch.softmax(logits, dim=-1)[0]  # (V,)
+        after = sampling_distribution(logits, temperature, top_k, top_p)[0]
+        top = before.topk(min(limit, before.numel()))
+        kept = after > 0
+        return {
+            "prompt_tokens": len(ids),
+            "vocab_size": before.numel(),
+            "kept_count": int(kept.sum()),
+            "kept_mass_before": float(before[kept].sum()),
+            "tokens": [
+                {
+                    "id": token_id,
+                    "token": self.tokenizer.decode([token_id]),
+                    "logit": float(logits[0, token_id]),
+                    "probability": float(before[token_id]),
+                    "filtered_probability": float(after[token_id]),
+                    "kept": bool(kept[token_id]),
+                }
+                for token_id in top.indices.tolist()
+            ],
+        }
+
+    def generation_queue_position(self) -> int:
+        """Joins the generation queue: how many generations run or wait ahead."""
+        with self.queue_lock:
+            ahead = self.generations_ahead
+            self.generations_ahead += 1
+            return ahead
+
+    def leave_generation_queue(self) -> None:
+        with self.queue_lock:
+            self.generations_ahead -= 1
+
+    def generate(
+        self,
+        prompt: str,
+        max_new_tokens: int,
+        temperature: float,
+        top_k: int | None,
+        top_p: float | None,
+        seed: int | None,
+        emit: Callable[[str, dict[str, Any]], None],
+        cancelled: threading.Event,
+    ) -> str:
+        """Continue ``prompt`` exactly as ``light-llm generate`` does with these options
+        (:func:`generate_text`, one generation at a time), calling ``emit("token", {...})``
+        with each piece of decoded text, its tokens and the probability each was drawn with
+        (after the filters). Returns the continuation."""
+        pending: list[dict[str, Any]] = []
+
+        def on_step(logits: torch.Tensor, ids: torch.Tensor) -> None:
+            if cancelled.is_set():
+                raise GenerationCancelled
+            drawn = int(ids[0])
+            probability = sampling_distribution(logits, temperature, top_k, top_p)[0, drawn]
+            pending.append(
+                {
+                    "id": drawn,
+                    "token": self.tokenizer.decode([drawn]),
+                    "probability": float(probability),
+                }
+            )
+
+        def on_text(row: int, piece: str) -> None:
+            emit("token", {"text": piece, "tokens": list(pending)})
+            pending.clear()
+
+        with self.generation_lock:
+            emit("start", {"prompt_tokens": len(self.tokenizer.encode(prompt))})
+            return generate_text(
+                SerialisedForward(self.model, self.forward_lock),
+                self.tokenizer,
+                [prompt],
+                max_new_tokens,
+                temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+                seed=seed,
+                on_text=on_text,
+                on_step=on_step,
+            )[0]
+
+    # ------------------------------------------------------------------ both
+    def attention(self, prompt: str) -> dict[str, Any]:
+        """weights[layer][head][query][key] of every layer and head for ``prompt``."""
+        self.prompt_ids(prompt)
+        with self.forward_lock:
+            attention = prompt_attention(self.model, self.tokenizer, prompt)
+        return {
+            "tokens": attention.tokens,
+            "ids": attention.ids,
+            "causal": not self.is_encoder,
+            "weights": attention.maps.tolist(),
+        }
+
+    # ------------------------------------------------------------------ encoder
+    def fill_mask(self, text: str, text_pair: str | None, top_k: int) -> dict[str, Any]:
+        """For each [MASK], the ``top_k`` tokens with P = softmax(logits) (seed 003 §29)."""
+        if not self.can_fill_mask:
+            raise NotForThisModel(
+                "this model has no masked-LM head, so it cannot fill in [MASK] (a GPT predicts "
+                "the next token; a sentence-embedding model such as MiniLM ships without one)."
+            )
+        self.encode(text, "text")
+        try:
+            with self.forward_lock:
+                predictions = predict_masked(self.model, self.tokenizer, text, text_pair, top_k)
+        except LightLLMError as exc:
+            raise RequestError("text", str(exc)) from None
+        return {"masks": [[c._asdict() for c in row] for row in predictions]}
+
+    def similarity(self, sentences: list[str]) -> dict[str, Any]:
+        """The cosine similarity of every pair of sentence embeddings (mean-pooled,
+        L2-normalised: the all-MiniLM-L6-v2 recipe)."""
+        if not self.is_encoder:
+            raise NotForThisModel("sentence similarity needs an encoder; this model is a GPT.")
+        for sentence in sentences:
+            self.encode(sentence, "sentences")
+        assert isinstance(self.model, BertEncoder)
+        limit = sentence_length_limit(self.folder, self.block_size)
+        with self.forward_lock:
+            vectors = embed_sentences(self.model, self.tokenizer, sentences, max_length=limit)
+        return {
+            "sentences": sentences,
+            "similarity": cosine_similarity_matrix(vectors).tolist(),
+            "dimensions": vectors.size(1),
+        }
+
+
+def event_stream(
+    explorer: ExplorerModel, options: dict[str, Any], cancelled: threading.Event
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Run one generation on a worker thread, yielding its events as they come:
+    ("queued", {"ahead"}) when others run first, ("start", ...), ("token", ...) per piece,
+    then ("done", {"text", ...}) or ("error", {"detail"})."""
+    import queue
+
+    events: queue.Queue = queue.Queue()
+    ahead = explorer.generation_queue_position()
+
+    def work() -> None:
+        try:
+            text = explorer.generate(
+                emit=lambda kind, data: events.put((kind, data)), cancelled=cancelled, **options
+            )
+            events.put(("done", {"prompt": options["prompt"], "text": text}))
+        except GenerationCancelled:
+            pass
+        except LightLLMError as exc:
+            events.put(("error", {"detail": str(exc)}))
+        except Exception as exc:  # noqa: BLE001 - the page gets a sentence, not a hang
+            events.put(("error", {"detail": f"the generation failed: {exc}"}))
+        finally:
+            explorer.leave_generation_queue()
+            events.put(None)
+
+    if ahead:
+        yield "queued", {"ahead": ahead}
+    threading.Thread(target=work, daemon=True, name="light-llm-generate").start()
+    yield from iter(events.get, None)

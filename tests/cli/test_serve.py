@@ -1,0 +1,60 @@
+"""``light-llm serve``'s bad input (one sentence, exit 2) and which model it serves when none
+is named."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from light_llm.checkpoints import save
+from light_llm.cli import main
+from light_llm.config import ModelConfig
+from light_llm.models.gpt import GPT
+from light_llm.serve import default_model, newest_run
+from light_llm.tokenizers import CharTokenizer
+from light_llm.tokenizers.bert import packaged_bert_folder
+
+
+def error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("light-llm serve: error: ")
+    return err
+
+
+def test_a_port_in_use_is_one_sentence_and_exit_2(capsys, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["serve", "--checkpoint", str(tmp_path), "--port", str(port)])
+    assert code == 2
+    assert f"port {port} on 127.0.0.1 is already in use" in error_line(capsys)
+
+
+def test_bad_port_host_and_folder(capsys, tmp_path):
+    assert main(["serve", "--port", "70000"]) == 2
+    assert "between 0 and 65535" in error_line(capsys)
+    assert main(["serve", "--host", "no.such.host.invalid", "--port", "0"]) == 2
+    assert "no.such.host.invalid" in error_line(capsys)
+    assert main(["serve", "--checkpoint", str(tmp_path / "missing"), "--port", "0"]) == 2
+    assert "no checkpoint folder" in error_line(capsys)
+
+
+def save_run(out, mtime: float) -> None:
+    tokenizer = CharTokenizer.from_text("abc")
+    config = ModelConfig(vocab_size=3, block_size=4, n_layer=1, n_head=1, n_embd=4)
+    save(GPT(config), out / "checkpoint", tokenizer=tokenizer)
+    os.utime(out / "checkpoint" / "model.safetensors", (mtime, mtime))
+
+
+def test_the_newest_run_under_the_folder_is_served_else_minilm(tmp_path):
+    assert newest_run(tmp_path) is None
+    folder, origin = default_model(tmp_path)
+    assert folder == packaged_bert_folder() and "MiniLM" in origin
+    save_run(tmp_path / "old", 1_000_000)
+    save_run(tmp_path / "runs" / "new", 2_000_000)
+    save_run(tmp_path / "runs" / "a" / "b" / "too-deep", 3_000_000)
+    assert newest_run(tmp_path) == tmp_path / "runs" / "new"
+    folder, origin = default_model(tmp_path)
+    assert folder == tmp_path / "runs" / "new" and "newest training run" in origin

@@ -1,0 +1,37 @@
+"""Models for the explorer's tests: a GPT trained for a few iterations by ``light-llm train``
+(so that it has a trainer state and a metrics log) and a tiny random encoder with a masked-LM
+head, both saved as folders the server loads."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from light_llm.checkpoints import save
+from light_llm.cli import main
+from light_llm.models.bert import BertEncoder, EncoderConfig
+from light_llm.tokenizers import BertTokenizer
+from tests.train.helpers import tiny_flags, write_corpus
+
+
+@pytest.fixture(scope="session")
+def gpt_run(tmp_path_factory):
+    """A training output folder: 10 iterations of the tiny GPT on a small corpus."""
+    folder = tmp_path_factory.mktemp("explorer")
+    corpus = write_corpus(folder / "corpus.txt", n_lines=300)
+    out = folder / "run"
+    assert main(["train", *tiny_flags(corpus, out, n_layer=2)]) == 0
+    return out
+
+
+@pytest.fixture(scope="session")
+def encoder_folder(tmp_path_factory):
+    """A random 2-layer encoder with an MLM head and the packaged WordPiece vocabulary."""
+    tokenizer = BertTokenizer.packaged()
+    torch.manual_seed(0)
+    config = EncoderConfig(
+        vocab_size=tokenizer.vocab_size, block_size=24, n_layer=2, n_head=2, n_embd=16
+    )
+    folder = tmp_path_factory.mktemp("encoder") / "checkpoint"
+    save(BertEncoder(config).eval(), folder, tokenizer=tokenizer)
+    return folder

@@ -1,0 +1,267 @@
+"""The explorer in a real browser: ``light-llm serve`` in a subprocess, driven by headless
+Chromium (Debian's ``chromium`` and ``chromium-driver``; ``.ci/run`` installs them) through
+selenium. The page must show what the API computes, and load nothing from another host.
+
+Screenshots go to ``tmp_path`` (and to $LIGHT_LLM_SCREENSHOTS when set, e.g. for the README).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+
+import httpx
+import numpy as np
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+
+import light_llm
+from light_llm import explain
+from light_llm.explain.render import format_number, needs_scientific
+
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1360,2400",
+)
+WAIT_S = 30  # the longest the page may take to show a result (a bound on a hang, not a speed)
+NETWORK_SCHEMES = ("http", "https", "ws", "wss", "ftp")  # the others never leave the browser
+
+
+def installed(program: str) -> str:
+    path = shutil.which(program)
+    if path is None:
+        pytest.fail(
+            f"{program} is not installed: apt-get install -y chromium chromium-driver "
+            "(.ci/run does it)"
+        )
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(gpt_run, tmp_path_factory):
+    """``light-llm serve --port 0`` in a subprocess: its base URL."""
+    source = str(Path(light_llm.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([source, os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "light_llm", "serve", "--checkpoint", str(gpt_run)]
+    process = subprocess.Popen(
+        [*command, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path_factory.mktemp("serve"),
+    )
+    try:
+        url = None
+        for line in process.stdout:
+            if line.startswith("open "):
+                url = line.split()[1]
+                break
+        if url is None:
+            pytest.fail(f"light-llm serve did not start: {process.stderr.read()}")
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    options = Options()
+    options.binary_location = installed("chromium")
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
+    driver = webdriver.Chrome(service=Service(installed("chromedriver")), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def requested_urls(driver) -> list[str]:
+    """Every URL the browser requested since the last call (from its performance log)."""
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
+def assert_all_local(driver, base_url: str) -> None:
+    host = urlparse(base_url).netloc
+    urls = requested_urls(driver)
+    assert urls, "the performance log saw no request at all"
+    foreign = [
+        url
+        for url in urls
+        if urlparse(url).scheme in NETWORK_SCHEMES and urlparse(url).netloc != host
+    ]
+    assert not foreign, f"the page requested other hosts: {foreign}"
+
+
+def wait_for(driver, condition, message: str):
+    return WebDriverWait(driver, WAIT_S).until(lambda d: condition(d), message)
+
+
+def page_ready(driver) -> bool:
+    return driver.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "true"
+
+
+def texts(driver, selector: str) -> list[str]:
+    """The text of every element ``selector`` finds, read at one instant (the page redraws)."""
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]), n => n.textContent)",
+        selector,
+    )
+
+
+def screenshot(driver, tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    driver.save_screenshot(str(path))
+    target = os.environ.get("LIGHT_LLM_SCREENSHOTS")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(target) / name)
+
+
+def api_table(base_url: str, prompt: str, temperature: float) -> list[tuple[str, str]]:
+    """(P before, P after) of the 20 most likely tokens, as the page prints them."""
+    result = httpx.post(
+        base_url + "api/next-token",
+        json={"prompt": prompt, "temperature": temperature, "limit": 20},
+    ).json()
+    return [
+        (f"{t['probability']:.4f}", f"{t['filtered_probability']:.4f}") for t in result["tokens"]
+    ]
+
+
+def page_table(driver) -> list[tuple[str, str]]:
+    before = texts(driver, "#next-table td.p-before")
+    after = texts(driver, "#next-table td.p-after")
+    return list(zip(before, after, strict=True))
+
+
+def api_generation(base_url: str, body: dict) -> str:
+    with httpx.stream("POST", base_url + "api/generate", json=body, timeout=60) as response:
+        done = [line for line in response.iter_lines() if line.startswith("data: ")][-1]
+    return json.loads(done[len("data: ") :])["text"]
+
+
+def test_the_page_shows_what_the_api_computes(server, browser, tmp_path):
+    driver = browser
+    driver.get(server)
+    wait_for(driver, page_ready, "the page never got ready")
+
+    # type a prompt: its tokens appear as chips, ids on hover (title)
+    prompt = "the king shall"
+    box = driver.find_element(By.ID, "prompt")
+    box.clear()
+    box.send_keys(prompt)
+    tokens = httpx.post(server + "api/tokenize", json={"text": prompt}).json()
+    wait_for(driver, lambda d: len(texts(d, "#chips .chip")) == tokens["count"], "chips")
+    chips = driver.find_elements(By.CSS_SELECTOR, "#chips .chip")
+    assert [chip.get_attribute("title") for chip in chips] == [f"id {i}" for i in tokens["ids"]]
+
+    # the next-token table at temperature 1, then after moving the temperature to 0.5
+    wait_for(driver, lambda d: page_table(d) == api_table(server, prompt, 1.0), "table at τ = 1")
+    slider = driver.find_element(By.ID, "temperature")
+    slider.send_keys(*([Keys.ARROW_LEFT] * 10))
+    assert driver.find_element(By.ID, "temperature-value").text == "0.5"
+    wait_for(driver, lambda d: page_table(d) == api_table(server, prompt, 0.5), "table at τ = 0.5")
+
+    # one small heatmap per layer and head
+    attention = httpx.post(server + "api/attention", json={"prompt": prompt}).json()
+    n_maps = len(attention["weights"]) * len(attention["weights"][0])
+    wait_for(driver, lambda d: len(texts(d, "canvas.heatmap")) == n_maps, "one map per head")
+
+    # hovering a token marks its row (the query) in the enlarged map
+    chip = driver.find_elements(By.CSS_SELECTOR, "#chips .chip")[4]
+    ActionChains(driver).move_to_element(chip).perform()
+    title = driver.find_element(By.ID, "enlarged-title").text
+    assert title == f'layer 0, head 0: row of "{attention["tokens"][4]}"'
+    assert "hovered" in chip.get_attribute("class")
+    red = driver.execute_script(
+        "const c = document.getElementById('enlarged'); const n = arguments[0];"
+        "const cell = (c.width - 90) / n;"
+        "return Array.from(c.getContext('2d').getImageData(91, 90 + 4.5 * cell, 1, 1).data);",
+        len(attention["tokens"]),
+    )
+    assert red[:3] == [255, 59, 31]
+
+    # generate: the streamed text equals the API's with the same seed and options
+    for field, value in (("max-new-tokens", "15"), ("seed", "7")):
+        node = driver.find_element(By.ID, field)
+        node.clear()
+        node.send_keys(value)
+    driver.find_element(By.ID, "generate").click()
+    status = driver.find_element(By.ID, "generate-status")
+    finished = ("done", "error")
+    wait_for(driver, lambda d: status.get_attribute("data-state") in finished, "generation")
+    assert status.get_attribute("data-state") == "done"
+    shown = driver.find_element(By.ID, "generated").get_attribute("data-text")
+    body = {"prompt": prompt, "max_new_tokens": 15, "temperature": 0.5, "seed": 7}
+    assert shown == api_generation(server, body)
+    pieces = texts(driver, "#generated .gen-token")
+    assert "".join(pieces).replace("\n", "") == shown.replace("\n", "")
+    assert all(
+        0 < float(p) <= 1
+        for p in (
+            span.get_attribute("data-p")
+            for span in driver.find_elements(By.CSS_SELECTOR, ".gen-token")
+        )
+    )
+    screenshot(driver, tmp_path, "explorer.png")
+
+    # a prompt longer than the context: the sentence, and the offer to keep the last tokens
+    box.clear()
+    box.send_keys("the king shall come to rome and speak of love")
+    error = driver.find_element(By.ID, "next-error")
+    wait_for(driver, lambda d: "tokens long" in error.text, "the context sentence")
+    driver.find_element(By.ID, "keep-last").click()
+    wait_for(driver, lambda d: box.get_attribute("value") == "rome and speak of love"[-16:], "cut")
+    wait_for(driver, lambda d: error.text == "", "error cleared")
+    assert_all_local(driver, server)
+
+
+def test_an_explain_page_shows_the_examples_steps(server, browser, tmp_path):
+    driver = browser
+    driver.get(server + "explain/cat-sat")
+    wait_for(driver, page_ready, "the page never got ready")
+    steps = explain.run("cat-sat")
+    titles = texts(driver, "#steps .step h3")
+    assert titles == [f"{i}. {step.title}" for i, step in enumerate(steps, start=1)]
+    image = driver.find_element(By.CSS_SELECTOR, "#figures img")
+    loaded = "return arguments[0].complete && arguments[0].naturalWidth"
+    wait_for(driver, lambda d: d.execute_script(loaded, image) > 0, "the picture")
+    # every matrix as light-llm explain prints it
+    for index, step in enumerate(steps, start=1):
+        if np.ndim(step.value) != 2:
+            continue
+        cells = texts(driver, f"#steps .step:nth-child({index}) table:first-child td")
+        scientific = needs_scientific(step.value)
+        assert cells == [format_number(x, scientific) for x in step.value.flatten().tolist()]
+    screenshot(driver, tmp_path, "explain.png")
+    driver.get(server + "explain")
+    wait_for(driver, lambda d: len(texts(d, "#examples li")) == len(explain.names()), "list")
+    assert_all_local(driver, server)
