@@ -17,6 +17,7 @@ from light_llm import explain
 from light_llm.checkpoints import load, load_tokenizer
 from light_llm.cli import main
 from light_llm.explain.attention_maps import prompt_attention
+from light_llm.explain.registry import EXAMPLES
 from light_llm.explain.render import needs_scientific
 from light_llm.generate import filter_logits, generate_text
 from light_llm.models.bert import (
@@ -213,7 +214,7 @@ def test_a_prompt_longer_than_the_context_offers_its_last_tokens(client, gpt):
         assert client.post(path, json={"prompt": detail["kept_prompt"]}).status_code == 200
 
 
-def test_explain_pages_are_explain_json(client):
+def test_explain_pages_are_explain_json(client, tmp_path):
     listing = client.get("/api/explain").json()
     assert [entry["name"] for entry in listing] == explain.names()
     for name in ("cat-sat", "tokenization", "lr-schedule"):  # decimal, integer, scientific
@@ -241,7 +242,10 @@ def test_explain_pages_are_explain_json(client):
     assert figures == ["/api/explain/cat-sat/figures/cat_sat_attention.png"]
     png = client.get(figures[0])
     assert png.status_code == 200 and png.headers["content-type"] == "image/png"
-    assert client.get("/api/explain/tokenization").json()["figures"] == []
+    written = EXAMPLES["tokenization"].figures(tmp_path)  # the pictures the CLI writes
+    assert client.get("/api/explain/tokenization").json()["figures"] == [
+        f"/api/explain/tokenization/figures/{path.name}" for path in written
+    ]
     assert client.get("/api/explain/no-such").status_code == 404
     assert client.get("/api/explain/cat-sat/figures/other.png").status_code == 404
 
