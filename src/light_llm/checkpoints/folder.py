@@ -89,6 +89,11 @@ class ModelFolder:
     def weights_path(self) -> Path:
         return self.path / WEIGHTS_FILE
 
+    @property
+    def holds_adapters(self) -> bool:
+        """A LoRA run's checkpoint: adapters over a base model it names (checkpoints/lora.py)."""
+        return self.is_light_llm and isinstance(self.config_json.get("lora"), dict)
+
 
 def inspect_folder(path: str | os.PathLike) -> ModelFolder:
     """The model folder ``path`` names (see :func:`resolve_checkpoint_dir`), its config.json
@@ -169,15 +174,20 @@ def write_checkpoint(
     weights: bytes,
     tokenizer=None,
     extra_files: Mapping[str, bytes] | None = None,
+    *,
+    weights_file: str = WEIGHTS_FILE,
+    extra_config: Mapping | None = None,
 ) -> None:
     """Write a light-llm checkpoint folder as a unit: config.json ({"format": "light-llm",
-    "architecture": ..., "model": ``model_config``}), model.safetensors (``weights``, already
-    serialised), the tokenizer's files and ``extra_files``. Every model of either engine is
-    saved through here."""
+    "architecture": ..., "model": ``model_config``, and ``extra_config``'s keys}),
+    ``weights_file`` (``weights``, already serialised; model.safetensors unless the folder
+    holds only LoRA adapters), the tokenizer's files and ``extra_files``. Every model of
+    either engine is saved through here."""
     config_json = {"format": FORMAT_NAME, "architecture": architecture, "model": model_config}
+    config_json.update(extra_config or {})
     files = {
         CONFIG_FILE: json.dumps(config_json, indent=2).encode("utf-8"),
-        WEIGHTS_FILE: weights,
+        weights_file: weights,
     }
     if tokenizer is not None:
         files.update(tokenizer_files(tokenizer))

@@ -80,6 +80,7 @@ from light_llm.train.distributed import (
     shutdown_distributed,
 )
 from light_llm.train.evaluate import sampled_loss
+from light_llm.train.finetune import FineTuning
 from light_llm.train.interrupt import StopRequest
 from light_llm.train.metrics import (
     LOSS_CURVE_FILE,
@@ -183,11 +184,18 @@ class Trainer:
         self.metrics = MetricsLog(self.out)
 
         text = load_corpus(cfg.data)
+        self.fine_tuning = None
+        if cfg.init_from is not None:
+            self.fine_tuning = FineTuning(cfg, self.resume_folder if saved else None, saved)
         if saved:
             self.tokenizer = load_tokenizer(self.resume_folder)
+        elif self.fine_tuning:
+            self.tokenizer = self.fine_tuning.tokenizer(text)
         else:
             self.tokenizer = get_tokenizer(cfg.tokenizer, text=text)
         self.model_config = self.build_model_config()
+        if self.fine_tuning:
+            self.fine_tuning.check_model(self.model_config, self.tokenizer)
         self.eval_seconds = 0.0  # of the latest evaluation (with its checkpoint)
         if self.budget_s is not None:
             self.eval_seconds = self._check_budget_holds_evaluations()
@@ -327,6 +335,8 @@ class Trainer:
         return self.config.model_config(self.tokenizer.vocab_size)
 
     def build_model(self) -> torch.nn.Module:
+        if self.fine_tuning:
+            return self.fine_tuning.build_model(self.model_config)
         return self.model_class(self.model_config)
 
     def build_datasets(self, text: str) -> tuple[TokenDataset, TokenDataset]:
@@ -344,11 +354,17 @@ class Trainer:
 
     def load_weights(self, folder: Path) -> None:
         """Copy the weights of the checkpoint in ``folder`` into the model."""
+        if self.fine_tuning:
+            self.fine_tuning.load_weights(self.raw_model, folder)
+            return
         load_weights_into(self.raw_model, read_weights(folder), folder)
 
     def save_checkpoint(self, folder: Path, extra_files: dict[str, bytes]) -> None:
         """Write the model, its tokenizer and ``extra_files`` as the checkpoint folder,
         replaced as a unit."""
+        if self.fine_tuning:
+            self.fine_tuning.save(self.raw_model, folder, self.tokenizer, extra_files)
+            return
         save_gpt(self.raw_model, folder, self.tokenizer, extra_files)
 
     def encode_corpus_once(self, text: str) -> Path:
@@ -696,6 +712,7 @@ class Trainer:
             "rng": rng_states,  # one entry per rank
             "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else {},
             "torch_version": torch.__version__,
+            **({"started_from": self.fine_tuning.started_from} if self.fine_tuning else {}),
         }
 
     def _save(self) -> None:
@@ -746,6 +763,8 @@ class Trainer:
             + f"; writing to {self.out.resolve()}",
             flush=True,
         )
+        if self.fine_tuning:
+            print(self.fine_tuning.describe(self.raw_model), flush=True)
         if self.iteration:
             end = "a --time budget" if self.budget_s else cfg.max_iters
             print(f"resuming at iteration {self.iteration} of {end}", flush=True)
