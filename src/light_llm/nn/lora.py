@@ -128,7 +128,8 @@ def check_rank(rank: int, in_features: int, out_features: int, name: str = "") -
 
 def linear_layers(model: nn.Module) -> dict[str, nn.Linear]:
     """Every linear layer of ``model`` by its qualified name (``transformer.h.0.attn.c_attn``)."""
-    return {name: module for name, module in model.named_modules() if isinstance(module, nn.Linear)}
+    modules = model.named_modules()
+    return {name: module for name, module in modules if isinstance(module, nn.Linear)}
 
 
 def layer_kinds(model: nn.Module) -> list[str]:
