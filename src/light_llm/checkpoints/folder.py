@@ -149,6 +149,22 @@ def gpt_config(folder: ModelFolder) -> ModelConfig:
     return model_settings(folder, ModelConfig)
 
 
+def check_replaceable(out: str | os.PathLike, *sources: str | os.PathLike) -> None:
+    """CheckpointError when writing a model folder at ``out`` (which replaces it as a unit)
+    would destroy something: one of the model folders ``sources`` being read, or a folder
+    that holds files but no model (no config.json)."""
+    out = Path(out)
+    target = out.resolve()
+    for source in sources:
+        if target == Path(source).resolve():
+            raise CheckpointError(f"--out {out} is a model folder this command reads from.")
+    if out.is_dir() and any(out.iterdir()) and not (out / CONFIG_FILE).is_file():
+        raise CheckpointError(
+            f"--out {out} is a folder with files in it and no model; give a new folder or an "
+            "existing model folder to replace."
+        )
+
+
 def refuse_pickled_weights(folder: Path) -> None:
     """CheckpointError when ``folder`` has PyTorch pickles but no safetensors weights."""
     for name in PICKLED_WEIGHTS:
