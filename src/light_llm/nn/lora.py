@@ -113,13 +113,15 @@ class LoRALinear(nn.Linear):
         return f"{super().extra_repr()}, rank={self.rank}, alpha={self.alpha:g}"
 
 
-def check_rank(rank: int, in_features: int, out_features: int, name: str = "") -> None:
-    """ConfigError unless 0 < rank <= min(d_in, d_out): a larger rank adds nothing that a
-    full update of W would not, at a larger cost."""
+def check_rank(
+    rank: int, in_features: int | None = None, out_features: int | None = None, name: str = ""
+) -> None:
+    """ConfigError unless 0 < rank <= min(d_in, d_out) (the bound when the sizes are given):
+    a larger rank adds nothing that a full update of W would not, at a larger cost."""
     where = f" of {name} ({out_features} x {in_features})" if name else ""
     if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
         raise ConfigError(f"the LoRA rank must be a positive integer, got {rank!r}.")
-    if rank > min(in_features, out_features):
+    if in_features is not None and rank > min(in_features, out_features):
         raise ConfigError(
             f"the LoRA rank {rank} is larger than the layer{where}: it must be at most "
             f"{min(in_features, out_features)}."
@@ -179,6 +181,7 @@ def add_lora(
     ConfigError for a target that names no layer, a rank <= 0 or above a layer's
     min(d_in, d_out), and the output head when it is tied to the token embedding (W' would
     change the input table too)."""
+    check_rank(rank)
     alpha = float(rank if alpha is None else alpha)
     if not math.isfinite(alpha) or alpha <= 0:
         raise ConfigError(f"the LoRA alpha must be positive, got {alpha}.")

@@ -385,15 +385,7 @@ class TrainConfig:
             raise ConfigError(f"muon_lr must be positive, got {self.muon_lr}.")
         if not 0 <= self.muon_momentum < 1:
             raise ConfigError(f"muon_momentum must lie in [0, 1), got {self.muon_momentum}.")
-        if self.lora_rank is not None:
-            if not isinstance(self.lora_rank, int) or isinstance(self.lora_rank, bool):
-                raise ConfigError(f"lora_rank must be an integer, got {self.lora_rank!r}.")
-            if self.lora_rank < 1:
-                raise ConfigError(f"the LoRA rank must be positive, got {self.lora_rank}.")
-            if not self.lora_alpha > 0:
-                raise ConfigError(f"lora_alpha must be positive, got {self.lora_alpha}.")
-            if not 0 <= self.lora_dropout < 1:
-                raise ConfigError(f"lora_dropout must lie in [0, 1), got {self.lora_dropout}.")
+        # LoRA's settings are checked by light_llm.nn.lora.add_lora, also before any write
         # the model settings too, before any file is written (the vocabulary comes later)
         if self.init_from is not None:
             self.model_config(0)
