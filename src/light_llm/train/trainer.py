@@ -72,7 +72,7 @@ from light_llm.train.budget import (
     parse_duration,
     seconds_left,
 )
-from light_llm.train.config import TrainConfig
+from light_llm.train.config import LORA_FIELDS, TrainConfig
 from light_llm.train.distributed import (
     DistributedContext,
     environment_world,
@@ -386,7 +386,7 @@ class Trainer:
         ]
         # runs saved before --optimizer existed trained with AdamW
         stored = TrainConfig.from_dict({"optimizer": "adamw", **saved["resolved_config"]})
-        for key in ("data", "tokenizer", "optimizer"):
+        for key in ("data", "tokenizer", "optimizer", "init_from", *LORA_FIELDS):
             if getattr(stored, key) != getattr(self.config, key):
                 saved_value, asked = getattr(stored, key), getattr(self.config, key)
                 differences.append(f"{key} ({saved_value!r} saved, {asked!r} asked)")
