@@ -12,6 +12,7 @@ from light_llm.checkpoints import load, save
 from light_llm.cli import main
 from light_llm.models.gpt import GPT
 from light_llm.nn.lora import merge_lora
+from light_llm.tokenizers import GPT2Tokenizer
 from tests.conftest import tiny_config
 from tests.train.helpers import write_corpus
 
@@ -78,6 +79,10 @@ def test_fine_tuned_from_hf_gpt2_exports_to_the_same_logits(
     reference = ours(merge_lora(load(out)), idx)
     assert (hf_logits(exported, idx) - reference).abs().max().item() <= 1e-4
     assert (ours(tuned, idx) - reference).abs().max().item() <= 1e-5
+    if not lora:  # GPT-2's tokenizer files go with it, under HuggingFace's names
+        text = "Fine-tuned, then exported: transformers reads it."
+        hf_tokenizer = transformers.GPT2TokenizerFast.from_pretrained(exported)
+        assert hf_tokenizer.encode(text) == GPT2Tokenizer().encode(text)
 
 
 def test_merge_writes_a_plain_checkpoint_with_the_adapters_folded_in(
