@@ -13,6 +13,7 @@ import torch
 
 from light_llm.checkpoints import load
 from light_llm.checkpoints.lora import ADAPTERS_FILE
+from light_llm.cli import main
 from light_llm.errors import CheckpointError, ConfigError, TokenizerError
 from light_llm.nn.lora import LORA_PARAMETERS, merge_lora
 from light_llm.train.config import TrainConfig
@@ -170,6 +171,14 @@ def test_a_changed_base_is_refused(base, new_text, tmp_path):
         load(out)
     with pytest.raises(CheckpointError, match="has changed"):
         train(TrainConfig(out=str(out), resume=True, max_iters=4))
+    assert main(["merge", "--checkpoint", str(out), "--out", str(tmp_path / "merged")]) == 2
+    assert not (tmp_path / "merged").exists()
+
+
+def test_fine_tuning_from_adapters_asks_for_a_merge_first(lora_run, new_text, tmp_path):
+    out, _ = lora_run
+    with pytest.raises(CheckpointError, match="light-llm merge"):
+        Trainer(run_config(out, new_text, tmp_path / "again"))
 
 
 def test_resume_of_a_lora_run_is_bit_exact(base, new_text, tmp_path):

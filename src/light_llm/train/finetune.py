@@ -63,6 +63,11 @@ class FineTuning:
 
     def __init__(self, config: TrainConfig, resume_folder: Path | None, saved: dict | None):
         self.init_from = Path(config.init_from)
+        if inspect_folder(self.init_from).holds_adapters:
+            raise CheckpointError(
+                f"{self.init_from} holds LoRA adapters, not a whole model; fold them into the "
+                "weights with light-llm merge and fine-tune from the merged model."
+            )
         self.lora = lora_settings(config)
         self.resuming = resume_folder is not None
         if self.lora is not None and resume_folder is not None:
