@@ -13,7 +13,13 @@ import argparse
 import importlib
 
 from light_llm.config import ACTIVATIONS, ATTENTIONS, BLOCK_ORDERS, NORMS, POSITIONS, PRESETS
-from light_llm.train.config import FINETUNE_RECIPE, LORA_RECIPE, OPTIMIZERS, PRESET_RECIPES
+from light_llm.train.config import (
+    FINETUNE_RECIPE,
+    LORA_DEFAULTS,
+    LORA_RECIPE,
+    OPTIMIZERS,
+    PRESET_RECIPES,
+)
 
 R = PRESET_RECIPES["char-cpu"]  # the default recipe, quoted in the help
 
@@ -109,7 +115,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--lora-targets",
         metavar="NAMES",
         help="comma-separated layers to adapt: c_attn, c_proj, c_fc, c_v, lm_head, or a longer "
-        "suffix such as mlp.c_proj (default c_attn,c_proj,c_fc)",
+        f"suffix such as mlp.c_proj (default {LORA_DEFAULTS['lora_targets']})",
     )
 
     model = parser.add_argument_group("model")

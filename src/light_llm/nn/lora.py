@@ -31,7 +31,6 @@ from torch import nn
 from light_llm.errors import ConfigError
 
 LORA_PARAMETERS = ("lora_A", "lora_B")
-DEFAULT_TARGETS = ("c_attn", "c_proj", "c_fc")  # every matrix of a GELU/ReLU block
 
 
 class LoRALinear(nn.Linear):
@@ -168,8 +167,8 @@ def matched_layers(model: nn.Module, targets: Sequence[str]) -> list[str]:
 
 def add_lora(
     model: nn.Module,
-    targets: str | Sequence[str] = DEFAULT_TARGETS,
-    rank: int = 8,
+    targets: str | Sequence[str],
+    rank: int,
     alpha: float | None = None,
     dropout: float = 0.0,
 ) -> list[str]:

@@ -125,6 +125,7 @@ FINETUNE_RECIPE: dict[str, Any] = {
     "eval_interval": 50,
 }
 LORA_RECIPE: dict[str, Any] = {**FINETUNE_RECIPE, "lr": 2e-3, "min_lr": 2e-4, "weight_decay": 0.0}
+# the targets: every matrix of a GELU/ReLU block (the fused QKV, both output projections, W_1)
 LORA_DEFAULTS: dict[str, Any] = {"lora_dropout": 0.0, "lora_targets": "c_attn,c_proj,c_fc"}
 LORA_FIELDS = ("lora_rank", "lora_alpha", "lora_dropout", "lora_targets")
 
@@ -190,7 +191,7 @@ class TrainConfig:
     lora_rank: int | None = None  # train rank-r LoRA adapters (only with init_from)
     lora_alpha: float | None = None  # None: the rank (a scale α/r of 1)
     lora_dropout: float | None = None
-    lora_targets: str | None = None  # comma-separated layer names; None: c_attn,c_proj,c_fc
+    lora_targets: str | None = None  # comma-separated layer names; None: LORA_DEFAULTS
     model: str | None = None  # architecture, gpt | bert (the CLI dispatches on it)
     engine: str = "torch"  # implementation (the CLI dispatches on it)
     preset: str | None = None
