@@ -2,7 +2,8 @@
 
     load(path)             a GPT (or with architecture="bert" an encoder) from any folder a
                            user may give: a light-llm checkpoint, a training output folder, a
-                           HuggingFace GPT-2 or BERT folder (a sentence-transformers model is one)
+                           HuggingFace GPT-2 or BERT folder (a sentence-transformers model is one),
+                           a LoRA run's adapters (its base loaded, checked and adapted)
     load_config(path)      its validated config, without reading the weights
     save(model, folder)    a light-llm checkpoint folder, written as a unit
     load_tokenizer(path)   the tokenizer that goes with it
