@@ -10,7 +10,8 @@ light_llm.train.precision.attention_kernels), and transformers runs under bfloat
 its own choice and with that same kernel, so every ratio can be read like for like. The
 variants take turns: every round times ``--steps`` steps of each, and the median tokens/s
 over ``--rounds`` rounds is reported, so load from other work on a shared machine hits all
-variants alike.
+variants alike. The process keeps freed memory for reuse
+(:func:`light_llm.train.cpu_allocator.keep_freed_memory`), as ``light-llm train`` does.
 
 Shapes: nanoGPT's CPU recipe (the char-baby preset: 4 layers, 4 heads, 128 wide, context 64,
 batch 12) and its shakespeare-char preset (6 layers, 6 heads, 384 wide, context 256, batch
@@ -34,6 +35,7 @@ import transformers
 
 from light_llm.config import preset
 from light_llm.models.gpt import GPT
+from light_llm.train.cpu_allocator import keep_freed_memory
 from light_llm.train.optim import clip_grad_norm, configure_adamw
 from light_llm.train.precision import attention_kernels, autocast
 
@@ -167,6 +169,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    keep_freed_memory()  # as light-llm's trainer does on the CPU; both models run under it
     transformers.logging.set_verbosity_error()
     print(
         f"torch {torch.__version__}, transformers {transformers.__version__}, "

@@ -87,6 +87,19 @@ def test_activations_match_their_formulas():
     tanh_gelu = 0.5 * xn * (1 + np.tanh(math.sqrt(2 / math.pi) * (xn + 0.044715 * xn**3)))
     np.testing.assert_allclose(activation_fn("gelu_tanh", x).numpy(), tanh_gelu, atol=1e-12)
     np.testing.assert_allclose(activation_fn("relu", x).numpy(), np.maximum(xn, 0))
+    np.testing.assert_allclose(activation_fn("relu2", x).numpy(), np.maximum(xn, 0) ** 2)
+
+
+def test_relu_squared_backward_is_twice_the_relu():
+    """The hand-written backward of ReLU² against autograd of relu(x)·relu(x) and finite
+    differences (points kept away from the kink at 0)."""
+    x = torch.randn(3, 5, 7, dtype=torch.float64)
+    x = (x + 0.1 * x.sign()).requires_grad_()
+    grad_output = torch.randn(3, 5, 7, dtype=torch.float64)
+    (by_hand,) = torch.autograd.grad(activation_fn("relu2", x), x, grad_output)
+    (by_autograd,) = torch.autograd.grad(torch.relu(x) * torch.relu(x), x, grad_output)
+    torch.testing.assert_close(by_hand, by_autograd, rtol=0, atol=1e-15)
+    assert torch.autograd.gradcheck(lambda t: activation_fn("relu2", t), (x,))
 
 
 def test_swiglu_matches_its_formula():

@@ -114,9 +114,10 @@ def test_sgd_with_the_seeds_dampened_momentum_is_an_average_of_gradients():
         assert rel(ours[name], expected) < 1e-13
 
 
+@pytest.mark.parametrize("embedding_lr", [None, 0.05])
 @pytest.mark.parametrize("variant", ["seed", "recipe"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_ten_adamw_training_steps_of_the_gpt_equal_torch(dtype, variant):
+def test_ten_adamw_training_steps_of_the_gpt_equal_torch(dtype, variant, embedding_lr):
     """Same start, same batches, the warmup + cosine schedule, clipping at 1.0: after ten
     steps every parameter of the NumPy GPT equals the PyTorch GPT's (the seed's model, and
     the modern recipe's switches together)."""
@@ -126,8 +127,12 @@ def test_ten_adamw_training_steps_of_the_gpt_equal_torch(dtype, variant):
     if dtype == np.float64:
         torch_model = torch_model.double()
     numpy_model = NumpyGPT.from_torch_state_dict(torch_model.state_dict(), config)
-    torch_optimizer = configure_adamw(torch_model, 0.1, 1e-2, (0.9, 0.95), "cpu")
-    numpy_optimizer = AdamW(numpy_model.params, 1e-2, (0.9, 0.95), weight_decay=0.1)
+    torch_optimizer = configure_adamw(
+        torch_model, 0.1, 1e-2, (0.9, 0.95), "cpu", embedding_lr=embedding_lr
+    )
+    numpy_optimizer = AdamW(
+        numpy_model.params, 1e-2, (0.9, 0.95), weight_decay=0.1, embedding_lr=embedding_lr
+    )
     rng = np.random.default_rng(0)
     for step in range(10):
         tokens = rng.integers(0, config.vocab_size, (4, 17))
@@ -137,8 +142,7 @@ def test_ten_adamw_training_steps_of_the_gpt_equal_torch(dtype, variant):
         loss = F.cross_entropy(logits.reshape(-1, config.vocab_size), torch.from_numpy(y).view(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(torch_model.parameters(), 1.0)
-        for group in torch_optimizer.param_groups:
-            group["lr"] = lr
+        set_learning_rate(torch_optimizer, lr)
         torch_optimizer.step()
         torch_optimizer.zero_grad()
         _, _, cache = numpy_model.forward(x, y)
@@ -166,8 +170,8 @@ def test_newton_schulz_equals_the_torch_one():
         assert rel(newton_schulz(matrix), expected) < 1e-13, shape
 
 
-@pytest.mark.parametrize("activation", ["gelu", "swiglu"])
-def test_muon_steps_of_the_gpt_equal_torch_in_float64(activation):
+@pytest.mark.parametrize(("activation", "embedding_lr"), [("gelu", None), ("swiglu", 0.3)])
+def test_muon_steps_of_the_gpt_equal_torch_in_float64(activation, embedding_lr):
     """The same float64 GPT (untied head, so that every kind of parameter is there), the
     same random gradients, the warmup + cosine schedule: after six steps of each engine's
     MuonAdamW every parameter agrees to about 1e-12 and has moved."""
@@ -175,8 +179,12 @@ def test_muon_steps_of_the_gpt_equal_torch_in_float64(activation):
     torch_model = GPT(config).double()
     numpy_model = NumpyGPT.from_torch_state_dict(torch_model.state_dict(), config)
     start = {n: p.copy() for n, p in numpy_model.params.items()}
-    torch_optimizer = configure_muon(torch_model, 1e-3, 0.02, 0.95, (0.9, 0.95), 0.1)
-    numpy_optimizer = MuonAdamW(numpy_model.params, 1e-3, 0.02, 0.95, (0.9, 0.95), 1e-8, 0.1)
+    torch_optimizer = configure_muon(
+        torch_model, 1e-3, 0.02, 0.95, (0.9, 0.95), 0.1, embedding_lr=embedding_lr
+    )
+    numpy_optimizer = MuonAdamW(
+        numpy_model.params, 1e-3, 0.02, 0.95, (0.9, 0.95), 1e-8, 0.1, embedding_lr
+    )
     assert len(numpy_optimizer.muon_params) == 4 * config.n_layer + (
         config.n_layer if activation == "swiglu" else 0
     )

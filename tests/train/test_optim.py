@@ -132,3 +132,32 @@ def test_adamw_step_matches_the_seed_formula():
     v_hat = (1 - b2) * grad**2 / (1 - b2)
     expected = theta0 - lr_ * (m_hat / (v_hat.sqrt() + eps) + wd * theta0)
     torch.testing.assert_close(model.weight.detach(), expected, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_embedding_tables_step_at_their_own_rate(optimizer):
+    """With --embedding-lr E the token and position tables make Adam's first step at rate
+    E·s (s the schedule's factor) while the head and gains keep lr·s; the decay per step
+    stays lr·s·λ. Adam's first step is (m̂ / (sqrt(v̂) + ε)) = g / (|g| + ε) = sign(g)."""
+    from light_llm.train.muon import configure_muon
+    from light_llm.train.optim import set_learning_rate
+
+    config = tiny_config(positions="learned", tie_embeddings=False)
+    model = GPT(config).double()
+    lr, embedding_lr, decay, scale = 1e-3, 0.05, 0.1, 0.5
+    if optimizer == "adamw":
+        opt = configure_adamw(model, decay, lr, (0.9, 0.95), "cpu", embedding_lr=embedding_lr)
+    else:
+        opt = configure_muon(model, lr, 0.02, 0.95, (0.9, 0.95), decay, embedding_lr)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    generator = torch.Generator().manual_seed(0)
+    for parameter in model.parameters():
+        parameter.grad = torch.randn(parameter.shape, generator=generator, dtype=torch.float64)
+    set_learning_rate(opt, lr * scale)
+    opt.step()
+    for name in ("transformer.wte.weight", "transformer.wpe.weight", "lm_head.weight"):
+        rate = (embedding_lr if "wte" in name or "wpe" in name else lr) * scale
+        parameter = dict(model.named_parameters())[name]
+        g = parameter.grad
+        expected = before[name] * (1 - lr * scale * decay) - rate * g / (g.abs() + 1e-8)
+        torch.testing.assert_close(parameter.detach(), expected, rtol=0, atol=1e-15)

@@ -28,12 +28,12 @@ Train a GPT on a text file, or with no --data on all of Shakespeare's plays; wit
 a BERT-style encoder by masked-LM (15% of the WordPiece tokens chosen; of those 80% [MASK],
 10% a random token, 10% unchanged; the loss on the chosen ones only).
 
-Defaults (no flags, --preset char-cpu): 4 layers, 4 heads, 128 wide, context 64, with rotary
+Defaults (no flags, --preset char-cpu): 4 layers, 4 heads, 96 wide, context 64, with rotary
 positions, RMSNorm, ReLU², QK-norm, an untied output head, no biases and logits soft-capped
 at 15; Muon for the matrices inside the blocks (peak lr {R["muon_lr"]}) and AdamW for the
-rest (peak lr {R["lr"]}, betas (0.9, {R["beta2"]})), both warmed up over 100 iterations and
-decayed by one cosine to a tenth; batch {R["batch_size"]}, {R["max_iters"]} iterations,
-weight decay 0.1, clipping at 1.0. It takes about the wall time of nanoGPT's CPU recipe,
+rest (peak lr {R["lr"]}, the embedding tables {R["embedding_lr"]}; betas (0.9, {R["beta2"]})),
+warmed up over {R["warmup_iters"]} iterations and decayed by one cosine to {R["min_lr"]:g};
+batch {R["batch_size"]}, {R["max_iters"]} iterations, weight decay 0.1, clipping at 1.0. It takes about the wall time of nanoGPT's CPU recipe,
 --preset nanogpt-cpu (the same shape with learned positions, LayerNorm, GELU and AdamW;
 batch 12, 2000 iterations, lr 1e-3, cosine to 1e-4, betas (0.9, 0.99)), and ends far lower
 (benchmarks/recipe_sweep.py). Other presets bring their own recipe (--preset
@@ -207,6 +207,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="peak lr of Muon's matrices (0.02); the schedule scales it",
     )
     optim.add_argument("--muon-momentum", type=float, metavar="MU", help="Muon momentum (0.95)")
+    optim.add_argument(
+        "--embedding-lr",
+        type=float,
+        metavar="LR",
+        help="peak AdamW lr of the token and position tables (default: --lr); the schedule "
+        "scales it, and their weight decay per step stays --lr times --weight-decay",
+    )
 
     length = parser.add_argument_group("length of the run and its log")
     length.add_argument(

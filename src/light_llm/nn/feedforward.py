@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.autograd.function import once_differentiable
 
 from light_llm.config import ModelConfig
 
@@ -23,8 +24,30 @@ def activation_fn(name: str, x: torch.Tensor) -> torch.Tensor:
     if name == "gelu_tanh":
         return F.gelu(x, approximate="tanh")
     if name == "relu2":
-        return F.relu(x).square()
+        return ReLUSquared.apply(x)
     return F.relu(x)
+
+
+class ReLUSquared(torch.autograd.Function):
+    """relu2(x) = max(0, x)² with its derivative written out: d relu2 / dx = 2 max(0, x).
+
+    Autograd would differentiate ``relu(x).square()`` as two steps (a power's backward, then
+    ReLU's mask), three passes over the (B, T, d_ff) hidden tensor; here the backward is one
+    product with the saved r = max(0, x), which is already zero where x <= 0. Measured on the
+    char-cpu shape (4 layers, d_ff 512), autograd's two steps were about a third of a training
+    step on a 2-core CPU. The NumPy engine's twin is ``reference/activations.py``."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        r = torch.relu(x)
+        ctx.save_for_backward(r)
+        return r * r
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output: torch.Tensor) -> torch.Tensor:
+        (r,) = ctx.saved_tensors
+        return torch.mul(r, grad_output).mul_(2.0)
 
 
 class MLP(nn.Module):

@@ -23,6 +23,7 @@ from light_llm.muon_spec import (
     NS_COEFFICIENTS,
     NS_EPS,
     NS_STEPS,
+    is_embedding_table,
     is_muon_matrix,
     update_scale,
 )
@@ -96,7 +97,10 @@ class Adam:
         θ = θ - η m̂ / (sqrt(v̂) + ε)
 
     ``weight_decay`` λ here is L2 regularisation, added to the gradient (g + λθ) of
-    matrices only, as ``torch.optim.Adam`` does on the parameters it is given."""
+    matrices only, as ``torch.optim.Adam`` does on the parameters it is given.
+    ``embedding_lr`` gives the embedding tables (:func:`is_embedding_table`) the step size
+    η · embedding_lr / lr instead of η (the schedule scales both); their decoupled decay per
+    step stays η λ, as in the PyTorch trainer's embedding group."""
 
     decoupled = False
 
@@ -107,6 +111,7 @@ class Adam:
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 0.0,
+        embedding_lr: float | None = None,
     ) -> None:
         check_learning_rate(lr)
         if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
@@ -115,6 +120,10 @@ class Adam:
             raise ConfigError(f"weight decay must be >= 0, got {weight_decay}.")
         self.params = params
         self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
+        if embedding_lr is not None:
+            check_learning_rate(embedding_lr)
+        ratio = 1.0 if embedding_lr is None else embedding_lr / lr
+        self.lr_ratios = {name: ratio if is_embedding_table(name) else 1.0 for name in params}
         self.t = 0
         self.m = {name: np.zeros_like(p) for name, p in params.items()}
         self.v = {name: np.zeros_like(p) for name, p in params.items()}
@@ -140,7 +149,7 @@ class Adam:
             denominator = np.sqrt(v)
             denominator /= sqrt_correction2
             denominator += self.eps
-            param -= step_size * m / denominator
+            param -= (step_size * self.lr_ratios[name]) * m / denominator
 
 
 class AdamW(Adam):
@@ -162,8 +171,9 @@ class AdamW(Adam):
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 0.01,
+        embedding_lr: float | None = None,
     ) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay)
+        super().__init__(params, lr, betas, eps, weight_decay, embedding_lr)
 
 
 def newton_schulz(matrix: np.ndarray, steps: int = NS_STEPS) -> np.ndarray:
@@ -204,6 +214,7 @@ class MuonAdamW:
         betas: tuple[float, float] = (0.9, 0.95),
         eps: float = 1e-8,
         weight_decay: float = 0.0,
+        embedding_lr: float | None = None,
     ) -> None:
         if not (lr > 0 and muon_lr > 0):
             raise ConfigError(f"the learning rates must be positive, got {lr} and {muon_lr}.")
@@ -213,7 +224,7 @@ class MuonAdamW:
         self.muon_weight_decay = weight_decay / self.lr_ratio
         self.muon_params = {n: p for n, p in params.items() if is_muon_matrix(n, p.ndim)}
         others = {n: p for n, p in params.items() if n not in self.muon_params}
-        self.adamw = AdamW(others, lr, betas, eps, weight_decay)
+        self.adamw = AdamW(others, lr, betas, eps, weight_decay, embedding_lr)
         self.velocity = {name: np.zeros_like(p) for name, p in self.muon_params.items()}
 
     def step(self, grads: Params, lr: float | None = None) -> None:
@@ -235,9 +246,17 @@ def configure_optimizer(params: Params, cfg) -> AdamW | MuonAdamW:
     betas = (cfg.beta1, cfg.beta2)
     if cfg.optimizer == "muon":
         return MuonAdamW(
-            params, cfg.lr, cfg.muon_lr, cfg.muon_momentum, betas, weight_decay=cfg.weight_decay
+            params,
+            cfg.lr,
+            cfg.muon_lr,
+            cfg.muon_momentum,
+            betas,
+            weight_decay=cfg.weight_decay,
+            embedding_lr=cfg.embedding_lr,
         )
-    return AdamW(params, cfg.lr, betas, weight_decay=cfg.weight_decay)
+    return AdamW(
+        params, cfg.lr, betas, weight_decay=cfg.weight_decay, embedding_lr=cfg.embedding_lr
+    )
 
 
 def clip_grad_norm(grads: Params, max_norm: float) -> float:

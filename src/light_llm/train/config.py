@@ -69,6 +69,7 @@ GENERAL_DEFAULTS: dict[str, Any] = {
     "optimizer": "adamw",
     "muon_lr": 0.02,  # Keller Jordan's Muon
     "muon_momentum": 0.95,
+    "embedding_lr": None,  # None: the embedding tables take lr like every AdamW parameter
     "eval_interval": 250,
     "eval_iters": 20,
     "log_interval": 10,
@@ -86,11 +87,13 @@ PRESET_RECIPES: dict[str, dict[str, Any]] = {
     "char-cpu": {
         "optimizer": "muon",
         "muon_lr": 0.02,
-        "lr": 1e-3,
-        "min_lr": 1e-4,
+        "lr": 3e-3,
+        "embedding_lr": 0.3,
+        "min_lr": 0.0,
+        "warmup_iters": 20,
         "beta2": 0.99,
         "batch_size": 32,
-        "max_iters": 580,
+        "max_iters": 1040,
     },
     "shakespeare-char": {
         "batch_size": 64,
@@ -226,6 +229,7 @@ class TrainConfig:
     optimizer: str | None = None  # adamw | muon (Muon for the block matrices, AdamW the rest)
     muon_lr: float | None = None  # peak lr of the Muon group (the schedule scales it)
     muon_momentum: float | None = None
+    embedding_lr: float | None = None  # peak lr of the embedding tables (None: lr)
     # evaluation and output
     eval_interval: int | None = None
     eval_iters: int | None = None
@@ -386,6 +390,8 @@ class TrainConfig:
             raise ConfigError(f"muon_lr must be positive, got {self.muon_lr}.")
         if not 0 <= self.muon_momentum < 1:
             raise ConfigError(f"muon_momentum must lie in [0, 1), got {self.muon_momentum}.")
+        if self.embedding_lr is not None and not self.embedding_lr > 0:
+            raise ConfigError(f"embedding_lr must be positive, got {self.embedding_lr}.")
         # LoRA's settings are checked by light_llm.nn.lora.add_lora, also before any write
         # the model settings too, before any file is written (the vocabulary comes later)
         if self.init_from is not None:

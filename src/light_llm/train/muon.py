@@ -46,6 +46,7 @@ from light_llm.muon_spec import (
     is_muon_matrix,
     update_scale,
 )
+from light_llm.train.param_groups import embedding_group
 from light_llm.train.precision import cpu_has_native_bfloat16
 
 KINDS = ("muon", "adamw")
@@ -172,17 +173,25 @@ class MuonAdamW(torch.optim.Optimizer):
 
 
 def muon_param_groups(
-    model: nn.Module, lr: float, muon_lr: float, weight_decay: float
+    model: nn.Module,
+    lr: float,
+    muon_lr: float,
+    weight_decay: float,
+    embedding_lr: float | None = None,
 ) -> list[dict]:
     """The param groups of :class:`MuonAdamW` for ``model``: the block matrices
     (:func:`~light_llm.muon_spec.is_muon_matrix`) with Muon at peak ``muon_lr`` (its group's
     ``lr``), the
     other tensors of two or more dimensions with AdamW and decay, the 1-D ones (biases,
-    gains) with AdamW and no decay. A tied matrix (wte = lm_head) is listed once."""
+    gains) with AdamW and no decay. A tied matrix (wte = lm_head) is listed once. With
+    ``embedding_lr`` the embedding tables form an AdamW group of their own
+    (:func:`~light_llm.train.param_groups.embedding_group`)."""
     ratio = muon_lr / lr
+    tables = embedding_group(model, lr, embedding_lr, weight_decay)
+    in_tables = {id(p) for group in tables for p in group["params"]}
     muon, decay, no_decay = [], [], []
     for name, parameter in model.named_parameters():  # a shared tensor comes once
-        if not parameter.requires_grad:
+        if not parameter.requires_grad or id(parameter) in in_tables:
             continue
         if is_muon_matrix(name, parameter.dim()):
             muon.append(parameter)
@@ -196,6 +205,7 @@ def muon_param_groups(
             "lr_ratio": ratio,
             "weight_decay": weight_decay / ratio,
         },
+        *({**group, "kind": "adamw"} for group in tables),
         {"params": decay, "kind": "adamw", "weight_decay": weight_decay},
         {"params": no_decay, "kind": "adamw", "weight_decay": 0.0},
     ]
@@ -209,6 +219,7 @@ def configure_muon(
     momentum: float,
     betas: tuple[float, float],
     weight_decay: float,
+    embedding_lr: float | None = None,
 ) -> MuonAdamW:
     """:class:`MuonAdamW` over ``model``'s parameters (:func:`muon_param_groups`), the
     learning rates set to their peaks ``muon_lr`` (muon) and ``lr`` (adamw)."""
@@ -216,5 +227,5 @@ def configure_muon(
         raise ConfigError(f"the learning rates must be positive, got lr={lr}, muon_lr={muon_lr}.")
     if weight_decay < 0:
         raise ConfigError(f"weight decay must be >= 0, got {weight_decay}.")
-    groups = muon_param_groups(model, lr, muon_lr, weight_decay)  # adamw groups take lr
+    groups = muon_param_groups(model, lr, muon_lr, weight_decay, embedding_lr)
     return MuonAdamW(groups, lr, momentum=momentum, betas=betas, weight_decay=weight_decay)

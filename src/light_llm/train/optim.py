@@ -18,6 +18,7 @@ from torch import nn
 from light_llm.errors import ConfigError
 from light_llm.train.config import OPTIMIZERS
 from light_llm.train.muon import configure_muon
+from light_llm.train.param_groups import embedding_group
 
 if TYPE_CHECKING:
     from light_llm.train.config import TrainConfig
@@ -62,6 +63,7 @@ def configure_adamw(
     betas: tuple[float, float],
     device_type: str,
     eps: float = 1e-8,
+    embedding_lr: float | None = None,
 ) -> torch.optim.AdamW:
     """AdamW (seed 000 §7) with decay only on tensors of two or more dimensions
     (:func:`decay_groups`); PyTorch's fused kernel on CUDA and on the CPU (on a 2-core CPU it
@@ -76,9 +78,12 @@ def configure_adamw(
         raise ConfigError(f"AdamW betas must lie in [0, 1), got {betas}.")
     if weight_decay < 0:
         raise ConfigError(f"weight decay must be >= 0, got {weight_decay}.")
+    tables = embedding_group(model, lr, embedding_lr, weight_decay)
+    in_tables = {id(p) for group in tables for p in group["params"]}
     decay, no_decay = decay_groups(model)
     groups = [
-        {"params": decay, "weight_decay": weight_decay},
+        *tables,
+        {"params": [p for p in decay if id(p) not in in_tables], "weight_decay": weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
     backend = {"fused": True} if device_type in ("cuda", "cpu") else {"foreach": True}
@@ -93,10 +98,18 @@ def configure_optimizer(
     peak ``cfg.muon_lr`` on the block matrices, AdamW at peak ``cfg.lr`` on the rest)."""
     betas = (cfg.beta1, cfg.beta2)
     if cfg.optimizer == "adamw":
-        return configure_adamw(model, cfg.weight_decay, cfg.lr, betas, device_type)
+        return configure_adamw(
+            model, cfg.weight_decay, cfg.lr, betas, device_type, embedding_lr=cfg.embedding_lr
+        )
     if cfg.optimizer == "muon":
         return configure_muon(
-            model, cfg.lr, cfg.muon_lr, cfg.muon_momentum, betas, cfg.weight_decay
+            model,
+            cfg.lr,
+            cfg.muon_lr,
+            cfg.muon_momentum,
+            betas,
+            cfg.weight_decay,
+            embedding_lr=cfg.embedding_lr,
         )
     raise ConfigError(f"unknown optimizer {cfg.optimizer!r}; known: {', '.join(OPTIMIZERS)}.")
 

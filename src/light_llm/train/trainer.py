@@ -73,6 +73,7 @@ from light_llm.train.budget import (
     seconds_left,
 )
 from light_llm.train.config import LORA_FIELDS, TrainConfig
+from light_llm.train.cpu_allocator import keep_freed_memory
 from light_llm.train.distributed import (
     DistributedContext,
     environment_world,
@@ -154,6 +155,8 @@ class Trainer:
             )
         _, _, local_rank = environment_world()
         self.device = resolve_device(config.device, local_rank)
+        if self.device.type == "cpu":
+            keep_freed_memory()  # page faults otherwise cost a large share of a CPU step
         self.dist: DistributedContext = init_distributed(self.device.type)
         try:
             self._set_up(config)
