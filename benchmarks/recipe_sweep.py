@@ -33,6 +33,7 @@ MUON = ["--optimizer", "muon"]
 FULL = ["--activation", "relu2", "--qk-norm", "--untie-embeddings", "--logit-softcap", "15"]
 CANDIDATES: dict[str, list[str]] = {
     "nanogpt-cpu": ["--preset", "nanogpt-cpu"],
+    "default": [],  # light-llm train with no flags (--preset char-cpu)
     "modern-adamw": [*MODERN, "--activation", "swiglu"],
     "muon-relu2": [*MODERN, *MUON, "--activation", "relu2"],
     "muon-full": [*MODERN, *MUON, *FULL],

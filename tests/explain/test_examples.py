@@ -74,7 +74,7 @@ def test_multi_head_matches_numpy():
     concat = np.concatenate(heads, axis=1)
     np.testing.assert_allclose(got["Concat(head_1, head_2)"], concat, **TOL)
     np.testing.assert_allclose(got["Concat · W^O"], concat @ w_o, **TOL)
-    np.testing.assert_allclose(got["SelfAttention.forward(X)"], concat @ w_o, **TOL)
+    np.testing.assert_allclose(got["The attention layer in one call"], concat @ w_o, **TOL)
 
 
 def test_tiny_attention_forward_and_backward_match_the_hand_derivation():
@@ -88,7 +88,13 @@ def test_tiny_attention_forward_and_backward_match_the_hand_derivation():
     np.testing.assert_allclose(got["O = A·V"], a @ v, **TOL)
     np.testing.assert_allclose(got["dL/dV = A^T · dL/dO"], a.T @ grad_out, **TOL)
     grad_a = grad_out @ v.T
-    grad_s = a * (grad_a - (grad_a * a).sum(axis=1, keepdims=True))  # softmax Jacobian per row
+    np.testing.assert_allclose(got["dL/dA = dL/dO · V^T"], grad_a, **TOL)
+    # the softmax Jacobian diag(a) - a a^T of each row, as a matrix, times that row of dL/dA
+    grad_s = np.stack(
+        [(np.diag(row) - np.outer(row, row)) @ g for row, g in zip(a, grad_a, strict=True)]
+    )
+    np.testing.assert_allclose(got["dL/dS = A ⊙ (dL/dA - rowsum(dL/dA ⊙ A))"], grad_s, **TOL)
+    np.testing.assert_allclose(grad_s.sum(axis=1), 0.0, atol=1e-12)
     np.testing.assert_allclose(
         got["dL/dQ = dL/dS · K / sqrt(d_k)"], grad_s @ k / math.sqrt(3), **TOL
     )
@@ -134,7 +140,7 @@ def test_river_matches_numpy():
     )
     np.testing.assert_allclose(got['Output for "river" with scaling'], scaled @ values_, **TOL)
     np.testing.assert_allclose(
-        got['SelfAttention.forward(x), row "river"'], scaled @ values_, **TOL
+        got['The attention layer in one call, row "river"'], scaled @ values_, **TOL
     )
     rounded = softmax(keys @ np.array([0.0, 13.8, -11.8]))
     np.testing.assert_allclose(
@@ -231,7 +237,7 @@ def test_relu_ffn():
     output = np.maximum(hidden, 0) @ W2
     np.testing.assert_allclose(got["h = x W_1 + b_1"], hidden, rtol=1e-12)
     np.testing.assert_allclose(got["output = ReLU(h) W_2 + b_2"], output, rtol=1e-12)
-    np.testing.assert_allclose(got["MLP.forward(x)"], output, rtol=1e-12)
+    np.testing.assert_allclose(got["The feed-forward layer in one call"], output, rtol=1e-12)
 
 
 def test_swiglu():
@@ -252,7 +258,7 @@ def test_softmax_jacobian_logsumexp_temperature():
     np.testing.assert_allclose(got["Jacobian ∂p_i/∂z_j"], np.diag(p) - np.outer(p, p), atol=1e-12)
     stable = 1002.0 + math.log(math.exp(-2) + math.exp(-1) + 1.0)
     assert got["log Σ e^{z_i} = c + log Σ e^{z_i - c}, c = max z"] == pytest.approx(stable)
-    assert got["torch.logsumexp(z)"] == pytest.approx(stable)
+    assert got["PyTorch's logsumexp(z)"] == pytest.approx(stable)
     assert math.isinf(got["log Σ e^{z_i} computed naively, z = [1000, 1001, 1002]"])
     np.testing.assert_allclose(
         got["softmax(z / τ) for τ = 0.5, 1, 2"], [softmax(z / t) for t in (0.5, 1.0, 2.0)], **TOL
@@ -449,6 +455,23 @@ KNOWN_DIFFERENCES = [
     ),
     ("tokenization", 'WordPiece ids of "I love dogs."', 2, 3988, 6077),
 ]
+
+
+def test_river_shows_the_key_of_river_the_seed_prints_in_section_19():
+    keys = next(s for s in explain.run("river") if s.title == "Keys K = x W_K")
+    river = list(keys.rows).index("river")
+    x_river = np.array([0.0, 0.9, 0.9])
+    w_k = np.arange(1, 10).reshape(3, 3) / 10
+    np.testing.assert_allclose(keys.value[river], x_river @ w_k)
+    np.testing.assert_array_equal(keys.seed_value[river], [0.99, 1.17, 1.35])
+    assert (~np.isnan(keys.seed_value)).all(axis=1).sum() == 4  # [CLS], The, river, flooded
+
+
+def test_grad_clip_cites_the_section_that_holds_the_norm_50_example():
+    steps = {s.title: s for s in explain.run("grad-clip")}
+    factor = steps["Scale factor min(1, c / ||g||), c = 5"]
+    assert factor.seed.startswith("seed 002 §4.3")
+    assert "seed 000 §10, Example" not in " ".join(s.seed for s in steps.values())
 
 
 @pytest.mark.parametrize("name, title, index, seed_figure, exact", KNOWN_DIFFERENCES)

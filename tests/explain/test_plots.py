@@ -36,6 +36,27 @@ EXPECTED = {  # example -> {file name: (height, width) in pixels}
     "sampling": {"sampling_filters.png": WIDE, "sampling_temperatures.png": WIDE},
     "lr-schedule": {"learning_rate_schedule.png": WIDE},
     "muon": {"muon_newton_schulz.png": WIDE},
+    "tiny-attention": {"tiny_attention.png": grid_pixels(2, 2)},
+    "norms": {"norms.png": WIDE},
+    "adamw": {"adamw_step.png": WIDE},
+    "grad-clip": {"grad_clip.png": WIDE},
+    "tokenization": {"tokenization_pair.png": grid_pixels(1, 1)},
+    "tiny-transformer": {"tiny_transformer_layernorm.png": WIDE},
+    "attention-backprop": {"attention_backprop.png": grid_pixels(2, 2)},
+    "mlp-backprop": {"mlp_hidden_layer.png": WIDE},
+    "high-dimensions": {"concentration_of_measure.png": WIDE, "mips_hard_attention.png": WIDE},
+    "score-variance": {"score_variance.png": WIDE, "softmax_entropy.png": WIDE},
+    "gradient-flow": {"gradient_flow.png": WIDE},
+    "perplexity": {"next_token_loss.png": WIDE},
+    "weight-tying": {"weight_tying.png": WIDE},
+    "kv-cache": {"kv_cache_work.png": WIDE},
+    "linear-attention": {"linear_attention_weights.png": grid_pixels(1, 2)},
+    "checkpointing": {"checkpointing_memory.png": WIDE},
+    "dropout": {"dropout.png": WIDE},
+    "label-smoothing": {"label_smoothing.png": WIDE},
+    "initialization": {"initialization_signal.png": WIDE},
+    "mixed-precision": {"mixed_precision_rounding.png": WIDE},
+    "bert-masking": {"bert_masking_shares.png": WIDE},
 }
 
 
@@ -49,7 +70,7 @@ def check_png(path, size):
 @pytest.mark.parametrize("name", explain.names())
 def test_example_pictures_are_valid_images_of_the_expected_size(name, tmp_path):
     written = explain.write_figures(name, tmp_path)
-    expected = EXPECTED.get(name, {})
+    expected = EXPECTED[name]  # every example has a picture
     assert sorted(path.name for path in written) == sorted(expected)
     for path in written:
         check_png(path, expected[path.name])

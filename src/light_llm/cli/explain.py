@@ -13,7 +13,9 @@ the same code that trains the models (attention, positions, norms, feed-forward,
 sampling, tokenizer). Values are printed to 4 decimals; where a seed prints a figure for a step,
 the seed's figure is shown beside the exact one and marked * where it differs.
 
-Without NAME, list the examples.
+Without NAME, list the examples. --markdown writes an example (or all of them) as a Markdown
+page with its pictures linked; --equations lists every numbered equation of seed 002 with the
+example that computes it and the functions that implement it.
 """
 
 EXAMPLES = """\
@@ -23,6 +25,8 @@ examples:
   light-llm explain river --json          the same steps as JSON, for programs
   light-llm explain sinusoidal --plot pictures/
   light-llm explain --plot pictures/      the pictures of every example
+  light-llm explain tiny-attention --markdown page.md   a page, pictures beside it
+  light-llm explain --equations           seed 002's equations 1-53 and their code
 """
 
 
@@ -48,6 +52,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="write the example's pictures (PNG) into DIR (all examples' without NAME)",
     )
     parser.add_argument(
+        "--markdown",
+        nargs="?",
+        const="-",
+        type=Path,
+        metavar="FILE",
+        help="write a Markdown page instead of text: to FILE (its pictures written beside it, "
+        "or into --plot DIR) or, without FILE, to stdout (pictures linked only with --plot DIR); "
+        "without NAME, every example in one page",
+    )
+    parser.add_argument(
+        "--equations",
+        action="store_true",
+        help="list seed 002's numbered equations (1-53): the example computing each and the "
+        "functions implementing it (with --json or --markdown in those formats)",
+    )
+    parser.add_argument(
         "--run",
         type=Path,
         metavar="OUT",
@@ -61,19 +81,29 @@ def run(args: argparse.Namespace) -> int:
     from light_llm import explain
     from light_llm.errors import ConfigError
 
+    if args.json and args.markdown is not None:
+        raise ConfigError("choose one of --json and --markdown.")
+    if args.equations:
+        if args.name is not None or args.plot is not None or args.run is not None:
+            raise ConfigError("--equations takes no NAME, --plot or --run.")
+        return print_equations(args)
     if args.name is None:
         if args.run is not None:
             raise ConfigError(
                 "--run needs the example name: light-llm explain lr-schedule --run OUT."
             )
+        if args.markdown is not None:
+            return write_markdown(args, explain.names())
+        pictures = {}
         if args.plot is not None:
-            written = [
-                path for name in explain.names() for path in explain.write_figures(name, args.plot)
-            ]
+            pictures = {name: explain.write_figures(name, args.plot) for name in explain.names()}
+            written = [path for paths in pictures.values() for path in paths]
             report_written(list(dict.fromkeys(written)))  # shared pictures once
-            return 0
         if args.json:
             listing = [{"name": n, "summary": explain.get(n).summary} for n in explain.names()]
+            if args.plot is not None:
+                for item in listing:
+                    item["pictures"] = [str(path) for path in pictures[item["name"]]]
             print(json.dumps(listing, ensure_ascii=False, indent=1))
             return 0
         width = max(len(name) for name in explain.names())
@@ -83,6 +113,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     example = explain.get(args.name)
+    if args.markdown is not None:
+        if args.run is not None:
+            raise ConfigError("--run and --markdown do not go together.")
+        return write_markdown(args, [example.name])
     if args.run is None:
         steps = example.steps()
     else:
@@ -107,6 +141,66 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: the {example.name} example has no pictures.", file=sys.stderr)
         report_written(written)
     return 0
+
+
+def print_equations(args: argparse.Namespace) -> int:
+    from light_llm.explain import equations
+
+    if args.json:
+        print(json.dumps(equations.equations_json(), ensure_ascii=False, indent=1))
+    elif args.markdown is not None:
+        write_page(args.markdown, equations.equations_markdown())
+    else:
+        sys.stdout.write(equations.equations_text())
+    return 0
+
+
+def write_markdown(args: argparse.Namespace, names: list[str]) -> int:
+    """The examples ``names`` as one Markdown page, to stdout or to the file --markdown names;
+    their pictures into --plot DIR or, for a file, beside it."""
+    from light_llm import explain
+    from light_llm.explain.markdown import example_markdown, picture_links
+
+    to_file = str(args.markdown) != "-"
+    page_folder = args.markdown.parent if to_file else None
+    picture_folder = args.plot if args.plot is not None else page_folder
+    level = 1 if len(names) == 1 else 2
+    pages = []
+    for name in names:
+        example = explain.get(name)
+        written = []
+        if picture_folder is not None:
+            written = explain.write_figures(name, picture_folder)
+            report_written(written)
+        links = picture_links(written, page_folder)
+        pages.append(example_markdown(name, example.summary, example.steps(), links, level))
+    document = "\n".join(pages)
+    if len(names) > 1:
+        contents = "\n".join(
+            f"- [`{n}`](#light-llm-explain-{n}): {explain.get(n).summary}" for n in names
+        )
+        document = f"# light-llm's worked examples\n\n{contents}\n\n{document}"
+    if to_file:
+        write_page(args.markdown, document)
+    else:
+        sys.stdout.write(document)
+    return 0
+
+
+def write_page(path: Path, text: str) -> None:
+    """Write a Markdown page atomically; a folder that cannot take it is one sentence."""
+    from light_llm.atomic import write_atomically
+    from light_llm.errors import DataError
+
+    if str(path) == "-":
+        sys.stdout.write(text)
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, text.encode("utf-8"))
+    except OSError as exc:
+        raise DataError(f"cannot write the page {path}: {exc.strerror or exc}.") from None
+    print(f"wrote {path}", file=sys.stderr)
 
 
 def report_written(paths: list[Path]) -> None:

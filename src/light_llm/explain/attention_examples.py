@@ -17,6 +17,7 @@ import torch
 from light_llm.config import ModelConfig
 from light_llm.explain.steps import Step
 from light_llm.nn.attention import SelfAttention, attention_explicit, attention_mask
+from light_llm.reference.softmax import softmax_backward
 
 INF = float("inf")
 
@@ -98,8 +99,8 @@ def cat_sat() -> list[Step]:
         ),
         Step(
             "Causal mask (GPT): future positions set to -inf",
-            "attention_mask(causal=True) allows key j for query i only when j <= i; the other "
-            "scores become -inf, so softmax gives them weight 0.",
+            "The causal mask lets query i see key j only when j <= i (a token never looks ahead); "
+            "the other scores become -inf, so softmax gives them weight 0.",
             masked[0, 0],
             f"{SEED_001_ATTENTION}, Step 3",
             seed_value=[[0.61, -INF, -INF], [0.43, 1.54, -INF], [0.28, 0.87, 2.04]],
@@ -107,8 +108,9 @@ def cat_sat() -> list[Step]:
         ),
         Step(
             "Attention weights, GPT (causal softmax)",
-            "softmax of each masked row; every row sums to 1. Computed by attention_explicit "
-            "with the causal mask. The seed's rows 2 and 3 are not the softmax even of its own "
+            "softmax of each masked row; every row sums to 1. Computed by the attention code the "
+            "models train with (light_llm/nn/attention.py), with the causal mask. The seed's "
+            "rows 2 and 3 are not the softmax even of its own "
             "scaled scores (those give 0.25 / 0.75 and 0.12 / 0.21 / 0.67).",
             gpt_weights[0, 0],
             f"{SEED_001_ATTENTION}, Step 4",
@@ -118,7 +120,7 @@ def cat_sat() -> list[Step]:
         Step(
             "Attention weights, BERT (no mask)",
             "softmax of the unmasked scaled scores: every token sees every other token. "
-            "Computed by attention_explicit without a mask. The seed's figures are not the "
+            "Computed by the same attention code without a mask. The seed's figures are not the "
             "softmax of its own scaled scores either (row 1 would be 0.39, 0.33, 0.28).",
             bert_weights[0, 0],
             f"{SEED_001_ATTENTION}, Step 4",
@@ -208,7 +210,7 @@ def multi_head() -> list[Step]:
         steps += [
             Step(
                 f"Q of {name} (columns {2 * head}-{2 * head + 1} of Q)",
-                "split_heads reshapes (T, d_model) to (n_h, T, d_k): head i takes its own "
+                "Splitting into heads reshapes (T, d_model) to (n_h, T, d_k): head i takes its own "
                 "d_k = d_model / n_h = 2 columns of Q (and of K and V).",
                 q[0, head],
                 f"{SEED_001_MULTIHEAD}, Multi-Head Reshaping",
@@ -254,9 +256,9 @@ def multi_head() -> list[Step]:
             rows=tokens,
         ),
         Step(
-            "SelfAttention.forward(X)",
-            "The module the GPT trains with, run on X in one call: the same numbers as the "
-            "steps above.",
+            "The attention layer in one call",
+            "The GPT's attention layer (light_llm/nn/attention.py) run on X in one call: the "
+            "same numbers as the steps above.",
             module_output[0],
             f"{SEED_001_MULTIHEAD}",
             rows=tokens,
@@ -280,10 +282,14 @@ def tiny_attention() -> list[Step]:
     k = as_heads(matrix(TINY_K)).requires_grad_()
     v = as_heads(matrix(TINY_V)).requires_grad_()
     output, weights = attention_explicit(q, k, v)  # no mask: both tokens see both
+    weights.retain_grad()  # dL/dA, read after the backward pass
     grad_output = matrix(TINY_GRAD_OUTPUT)
     output.backward(as_heads(grad_output))  # L with dL/dO = grad_output
     with torch.no_grad():
         scores = q @ k.transpose(-2, -1)
+    grad_weights = weights.grad[0, 0]  # (T, T)
+    # the softmax backward of the NumPy engine, row by row: A ⊙ (dL/dA - Σ_j dL/dA ⊙ A)
+    grad_scores = softmax_backward(grad_weights.numpy(), weights[0, 0].detach().numpy())
     tokens = ("token 1", "token 2")
     square = {"rows": tokens, "columns": tokens}
     return [
@@ -327,7 +333,8 @@ def tiny_attention() -> list[Step]:
         ),
         Step(
             "dL/dV = A^T · dL/dO",
-            "By autograd through attention_explicit; equal to A^T dL/dO (seed 002 §7.3). The "
+            "By autograd (PyTorch differentiating the attention code); equal to A^T dL/dO (seed "
+            "002 §7.3). The "
             "seed's 0.38 / 0.62 come from its rounded A.",
             v.grad[0, 0],
             "seed 002 §14.2",
@@ -335,9 +342,27 @@ def tiny_attention() -> list[Step]:
             rows=tokens,
         ),
         Step(
+            "dL/dA = dL/dO · V^T",
+            "The gradient at the attention weights, read from autograd: entry (i, j) is how "
+            "much the loss changes when token i gives a little more weight to token j, the "
+            "dot product of row i of dL/dO with value row j. The seed stops at dL/dV.",
+            grad_weights,
+            "seed 002 §7.3 (G_P = G_O V^T)",
+            **square,
+        ),
+        Step(
+            "dL/dS = A ⊙ (dL/dA - rowsum(dL/dA ⊙ A))",
+            "Each row of dL/dA through the softmax Jacobian diag(a) - a a^T of that row "
+            "(seed 002 §7.3, eq. 25), computed by the NumPy engine's softmax backward. Each "
+            "row sums to 0: adding the same number to every score of a row changes no weight.",
+            grad_scores,
+            "seed 002 §7.3 (G_S), eq. 25; seed 001, Gradient of Softmax",
+            **square,
+        ),
+        Step(
             "dL/dQ = dL/dS · K / sqrt(d_k)",
-            "Also by autograd: dL/dA = dL/dO V^T, then each row through the softmax Jacobian "
-            "diag(a) - a a^T gives dL/dS (seed 002 §7.3).",
+            "By autograd through the attention code; equal to the previous step times K, "
+            "divided by sqrt(3).",
             q.grad[0, 0],
             "seed 002 §7.3",
             rows=tokens,
@@ -416,21 +441,24 @@ def river() -> list[Step]:
         ),
         Step(
             "W_Q, W_K, W_V (in x out)",
-            "W_Q = diag(0, 15.33, -13.11); W_K and W_V as in the seed. Loaded into "
-            "SelfAttention.c_attn (transposed, as nn.Linear stores them).",
+            "W_Q = diag(0, 15.33, -13.11); W_K and W_V as in the seed, loaded into the "
+            "attention layer's projection (which stores each matrix transposed).",
             torch.cat([matrix(RIVER_W_Q), matrix(RIVER_W_K), matrix(RIVER_W_V)], dim=1),
             f"{SEED_003} §16",
             columns=("Q1", "Q2", "Q3", "K1", "K2", "K3", "V1", "V2", "V3"),
         ),
         Step(
             "Keys K = x W_K",
-            "The seed prints three of the nine rows.",
+            "The seed prints four of the nine rows: [CLS], The and flooded in §17, river's "
+            "own key in §19.",
             k[0, 0],
-            f"{SEED_003} §17",
+            f"{SEED_003} §17, §19",
             seed_value=[
                 [0.25, 0.38, 0.51],
                 [0.41, 0.52, 0.63],
-                *[[NAN] * 3] * 5,
+                *[[NAN] * 3] * 3,
+                [0.99, 1.17, 1.35],
+                [NAN] * 3,
                 [0.93, 1.11, 1.29],
                 [NAN] * 3,
             ],
@@ -485,8 +513,7 @@ def river() -> list[Step]:
         ),
         Step(
             "Attention weights with scaling: softmax(q·k / sqrt(3))",
-            "What attention_explicit (and every model here) computes: dividing by sqrt(d_k) "
-            "flattens the distribution.",
+            "What every model here computes: dividing by sqrt(d_k) flattens the distribution.",
             scaled_weights[0, 0, 0],
             f"{SEED_003} §22-23",
             columns=columns,
@@ -550,9 +577,9 @@ def river() -> list[Step]:
             f"{SEED_003} §25",
         ),
         Step(
-            'SelfAttention.forward(x), row "river"',
-            "The encoder's attention module (no causal mask, W^O = I) in one call: the same "
-            "as the scaled output.",
+            'The attention layer in one call, row "river"',
+            "The encoder's attention layer (light_llm/nn/attention.py; no causal mask, W^O = I) "
+            "in one call: the same as the scaled output.",
             module_out,
             f"{SEED_003} §25-26",
         ),

@@ -57,7 +57,8 @@ def norms() -> list[Step]:
         ),
         Step(
             "LayerNorm(x) = γ (x - μ) / sqrt(σ² + ε) + β",
-            "With γ = 1 and β = 0 (their initial values), by nn.norms.LayerNorm.",
+            "With γ = 1 and β = 0 (their initial values), by the models' LayerNorm layer "
+            "(light_llm/nn/norms.py).",
             normalized,
             f"{SEED_001_NORM}, Steps 2-3",
             seed_value=[-1.34, 0.45, -0.45, 1.34],
@@ -86,7 +87,7 @@ def norms() -> list[Step]:
         ),
         Step(
             "RMSNorm(x) = γ x / RMS(x)",
-            "No mean subtraction, γ = 1, by nn.norms.RMSNorm. The seed divides by the "
+            "No mean subtraction, γ = 1, by the models' RMSNorm layer. The seed divides by the "
             "rounded 2.74 and truncates, so two entries differ: 1 / 2.7386 = 0.3651 and "
             "3 / 2.7386 = 1.0954.",
             rms_normalized,
@@ -160,7 +161,8 @@ def feedforward() -> list[Step]:
         Step("W_1 (in x out)", "The seed's simplified first layer.", FFN_W1, SEED_001_FFN),
         Step(
             "h = x W_1 + b_1",
-            "By MLP.c_fc. The seed's h is 'after bias' with a bias it never gives; that h "
+            "The first linear layer of the feed-forward block. The seed's h is 'after bias' with "
+            "a bias it never gives; that h "
             "would need the b_1 of the next step.",
             hidden,
             f"{SEED_001_FFN}, Step 1",
@@ -174,7 +176,7 @@ def feedforward() -> list[Step]:
         ),
         Step(
             "ReLU(h) = max(0, h)",
-            "activation_fn('relu', h): all entries are positive, so nothing changes.",
+            "All entries are positive, so nothing changes.",
             activated,
             f"{SEED_001_FFN}, Step 2",
             seed_value=SEED_FFN_HIDDEN,
@@ -182,7 +184,7 @@ def feedforward() -> list[Step]:
         Step("W_2 (in x out)", "The seed's simplified second layer.", FFN_W2, SEED_001_FFN),
         Step(
             "output = ReLU(h) W_2 + b_2",
-            "By MLP.c_proj, with b_2 = 0.",
+            "The second linear layer, with b_2 = 0.",
             output,
             f"{SEED_001_FFN}, Step 3",
             seed_value=SEED_FFN_OUTPUT,
@@ -195,8 +197,9 @@ def feedforward() -> list[Step]:
             seed_value=SEED_FFN_OUTPUT,
         ),
         Step(
-            "MLP.forward(x)",
-            "The module in one call: the same as the steps above.",
+            "The feed-forward layer in one call",
+            "The models' feed-forward layer (light_llm/nn/feedforward.py) run on x in one "
+            "call: the same as the steps above.",
             module_output,
             SEED_001_FFN,
         ),
@@ -232,17 +235,18 @@ def swiglu() -> list[Step]:
             x,
             SEED_001_SWIGLU,
         ),
-        Step("x W_1", "By SwiGLU.c_fc.", gate_input, SEED_001_SWIGLU),
+        Step("x W_1", "The gate's linear projection.", gate_input, SEED_001_SWIGLU),
         Step(
             "Gate: Swish(x W_1) = z σ(z)",
             "Swish (SiLU) lets small negative values through, scaled down.",
             gate,
             SEED_001_SWIGLU,
         ),
-        Step("Value: x V", "By SwiGLU.c_v: a second, linear projection.", value, SEED_001_SWIGLU),
+        Step("Value: x V", "A second linear projection, not gated.", value, SEED_001_SWIGLU),
         Step(
             "SwiGLU(x) = Swish(x W_1) ⊙ (x V)",
-            "SwiGLU.forward with W_2 = I, so its output is the gated product itself.",
+            "The models' SwiGLU layer (light_llm/nn/feedforward.py) with W_2 = I, so its "
+            "output is the gated product itself.",
             module_output,
             SEED_001_SWIGLU,
         ),

@@ -75,11 +75,13 @@ def heatmap_grid(
     x_label: str = "key (attended to)",
     y_label: str = "query (attending)",
     panel_inches: float = PANEL_INCHES,
+    number_format: str = ".2f",
 ) -> Path:
     """A grid of labelled heatmaps, ``panels[r][c] = (panel title, matrix)``, one colour scale.
 
-    Values are written in the cells when the matrices are at most 10 x 10. ``value_range``
-    fixes the colour scale (attention weights lie in [0, 1]); None spans the data.
+    Values are written in the cells (with ``number_format``) when the matrices are at most
+    10 x 10 (up to 16 rows for a single column pair). ``value_range`` fixes the colour scale
+    (attention weights lie in [0, 1]); None spans the data.
     """
     n_rows, n_cols = len(panels), max(len(row) for row in panels)
     figure = Figure(figsize=grid_size_inches(n_rows, n_cols, panel_inches), layout="constrained")
@@ -87,7 +89,9 @@ def heatmap_grid(
     axes_grid = figure.subplots(n_rows, n_cols, squeeze=False)
     finite = [m[np.isfinite(m)] for row in panels for _, m in row]
     low, high = value_range or (min(v.min() for v in finite), max(v.max() for v in finite))
-    annotate = len(row_labels) <= 10 and len(column_labels) <= 10
+    annotate = (
+        len(row_labels) <= (16 if len(column_labels) <= 3 else 10) and len(column_labels) <= 10
+    )
     image = None
     for r, row in enumerate(panels):
         for c in range(n_cols):
@@ -106,7 +110,7 @@ def heatmap_grid(
                 axes.set_ylabel(y_label, fontsize=8)
             if annotate:
                 for (i, j), value in np.ndenumerate(matrix):
-                    text = "-inf" if value == -np.inf else f"{value:.2f}"
+                    text = "-inf" if value == -np.inf else f"{value:{number_format}}"
                     bright = np.isfinite(value) and value > low + 0.6 * (high - low)
                     axes.text(
                         j,
@@ -277,22 +281,102 @@ def distributions_figure(
     labels: Sequence[str],
     title: str,
 ) -> Path:
-    """Grouped bars: one group per token, one bar per named distribution."""
+    """Grouped bars of probabilities: one group per token, one bar per named distribution."""
+    highest = max(float(np.max(p)) for _, p in distributions)
+    return grouped_bars(
+        path, distributions, labels, title, "probability", y_range=(0, min(1.0, 1.15 * highest))
+    )
+
+
+def grouped_bars(
+    path: str | Path,
+    series: Sequence[tuple[str, np.ndarray]],
+    labels: Sequence[str],
+    title: str,
+    y_label: str,
+    y_range: tuple[float, float] | None = None,
+    annotate: bool = False,
+    x_label: str | None = None,
+    value_format: str = "%.2f",
+) -> Path:
+    """Grouped bars: one group per label, one bar per named series (values may be negative);
+    with ``annotate``, each bar carries its value (``value_format``, 2 decimals unless set)."""
     figure = Figure(figsize=WIDE_FIGURE, layout="constrained")
     axes = figure.subplots()
     positions = np.arange(len(labels))
-    width = 0.8 / len(distributions)
-    for k, (name, probabilities) in enumerate(distributions):
-        axes.bar(
-            positions + (k - (len(distributions) - 1) / 2) * width, probabilities, width, label=name
-        )
+    width = 0.8 / len(series)
+    for k, (name, values) in enumerate(series):
+        offset = (k - (len(series) - 1) / 2) * width
+        bars = axes.bar(positions + offset, values, width, label=name)
+        if annotate:
+            axes.bar_label(bars, fmt=value_format, fontsize=7, padding=2)
     axes.set_xticks(positions, labels)
-    axes.set_ylabel("probability")
-    highest = max(float(np.max(p)) for _, p in distributions)
-    axes.set_ylim(0, min(1.0, 1.15 * highest))
+    axes.axhline(0.0, color="black", linewidth=0.8)
+    axes.set_ylabel(y_label)
+    if x_label:
+        axes.set_xlabel(x_label)
+    if y_range is not None:
+        axes.set_ylim(*y_range)
+    else:
+        axes.margins(y=0.15)
     axes.set_title(title)
     axes.grid(alpha=0.3, axis="y")
     axes.legend(fontsize=8)
+    return save(figure, path)
+
+
+def lines_figure(
+    path: str | Path,
+    x: np.ndarray,
+    series: Sequence[tuple[str, np.ndarray, str]],
+    title: str,
+    x_label: str,
+    y_label: str,
+    log_x: bool = False,
+    log_y: bool = False,
+    tick_labels: Sequence[str] | None = None,
+) -> Path:
+    """Curves ``(name, y, style)`` against one x axis (style: a matplotlib format such as
+    "o-" or "--"); ``tick_labels`` names each x (then x is 0, 1, ...)."""
+    figure = Figure(figsize=WIDE_FIGURE, layout="constrained")
+    axes = figure.subplots()
+    for name, y, style in series:
+        axes.plot(x, y, style, label=name, linewidth=1.8, markersize=4)
+    if log_x:
+        axes.set_xscale("log", base=2)
+    if log_y:
+        axes.set_yscale("log")
+    if tick_labels is not None:
+        axes.set_xticks(np.arange(len(tick_labels)), tick_labels)
+    axes.set_xlabel(x_label)
+    axes.set_ylabel(y_label)
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    return save(figure, path)
+
+
+def trajectories_figure(
+    path: str | Path,
+    panels: Sequence[tuple[str, Sequence[tuple[str, np.ndarray, str]]]],
+    title: str,
+    x_label: str,
+    y_label: str,
+) -> Path:
+    """Side-by-side panels of 2-D paths: ``panels`` = [(panel title, [(name, points (n, 2),
+    style)])], equal axes so that directions are true."""
+    figure = Figure(figsize=WIDE_FIGURE, layout="constrained")
+    axes_row = figure.subplots(1, len(panels), squeeze=False)[0]
+    for axes, (panel_title, paths) in zip(axes_row, panels, strict=True):
+        for name, points, style in paths:
+            axes.plot(points[:, 0], points[:, 1], style, label=name, markersize=4)
+        axes.set_title(panel_title, fontsize=10)
+        axes.set_xlabel(x_label)
+        axes.set_ylabel(y_label)
+        axes.set_aspect("equal", adjustable="datalim")
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=8)
+    figure.suptitle(title)
     return save(figure, path)
 
 

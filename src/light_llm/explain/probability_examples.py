@@ -46,7 +46,8 @@ def softmax_example() -> list[Step]:
         ),
         Step(
             "Jacobian ∂p_i/∂z_j",
-            "By autograd through torch.softmax; equal to diag(p) - p p^T: p_i (1 - p_i) on "
+            "By autograd (PyTorch differentiating the softmax); equal to diag(p) - p p^T: "
+            "p_i (1 - p_i) on "
             "the diagonal, -p_i p_j off it. Each row and column sums to 0 (adding a constant "
             "to every logit changes nothing).",
             jacobian,
@@ -63,19 +64,19 @@ def softmax_example() -> list[Step]:
         Step(
             "log Σ e^{z_i} = c + log Σ e^{z_i - c}, c = max z",
             "The log-sum-exp trick: after subtracting the maximum the largest exponent is "
-            "e^0 = 1. torch.logsumexp and torch.softmax do exactly this.",
+            "e^0 = 1. PyTorch's logsumexp and softmax do exactly this.",
             stable,
             "seed 002 §4.4, eq. 12",
         ),
         Step(
-            "torch.logsumexp(z)",
+            "PyTorch's logsumexp(z)",
             "The library routine, the same value.",
             torch.logsumexp(large, dim=-1),
             "seed 002 §4.4, eq. 12",
         ),
         Step(
             "softmax(z / τ) for τ = 0.5, 1, 2",
-            "Temperature divides the logits (filter_logits, as in sampling): τ < 1 sharpens "
+            "Temperature divides the logits (as light-llm generate does): τ < 1 sharpens "
             "the distribution, τ > 1 flattens it.",
             by_temperature,
             "seed 002 §15.4; seed 000 §8",
@@ -155,7 +156,7 @@ def sampling() -> list[Step]:
         ),
         Step(
             "τ = 0.7, top-k = 4, top-p = 0.9 together",
-            "filter_logits applies temperature, then top-k, then top-p, as generation does.",
+            "Temperature first, then top-k, then top-p, the order light-llm generate uses.",
             distribution(temperature=0.7, top_k=4, top_p=0.9),
             SEED_000_SAMPLING,
             columns=columns,

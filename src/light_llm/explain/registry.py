@@ -12,13 +12,21 @@ import numpy as np
 from light_llm.errors import ConfigError
 from light_llm.explain import (
     attention_examples,
+    dynamics_examples,
+    efficiency_examples,
+    geometry_examples,
+    language_model_examples,
     layer_examples,
+    masking_examples,
+    mlp_examples,
     muon_examples,
     plots,
     position_examples,
     probability_examples,
+    regularization_examples,
     tokenization_examples,
     training_examples,
+    transformer_examples,
 )
 from light_llm.explain.steps import Step
 
@@ -60,6 +68,93 @@ def multi_head_figures(folder: Path) -> list[Path]:
     ]
     title = 'Multi-head attention on "The cat sat": weights per head (d_model = 4, h = 2)'
     return [plots.heatmap_grid(folder / "multi_head_attention.png", panels, tokens, tokens, title)]
+
+
+def tiny_attention_figures(folder: Path) -> list[Path]:
+    steps = attention_examples.tiny_attention()
+    tokens = ("token 1", "token 2")
+    panels = [
+        [
+            ("S = Q·K^T / sqrt(3)", value_of(steps, "S = Q·K^T / sqrt(3)")),
+            ("A = softmax(S)", value_of(steps, "A = softmax(S)")),
+        ],
+        [
+            ("dL/dA = dL/dO · V^T", value_of(steps, "dL/dA = dL/dO · V^T")),
+            (
+                "dL/dS (softmax backward)",
+                value_of(steps, "dL/dS = A ⊙ (dL/dA - rowsum(dL/dA ⊙ A))"),
+            ),
+        ],
+    ]
+    title = "Tiny attention (seed 002 §14): forward (top) and backward (bottom)"
+    return [
+        plots.heatmap_grid(
+            folder / "tiny_attention.png", panels, tokens, tokens, title, value_range=None
+        )
+    ]
+
+
+def norms_figures(folder: Path) -> list[Path]:
+    steps = layer_examples.norms()
+    series = [
+        ("x", value_of(steps, "x (one token, d_model = 4)")),
+        ("LayerNorm(x)", value_of(steps, "LayerNorm(x) = γ (x - μ) / sqrt(σ² + ε) + β")),
+        ("RMSNorm(x)", value_of(steps, "RMSNorm(x) = γ x / RMS(x)")),
+    ]
+    labels = [f"feature {i}" for i in range(len(layer_examples.NORM_INPUT))]
+    title = "LayerNorm centres and scales x = [1, 3, 2, 4]; RMSNorm only scales it (seed 001)"
+    return [plots.grouped_bars(folder / "norms.png", series, labels, title, "value", annotate=True)]
+
+
+def adamw_figures(folder: Path) -> list[Path]:
+    steps = training_examples.adamw_step()
+    gradient = value_of(steps, "Gradient g of the weight").ravel()
+    change = value_of(steps, "Change of the weight").ravel()
+    lr = training_examples.ADAMW_LR
+    labels = [f"θ[{i},{j}]" for i in range(2) for j in range(3)]
+    series = [("gradient g", gradient), ("change of θ / α", change / lr)]
+    title = (
+        "One AdamW step: every weight moves by about α whatever its gradient's size (seed 000 §7)"
+    )
+    return [
+        plots.grouped_bars(folder / "adamw_step.png", series, labels, title, "value", annotate=True)
+    ]
+
+
+def grad_clip_figures(folder: Path) -> list[Path]:
+    steps = training_examples.grad_clip()
+    before = value_of(steps, "Gradients before clipping: weight (2x2) and bias (2)").ravel()
+    after = value_of(steps, "Gradients after clipping").ravel()
+    labels = ["w[0,0]", "w[0,1]", "w[1,0]", "w[1,1]", "b[0]", "b[1]"]
+    series = [("before (norm 50)", before), ("after (norm 5)", after)]
+    title = (
+        "Global-norm clipping at c = 5: every gradient times 5/50, directions kept (seed 002 §4.3)"
+    )
+    return [
+        plots.grouped_bars(
+            folder / "grad_clip.png", series, labels, title, "gradient", annotate=True
+        )
+    ]
+
+
+def tokenization_figures(folder: Path) -> list[Path]:
+    steps = tokenization_examples.tokenization()
+    pair = next(step for step in steps if step.title.startswith("Pair "))
+    table = np.asarray(pair.value)[:, 1:]  # attention mask, token type ids
+    columns = list(tokenization_examples.MODEL_INPUTS[1:])
+    title = 'BERT inputs of "I love dogs." + "Dogs are great." (seed 003 §3)'
+    return [
+        plots.heatmap_grid(
+            folder / "tokenization_pair.png",
+            [[("attention mask and token types", table.astype(float))]],
+            list(pair.rows),
+            columns,
+            title,
+            x_label="model input",
+            y_label="token",
+            number_format=".0f",
+        )
+    ]
 
 
 def river_figures(folder: Path) -> list[Path]:
@@ -219,8 +314,9 @@ EXAMPLES: dict[str, Example] = {
         Example(
             "tiny-attention",
             "the tiny attention forward pass and its backward pass "
-            "dL/dV, dL/dQ, dL/dK (seed 002 §14)",
+            "dL/dV, dL/dA, dL/dS, dL/dQ, dL/dK (seed 002 §14, §7.3)",
             attention_examples.tiny_attention,
+            tiny_attention_figures,
         ),
         Example(
             "river",
@@ -248,7 +344,12 @@ EXAMPLES: dict[str, Example] = {
             position_examples.rope,
             rope_figures,
         ),
-        Example("norms", "LayerNorm and RMSNorm of [1, 3, 2, 4] (seed 001)", layer_examples.norms),
+        Example(
+            "norms",
+            "LayerNorm and RMSNorm of [1, 3, 2, 4] (seed 001)",
+            layer_examples.norms,
+            norms_figures,
+        ),
         Example(
             "ffn",
             "the ReLU feed-forward network with the seed's 4x4 W_1, W_2 (seed 001)",
@@ -278,6 +379,7 @@ EXAMPLES: dict[str, Example] = {
             "one AdamW step: moments, bias correction, decoupled weight decay "
             "(seed 000 §7, 002 §4.1)",
             training_examples.adamw_step,
+            adamw_figures,
         ),
         Example(
             "lr-schedule",
@@ -289,6 +391,7 @@ EXAMPLES: dict[str, Example] = {
             "grad-clip",
             "global-norm clipping of a norm-50 gradient at 5 (seed 002 §4.3)",
             training_examples.grad_clip,
+            grad_clip_figures,
         ),
         Example(
             "muon",
@@ -302,6 +405,119 @@ EXAMPLES: dict[str, Example] = {
             'BERT inputs for "I love dogs." and a sentence pair: ids, '
             "attention mask, token types (seed 003 §3-4)",
             tokenization_examples.tokenization,
+            tokenization_figures,
+        ),
+        Example(
+            "tiny-transformer",
+            'the tiny transformer on "The cat": embeddings + positions, residual and '
+            "LayerNorm, the seed's normalised vector beside LayerNorm's (seed 001)",
+            transformer_examples.tiny_transformer,
+            transformer_examples.tiny_transformer_figures,
+        ),
+        Example(
+            "attention-backprop",
+            "backpropagation through attention on the seed's A and V: dL/dV, dL/dA, "
+            "the softmax backward, dL/dQ, dL/dK (seed 001)",
+            transformer_examples.attention_backprop,
+            transformer_examples.attention_backprop_figures,
+        ),
+        Example(
+            "mlp-backprop",
+            "a two-layer MLP forward (eqs. 13-15) and backward (eqs. 16-18) by the NumPy "
+            "engine's layers (seed 002 §5)",
+            mlp_examples.mlp_backprop,
+            mlp_examples.mlp_figures,
+        ),
+        Example(
+            "high-dimensions",
+            "cosine similarity and distance of random vectors as d grows (concentration of "
+            "measure), and maximum inner product search as hard attention (seed 002 §6)",
+            geometry_examples.high_dimensions,
+            geometry_examples.high_dimensions_figures,
+        ),
+        Example(
+            "score-variance",
+            "Var(q·k) = d_k σ⁴ measured for several d_k, and the entropy of the softmax with "
+            "and without 1/sqrt(d_k) (seed 002 §7.2)",
+            geometry_examples.score_variance,
+            geometry_examples.score_variance_figures,
+        ),
+        Example(
+            "gradient-flow",
+            "gradient descent and momentum as discretised gradient flow, and the residual "
+            "stream as Euler steps of dh/dt = F(h) (seed 002 §3, §4.1)",
+            dynamics_examples.gradient_flow,
+            dynamics_examples.gradient_flow_figures,
+        ),
+        Example(
+            "perplexity",
+            "next-token cross-entropy and perplexity of a small GPT trained here on "
+            "Shakespeare, on a line of Hamlet (seed 002 §10, eqs. 2, 41, 44)",
+            language_model_examples.perplexity,
+            language_model_examples.perplexity_figures,
+        ),
+        Example(
+            "weight-tying",
+            "weight tying: the output head is the embedding table (one tensor), softmax(E h), "
+            "the parameters saved, the shared gradient (seed 002 §10.2, eq. 43)",
+            language_model_examples.weight_tying,
+            language_model_examples.weight_tying_figures,
+        ),
+        Example(
+            "kv-cache",
+            "one decoding step with and without the KV cache: the cache grows by one key and "
+            "value, the logits agree, the work is counted (seed 002 §11.2)",
+            efficiency_examples.kv_cache,
+            efficiency_examples.kv_cache_figures,
+        ),
+        Example(
+            "linear-attention",
+            "causal linear attention: its running state equals its quadratic form; its "
+            "weights beside softmax's (seed 002 §11.3)",
+            efficiency_examples.linear_attention,
+            efficiency_examples.linear_attention_figures,
+        ),
+        Example(
+            "checkpointing",
+            "gradient checkpointing: activations kept for the backward pass with and without "
+            "it, from the model's counts and measured, and the extra compute (seed 001)",
+            efficiency_examples.checkpointing,
+            efficiency_examples.checkpointing_figures,
+        ),
+        Example(
+            "dropout",
+            "inverted dropout keeps the expectation: one draw, the mean of many, attention "
+            "dropout (seed 002 §12.1, eqs. 49-50)",
+            regularization_examples.dropout,
+            regularization_examples.dropout_figures,
+        ),
+        Example(
+            "label-smoothing",
+            "label smoothing on a five-class distribution: the target, the loss, its gradient, "
+            "the confidence it rewards (seed 002 §12.2, eq. 51)",
+            regularization_examples.label_smoothing,
+            regularization_examples.label_smoothing_figures,
+        ),
+        Example(
+            "initialization",
+            "Xavier/Glorot and GPT-2 initialisation variances, measured, and the signal "
+            "through a deep stack (seed 002 §13.1, eq. 52)",
+            regularization_examples.initialization,
+            regularization_examples.initialization_figures,
+        ),
+        Example(
+            "mixed-precision",
+            "float16 and bfloat16 against float32: rounding, range, lost small updates, "
+            "loss scaling (seed 002 §13.2)",
+            regularization_examples.mixed_precision,
+            regularization_examples.mixed_precision_figures,
+        ),
+        Example(
+            "bert-masking",
+            "BERT's masking rule on a sentence: which tokens are chosen, which become [MASK], "
+            "random or stay, with a fixed seed; the shares measured (seed 003 §29)",
+            masking_examples.bert_masking,
+            masking_examples.bert_masking_figures,
         ),
     )
 }

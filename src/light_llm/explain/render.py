@@ -39,11 +39,11 @@ def format_number(x: float | int, scientific: bool = False) -> str:
 
 def needs_scientific(values: np.ndarray) -> bool:
     """True when every finite non-zero value is below 0.01 in size, so 4 decimals would hide
-    them (e.g. learning rates)."""
+    them (e.g. learning rates), or when one reaches 1e7, too wide for fixed decimals."""
     if values.dtype.kind in "iu":
         return False
     finite = np.abs(values[np.isfinite(values) & (values != 0)])
-    return finite.size > 0 and bool(finite.max() < 0.01)
+    return finite.size > 0 and bool(finite.max() < 0.01 or finite.max() >= 1e7)
 
 
 def format_seed(x: float, decimals: int, differs: bool) -> str:
@@ -99,12 +99,41 @@ def labels(given: Sequence[str] | None, count: int) -> list[str]:
     return list(given) if given is not None else [f"[{i}]" for i in range(count)]
 
 
+def scientific_for(step: Step) -> bool:
+    """Whether the step's values are printed in scientific notation."""
+    return step.scientific or needs_scientific(np.asarray(step.value))
+
+
+def vector_cells(step: Step) -> tuple[list[list[str]], list[str]]:
+    """A vector's cells: the exact row, and the seed's row where it prints figures; with the
+    row labels ("exact", "seed")."""
+    value = np.asarray(step.value)
+    scientific = scientific_for(step)
+    cells = [[format_number(x, scientific) for x in value.tolist()]]
+    if step.seed_value is None:
+        return cells, ["exact"]
+    differs = step.seed_differs.tolist()
+    seed_row = [
+        format_seed(x, step.seed_decimals, d)
+        for x, d in zip(step.seed_value.tolist(), differs, strict=True)
+    ]
+    return [*cells, seed_row], ["exact", "seed"]
+
+
+def seed_matrix_cells(step: Step) -> list[list[str]]:
+    """A matrix step's seed figures as cells, ``*`` on each that differs."""
+    return [
+        [format_seed(x, step.seed_decimals, d) for x, d in zip(row, mask, strict=True)]
+        for row, mask in zip(step.seed_value.tolist(), step.seed_differs.tolist(), strict=True)
+    ]
+
+
 def value_lines(step: Step) -> list[str]:
     """The value (and the seed's figure) as text."""
     value = np.asarray(step.value)
     differs = step.seed_differs
     seed = step.seed_value
-    scientific = needs_scientific(value)
+    scientific = scientific_for(step)
     if value.ndim == 0:
         line = f"{INDENT}= {format_number(step.value, scientific)}"
         if seed is not None:
@@ -112,26 +141,14 @@ def value_lines(step: Step) -> list[str]:
             line += f"      seed: {figure}{'  <- differs' if differs else ''}"
         return [line]
     if value.ndim == 1:
-        cells = [[format_number(x, scientific) for x in value.tolist()]]
-        row_labels = ["exact"]
-        if seed is not None:
-            cells.append(
-                [
-                    format_seed(x, step.seed_decimals, d)
-                    for x, d in zip(seed.tolist(), differs.tolist(), strict=True)
-                ]
-            )
-            row_labels.append("seed")
+        cells, row_labels = vector_cells(step)
         return table_lines(cells, row_labels, labels(step.columns, value.shape[0]))
     row_labels = labels(step.rows, value.shape[0])
     column_labels = labels(step.columns, value.shape[1])
     cells = [[format_number(x, scientific) for x in row] for row in value.tolist()]
     if seed is None:
         return table_lines(cells, row_labels, column_labels)
-    seed_cells = [
-        [format_seed(x, step.seed_decimals, d) for x, d in zip(row, mask, strict=True)]
-        for row, mask in zip(seed.tolist(), differs.tolist(), strict=True)
-    ]
+    seed_cells = seed_matrix_cells(step)
     side_by_side = [
         row + [SEPARATOR] + seed_row for row, seed_row in zip(cells, seed_cells, strict=True)
     ]

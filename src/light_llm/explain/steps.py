@@ -28,6 +28,9 @@ class Step:
         seed_decimals: how many decimals the seed printed; its figure agrees with the exact
             value when they differ by at most half a unit in that last place.
         rows, columns: labels of the matrix rows and columns (or of a vector's entries).
+        scientific: print the values in scientific notation (for tables that mix very small
+            and ordinary numbers; tables of only tiny or only huge numbers switch by
+            themselves).
     """
 
     title: str
@@ -38,6 +41,7 @@ class Step:
     seed_decimals: int = 2
     rows: Sequence[str] | None = None
     columns: Sequence[str] | None = None
+    scientific: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "value", as_value(self.value))

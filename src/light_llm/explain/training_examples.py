@@ -62,7 +62,7 @@ def adamw_step() -> list[Step]:
         Step(
             "Weight θ before the step",
             f"Assumed: a 3 -> 2 linear layer with these weights and gradients; {settings} "
-            "(configure_adamw decays tensors of two or more dimensions only).",
+            "(training decays weight matrices only, never biases or norm gains).",
             weight_before,
             SEED_000_ADAMW,
         ),
@@ -99,7 +99,8 @@ def adamw_step() -> list[Step]:
         ),
         Step(
             "Weight after: θ - α (m̂/(sqrt(v̂) + ε) + λ θ)",
-            "torch.optim.AdamW's result: the Adam step plus the decoupled decay α λ θ.",
+            "PyTorch's AdamW, set up as training sets it up: the Adam step plus the decoupled "
+            "decay α λ θ.",
             layer.weight,
             SEED_000_ADAMW,
         ),
@@ -252,7 +253,8 @@ def logged_rates(s: ScheduleSettings) -> list[Step]:
 CLIP_WEIGHT_GRAD = [[24.0, -18.0], [0.0, 0.0]]  # norm 30
 CLIP_BIAS_GRAD = [0.0, 40.0]  # norm 40; together sqrt(30² + 40²) = 50
 CLIP_MAX_NORM = 5.0
-SEED_CLIP = "seed 002 §4.3, eq. 11; seed 000 §10"
+SEED_CLIP = "seed 002 §4.3, eq. 11 (again §13.3, eq. 53); seed 000 §10"
+SEED_CLIP_EXAMPLE = "seed 002 §4.3, Example"  # the norm-50 example is in §4.3 only
 
 
 def grad_clip() -> list[Step]:
@@ -282,18 +284,19 @@ def grad_clip() -> list[Step]:
         ),
         Step(
             "Global norm ||g||_2 = sqrt(30² + 40²)",
-            "All gradients together, as returned by clip_grad_norm (before clipping).",
+            "All gradients together, as the training loop's clipping measures it (before "
+            "clipping).",
             total_norm,
-            f"{SEED_CLIP}, Example",
+            SEED_CLIP_EXAMPLE,
             seed_value=50.0,
             seed_decimals=0,
         ),
         Step(
             "Scale factor min(1, c / ||g||), c = 5",
-            "The factor clip_grad_norm applied (the norm after over the norm before): the "
+            "The factor the clipping applied (the norm after over the norm before): the "
             "seed's 5 / 50 = 0.1 (torch adds 1e-6 to the norm, invisible here).",
             norm_after / total_norm,
-            f"{SEED_CLIP}, Example",
+            SEED_CLIP_EXAMPLE,
             seed_value=0.1,
             seed_decimals=1,
         ),
