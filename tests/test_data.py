@@ -69,6 +69,15 @@ def test_all_plays_are_read_and_the_corpus_is_about_five_megabytes(shakespeare):
     assert data.shakespeare_text() is shakespeare  # cached in-process
 
 
+def test_each_play_can_be_held_out_by_its_file_name(shakespeare):
+    plays = data.shakespeare_plays()
+    assert sorted(plays) == sorted(Path(path).stem for path in play_markdown_files())
+    hamlet = plays.pop("hamlet")
+    assert "\nHAMLET:\n" in "\n" + hamlet and "Polonius" in hamlet  # the play named
+    assert all("HAMLET:" not in text for text in plays.values())
+    assert hamlet in shakespeare and len(hamlet) + sum(map(len, plays.values())) == len(shakespeare)
+
+
 def test_every_paragraph_is_a_speaker_line_then_speech(shakespeare):
     assert shakespeare.endswith("\n\n") and not shakespeare.startswith("\n")
     paragraphs = shakespeare[:-2].split("\n\n")

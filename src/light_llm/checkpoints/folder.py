@@ -89,6 +89,11 @@ class ModelFolder:
     def weights_path(self) -> Path:
         return self.path / WEIGHTS_FILE
 
+    @property
+    def holds_adapters(self) -> bool:
+        """A LoRA run's checkpoint: adapters over a base model it names (checkpoints/lora.py)."""
+        return self.is_light_llm and isinstance(self.config_json.get("lora"), dict)
+
 
 def inspect_folder(path: str | os.PathLike) -> ModelFolder:
     """The model folder ``path`` names (see :func:`resolve_checkpoint_dir`), its config.json
@@ -144,6 +149,22 @@ def gpt_config(folder: ModelFolder) -> ModelConfig:
     return model_settings(folder, ModelConfig)
 
 
+def check_replaceable(out: str | os.PathLike, *sources: str | os.PathLike) -> None:
+    """CheckpointError when writing a model folder at ``out`` (which replaces it as a unit)
+    would destroy something: one of the model folders ``sources`` being read, or a folder
+    that holds files but no model (no config.json)."""
+    out = Path(out)
+    target = out.resolve()
+    for source in sources:
+        if target == Path(source).resolve():
+            raise CheckpointError(f"--out {out} is a model folder this command reads from.")
+    if out.is_dir() and any(out.iterdir()) and not (out / CONFIG_FILE).is_file():
+        raise CheckpointError(
+            f"--out {out} is a folder with files in it and no model; give a new folder or an "
+            "existing model folder to replace."
+        )
+
+
 def refuse_pickled_weights(folder: Path) -> None:
     """CheckpointError when ``folder`` has PyTorch pickles but no safetensors weights."""
     for name in PICKLED_WEIGHTS:
@@ -169,15 +190,20 @@ def write_checkpoint(
     weights: bytes,
     tokenizer=None,
     extra_files: Mapping[str, bytes] | None = None,
+    *,
+    weights_file: str = WEIGHTS_FILE,
+    extra_config: Mapping | None = None,
 ) -> None:
     """Write a light-llm checkpoint folder as a unit: config.json ({"format": "light-llm",
-    "architecture": ..., "model": ``model_config``}), model.safetensors (``weights``, already
-    serialised), the tokenizer's files and ``extra_files``. Every model of either engine is
-    saved through here."""
+    "architecture": ..., "model": ``model_config``, and ``extra_config``'s keys}),
+    ``weights_file`` (``weights``, already serialised; model.safetensors unless the folder
+    holds only LoRA adapters), the tokenizer's files and ``extra_files``. Every model of
+    either engine is saved through here."""
     config_json = {"format": FORMAT_NAME, "architecture": architecture, "model": model_config}
+    config_json.update(extra_config or {})
     files = {
         CONFIG_FILE: json.dumps(config_json, indent=2).encode("utf-8"),
-        WEIGHTS_FILE: weights,
+        weights_file: weights,
     }
     if tokenizer is not None:
         files.update(tokenizer_files(tokenizer))

@@ -24,12 +24,14 @@ from light_llm.checkpoints.folder import (
 from light_llm.checkpoints.gpt import load_gpt
 from light_llm.checkpoints.hf_gpt2_config import (
     GPT2_END_OF_TEXT_ID,
+    GPT2_VOCAB_SIZE,
     check_exportable,
     hf_config_from,
     is_conv1d_weight,
 )
 from light_llm.errors import CheckpointError
 from light_llm.models.gpt import GPT
+from light_llm.tokenizers.gpt2 import gpt2_vocabulary_files
 
 
 def load_hf_gpt2(folder: str | os.PathLike, device: str | torch.device = "cpu") -> GPT:
@@ -51,10 +53,13 @@ def export_hf_gpt2(model, folder: str | os.PathLike, tokenizer=None) -> None:
     """Write ``model`` as a HuggingFace GPT-2 folder that ``GPT2LMHeadModel.from_pretrained``
     loads: config.json and model.safetensors (Conv1D weights transposed to (in, out)).
 
-    Without ``tokenizer`` the folder implies GPT-2's tokenizer, as every GPT-2 folder does;
-    with one, its ``light_tokenizer.json`` is written too, which light-llm reads first (a
-    character-level model exported this way keeps its vocabulary). The folder is replaced as a
-    unit. ConfigError if the model uses a variant GPT-2 cannot express.
+    Without ``tokenizer`` the folder implies GPT-2's tokenizer, as every GPT-2 folder does,
+    and for a model with GPT-2's vocabulary it holds that tokenizer's files as HuggingFace
+    names them (vocab.json, merges.txt: OpenAI's encoder.json and vocab.bpe), so that
+    ``GPT2TokenizerFast.from_pretrained`` loads it too; with one, its
+    ``light_tokenizer.json`` is written, which light-llm reads first (a character-level model
+    exported this way keeps its vocabulary). The folder is replaced as a unit. ConfigError if
+    the model uses a variant GPT-2 cannot express.
     """
     config = model.config
     check_exportable(config)
@@ -74,4 +79,9 @@ def export_hf_gpt2(model, folder: str | os.PathLike, tokenizer=None) -> None:
     }
     if tokenizer is not None:
         files.update(tokenizer_files(tokenizer))
+    elif config.vocab_size == GPT2_VOCAB_SIZE:
+        encoder_file, merges_file = gpt2_vocabulary_files()
+        files.update(
+            {"vocab.json": encoder_file.read_bytes(), "merges.txt": merges_file.read_bytes()}
+        )
     write_folder_atomically(folder, files)

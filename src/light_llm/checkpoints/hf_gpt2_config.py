@@ -41,6 +41,7 @@ CONV1D_WEIGHTS = (
 )
 IGNORED_BUFFERS = (".attn.bias", ".attn.masked_bias")  # causal-mask buffers older versions saved
 GPT2_END_OF_TEXT_ID = 50256
+GPT2_VOCAB_SIZE = 50257
 
 
 def config_from_hf(hf_config: dict[str, Any]) -> ModelConfig:

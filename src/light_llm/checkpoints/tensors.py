@@ -7,6 +7,7 @@ opened. Tensors come back as PyTorch tensors (``framework="pt"``) or NumPy array
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -30,11 +31,13 @@ def read_safetensors_file(path: Path, framework: str = "pt") -> dict:
         raise CheckpointError(f"{path} is not a readable safetensors file ({exc}).") from None
 
 
-def read_weights(folder: Path, framework: str = "pt") -> dict:
-    """The tensors of ``folder/model.safetensors``, or of the shards its index lists."""
+def weight_files(folder: Path) -> list[Path]:
+    """The files holding the weights of ``folder``: model.safetensors, or the shard index
+    followed by the shards it lists (sorted); CheckpointError when there are none (a
+    pickle is named and refused)."""
     path = folder / WEIGHTS_FILE
     if path.is_file():
-        return read_safetensors_file(path, framework)
+        return [path]
     index_path = folder / SHARDED_WEIGHTS_INDEX
     if index_path.is_file():
         try:
@@ -42,13 +45,34 @@ def read_weights(folder: Path, framework: str = "pt") -> dict:
             shards = sorted(set(weight_map.values()))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
             raise CheckpointError(f"{index_path} is not a valid shard index ({exc}).") from None
-        tensors = {}
         for shard in shards:
             check_file_name(shard)
-            tensors.update(read_safetensors_file(folder / shard, framework))
-        return tensors
+        return [index_path, *(folder / shard for shard in shards)]
     refuse_pickled_weights(folder)
     raise CheckpointError(f"{folder} has no weights: {WEIGHTS_FILE} is missing.")
+
+
+def read_weights(folder: Path, framework: str = "pt") -> dict:
+    """The tensors of ``folder/model.safetensors``, or of the shards its index lists."""
+    tensors = {}
+    for path in weight_files(folder):
+        if path.name != SHARDED_WEIGHTS_INDEX:
+            tensors.update(read_safetensors_file(path, framework))
+    return tensors
+
+
+def weights_checksum(folder: Path) -> str:
+    """The SHA-256 (hex) of the bytes of ``folder``'s weight files (:func:`weight_files`):
+    what a LoRA checkpoint records of its base, to know it unchanged when loading."""
+    digest = hashlib.sha256()
+    for path in weight_files(folder):
+        try:
+            with open(path, "rb") as file:
+                while block := file.read(1 << 20):
+                    digest.update(block)
+        except OSError as exc:
+            raise CheckpointError(f"cannot read {path}: {exc.strerror or exc}.") from None
+    return digest.hexdigest()
 
 
 def describe_names(names: list[str], limit: int = 3) -> str:

@@ -20,6 +20,8 @@ COMMANDS = [
     "generate",
     "eval",
     "info",
+    "merge",
+    "export",
     "tokenize",
     "tokenizer",
     "embed",

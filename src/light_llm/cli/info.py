@@ -110,6 +110,10 @@ def run(args: argparse.Namespace) -> int:
             "raise --block-size to count a longer context."
         )
     report = build_report(config, context, args.dtype)
+    if args.checkpoint is not None:
+        adapters = lora_report(args.checkpoint, config)
+        if adapters:
+            report["lora"] = adapters
     if args.json:
         print(json.dumps({"model": name, **report}, indent=2))
     else:
@@ -163,6 +167,40 @@ def build_report(config: ModelConfig, context: int, dtype: str) -> dict:
             "attention_matrices_all_layers": counts.attention_matrix_bytes * config.n_layer,
             "activations": counts.activation_bytes,
         },
+    }
+
+
+def lora_report(checkpoint: str, config: ModelConfig) -> dict | None:
+    """For a LoRA run's checkpoint: its adapters' settings, the trainable (A, B) and frozen
+    (base) parameter counts of the adapted model (built without storage, nothing read) and
+    the state of its base ("unchanged", or why it cannot be used). None for other folders."""
+    import torch
+
+    from light_llm.checkpoints import inspect_folder
+    from light_llm.checkpoints.lora import read_lora_config
+    from light_llm.errors import CheckpointError
+    from light_llm.models.gpt import GPT
+
+    folder = inspect_folder(checkpoint)
+    if not folder.holds_adapters:
+        return None
+    settings, base = read_lora_config(folder)
+    with torch.device("meta"):
+        model = GPT(config)
+        layers = settings.apply(model)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
+    try:
+        base.check(folder.path)
+        state = "unchanged"
+    except CheckpointError as exc:
+        state = str(exc)
+    return {
+        **settings.to_dict(),
+        "adapted_layers": len(layers),
+        "trainable": trainable,
+        "frozen": frozen,
+        "base": {**base.to_dict(), "state": state},
     }
 
 
@@ -279,6 +317,23 @@ def render(name: str, config: ModelConfig, report: dict) -> str:
         "seed 000 §9, seed 002 §11.1",
     )
     row("  activations", human_bytes(memory["activations"]), "L T d", "seed 000 §9")
+    lora = report.get("lora")
+    if lora:
+        rows.append("")
+        rows.append(
+            f"LoRA adapters: rank {lora['rank']}, alpha {lora['alpha']:g}, dropout "
+            f"{lora['dropout']:g} on {', '.join(lora['targets'])}"
+        )
+        total = lora["trainable"] + lora["frozen"]
+        row(
+            "  trainable",
+            human_count(lora["trainable"]),
+            f"{lora['trainable']:,} ({100 * lora['trainable'] / total:.2f}%): A, B = "
+            f"r (d_in + d_out) in each of {lora['adapted_layers']} layers",
+            "Hu et al. 2021",
+        )
+        row("  frozen", human_count(lora["frozen"]), f"{lora['frozen']:,}: the base")
+        rows.append(f"  base {lora['base']['path']}: {lora['base']['state']}")
     return layout(rows)
 
 

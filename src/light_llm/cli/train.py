@@ -13,7 +13,13 @@ import argparse
 import importlib
 
 from light_llm.config import ACTIVATIONS, ATTENTIONS, BLOCK_ORDERS, NORMS, POSITIONS, PRESETS
-from light_llm.train.config import OPTIMIZERS, PRESET_RECIPES
+from light_llm.train.config import (
+    FINETUNE_RECIPE,
+    LORA_DEFAULTS,
+    LORA_RECIPE,
+    OPTIMIZERS,
+    PRESET_RECIPES,
+)
 
 R = PRESET_RECIPES["char-cpu"]  # the default recipe, quoted in the help
 
@@ -54,6 +60,9 @@ examples:
   light-llm train --time 5m --out out-5m            # as many iterations as fit in 5 minutes
   light-llm train --model bert --out out-bert       # masked-LM encoder on Shakespeare
   light-llm train --tokenizer bpe --vocab-size 1024 --out out-bpe   # your own BPE
+  light-llm train --init-from out-light-llm --data hamlet.txt --out out-ft   # fine-tune
+  light-llm train --init-from out-light-llm --data hamlet.txt --lora-rank 8 --out out-lora
+  light-llm merge --checkpoint out-lora --out merged   # adapters folded into the weights
   light-llm fill-mask --checkpoint out-bert "to be or not to [MASK]"
   torchrun --nproc_per_node=2 -m light_llm train --grad-accum 2
 """
@@ -89,6 +98,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="ids of the bpe or wordpiece tokenizer to learn (default 2048; bpe: at least 257, "
         "the 256 bytes and <|endoftext|>)",
+    )
+
+    tune = parser.add_argument_group(
+        "fine-tuning (a trained model's shape and tokenizer; AdamW from a fresh state, "
+        f"lr {FINETUNE_RECIPE['lr']:g}, {FINETUNE_RECIPE['max_iters']} iterations; "
+        f"LoRA lr {LORA_RECIPE['lr']:g}, no weight decay)"
+    )
+    tune.add_argument(
+        "--init-from",
+        metavar="DIR",
+        help="start from this model folder (a light-llm checkpoint or training output, or a "
+        "HuggingFace GPT-2 folder) on --data",
+    )
+    tune.add_argument(
+        "--lora-rank",
+        type=int,
+        metavar="R",
+        help="train LoRA adapters W' = W + (alpha/R) B A of rank R on a frozen base "
+        "(the checkpoint then holds only the adapters)",
+    )
+    tune.add_argument("--lora-alpha", type=float, metavar="A", help="LoRA scale alpha (R)")
+    tune.add_argument(
+        "--lora-dropout", type=float, metavar="P", help="dropout on the LoRA input (0)"
+    )
+    tune.add_argument(
+        "--lora-targets",
+        metavar="NAMES",
+        help="comma-separated layers to adapt: c_attn, c_proj, c_fc, c_v, lm_head, or a longer "
+        f"suffix such as mlp.c_proj (default {LORA_DEFAULTS['lora_targets']})",
     )
 
     model = parser.add_argument_group("model")

@@ -47,6 +47,7 @@ from light_llm.reference.linear_attention import (
     causal_linear_attention_backward,
     causal_linear_attention_forward,
 )
+from light_llm.reference.lora import lora_backward, lora_forward
 from light_llm.reference.loss import cross_entropy_backward, cross_entropy_forward
 from light_llm.reference.model import NumpyGPT
 from light_llm.reference.norms import (
@@ -195,6 +196,33 @@ def linear_check() -> OpCheck:
         make,
         lambda a, c: linear_forward(a["x"], a["weight"], a["bias"]),
         lambda d, cache, c: named(("x", "weight", "bias"), linear_backward(d, cache)),
+    )
+
+
+def lora_check(dropout_p: float = 0.0) -> OpCheck:
+    def make(rng, dt):
+        B, T, n_in, n_out, rank = sizes(rng, (1, 3), (1, 4), (3, 6), (3, 6), (2, 3))
+        inputs = {
+            "x": normal(rng, (B, T, n_in), dt),
+            "weight": normal(rng, (n_out, n_in), dt),
+            "bias": normal(rng, (n_out,), dt),
+            "lora_A": normal(rng, (rank, n_in), dt),
+            "lora_B": normal(rng, (n_out, rank), dt),  # not 0, where dA = s (dY B)^T X_d is 0
+        }
+        return inputs, {"scaling": 2.0 / rank}
+
+    def forward(a: Arrays, c: dict):
+        rng = np.random.default_rng(11)  # the same dropout mask at every call
+        return lora_forward(
+            a["x"], a["weight"], a["bias"], a["lora_A"], a["lora_B"], c["scaling"], dropout_p, rng
+        )
+
+    names = ("x", "weight", "bias", "lora_A", "lora_B")
+    return OpCheck(
+        "x W^T + b + (α/r) (dropout(x) A^T) B^T" + (f", dropout {dropout_p}" if dropout_p else ""),
+        make,
+        forward,
+        lambda d, cache, c: named(names, lora_backward(d, cache)),
     )
 
 
@@ -427,6 +455,8 @@ def gpt_check(
 
 OPS: dict[str, Callable[[], OpCheck]] = {
     "linear": linear_check,
+    "lora": lora_check,
+    "lora_dropout": lambda: lora_check(dropout_p=0.3),
     "embedding": embedding_check,
     "layernorm": lambda: norm_check("layernorm"),
     "rmsnorm": lambda: norm_check("rmsnorm"),

@@ -19,6 +19,13 @@ same shape and recipe under light-llm's older name): batch 12, 2000 iterations, 
 100 warmup iterations, cosine to 1e-4 at 2000, beta2 0.99, weight decay 0.1, clipping at 1.0,
 dropout 0. ``benchmarks/recipe_sweep.py`` measures one against the other.
 
+``init_from`` fine-tunes a trained GPT (a light-llm checkpoint or training output, or a
+HuggingFace GPT-2 folder): the model's shape and tokenizer are then the checkpoint's (only
+``dropout`` may change), the optimizer and schedule start afresh, and the recipe layer is
+``FINETUNE_RECIPE`` instead of a preset's. ``lora_rank`` trains LoRA adapters on it instead
+of every weight (:mod:`light_llm.nn.lora`), with ``LORA_RECIPE``: AdamW at a higher lr, no
+weight decay.
+
 ``model`` picks the architecture and with it the table of presets: the GPT's
 (:data:`light_llm.config.PRESETS`) or the encoder's
 (:data:`light_llm.models.bert.ENCODER_PRESETS`, trained by masked-LM with the ``bert``
@@ -110,6 +117,24 @@ PRESET_RECIPES: dict[str, dict[str, Any]] = {
         "eval_iters": 200,
     },
 }
+# Fine-tuning a trained model (--init-from): AdamW from a fresh state at a third of the
+# char recipes' lr, a short warmup and a short run (a held-out play is ~150K characters).
+# LoRA's adapters start at B = 0 and take larger steps (Hu et al. 2021 train them with
+# AdamW at 2e-4 to 2e-3); decaying A and B would only pull the update towards 0.
+FINETUNE_RECIPE: dict[str, Any] = {
+    "optimizer": "adamw",
+    "lr": 3e-4,
+    "min_lr": 3e-5,
+    "beta2": 0.99,
+    "warmup_iters": 20,
+    "max_iters": 200,
+    "eval_interval": 50,
+}
+LORA_RECIPE: dict[str, Any] = {**FINETUNE_RECIPE, "lr": 2e-3, "min_lr": 2e-4, "weight_decay": 0.0}
+# the targets: every matrix of a GELU/ReLU block (the fused QKV, both output projections, W_1)
+LORA_DEFAULTS: dict[str, Any] = {"lora_dropout": 0.0, "lora_targets": "c_attn,c_proj,c_fc"}
+LORA_FIELDS = ("lora_rank", "lora_alpha", "lora_dropout", "lora_targets")
+
 # Masked-LM recipes (light_llm.train.mlm): AdamW with RoBERTa's beta2 0.98 and BERT's weight
 # decay 0.01; the 6-layer, 384-wide MiniLM shape takes half the small encoder's lr.
 ENCODER_RECIPE: dict[str, Any] = {
@@ -149,6 +174,8 @@ MODEL_FIELDS = (
 INHERITED_FIELDS = (
     "data",
     "vocab_size",
+    "init_from",
+    *LORA_FIELDS,
     "model",
     "preset",
     "lr_decay_iters",
@@ -168,6 +195,11 @@ class TrainConfig:
     tokenizer: str | None = None  # char | gpt2 | bpe (GPT); bert | wordpiece (encoder); a folder
     vocab_size: int | None = None  # of a trained tokenizer (bpe, wordpiece)
     # which model
+    init_from: str | None = None  # fine-tune this model folder instead of a new model
+    lora_rank: int | None = None  # train rank-r LoRA adapters (only with init_from)
+    lora_alpha: float | None = None  # None: the rank (a scale α/r of 1)
+    lora_dropout: float | None = None
+    lora_targets: str | None = None  # comma-separated layer names; None: LORA_DEFAULTS
     model: str | None = None  # architecture, gpt | bert (the CLI dispatches on it)
     engine: str = "torch"  # implementation (the CLI dispatches on it)
     preset: str | None = None
@@ -220,8 +252,9 @@ class TrainConfig:
     overwrite: bool = False
 
     def __post_init__(self) -> None:
-        if self.data is not None:  # stored absolute, so that --resume works from anywhere
-            self.data = os.path.abspath(Path(self.data).expanduser())
+        for key in ("data", "init_from"):  # absolute, so that --resume works from anywhere
+            if getattr(self, key) is not None:
+                setattr(self, key, os.path.abspath(Path(getattr(self, key)).expanduser()))
         if self.tokenizer is not None and tokenizer_folder(self.tokenizer):
             self.tokenizer = os.path.abspath(Path(self.tokenizer).expanduser())
 
@@ -248,14 +281,21 @@ class TrainConfig:
         validated."""
         values = self.to_dict()
         model = values["model"] = values["model"] or DEFAULT_MODEL
-        presets = model_presets(model)
-        preset = values["preset"] = values["preset"] or DEFAULT_PRESETS[model]
-        if preset not in presets:
-            raise ConfigError(unknown_preset_message(preset, model))
-        defaults = {**GENERAL_DEFAULTS, **PRESET_RECIPES.get(preset, {})}
-        base_model = presets[preset]
-        for key in MODEL_FIELDS:
-            defaults[key] = getattr(base_model, key)
+        if self.init_from is not None:
+            defaults = self._fine_tuning_defaults(values)
+        else:
+            if any(values[key] is not None for key in LORA_FIELDS):
+                raise ConfigError(
+                    "LoRA adapts a trained model: give --init-from with the --lora-* flags."
+                )
+            presets = model_presets(model)
+            preset = values["preset"] = values["preset"] or DEFAULT_PRESETS[model]
+            if preset not in presets:
+                raise ConfigError(unknown_preset_message(preset, model))
+            defaults = {**GENERAL_DEFAULTS, **PRESET_RECIPES.get(preset, {})}
+            base_model = presets[preset]
+            for key in MODEL_FIELDS:
+                defaults[key] = getattr(base_model, key)
         for key, value in defaults.items():
             if values[key] is None:
                 values[key] = value
@@ -273,8 +313,40 @@ class TrainConfig:
             )
         return resolved
 
+    def _fine_tuning_defaults(self, values: dict[str, Any]) -> dict[str, Any]:
+        """The defaults of an ``init_from`` run (see the module docstring), after checking
+        that no flag asks for what the checkpoint decides: its shape and tokenizer."""
+        from light_llm.checkpoints import load_config, load_tokenizer
+
+        if values["model"] != "gpt":
+            raise ConfigError("--init-from fine-tunes a GPT; --model bert trains from scratch.")
+        fixed = [key for key in ("preset", "tokenizer", *MODEL_FIELDS) if key != "dropout"]
+        given = [key for key in fixed if values[key] is not None]
+        if given:
+            flags = ", ".join("--" + key.replace("_", "-") for key in given)
+            raise ConfigError(
+                f"the model's shape and tokenizer come from --init-from {self.init_from}; "
+                f"drop {flags}."
+            )
+        if values["lora_rank"] is None and any(values[key] is not None for key in LORA_FIELDS):
+            raise ConfigError("the --lora-* flags need --lora-rank R to train LoRA adapters.")
+        base = load_config(self.init_from)
+        values["tokenizer"] = load_tokenizer(self.init_from).name
+        recipe = LORA_RECIPE if values["lora_rank"] is not None else FINETUNE_RECIPE
+        defaults = {**GENERAL_DEFAULTS, **recipe}
+        for key in MODEL_FIELDS:
+            defaults[key] = getattr(base, key)
+        if values["lora_rank"] is not None:
+            defaults.update(LORA_DEFAULTS, lora_alpha=float(values["lora_rank"]))
+        return defaults
+
     def model_config(self, vocab_size: int) -> ModelConfig:
-        """The model this (resolved) config trains, for a tokenizer of ``vocab_size`` ids."""
+        """The model this (resolved) config trains, for a tokenizer of ``vocab_size`` ids;
+        with ``init_from``, the checkpoint's model (its vocabulary) with this ``dropout``."""
+        if self.init_from is not None:
+            from light_llm.checkpoints import load_config
+
+            return load_config(self.init_from).replace(dropout=self.dropout)
         shape = {key: getattr(self, key) for key in MODEL_FIELDS}
         return model_presets(self.model)[self.preset].replace(vocab_size=vocab_size, **shape)
 
@@ -336,8 +408,12 @@ class TrainConfig:
             raise ConfigError(f"muon_momentum must lie in [0, 1), got {self.muon_momentum}.")
         if self.embedding_lr is not None and not self.embedding_lr > 0:
             raise ConfigError(f"embedding_lr must be positive, got {self.embedding_lr}.")
+        # LoRA's settings are checked by light_llm.nn.lora.add_lora, also before any write
         # the model settings too, before any file is written (the vocabulary comes later)
-        self.model_config(model_presets(self.model)[self.preset].vocab_size)
+        if self.init_from is not None:
+            self.model_config(0)
+        else:
+            self.model_config(model_presets(self.model)[self.preset].vocab_size)
 
     def awaits_budget_estimate(self) -> bool:
         """Whether this is a ``--time`` run whose iteration count is still to be fixed (see

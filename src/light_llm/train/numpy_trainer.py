@@ -71,6 +71,8 @@ def check_numpy_options(config: TrainConfig) -> None:
         "gradient_checkpointing": "it keeps every activation for the backward pass",
         "resume": "it does not save optimiser state; train with the torch engine to resume",
         "time": "it trains for --max-iters; train with the torch engine for a time budget",
+        "init_from": "fine-tuning runs on the torch engine",
+        "lora_rank": "LoRA adapters train on the torch engine",
     }
     for option, reason in unsupported.items():
         if getattr(config, option):

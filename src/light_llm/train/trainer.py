@@ -72,7 +72,7 @@ from light_llm.train.budget import (
     parse_duration,
     seconds_left,
 )
-from light_llm.train.config import TrainConfig
+from light_llm.train.config import LORA_FIELDS, TrainConfig
 from light_llm.train.cpu_allocator import keep_freed_memory
 from light_llm.train.distributed import (
     DistributedContext,
@@ -81,6 +81,7 @@ from light_llm.train.distributed import (
     shutdown_distributed,
 )
 from light_llm.train.evaluate import sampled_loss
+from light_llm.train.finetune import FineTuning
 from light_llm.train.interrupt import StopRequest
 from light_llm.train.metrics import (
     LOSS_CURVE_FILE,
@@ -188,11 +189,18 @@ class Trainer:
         self.metrics = MetricsLog(self.out)
 
         text = load_corpus(cfg.data)
+        self.fine_tuning = None
+        if cfg.init_from is not None:
+            self.fine_tuning = FineTuning(cfg, self.resume_folder if saved else None, saved)
         if saved:
             self.tokenizer = load_tokenizer(self.resume_folder)
+        elif self.fine_tuning:
+            self.tokenizer = self.fine_tuning.tokenizer(text)
         else:
             self.tokenizer = tokenizer_for_run(cfg, text)
         self.model_config = self.build_model_config()
+        if self.fine_tuning:
+            self.fine_tuning.check_model(self.model_config, self.tokenizer)
         self.eval_seconds = 0.0  # of the latest evaluation (with its checkpoint)
         if self.budget_s is not None:
             self.eval_seconds = self._check_budget_holds_evaluations()
@@ -332,6 +340,8 @@ class Trainer:
         return self.config.model_config(self.tokenizer.vocab_size)
 
     def build_model(self) -> torch.nn.Module:
+        if self.fine_tuning:
+            return self.fine_tuning.build_model(self.model_config)
         return self.model_class(self.model_config)
 
     def build_datasets(self, text: str) -> tuple[TokenDataset, TokenDataset]:
@@ -349,11 +359,17 @@ class Trainer:
 
     def load_weights(self, folder: Path) -> None:
         """Copy the weights of the checkpoint in ``folder`` into the model."""
+        if self.fine_tuning:
+            self.fine_tuning.load_weights(self.raw_model, folder)
+            return
         load_weights_into(self.raw_model, read_weights(folder), folder)
 
     def save_checkpoint(self, folder: Path, extra_files: dict[str, bytes]) -> None:
         """Write the model, its tokenizer and ``extra_files`` as the checkpoint folder,
         replaced as a unit."""
+        if self.fine_tuning:
+            self.fine_tuning.save(self.raw_model, folder, self.tokenizer, extra_files)
+            return
         save_gpt(self.raw_model, folder, self.tokenizer, extra_files)
 
     def encode_corpus_once(self, text: str) -> Path:
@@ -375,7 +391,7 @@ class Trainer:
         ]
         # runs saved before --optimizer existed trained with AdamW
         stored = TrainConfig.from_dict({"optimizer": "adamw", **saved["resolved_config"]})
-        for key in ("data", "tokenizer", "vocab_size", "optimizer"):
+        for key in ("data", "tokenizer", "vocab_size", "optimizer", "init_from", *LORA_FIELDS):
             if getattr(stored, key) != getattr(self.config, key):
                 saved_value, asked = getattr(stored, key), getattr(self.config, key)
                 differences.append(f"{key} ({saved_value!r} saved, {asked!r} asked)")
@@ -701,6 +717,7 @@ class Trainer:
             "rng": rng_states,  # one entry per rank
             "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else {},
             "torch_version": torch.__version__,
+            **({"started_from": self.fine_tuning.started_from} if self.fine_tuning else {}),
         }
 
     def _save(self) -> None:
@@ -758,6 +775,8 @@ class Trainer:
         )
         if advice and not self.iteration:
             print(advice, flush=True)
+        if self.fine_tuning:
+            print(self.fine_tuning.describe(self.raw_model), flush=True)
         if self.iteration:
             end = "a --time budget" if self.budget_s else cfg.max_iters
             print(f"resuming at iteration {self.iteration} of {end}", flush=True)
