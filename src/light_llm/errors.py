@@ -32,3 +32,8 @@ class SamplingError(LightLLMError, ValueError):
 
 class TrainingError(LightLLMError):
     """Training cannot go on (NaN loss, unwritable output folder, mismatched resume)."""
+
+
+class OutputError(LightLLMError):
+    """A place light-llm cannot or must not write to: a non-empty folder it did not write
+    (saving there would delete the files), a path under a file, no permission, a full disk."""

@@ -113,25 +113,33 @@ def load_config(path: str | os.PathLike, architecture: str = GPT_ARCHITECTURE):
     return encoder_config(folder)
 
 
-def save(model, folder: str | os.PathLike, tokenizer=None, extra_files=None) -> None:
+def save(
+    model, folder: str | os.PathLike, tokenizer=None, extra_files=None, *, overwrite=False
+) -> None:
     """Write ``model`` (a GPT, a BertEncoder or a NumpyGPT), its tokenizer and any
     ``extra_files`` (name -> bytes) as a light-llm checkpoint folder, replacing any previous
-    one as a unit."""
+    one as a unit. Saving never deletes a file light-llm did not write: a folder holding
+    other files is an OutputError unless ``overwrite=True``."""
     if isinstance(model, NumpyGPT):
         from light_llm.checkpoints.numpy_gpt import save_numpy_gpt
 
-        save_numpy_gpt(model, folder, tokenizer, extra_files)
+        save_numpy_gpt(model, folder, tokenizer, extra_files, overwrite)
         return
     from light_llm.models.bert import BertEncoder
 
     if isinstance(model, BertEncoder):
         from light_llm.checkpoints.encoder import save_encoder
 
-        save_encoder(model, folder, tokenizer, extra_files)
+        save_encoder(model, folder, tokenizer, extra_files, overwrite)
         return
     from light_llm.checkpoints.gpt import save_gpt
+    from light_llm.models.gpt import GPT
 
-    save_gpt(model, folder, tokenizer, extra_files)
+    if not isinstance(model, GPT):
+        raise CheckpointError(
+            f"save writes a GPT, a BertEncoder or a NumpyGPT, not {type(model).__name__}."
+        )
+    save_gpt(model, folder, tokenizer, extra_files, overwrite)
 
 
 def load_tokenizer(path: str | os.PathLike):

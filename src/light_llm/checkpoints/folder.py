@@ -169,11 +169,13 @@ def write_checkpoint(
     weights: bytes,
     tokenizer=None,
     extra_files: Mapping[str, bytes] | None = None,
+    overwrite: bool = False,
 ) -> None:
     """Write a light-llm checkpoint folder as a unit: config.json ({"format": "light-llm",
     "architecture": ..., "model": ``model_config``}), model.safetensors (``weights``, already
     serialised), the tokenizer's files and ``extra_files``. Every model of either engine is
-    saved through here."""
+    saved through here. A folder that holds files light-llm did not write is refused unless
+    ``overwrite`` (:func:`light_llm.atomic.check_replaceable`)."""
     config_json = {"format": FORMAT_NAME, "architecture": architecture, "model": model_config}
     files = {
         CONFIG_FILE: json.dumps(config_json, indent=2).encode("utf-8"),
@@ -185,4 +187,12 @@ def write_checkpoint(
         if name in files:
             raise CheckpointError(f"extra checkpoint file {name!r} would overwrite the model's.")
         files[name] = data
-    write_folder_atomically(folder, files)
+    write_folder_atomically(folder, files, overwrite, is_light_llm_checkpoint)
+
+
+def is_light_llm_checkpoint(folder: Path) -> bool:
+    """Whether ``folder`` holds a light-llm checkpoint (its config.json says so)."""
+    try:
+        return read_config_json(folder).get("format") == FORMAT_NAME
+    except CheckpointError:
+        return False

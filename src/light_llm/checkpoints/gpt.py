@@ -51,6 +51,11 @@ def load_weights_into(
         )
     for name, target in expected.items():
         found = tensors[name]
+        if not found.is_floating_point():
+            raise CheckpointError(
+                f"{source}: tensor {name} holds {str(found.dtype).removeprefix('torch.')} "
+                "values; model weights are floating-point numbers."
+            )
         if found.shape != target.shape:
             raise CheckpointError(
                 f"{source}: tensor {name} has shape {tuple(found.shape)} but the config "
@@ -90,9 +95,11 @@ def save_gpt(
     folder: str | os.PathLike,
     tokenizer=None,
     extra_files: Mapping[str, bytes] | None = None,
+    overwrite: bool = False,
 ) -> None:
     """Write ``model`` (and its tokenizer, and ``extra_files`` such as training state) as a
-    light-llm checkpoint folder, replacing any previous one atomically."""
+    light-llm checkpoint folder, replacing any previous one atomically (a folder holding
+    other files only with ``overwrite``)."""
     weights = safetensors.torch.save(weights_to_save(model), metadata={"format": "pt"})
     config = model.config.to_dict()
-    write_checkpoint(folder, GPT_ARCHITECTURE, config, weights, tokenizer, extra_files)
+    write_checkpoint(folder, GPT_ARCHITECTURE, config, weights, tokenizer, extra_files, overwrite)

@@ -47,14 +47,17 @@ def load_hf_gpt2(folder: str | os.PathLike, device: str | torch.device = "cpu") 
     return load_gpt(model_folder, device)
 
 
-def export_hf_gpt2(model, folder: str | os.PathLike, tokenizer=None) -> None:
+def export_hf_gpt2(
+    model, folder: str | os.PathLike, tokenizer=None, overwrite: bool = False
+) -> None:
     """Write ``model`` as a HuggingFace GPT-2 folder that ``GPT2LMHeadModel.from_pretrained``
     loads: config.json and model.safetensors (Conv1D weights transposed to (in, out)).
 
     Without ``tokenizer`` the folder implies GPT-2's tokenizer, as every GPT-2 folder does;
     with one, its ``light_tokenizer.json`` is written too, which light-llm reads first (a
     character-level model exported this way keeps its vocabulary). The folder is replaced as a
-    unit. ConfigError if the model uses a variant GPT-2 cannot express.
+    unit; a folder holding files light-llm did not write only with ``overwrite``.
+    ConfigError if the model uses a variant GPT-2 cannot express.
     """
     config = model.config
     check_exportable(config)
@@ -74,4 +77,4 @@ def export_hf_gpt2(model, folder: str | os.PathLike, tokenizer=None) -> None:
     }
     if tokenizer is not None:
         files.update(tokenizer_files(tokenizer))
-    write_folder_atomically(folder, files)
+    write_folder_atomically(folder, files, overwrite)

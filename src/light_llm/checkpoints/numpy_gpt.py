@@ -26,13 +26,21 @@ def contiguous_transpose(array: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(array.T)
 
 
-def save_numpy_gpt(model: NumpyGPT, folder: str | os.PathLike, tokenizer=None, extra_files=None):
+def save_numpy_gpt(
+    model: NumpyGPT,
+    folder: str | os.PathLike,
+    tokenizer=None,
+    extra_files=None,
+    overwrite: bool = False,
+):
     """Write ``model`` as a light-llm checkpoint folder, replacing any previous one as a unit
-    (:func:`light_llm.checkpoints.folder.write_checkpoint`)."""
+    (:func:`light_llm.checkpoints.folder.write_checkpoint`, ``overwrite`` as there)."""
     weights = {name: np.ascontiguousarray(value) for name, value in model.params.items()}
     serialised = safetensors.numpy.save(weights, metadata={"format": "pt"})
     config = model.config.to_dict()
-    write_checkpoint(folder, GPT_ARCHITECTURE, config, serialised, tokenizer, extra_files)
+    write_checkpoint(
+        folder, GPT_ARCHITECTURE, config, serialised, tokenizer, extra_files, overwrite
+    )
 
 
 def load_numpy_gpt(folder: ModelFolder, dtype=None) -> NumpyGPT:

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
-from light_llm.config import ModelConfig
+from light_llm.config import ModelConfig, check_buildable
 from light_llm.errors import ConfigError
 from light_llm.nn.attention import KVCache
 from light_llm.nn.blocks import Block
@@ -39,8 +39,8 @@ class GPT(nn.Module):
     """
 
     def __init__(self, config: ModelConfig) -> None:
+        check_buildable(config)
         super().__init__()
-        config.validate()
         self.config = config
         layers = {
             "wte": nn.Embedding(config.vocab_size, config.n_embd),  # E: (V, d)

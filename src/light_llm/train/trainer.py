@@ -38,7 +38,6 @@ import functools
 import math
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -48,8 +47,9 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from light_llm.atomic import existing_folder
+from light_llm.atomic import check_replaceable, existing_folder
 from light_llm.checkpoints import CHECKPOINT_SUBFOLDER, load_config
+from light_llm.checkpoints.folder import is_light_llm_checkpoint
 from light_llm.checkpoints.gpt import load_weights_into, save_gpt
 from light_llm.checkpoints.tensors import read_weights
 from light_llm.config import ModelConfig
@@ -105,6 +105,7 @@ from light_llm.train.precision import (
     resolve_device,
 )
 from light_llm.train.result import DATA_CACHE_SUBFOLDER, SAMPLE_TEMPERATURE, TrainResult
+from light_llm.train.run_folder import RunFolder
 from light_llm.train.state import TRAINER_STATE_FILE, read_trainer_state, trainer_state_file
 
 TIMED_FORWARDS = 2  # forward passes timed to estimate an evaluation before a --time run
@@ -154,9 +155,11 @@ class Trainer:
         _, _, local_rank = environment_world()
         self.device = resolve_device(config.device, local_rank)
         self.dist: DistributedContext = init_distributed(self.device.type)
+        self.run_folder = RunFolder(Path(config.out), Path(config.out) / CHECKPOINT_SUBFOLDER)
         try:
             self._set_up(config)
         except BaseException:
+            self.run_folder.release()
             shutdown_distributed(self.dist)
             raise
 
@@ -233,6 +236,7 @@ class Trainer:
                 raise TrainingError(f"--resume found no checkpoint in {self.out} to continue from.")
             self.resume_folder = folder
             return read_trainer_state(folder)
+        check_replaceable(self.checkpoint_dir, config.overwrite, is_light_llm_checkpoint)
         if folder is not None and not config.overwrite:
             raise TrainingError(
                 f"{self.out} already holds a training checkpoint; continue it with --resume, "
@@ -299,17 +303,9 @@ class Trainer:
         return per_evaluation
 
     def _prepare_output_folder(self, fresh: bool) -> None:
-        """Create OUT and make sure files can be written there, before any training."""
-        try:
-            self.out.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryFile(dir=self.out) as probe:
-                probe.write(b"light-llm")
-                probe.flush()
-                os.fsync(probe.fileno())
-        except OSError as exc:
-            raise TrainingError(
-                f"cannot write to the output folder {self.out}: {exc.strerror or exc}."
-            ) from None
+        """Claim OUT for this run (created, writable, locked; :class:`RunFolder`) before any
+        training; a fresh run's log waits for its first checkpoint (:class:`MetricsLog`)."""
+        self.run_folder.claim(self.config.overwrite)
         if fresh:
             self.metrics.start_fresh()
 
@@ -349,7 +345,7 @@ class Trainer:
     def save_checkpoint(self, folder: Path, extra_files: dict[str, bytes]) -> None:
         """Write the model, its tokenizer and ``extra_files`` as the checkpoint folder,
         replaced as a unit."""
-        save_gpt(self.raw_model, folder, self.tokenizer, extra_files)
+        save_gpt(self.raw_model, folder, self.tokenizer, extra_files, self.config.overwrite)
 
     def encode_corpus_once(self, text: str) -> Path:
         """Encode the corpus into OUT/data (rank 0 first; the others then reuse its files)
@@ -392,6 +388,7 @@ class Trainer:
         self.elapsed_before = float(saved["elapsed_s"])
         self.tokens_seen = int(saved["tokens_seen"])
         self.last_saved = (self.checkpoint_dir, self.iteration)
+        self._on_main(lambda: self.metrics.keep_until(self.iteration))
         if saved["scaler"] and self.scaler.is_enabled():
             self.scaler.load_state_dict(saved["scaler"])
         rng_states = saved["rng"]
@@ -417,6 +414,7 @@ class Trainer:
             ) as stop:
                 return self._train(stop)
         finally:
+            self.run_folder.release()
             shutdown_distributed(self.dist)
 
     def _train(self, stop: StopRequest) -> TrainResult:
@@ -646,13 +644,14 @@ class Trainer:
         }
         self.last_eval_iteration = self.iteration
         self.best_val_loss = min(self.best_val_loss, losses["val"])
-        self._on_main(lambda: self._log(record))
         if not math.isfinite(losses["val"]):
+            self._on_main(lambda: self._log(record))
             raise TrainingError(
                 f"the validation loss became {losses['val']} at iteration {self.iteration}, "
                 f"so training stopped; {self._last_good_checkpoint()}."
             )
         self._save()
+        self._on_main(lambda: self._log(record))  # after its checkpoint (see MetricsLog)
         self.eval_seconds = time.perf_counter() - tick
         return record
 
@@ -709,6 +708,7 @@ class Trainer:
             }
             try:
                 self.save_checkpoint(self.checkpoint_dir, extra)
+                self.metrics.checkpoint_written()
             except CheckpointError as exc:  # e.g. a full disk; the old checkpoint is intact
                 raise TrainingError(str(exc)) from None
             except OSError as exc:
