@@ -264,6 +264,38 @@ def check_model_fits(config: ModelConfig, bytes_per_value: int = 4) -> None:
     )
 
 
+def batch_memory_bytes(
+    config: ModelConfig, batch_size: int, context: int | None = None, training: bool = False
+) -> int:
+    """An estimate of the memory one forward pass of ``batch_size`` sequences of ``context``
+    tokens (default T_max) takes, float32, beyond the weights: the logits and their softmax,
+    3 B T V values, and one layer's activations, B T (6 d + d_ff + n_h T); when ``training``,
+    every layer's activations are kept for the backward pass (seed 002 §11.1's counts)."""
+    T = config.block_size if context is None else context
+    d, heads = config.n_embd, config.n_head
+    scores = heads * T if config.attention == "softmax" else 0
+    per_layer = batch_size * T * (6 * d + config.ffn_hidden + scores)
+    layers = config.n_layer * per_layer if training else per_layer
+    return 4 * (3 * batch_size * T * config.vocab_size + layers)
+
+
+def check_batch_fits(
+    config: ModelConfig,
+    batch_size: int,
+    context: int | None = None,
+    training: bool = False,
+    setting: str = "--batch-size",
+) -> None:
+    """ConfigError, before anything is allocated, when a batch of ``batch_size`` sequences
+    (:func:`batch_memory_bytes`) would not fit the machine's free memory; the message names
+    ``setting``, the option to lower."""
+    check_fits_in_memory(
+        batch_memory_bytes(config, batch_size, context, training),
+        f"a batch of {batch_size:,} sequences of {context or config.block_size:,} tokens",
+        f"give a smaller {setting}",
+    )
+
+
 def model_counts(
     config: ModelConfig, context: int | None = None, bytes_per_value: int = 4
 ) -> ModelCounts:

@@ -71,6 +71,8 @@ def check_real(
     if inside and high is not None:
         inside = value < high if high_open else value <= high
     if not inside:
+        if low == 0 and low_open and high is None:
+            raise error(f"{name} must be a positive number, got {value!r}.")
         interval = describe_interval(low, high, low_open, high_open)
         raise error(f"{name} must be a finite number{interval}, got {value!r}.")
     return float(value)

@@ -183,6 +183,11 @@ class NumpyGPT:
                 raise CheckpointError(
                     f"{source}: {name} has shape {value.shape} but this config needs {shape}."
                 )
+            if not np.isfinite(value).all():
+                raise CheckpointError(
+                    f"{source}: {name} holds NaN or infinite values, so every output of the "
+                    "model would be meaningless; the checkpoint is corrupt."
+                )
             self.params[name] = np.array(value, dtype=self.dtype)
 
     @classmethod

@@ -11,6 +11,7 @@ corrupting each other's ``metrics.jsonl``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import tempfile
@@ -18,7 +19,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from light_llm.atomic import check_replaceable, make_folder, why_not
+from light_llm.atomic import check_replaceable, why_not
 from light_llm.checkpoints.folder import is_light_llm_checkpoint
 from light_llm.errors import TrainingError
 
@@ -43,8 +44,8 @@ class RunFolder:
         """Create OUT, check it is writable, lock it, and refuse a checkpoint folder that holds
         files light-llm did not write unless ``overwrite`` (TrainingError / OutputError,
         before any training)."""
-        make_folder(self.out)
         try:
+            self.out.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryFile(dir=self.out) as probe:
                 probe.write(b"light-llm")
                 probe.flush()
@@ -61,32 +62,46 @@ class RunFolder:
             raise
 
     def _lock(self) -> None:
+        """Take the lock, or TrainingError naming its holder. A lock file removed by its
+        holder's release between our open and our lock is opened again (the lock must be on
+        the file that is at the path)."""
         if fcntl is None or self.lock is not None:
             return
         path = self.out / LOCK_FILE
-        try:
-            lock = open(path, "a+b")  # noqa: SIM115 (held open for the run's length)
-        except OSError as exc:
-            raise TrainingError(f"cannot lock {path}: {why_not(path, exc)}.") from None
-        try:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            lock.seek(0)
-            holder = lock.read(HOLDER_LIMIT).decode("utf-8", "replace").strip()
+        while True:
+            try:
+                lock = open(path, "a+b")  # noqa: SIM115 (held open for the run's length)
+            except OSError as exc:
+                raise TrainingError(f"cannot lock {path}: {why_not(path, exc)}.") from None
+            try:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                lock.seek(0)
+                holder = lock.read(HOLDER_LIMIT).decode("utf-8", "replace").strip()
+                lock.close()
+                raise TrainingError(
+                    f"{self.out} is in use by another training run "
+                    f"({holder or 'holder unknown'}); wait for it to end or choose another --out."
+                ) from None
+            try:
+                same_file = os.stat(path).st_ino == os.fstat(lock.fileno()).st_ino
+            except OSError:
+                same_file = False
+            if same_file:
+                break
             lock.close()
-            raise TrainingError(
-                f"{self.out} is in use by another training run ({holder or 'holder unknown'}); "
-                "wait for it to end or choose another --out."
-            ) from None
         lock.seek(0)
         lock.truncate()
-        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
+        started = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime())
         lock.write(f"process {os.getpid()} on {socket.gethostname()}, since {started}".encode())
         lock.flush()
         self.lock = lock
 
     def release(self) -> None:
-        """Free the folder (closing the lock file releases the lock)."""
+        """Free the folder: remove the lock file, then close it (which drops the lock). A
+        run killed before this leaves the file, unlocked, for the next run to take."""
         if self.lock is not None:
+            with contextlib.suppress(OSError):
+                (self.out / LOCK_FILE).unlink()
             self.lock.close()
             self.lock = None

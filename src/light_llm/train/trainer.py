@@ -52,7 +52,7 @@ from light_llm.checkpoints import CHECKPOINT_SUBFOLDER, load_config
 from light_llm.checkpoints.folder import is_light_llm_checkpoint
 from light_llm.checkpoints.gpt import load_weights_into, save_gpt
 from light_llm.checkpoints.tensors import read_weights
-from light_llm.config import ModelConfig
+from light_llm.config import ModelConfig, check_batch_fits, check_model_fits
 from light_llm.data import TokenDataset, encode_corpus, load_corpus, split_sizes, token_dtype
 from light_llm.errors import (
     CheckpointError,
@@ -191,6 +191,9 @@ class Trainer:
         else:
             self.tokenizer = get_tokenizer(cfg.tokenizer, text=text)
         self.model_config = self.build_model_config()
+        # weights, gradients and two optimizer moments; a micro-batch's activations
+        check_model_fits(self.model_config, bytes_per_value=16)
+        check_batch_fits(self.model_config, cfg.batch_size, cfg.block_size, training=True)
         self.eval_seconds = 0.0  # of the latest evaluation (with its checkpoint)
         if self.budget_s is not None:
             self.eval_seconds = self._check_budget_holds_evaluations()
