@@ -26,6 +26,7 @@ LAYERS = [
             "light_llm.config",
             "light_llm.atomic",
             "light_llm.limits",
+            "light_llm.untrusted",
             "light_llm.assets",
             "light_llm.schedule",
             "light_llm.sampling_options",

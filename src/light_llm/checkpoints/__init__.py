@@ -147,4 +147,25 @@ def load_tokenizer(path: str | os.PathLike):
     folder (its checkpoint's tokenizer) or a HuggingFace folder."""
     from light_llm.tokenizers import load_tokenizer as load_tokenizer_files
 
-    return load_tokenizer_files(resolve_checkpoint_dir(path))
+    folder = resolve_checkpoint_dir(path)
+    tokenizer = load_tokenizer_files(folder)
+    check_tokenizer_covers_model(tokenizer, folder)
+    return tokenizer
+
+
+def check_tokenizer_covers_model(tokenizer, folder) -> None:
+    """CheckpointError when the model in ``folder`` has more ids than ``tokenizer``: every id
+    the model may predict must decode to text, or output breaks off midway."""
+    try:
+        model_folder = inspect_folder(folder)
+        config = load_config(
+            folder, ENCODER_ARCHITECTURE if model_folder.holds_encoder else GPT_ARCHITECTURE
+        )
+    except CheckpointError:
+        return  # no readable config: loading the model says why
+    if tokenizer.vocab_size < config.vocab_size:
+        raise CheckpointError(
+            f"the tokenizer in {folder} has {tokenizer.vocab_size:,} ids but the model predicts "
+            f"{config.vocab_size:,}, so some of its outputs could not be turned into text; the "
+            "checkpoint is inconsistent."
+        )

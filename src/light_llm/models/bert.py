@@ -381,6 +381,12 @@ def predict_masked(
             if written
             else "the text has no [MASK] to fill in: write [MASK] where a word should go."
         )
+    written = text.count("[MASK]") + (text_pair or "").count("[MASK]")
+    if written > len(positions):
+        raise TokenizerError(
+            f"the text has {written} [MASK]s but only the first {len(positions)} fit in the "
+            f"model's {model.config.block_size} positions; shorten the text or fill in fewer."
+        )
     inputs = torch.tensor([ids], device=model.device)
     types = torch.tensor([encoding["token_type_ids"]], device=model.device)
     logits, _ = model(inputs, token_type_ids=types)  # (1, T, V)

@@ -392,12 +392,18 @@ class Trainer:
         self.tokens_seen = int(saved["tokens_seen"])
         self.last_saved = (self.checkpoint_dir, self.iteration)
         self._on_main(lambda: self.metrics.keep_until(self.iteration))
-        if saved["scaler"] and self.scaler.is_enabled():
-            self.scaler.load_state_dict(saved["scaler"])
         rng_states = saved["rng"]
-        if len(rng_states) == self.dist.world_size:
-            restore_rng_states(rng_states[self.dist.rank])
-        elif self.dist.is_main:
+        try:
+            if saved["scaler"] and self.scaler.is_enabled():
+                self.scaler.load_state_dict(saved["scaler"])
+            if len(rng_states) == self.dist.world_size:
+                restore_rng_states(rng_states[self.dist.rank])
+        except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
+            raise CheckpointError(
+                f"{folder / TRAINER_STATE_FILE} is damaged: its scaler or random-number "
+                f"states cannot be restored ({type(exc).__name__}: {exc})."
+            ) from None
+        if len(rng_states) != self.dist.world_size and self.dist.is_main:
             print(
                 f"note: the checkpoint was written by {len(rng_states)} process(es) and this "
                 f"run has {self.dist.world_size}, so dropout draws new random numbers.",
