@@ -38,11 +38,14 @@ def filter_logits(
     validate_sampling(temperature, top_k, top_p)
     logits = logits.float()
     if temperature > 0.0:
-        # shifted by the largest logit first (softmax does not change): the top logit
-        # becomes 0 and the others <= 0, so a tiny τ drives them to -inf, never to inf - inf
-        # (in float64, where τ down to 5e-324 is a number, not 0)
-        shifted = (logits - logits.amax(dim=-1, keepdim=True)).double()
-        logits = (shifted / temperature).float()
+        scaled = logits / temperature
+        if not bool(torch.isfinite(scaled).all()):
+            # a tiny τ overflowed: shift by the largest logit first (softmax does not
+            # change), so the top logit is 0 and the others go to -inf, never inf - inf;
+            # in float64, where τ down to 5e-324 is a number, not 0
+            shifted = (logits - logits.amax(dim=-1, keepdim=True)).double()
+            scaled = (shifted / temperature).float()
+        logits = scaled
     if top_k is not None and top_k < logits.size(-1):
         kth_largest = torch.topk(logits, int(top_k), dim=-1).values[..., -1:]  # (B, 1)
         logits = logits.masked_fill(logits < kth_largest, float("-inf"))

@@ -36,8 +36,11 @@ def filter_logits(
     if temperature > 0.0:
         # shifted by the largest logit first (softmax does not change), so that a tiny τ
         # drives the others to -inf, never to inf - inf
-        with np.errstate(over="ignore"):  # a tiny τ sends all but the top logit to -inf
-            logits = (logits - logits.max(axis=-1, keepdims=True)) / temperature
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            scaled = logits / temperature
+            if not np.isfinite(scaled).all():  # a tiny τ: all but the top logit go to -inf
+                scaled = (logits - logits.max(axis=-1, keepdims=True)) / temperature
+        logits = scaled
     vocab = logits.shape[-1]
     if top_k is not None and top_k < vocab:
         kth_largest = np.partition(logits, vocab - int(top_k), axis=-1)[..., vocab - int(top_k)]
@@ -149,8 +152,8 @@ def stream_tokens(
 def generate(model, idx: np.ndarray, max_new_tokens: int, **sampling) -> np.ndarray:
     """Continue ``idx`` (B, T) by up to ``max_new_tokens`` tokens: returns (B, T + n).
     Options as :func:`stream_tokens`."""
-    idx = np.asarray(idx, dtype=np.int64)
     steps = list(stream_tokens(model, idx, max_new_tokens, **sampling))
+    idx = np.asarray(idx, dtype=np.int64)  # integer ids, as stream_tokens checked
     if not steps:
         return idx
     return np.concatenate((idx, np.stack(steps, axis=1)), axis=1)
