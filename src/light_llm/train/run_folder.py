@@ -4,9 +4,9 @@ Before anything is trained, :meth:`RunFolder.claim` creates the folder, makes su
 be written there, takes its lock and checks that the checkpoint to be written there would
 replace nothing light-llm did not write. The lock is an advisory lock on
 ``OUT/.light-llm.lock`` (``fcntl.flock``): the system drops it when the process ends however it
-ends (``kill -9`` included), so a crash never leaves a folder locked. The file names its
-holder (process id, machine, start time), which a second run reports instead of the two
-corrupting each other's ``metrics.jsonl``.
+ends (``kill -9`` included), so a crash never leaves a folder locked; a run that ends
+normally removes the file. The file names its holder (process id, machine, start time),
+which a second run reports instead of the two corrupting each other's ``metrics.jsonl``.
 """
 
 from __future__ import annotations
