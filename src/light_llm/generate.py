@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 import torch
 
 from light_llm.errors import SamplingError
-from light_llm.limits import MAX_NEW_TOKENS, check_integer, check_seed
+from light_llm.limits import check_new_tokens, check_seed
 from light_llm.models.gpt import check_token_ids
 from light_llm.sampling_options import validate_sampling
 
@@ -109,7 +109,7 @@ def stream_tokens(
     produced ``eos_id`` keep yielding ``eos_id``; the stream ends when every row has.
     """
     validate_sampling(temperature, top_k, top_p)
-    check_integer("max_new_tokens", max_new_tokens, 0, MAX_NEW_TOKENS, SamplingError)
+    check_new_tokens(max_new_tokens, SamplingError)
     check_token_ids(idx, model.config.vocab_size)
     block_size = model.config.block_size
     was_training = model.training

@@ -99,6 +99,18 @@ def check_seed(seed: object, error: type[Exception] = ConfigError) -> int:
     return check_integer("the seed", seed, 0, SEED_LIMIT - 1, error)
 
 
+def check_new_tokens(count: object, error: type[Exception] = ConfigError) -> int:
+    """``count`` if it is an integer from 0 to :data:`MAX_NEW_TOKENS`, else ``error``."""
+    if not is_integer(count) or count < 0:
+        raise error(f"max_new_tokens must be 0 or more, got {count!r}.")
+    if count > MAX_NEW_TOKENS:
+        raise error(
+            f"max_new_tokens must be at most {MAX_NEW_TOKENS:,} a request, got {count:,}; "
+            "generate in several requests for more."
+        )
+    return count
+
+
 def describe_range(low: int | None, high: int | None, noun: str) -> str:
     if low is not None and high is not None:
         return f"{noun} from {low:,} to {high:,}"

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from light_llm.errors import SamplingError
-from light_llm.limits import MAX_NEW_TOKENS, check_integer, check_seed
+from light_llm.limits import check_new_tokens, check_seed
 from light_llm.reference.softmax import softmax_forward
 from light_llm.sampling_options import validate_sampling  # one rule for both engines
 
@@ -100,7 +100,7 @@ def stream_tokens(
     ``attention_mask``. Rows that produced ``eos_id`` keep yielding it; the stream ends when
     every row has."""
     validate_sampling(temperature, top_k, top_p)
-    check_integer("max_new_tokens", max_new_tokens, 0, MAX_NEW_TOKENS, SamplingError)
+    check_new_tokens(max_new_tokens, SamplingError)
     given = np.asarray(idx)
     if given.size and not np.issubdtype(given.dtype, np.integer):
         raise SamplingError(f"token ids must be integers, got {given.dtype}.")
