@@ -142,14 +142,17 @@ def save(
     save_gpt(model, folder, tokenizer, extra_files, overwrite)
 
 
-def load_tokenizer(path: str | os.PathLike):
+def load_tokenizer(path: str | os.PathLike, check_model: bool = False):
     """The tokenizer of the model folder ``path`` names: a checkpoint, a training output
-    folder (its checkpoint's tokenizer) or a HuggingFace folder."""
+    folder (its checkpoint's tokenizer) or a HuggingFace folder. ``check_model``: a
+    CheckpointError when it has fewer ids than the folder's model predicts (what every
+    command that decodes the model's output asks)."""
     from light_llm.tokenizers import load_tokenizer as load_tokenizer_files
 
     folder = resolve_checkpoint_dir(path)
     tokenizer = load_tokenizer_files(folder)
-    check_tokenizer_covers_model(tokenizer, folder)
+    if check_model:
+        check_tokenizer_covers_model(tokenizer, folder)
     return tokenizer
 
 

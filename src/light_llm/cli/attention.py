@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
     folder = resolve_checkpoint_dir(args.checkpoint)
     model = load(folder)
-    tokenizer = load_tokenizer(folder)
+    tokenizer = load_tokenizer(folder, check_model=True)
     attention = prompt_attention(model, tokenizer, args.prompt, args.layer, args.head)
     shown = args.prompt if len(args.prompt) <= 60 else args.prompt[:57] + "..."
     title = f"Attention weights for {shown!r} ({folder.name})"

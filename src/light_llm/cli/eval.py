@@ -88,7 +88,7 @@ def run_eval(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     encoder = model_folder.holds_encoder
     model = load_scored_model(folder, encoder, device)
-    tokenizer = load_tokenizer(folder)
+    tokenizer = load_tokenizer(folder, check_model=True)
     text = load_corpus(data)
     with tempfile.TemporaryDirectory(prefix="light-llm-eval-") as scratch:
         cache = Path(scratch)

@@ -56,6 +56,8 @@ def packaged_bert_folder() -> Path:
 
 def read_vocab_file(path: Path) -> list[str]:
     """The tokens of a BERT ``vocab.txt``, one a line, the line number being the id."""
+    if not path.exists():
+        raise CheckpointError(f"no BERT vocabulary at {path}.")
     text = read_text_file(path, VOCAB_LIMIT, "the BERT vocabulary")
     return text.removesuffix("\n").split("\n")  # only "\n" ends a line: tokens may hold U+2028
 
