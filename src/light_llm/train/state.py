@@ -52,7 +52,6 @@ def read_trainer_state(folder: Path) -> dict[str, Any]:
             f"{path} has trainer-state version {state.get('version')}, but this light-llm "
             f"reads version {TRAINER_STATE_VERSION}."
         )
-    check_fields(state, path)
     return state
 
 

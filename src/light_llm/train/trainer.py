@@ -106,7 +106,12 @@ from light_llm.train.precision import (
 )
 from light_llm.train.result import DATA_CACHE_SUBFOLDER, SAMPLE_TEMPERATURE, TrainResult
 from light_llm.train.run_folder import RunFolder
-from light_llm.train.state import TRAINER_STATE_FILE, read_trainer_state, trainer_state_file
+from light_llm.train.state import (
+    TRAINER_STATE_FILE,
+    check_fields,
+    read_trainer_state,
+    trainer_state_file,
+)
 
 TIMED_FORWARDS = 2  # forward passes timed to estimate an evaluation before a --time run
 
@@ -125,7 +130,9 @@ def saved_run_config(out: str | os.PathLike) -> TrainConfig | None:
     folder = existing_folder(Path(out) / CHECKPOINT_SUBFOLDER)
     if folder is None or not (folder / TRAINER_STATE_FILE).is_file():
         return None
-    return TrainConfig.from_dict(read_trainer_state(folder)["config"])
+    state = read_trainer_state(folder)
+    check_fields(state, folder / TRAINER_STATE_FILE)
+    return TrainConfig.from_dict(state["config"])
 
 
 class Trainer:
@@ -238,7 +245,9 @@ class Trainer:
             if folder is None:
                 raise TrainingError(f"--resume found no checkpoint in {self.out} to continue from.")
             self.resume_folder = folder
-            return read_trainer_state(folder)
+            state = read_trainer_state(folder)
+            check_fields(state, folder / TRAINER_STATE_FILE)  # all a resume restores
+            return state
         check_replaceable(self.checkpoint_dir, config.overwrite, is_light_llm_checkpoint)
         if folder is not None and not config.overwrite:
             raise TrainingError(
