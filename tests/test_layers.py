@@ -34,6 +34,8 @@ LAYERS = [
             "light_llm.errors",
             "light_llm.config",
             "light_llm.atomic",
+            "light_llm.limits",
+            "light_llm.untrusted",
             "light_llm.assets",
             "light_llm.schedule",
             "light_llm.sampling_options",

@@ -7,9 +7,17 @@ through here, in one of three ways:
   folder, which is flushed, fsynced, given the permissions a normal file would get, and renamed
   over the target with ``os.replace``. A crash at any moment leaves the old file or the whole
   new one.
-- :func:`write_folder_atomically`: a whole folder (a checkpoint) replaced as a unit.
+- :func:`write_folder_atomically`: a whole folder (a checkpoint) replaced as a unit. The
+  folder lists what it wrote in ``.light-llm-files``; a folder holding anything else (a user's
+  own files) is never replaced unless asked (``overwrite``), so saving never deletes a file
+  light-llm did not write (:func:`check_replaceable`).
 - :func:`append_line`: one line added to a log and flushed; a kill leaves every earlier line
   whole (a reader skips a last line cut short).
+
+Temporary files carry the writer's process id (``.NAME.<pid>.XXXX.tmp``): the next write of
+the same file removes those whose writer is gone (killed mid-write), never a live one's.
+Folders are created by :func:`make_folder`, which names the real obstacle (a file where a
+folder should be, a missing permission) rather than "File exists".
 """
 
 from __future__ import annotations
@@ -20,11 +28,11 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
-from light_llm.errors import CheckpointError
+from light_llm.errors import CheckpointError, OutputError
 
 
 def _default_file_mode() -> int:
@@ -49,8 +57,11 @@ def atomic_file(path: str | os.PathLike) -> Iterator[BinaryIO]:
     """A binary file that becomes ``path`` only when the ``with`` block ends without error;
     on any error the temporary file is removed and ``path`` keeps its old contents."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    make_folder(path.parent)
+    remove_stale_temporaries(path)
+    handle, temporary = tempfile.mkstemp(
+        dir=path.parent, prefix=f"{temporary_prefix(path)}{os.getpid()}.", suffix=".tmp"
+    )
     try:
         with os.fdopen(handle, "wb") as file:
             yield file
@@ -62,6 +73,58 @@ def atomic_file(path: str | os.PathLike) -> Iterator[BinaryIO]:
         Path(temporary).unlink(missing_ok=True)
         raise
     fsync_folder(path.parent)
+
+
+def temporary_prefix(path: Path) -> str:
+    """Name prefix of the temporary files :func:`atomic_file` writes for ``path``."""
+    return f".{path.name}."
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this machine (one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return pid > 0
+    return True
+
+
+def remove_stale_temporaries(path: Path) -> None:
+    """Delete the ``.NAME.<pid>.XXXX.tmp`` files of ``path`` left by writers that no longer
+    run (a build killed mid-write); a live writer's file is left alone."""
+    prefix = temporary_prefix(path)
+    with contextlib.suppress(OSError):
+        for sibling in path.parent.iterdir():
+            name = sibling.name
+            if not (name.startswith(prefix) and name.endswith(".tmp")):
+                continue
+            writer = name[len(prefix) :].split(".", 1)[0]
+            if writer.isdigit() and not process_alive(int(writer)):
+                sibling.unlink(missing_ok=True)
+
+
+def make_folder(folder: str | os.PathLike) -> Path:
+    """Create ``folder`` and any missing parents (an existing folder is fine); OutputError
+    naming the real obstacle: a file where a folder should be, a missing permission."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create the folder {folder}: {why_not(folder, exc)}.") from None
+    return folder
+
+
+def why_not(path: Path, exc: OSError) -> str:
+    """Why ``path`` could not be made or written: the nearest existing ancestor that is a
+    file, else the system's reason."""
+    for ancestor in (path, *path.parents):
+        if ancestor.exists():
+            if not ancestor.is_dir():
+                return f"{ancestor} is a file, not a folder"
+            break
+    return exc.strerror or str(exc)
 
 
 def write_atomically(path: str | os.PathLike, data: bytes) -> None:
@@ -103,8 +166,67 @@ def check_file_name(name: str) -> None:
         raise CheckpointError(f"checkpoint file names must be plain file names, got {name!r}.")
 
 
-def write_folder_atomically(folder: str | os.PathLike, files: Mapping[str, bytes]) -> None:
-    """Replace ``folder`` by a folder holding exactly ``files`` (name -> contents), as a unit.
+FOLDER_MANIFEST = ".light-llm-files"  # the names write_folder_atomically put in a folder
+MANIFEST_LIMIT = 1 << 20  # bytes of a manifest worth reading
+
+
+def written_names(folder: Path) -> set[str] | None:
+    """The file names the manifest of ``folder`` lists, or None without a readable one."""
+    try:
+        with open(folder / FOLDER_MANIFEST, "rb") as file:
+            text = file.read(MANIFEST_LIMIT).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return {name for name in text.splitlines() if name}
+
+
+def check_replaceable(
+    folder: str | os.PathLike,
+    overwrite: bool = False,
+    written_before_manifests: Callable[[Path], bool] | None = None,
+) -> None:
+    """OutputError unless replacing ``folder`` as a unit loses nothing light-llm did not
+    write: ``folder`` is absent, empty, or holds only files its manifest lists (or, when
+    ``written_before_manifests(folder)`` says it is one of light-llm's own folders from before
+    manifests, anything). ``overwrite`` allows replacing any folder, never a file."""
+    folder = Path(folder)
+    if not folder.exists() and not folder.is_symlink():
+        return
+    if not folder.is_dir():
+        raise OutputError(f"{folder} is a file, not a folder: remove it or choose another path.")
+    if overwrite:
+        return
+    try:
+        entries = sorted(entry.name for entry in folder.iterdir())
+    except OSError as exc:
+        raise OutputError(f"cannot look into {folder}: {exc.strerror or exc}.") from None
+    owned = written_names(folder)
+    if owned is None:
+        if written_before_manifests is not None and written_before_manifests(folder):
+            return
+        owned = set()
+    foreign = [name for name in entries if name not in owned and name != FOLDER_MANIFEST]
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (
+            f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        )
+        raise OutputError(
+            f"{folder} is not a light-llm checkpoint and holds files light-llm did not write "
+            f"({shown}); saving there would delete them: choose a new or empty folder, or "
+            "pass overwrite=True (--overwrite) to replace it."
+        )
+
+
+def write_folder_atomically(
+    folder: str | os.PathLike,
+    files: Mapping[str, bytes],
+    overwrite: bool = False,
+    written_before_manifests: Callable[[Path], bool] | None = None,
+) -> None:
+    """Replace ``folder`` by a folder holding exactly ``files`` (name -> contents) and the
+    manifest naming them, as a unit; a folder holding anything light-llm did not write is
+    refused (:func:`check_replaceable`, ``overwrite`` and ``written_before_manifests`` as
+    there) before anything is written.
 
     1. write every file into a fresh sibling ``.NAME.new-XXXX``, fsync each file and the folder;
     2. rename the current ``folder`` (if any) to ``.NAME.old-<time>-XXXX``;
@@ -117,9 +239,10 @@ def write_folder_atomically(folder: str | os.PathLike, files: Mapping[str, bytes
     folder = Path(folder)
     for name in files:
         check_file_name(name)
-    parent = folder.parent
+    check_replaceable(folder, overwrite, written_before_manifests)
+    files = {**files, FOLDER_MANIFEST: "".join(f"{name}\n" for name in files).encode("utf-8")}
+    parent = make_folder(folder.parent)
     try:
-        parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=parent, prefix=new_folder_prefix(folder)))
         os.chmod(staging, default_folder_mode())
     except OSError as exc:

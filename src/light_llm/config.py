@@ -12,6 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from light_llm.errors import ConfigError
+from light_llm.limits import (
+    check_choice,
+    check_fits_in_memory,
+    check_flag,
+    check_integer,
+    check_real,
+)
 
 POSITIONS = ("learned", "sinusoidal", "rotary", "none")
 NORMS = ("layernorm", "rmsnorm")
@@ -53,15 +60,21 @@ class ModelConfig:
         self.validate()
 
     def validate(self) -> None:
-        """Raise :class:`ConfigError` with one sentence if this config cannot work."""
+        """Raise :class:`ConfigError` with one sentence if this config cannot work: every
+        field's type and range first (:mod:`light_llm.limits`), then how they fit together.
+        A config from a file is as untrusted as one typed by hand: "0.1" is not a number,
+        "no" is not false."""
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}.")
-        if self.n_embd % self.n_head != 0:
-            raise ConfigError(
-                f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})."
-            )
+            check_integer(name, getattr(self, name))
+        if self.n_inner is not None:
+            check_integer("n_inner", self.n_inner)
+        check_real("dropout", self.dropout, 0.0, 1.0, high_open=True)
+        check_real("position_base", self.position_base, 1.0, low_open=True)
+        check_real("norm_eps", self.norm_eps, 0.0, 1.0, low_open=True)
+        if self.logit_softcap is not None:
+            check_real("logit_softcap", self.logit_softcap, 0.0, low_open=True)
+        for name in ("bias", "tie_embeddings", "qk_norm"):
+            check_flag(name, getattr(self, name))
         choices = {
             "positions": POSITIONS,
             "norm": NORMS,
@@ -70,30 +83,15 @@ class ModelConfig:
             "attention": ATTENTIONS,
         }
         for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ConfigError(
-                    f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}."
-                )
+            check_choice(name, getattr(self, name), allowed)
+        if self.n_embd % self.n_head != 0:
+            raise ConfigError(
+                f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})."
+            )
         if self.positions == "rotary" and self.head_dim % 2 != 0:
             raise ConfigError(f"rotary positions need an even head size, got {self.head_dim}.")
         if self.positions == "sinusoidal" and self.n_embd % 2 != 0:
             raise ConfigError(f"sinusoidal positions need an even n_embd, got {self.n_embd}.")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}.")
-        if self.position_base <= 1.0:
-            raise ConfigError(f"position_base must be greater than 1, got {self.position_base}.")
-        if self.n_inner is not None and (not isinstance(self.n_inner, int) or self.n_inner < 1):
-            raise ConfigError(f"n_inner must be a positive integer, got {self.n_inner!r}.")
-        for name in ("bias", "tie_embeddings", "qk_norm"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}.")
-        softcap = self.logit_softcap
-        if softcap is not None and (
-            isinstance(softcap, bool)
-            or not isinstance(softcap, (int, float))
-            or not 0.0 < softcap < math.inf
-        ):
-            raise ConfigError(f"logit_softcap must be a positive number, got {softcap!r}.")
 
     # ----------------------------------------------------------------- derived sizes
     @property
@@ -117,13 +115,24 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"unknown model config keys: {', '.join(unknown)}.")
+        if not isinstance(data, dict):
+            raise ConfigError(f"a model config is a JSON object, not {type(data).__name__}.")
+        cls.check_keys(data)
         return cls(**data)
 
+    @classmethod
+    def check_keys(cls, settings: dict[str, Any]) -> None:
+        """ConfigError naming the keys of ``settings`` that are not fields of this config."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(str(key) for key in set(settings) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown model config keys: {', '.join(unknown)}; the known ones are "
+                f"{', '.join(sorted(known))}."
+            )
+
     def replace(self, **changes: Any) -> ModelConfig:
+        self.check_keys(changes)
         return dataclasses.replace(self, **changes)
 
 
@@ -172,7 +181,7 @@ PRESETS: dict[str, ModelConfig] = {
 
 def preset(name: str, **overrides: Any) -> ModelConfig:
     """Return a copy of the named preset with ``overrides`` applied."""
-    if name not in PRESETS:
+    if not isinstance(name, str) or name not in PRESETS:
         raise ConfigError(f"unknown preset {name!r}; known presets: {', '.join(PRESETS)}.")
     return PRESETS[name].replace(**overrides)
 
@@ -223,6 +232,70 @@ def count_parameters(config: ModelConfig) -> dict[str, int]:
         "lm_head_untied": head,
         "total": token_table + position_table + config.n_layer * per_layer + final_norm + head,
     }
+
+
+def check_buildable(
+    config: object, config_class: type | None = None, bytes_per_value: int = 4
+) -> None:
+    """ConfigError unless ``config`` is a valid ``config_class`` (default :class:`ModelConfig`)
+    whose model fits in memory (:func:`check_model_fits`): what every model constructor of
+    both engines checks before it allocates anything."""
+    config_class = config_class or ModelConfig
+    if not isinstance(config, config_class):
+        raise ConfigError(
+            f"a model is built from a {config_class.__name__} (e.g. light_llm.preset(...)), "
+            f"not from {type(config).__name__}."
+        )
+    config.validate()
+    check_model_fits(config, bytes_per_value)
+
+
+def check_model_fits(config: ModelConfig, bytes_per_value: int = 4) -> None:
+    """ConfigError, before anything is allocated, when the weights of a model of ``config``
+    (:func:`count_parameters`, ``bytes_per_value`` each) and its sinusoidal or rotary tables
+    (built in float64) would not fit the machine's free memory."""
+    n_params = count_parameters(config)["total"]
+    tables = 0
+    if config.positions in ("sinusoidal", "rotary"):
+        tables = 2 * 8 * config.block_size * config.n_embd
+    check_fits_in_memory(
+        n_params * bytes_per_value + tables,
+        f"a model of {n_params:,} parameters ({config.n_layer} layers, {config.n_embd} wide, "
+        f"{config.vocab_size:,} tokens, context {config.block_size:,})",
+        "choose a smaller vocab_size, n_layer, n_embd or block_size",
+    )
+
+
+def batch_memory_bytes(
+    config: ModelConfig, batch_size: int, context: int | None = None, training: bool = False
+) -> int:
+    """An estimate of the memory one forward pass of ``batch_size`` sequences of ``context``
+    tokens (default T_max) takes, float32, beyond the weights: the logits and their softmax,
+    3 B T V values, and one layer's activations, B T (6 d + d_ff + n_h T); when ``training``,
+    every layer's activations are kept for the backward pass (seed 002 §11.1's counts)."""
+    T = config.block_size if context is None else context
+    d, heads = config.n_embd, config.n_head
+    scores = heads * T if config.attention == "softmax" else 0
+    per_layer = batch_size * T * (6 * d + config.ffn_hidden + scores)
+    layers = config.n_layer * per_layer if training else per_layer
+    return 4 * (3 * batch_size * T * config.vocab_size + layers)
+
+
+def check_batch_fits(
+    config: ModelConfig,
+    batch_size: int,
+    context: int | None = None,
+    training: bool = False,
+    setting: str = "--batch-size",
+) -> None:
+    """ConfigError, before anything is allocated, when a batch of ``batch_size`` sequences
+    (:func:`batch_memory_bytes`) would not fit the machine's free memory; the message names
+    ``setting``, the option to lower."""
+    check_fits_in_memory(
+        batch_memory_bytes(config, batch_size, context, training),
+        f"a batch of {batch_size:,} sequences of {context or config.block_size:,} tokens",
+        f"give a smaller {setting}",
+    )
 
 
 def model_counts(

@@ -34,6 +34,7 @@ import numpy as np
 from light_llm.assets import installed_distribution
 from light_llm.atomic import atomic_file
 from light_llm.errors import DataError
+from light_llm.untrusted import read_json_object, read_regular_file
 
 if TYPE_CHECKING:  # only name, vocab_size, encode and decode (and encode_batch if any) are used
     import torch
@@ -259,6 +260,9 @@ def shakespeare_slice(n_bytes: int = 1_000_000) -> str:
 # --------------------------------------------------------------------------------------
 
 
+CORPUS_LIMIT = 16 * 2**30  # bytes of a corpus file (text, read whole into memory)
+
+
 def load_corpus(path: str | os.PathLike | None = None) -> str:
     """The text of the corpus at ``path``, or :func:`shakespeare_text` when ``path`` is None.
 
@@ -274,10 +278,7 @@ def load_corpus(path: str | os.PathLike | None = None) -> str:
         raise DataError(f"corpus file {path} does not exist.")
     if path.is_dir():
         raise DataError(f"corpus path {path} is a folder, not a text file.")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"cannot read corpus file {path}: {exc.strerror}.") from None
+    raw = read_regular_file(path, CORPUS_LIMIT, "corpus file", DataError)  # not a FIFO
     if b"\x00" in raw:
         raise DataError(
             f"corpus file {path} looks binary (it holds NUL bytes at offset {raw.index(0)} "
@@ -373,8 +374,20 @@ def _cache_key(text: str, tokenizer: Tokenizer, train_fraction: float) -> str:
     return digest.hexdigest()
 
 
+def _files_digest(paths: Iterable[Path]) -> str:
+    """sha256 of the files' bytes, one after the other."""
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as file:
+            while block := file.read(1 << 20):
+                digest.update(block)
+    return digest.hexdigest()
+
+
 def _cache_is_current(cache_dir: Path, key: str) -> bool:
-    """Whether ``cache_dir`` holds ids written for ``key``, whole (by their sizes)."""
+    """Whether ``cache_dir`` holds ids written for ``key``, whole and unchanged: by their
+    sizes and by the digest of their bytes that meta.json recorded (a tampered or damaged
+    cache, even of the right size, is rebuilt rather than trusted)."""
     try:
         meta = json.loads((cache_dir / META_FILE).read_text(encoding="utf-8"))
         itemsize = np.dtype(meta["dtype"]).itemsize
@@ -382,8 +395,9 @@ def _cache_is_current(cache_dir: Path, key: str) -> bool:
             meta["key"] == key
             and (cache_dir / TRAIN_FILE).stat().st_size == meta["train_tokens"] * itemsize
             and (cache_dir / VAL_FILE).stat().st_size == meta["val_tokens"] * itemsize
+            and meta["ids_sha256"] == _files_digest([cache_dir / TRAIN_FILE, cache_dir / VAL_FILE])
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return False
 
 
@@ -429,6 +443,7 @@ def encode_corpus(
             "val_chars": len(val_text),
             "train_bytes": len(train_text.encode("utf-8", errors="surrogatepass")),
             "val_bytes": len(val_text.encode("utf-8", errors="surrogatepass")),
+            "ids_sha256": _files_digest([train_path, val_path]),
         }
         with atomic_file(meta_path) as file:
             file.write(json.dumps(meta, indent=2).encode("utf-8"))
@@ -444,7 +459,7 @@ def split_sizes(cache_dir: str | os.PathLike) -> dict[str, dict[str, int]]:
     bits per byte or per character (:func:`light_llm.train.metrics.bits_per_unit`)."""
     path = Path(cache_dir) / META_FILE
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
+        meta = read_json_object(path, error=DataError)
         return {
             split: {unit: int(meta[f"{split}_{unit}"]) for unit in ("tokens", "bytes", "chars")}
             for split in ("train", "val")

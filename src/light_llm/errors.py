@@ -32,3 +32,9 @@ class SamplingError(LightLLMError, ValueError):
 
 class TrainingError(LightLLMError):
     """Training cannot go on (NaN loss, unwritable output folder, mismatched resume)."""
+
+
+class OutputError(LightLLMError, OSError):
+    """A place light-llm cannot or must not write to: a non-empty folder it did not write
+    (saving there would delete the files), a path under a file, no permission, a full disk.
+    An OSError too, so that every writer's handler of failed writes reports it."""

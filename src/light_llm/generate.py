@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator, Sequence
 import torch
 
 from light_llm.errors import SamplingError
+from light_llm.limits import check_new_tokens, check_seed
+from light_llm.models.gpt import check_token_ids
 from light_llm.sampling_options import validate_sampling
 
 
@@ -36,7 +38,14 @@ def filter_logits(
     validate_sampling(temperature, top_k, top_p)
     logits = logits.float()
     if temperature > 0.0:
-        logits = logits / temperature
+        scaled = logits / temperature
+        if not bool(torch.isfinite(scaled).all()):
+            # a tiny τ overflowed: shift by the largest logit first (softmax does not
+            # change), so the top logit is 0 and the others go to -inf, never inf - inf;
+            # in float64, where τ down to 5e-324 is a number, not 0
+            shifted = (logits - logits.amax(dim=-1, keepdim=True)).double()
+            scaled = (shifted / temperature).float()
+        logits = scaled
     if top_k is not None and top_k < logits.size(-1):
         kth_largest = torch.topk(logits, int(top_k), dim=-1).values[..., -1:]  # (B, 1)
         logits = logits.masked_fill(logits < kth_largest, float("-inf"))
@@ -47,6 +56,7 @@ def filter_logits(
         # smallest one with cumulative mass >= p, and always contains the first token
         mass_before = cumulative - torch.softmax(sorted_logits, dim=-1)
         drop_sorted = mass_before >= top_p
+        drop_sorted[..., 0] = False  # even a p below float32's smallest number keeps one
         drop = drop_sorted.scatter(-1, sorted_index, drop_sorted)
         logits = logits.masked_fill(drop, float("-inf"))
     return logits
@@ -118,8 +128,8 @@ def stream_tokens(
     drawn from them (B,), before they are yielded (to show the distribution sampled from).
     """
     validate_sampling(temperature, top_k, top_p)
-    if max_new_tokens < 0:
-        raise SamplingError(f"max_new_tokens must be 0 or more, got {max_new_tokens}.")
+    check_new_tokens(max_new_tokens, SamplingError)
+    check_token_ids(idx, model.config.vocab_size)
     block_size = model.config.block_size
     was_training = model.training
     model.eval()
@@ -229,6 +239,7 @@ def generate_text(
         idx, mask = left_pad(encoded, pad_id=0, device=device)
     generator = None
     if seed is not None:
+        check_seed(seed, SamplingError)
         generator = torch.Generator(device=device)
         generator.manual_seed(seed)
     eos_id = tokenizer.eos_id if stop_at_eos else None

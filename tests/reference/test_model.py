@@ -133,7 +133,7 @@ def test_pytorch_checkpoint_loads_into_numpy_with_the_same_logits(variant, tmp_p
 def test_numpy_checkpoint_loads_into_pytorch_with_the_same_logits(variant, tmp_path):
     numpy_model = NumpyGPT(tiny_config(**VARIANTS[variant]), seed=3)
     save(numpy_model, tmp_path / "ckpt")
-    files = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
+    files = sorted(p.name for p in (tmp_path / "ckpt").iterdir() if not p.name.startswith("."))
     assert files == ["config.json", "model.safetensors"]
     config_json = json.loads((tmp_path / "ckpt" / "config.json").read_text())
     assert config_json["format"] == "light-llm" and config_json["architecture"] == "gpt"

@@ -124,30 +124,62 @@ def load_config(path: str | os.PathLike, architecture: str = GPT_ARCHITECTURE):
     return encoder_config(folder)
 
 
-def save(model, folder: str | os.PathLike, tokenizer=None, extra_files=None) -> None:
+def save(
+    model, folder: str | os.PathLike, tokenizer=None, extra_files=None, *, overwrite=False
+) -> None:
     """Write ``model`` (a GPT, a BertEncoder or a NumpyGPT), its tokenizer and any
     ``extra_files`` (name -> bytes) as a light-llm checkpoint folder, replacing any previous
-    one as a unit."""
+    one as a unit. Saving never deletes a file light-llm did not write: a folder holding
+    other files is an OutputError unless ``overwrite=True``."""
     if isinstance(model, NumpyGPT):
         from light_llm.checkpoints.numpy_gpt import save_numpy_gpt
 
-        save_numpy_gpt(model, folder, tokenizer, extra_files)
+        save_numpy_gpt(model, folder, tokenizer, extra_files, overwrite)
         return
     from light_llm.models.bert import BertEncoder
 
     if isinstance(model, BertEncoder):
         from light_llm.checkpoints.encoder import save_encoder
 
-        save_encoder(model, folder, tokenizer, extra_files)
+        save_encoder(model, folder, tokenizer, extra_files, overwrite)
         return
     from light_llm.checkpoints.gpt import save_gpt
+    from light_llm.models.gpt import GPT
 
-    save_gpt(model, folder, tokenizer, extra_files)
+    if not isinstance(model, GPT):
+        raise CheckpointError(
+            f"save writes a GPT, a BertEncoder or a NumpyGPT, not {type(model).__name__}."
+        )
+    save_gpt(model, folder, tokenizer, extra_files, overwrite)
 
 
-def load_tokenizer(path: str | os.PathLike):
+def load_tokenizer(path: str | os.PathLike, check_model: bool = False):
     """The tokenizer of the model folder ``path`` names: a checkpoint, a training output
-    folder (its checkpoint's tokenizer) or a HuggingFace folder."""
+    folder (its checkpoint's tokenizer) or a HuggingFace folder. ``check_model``: a
+    CheckpointError when it has fewer ids than the folder's model predicts (what every
+    command that decodes the model's output asks)."""
     from light_llm.tokenizers import load_tokenizer as load_tokenizer_files
 
-    return load_tokenizer_files(resolve_checkpoint_dir(path))
+    folder = resolve_checkpoint_dir(path)
+    tokenizer = load_tokenizer_files(folder)
+    if check_model:
+        check_tokenizer_covers_model(tokenizer, folder)
+    return tokenizer
+
+
+def check_tokenizer_covers_model(tokenizer, folder) -> None:
+    """CheckpointError when the model in ``folder`` has more ids than ``tokenizer``: every id
+    the model may predict must decode to text, or output breaks off midway."""
+    try:
+        model_folder = inspect_folder(folder)
+        config = load_config(
+            folder, ENCODER_ARCHITECTURE if model_folder.holds_encoder else GPT_ARCHITECTURE
+        )
+    except CheckpointError:
+        return  # no readable config: loading the model says why
+    if tokenizer.vocab_size < config.vocab_size:
+        raise CheckpointError(
+            f"the tokenizer in {folder} has {tokenizer.vocab_size:,} ids but the model predicts "
+            f"{config.vocab_size:,}, so some of its outputs could not be turned into text; the "
+            "checkpoint is inconsistent."
+        )

@@ -71,11 +71,15 @@ def save_encoder(
     folder: str | os.PathLike,
     tokenizer=None,
     extra_files: dict[str, bytes] | None = None,
+    overwrite: bool = False,
 ) -> None:
     """Write a light-llm encoder checkpoint folder, all of it or nothing (the folder is
     replaced as a unit): config.json ({"format": "light-llm", "architecture": "bert",
     "model": {...}}), model.safetensors (the tied decoder weight stored once, as the token
-    table), the tokenizer's files, and ``extra_files``."""
+    table), the tokenizer's files, and ``extra_files`` (a folder holding other files only with
+    ``overwrite``)."""
     weights = save(state_to_save(model), metadata={"format": "pt"})
     model_config = dataclasses.asdict(model.config)
-    write_checkpoint(folder, ENCODER_ARCHITECTURE, model_config, weights, tokenizer, extra_files)
+    write_checkpoint(
+        folder, ENCODER_ARCHITECTURE, model_config, weights, tokenizer, extra_files, overwrite
+    )

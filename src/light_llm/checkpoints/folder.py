@@ -190,6 +190,7 @@ def write_checkpoint(
     weights: bytes,
     tokenizer=None,
     extra_files: Mapping[str, bytes] | None = None,
+    overwrite: bool = False,
     *,
     weights_file: str = WEIGHTS_FILE,
     extra_config: Mapping | None = None,
@@ -198,7 +199,8 @@ def write_checkpoint(
     "architecture": ..., "model": ``model_config``, and ``extra_config``'s keys}),
     ``weights_file`` (``weights``, already serialised; model.safetensors unless the folder
     holds only LoRA adapters), the tokenizer's files and ``extra_files``. Every model of
-    either engine is saved through here."""
+    either engine is saved through here. A folder that holds files light-llm did not write
+    is refused unless ``overwrite`` (:func:`light_llm.atomic.check_replaceable`)."""
     config_json = {"format": FORMAT_NAME, "architecture": architecture, "model": model_config}
     config_json.update(extra_config or {})
     files = {
@@ -211,4 +213,12 @@ def write_checkpoint(
         if name in files:
             raise CheckpointError(f"extra checkpoint file {name!r} would overwrite the model's.")
         files[name] = data
-    write_folder_atomically(folder, files)
+    write_folder_atomically(folder, files, overwrite, is_light_llm_checkpoint)
+
+
+def is_light_llm_checkpoint(folder: Path) -> bool:
+    """Whether ``folder`` holds a light-llm checkpoint (its config.json says so)."""
+    try:
+        return read_config_json(folder).get("format") == FORMAT_NAME
+    except CheckpointError:
+        return False

@@ -18,6 +18,7 @@ import torch
 from light_llm.checkpoints.folder import GPT_ARCHITECTURE, ModelFolder, gpt_config, write_checkpoint
 from light_llm.checkpoints.hf_gpt2_config import tensors_from_hf
 from light_llm.checkpoints.tensors import describe_names, read_weights
+from light_llm.config import check_model_fits
 from light_llm.errors import CheckpointError
 from light_llm.models.gpt import GPT
 
@@ -31,8 +32,9 @@ def load_weights_into(
     """Copy ``tensors`` into ``model``, which must expect exactly these names and shapes.
 
     ``tied_names`` are expected absent: they are stored once, as the token embedding (by
-    default the GPT's lm_head.weight when tied). Any missing or unexpected name, or a shape
-    that differs from the config's, is a CheckpointError naming it.
+    default the GPT's lm_head.weight when tied). Any missing or unexpected name, a shape that
+    differs from the config's, a tensor that is not floating-point or holds NaN or infinity,
+    is a CheckpointError naming it.
     """
     if tied_names is None:
         tied_names = ["lm_head.weight"] if model.config.tie_embeddings else []
@@ -51,10 +53,20 @@ def load_weights_into(
         )
     for name, target in expected.items():
         found = tensors[name]
+        if not found.is_floating_point():
+            raise CheckpointError(
+                f"{source}: tensor {name} holds {str(found.dtype).removeprefix('torch.')} "
+                "values; model weights are floating-point numbers."
+            )
         if found.shape != target.shape:
             raise CheckpointError(
                 f"{source}: tensor {name} has shape {tuple(found.shape)} but the config "
                 f"needs {tuple(target.shape)}."
+            )
+        if not bool(torch.isfinite(found).all()):
+            raise CheckpointError(
+                f"{source}: tensor {name} holds NaN or infinite values, so every output of the "
+                "model would be meaningless; the checkpoint is corrupt."
             )
         with torch.no_grad():
             target.copy_(found)
@@ -69,6 +81,7 @@ def load_gpt(folder: ModelFolder, device: str | torch.device = "cpu") -> GPT:
     checkpoint or a HuggingFace GPT-2 folder (its config validated before anything is
     allocated)."""
     config = gpt_config(folder)
+    check_model_fits(config)  # before the weights are read
     tensors = read_weights(folder.path)
     if folder.is_hf_gpt2:
         tensors = tensors_from_hf(tensors, config.tie_embeddings, contiguous_transpose)
@@ -90,9 +103,11 @@ def save_gpt(
     folder: str | os.PathLike,
     tokenizer=None,
     extra_files: Mapping[str, bytes] | None = None,
+    overwrite: bool = False,
 ) -> None:
     """Write ``model`` (and its tokenizer, and ``extra_files`` such as training state) as a
-    light-llm checkpoint folder, replacing any previous one atomically."""
+    light-llm checkpoint folder, replacing any previous one atomically (a folder holding
+    other files only with ``overwrite``)."""
     weights = safetensors.torch.save(weights_to_save(model), metadata={"format": "pt"})
     config = model.config.to_dict()
-    write_checkpoint(folder, GPT_ARCHITECTURE, config, weights, tokenizer, extra_files)
+    write_checkpoint(folder, GPT_ARCHITECTURE, config, weights, tokenizer, extra_files, overwrite)

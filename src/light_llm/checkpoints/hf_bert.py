@@ -61,7 +61,8 @@ NOT_IN_ENCODER = ("pooler.", "cls.seq_relationship.", "embeddings.position_ids")
 
 def encoder_config_from_hf(hf: dict, has_mlm_head: bool, source: Path) -> EncoderConfig:
     """The :class:`EncoderConfig` of a HuggingFace BERT ``config.json``."""
-    activation = HF_ACTIVATIONS.get(hf.get("hidden_act", "gelu"))
+    hidden_act = hf.get("hidden_act", "gelu")
+    activation = HF_ACTIVATIONS.get(hidden_act) if isinstance(hidden_act, str) else None
     if activation is None:
         raise CheckpointError(
             f"{source} uses the activation {hf.get('hidden_act')!r}; light-llm's encoder "
@@ -90,7 +91,7 @@ def encoder_config_from_hf(hf: dict, has_mlm_head: bool, source: Path) -> Encode
         )
     except KeyError as exc:
         raise CheckpointError(f"{source} lacks the BERT setting {exc.args[0]!r}.") from None
-    except ValueError as exc:  # ConfigError
+    except (ValueError, TypeError) as exc:  # ConfigError, or "384" * 4
         raise CheckpointError(f"{source} describes a model light-llm cannot build: {exc}") from None
 
 

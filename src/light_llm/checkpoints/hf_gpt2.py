@@ -49,7 +49,9 @@ def load_hf_gpt2(folder: str | os.PathLike, device: str | torch.device = "cpu") 
     return load_gpt(model_folder, device)
 
 
-def export_hf_gpt2(model, folder: str | os.PathLike, tokenizer=None) -> None:
+def export_hf_gpt2(
+    model, folder: str | os.PathLike, tokenizer=None, overwrite: bool = False
+) -> None:
     """Write ``model`` as a HuggingFace GPT-2 folder that ``GPT2LMHeadModel.from_pretrained``
     loads: config.json and model.safetensors (Conv1D weights transposed to (in, out)).
 
@@ -58,8 +60,9 @@ def export_hf_gpt2(model, folder: str | os.PathLike, tokenizer=None) -> None:
     names them (vocab.json, merges.txt: OpenAI's encoder.json and vocab.bpe), so that
     ``GPT2TokenizerFast.from_pretrained`` loads it too; with one, its
     ``light_tokenizer.json`` is written, which light-llm reads first (a character-level model
-    exported this way keeps its vocabulary). The folder is replaced as a unit. ConfigError if
-    the model uses a variant GPT-2 cannot express.
+    exported this way keeps its vocabulary). The folder is replaced as a unit; a folder
+    holding files light-llm did not write, only with ``overwrite``. ConfigError if the model
+    uses a variant GPT-2 cannot express.
     """
     config = model.config
     check_exportable(config)
@@ -84,4 +87,4 @@ def export_hf_gpt2(model, folder: str | os.PathLike, tokenizer=None) -> None:
         files.update(
             {"vocab.json": encoder_file.read_bytes(), "merges.txt": merges_file.read_bytes()}
         )
-    write_folder_atomically(folder, files)
+    write_folder_atomically(folder, files, overwrite)

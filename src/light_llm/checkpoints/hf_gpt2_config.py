@@ -16,6 +16,7 @@ from typing import Any
 
 from light_llm.config import ModelConfig
 from light_llm.errors import ConfigError
+from light_llm.limits import check_flag
 
 # GPT-2's activation_function names -> light-llm's, and back
 ACTIVATIONS_FROM_HF = {
@@ -50,12 +51,12 @@ def config_from_hf(hf_config: dict[str, Any]) -> ModelConfig:
     layer_norm_epsilon, resid_pdrop, tie_word_embeddings). ConfigError names any option that
     makes the model compute something light-llm does not."""
     for option, supported in UNSUPPORTED_OPTIONS.items():
-        if option in hf_config and bool(hf_config[option]) != supported:
+        if option in hf_config and check_flag(option, hf_config[option]) != supported:
             raise ConfigError(
                 f"the GPT-2 option {option}={hf_config[option]!r} is not supported by light-llm."
             )
     activation = hf_config.get("activation_function", "gelu_new")
-    if activation not in ACTIVATIONS_FROM_HF:
+    if not isinstance(activation, str) or activation not in ACTIVATIONS_FROM_HF:
         raise ConfigError(
             f"the GPT-2 activation_function {activation!r} is not supported; light-llm knows "
             f"{', '.join(ACTIVATIONS_FROM_HF)}."
@@ -74,12 +75,12 @@ def config_from_hf(hf_config: dict[str, Any]) -> ModelConfig:
         raise ConfigError(f"the GPT-2 config lacks {', '.join(names)}.")
     return ModelConfig(
         **shape,
-        dropout=float(hf_config.get("resid_pdrop", 0.1)),
+        dropout=hf_config.get("resid_pdrop", 0.1),
         bias=True,
-        tie_embeddings=bool(hf_config.get("tie_word_embeddings", True)),
+        tie_embeddings=hf_config.get("tie_word_embeddings", True),
         positions="learned",
         norm="layernorm",
-        norm_eps=float(hf_config.get("layer_norm_epsilon", 1e-5)),
+        norm_eps=hf_config.get("layer_norm_epsilon", 1e-5),
         activation=ACTIVATIONS_FROM_HF[activation],
         block_order="pre",
         attention="softmax",

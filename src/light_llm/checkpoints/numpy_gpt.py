@@ -19,6 +19,7 @@ import safetensors.numpy
 from light_llm.checkpoints.folder import GPT_ARCHITECTURE, ModelFolder, gpt_config, write_checkpoint
 from light_llm.checkpoints.hf_gpt2_config import tensors_from_hf
 from light_llm.checkpoints.tensors import read_weights
+from light_llm.config import check_model_fits
 from light_llm.reference.model import NumpyGPT
 
 
@@ -26,13 +27,21 @@ def contiguous_transpose(array: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(array.T)
 
 
-def save_numpy_gpt(model: NumpyGPT, folder: str | os.PathLike, tokenizer=None, extra_files=None):
+def save_numpy_gpt(
+    model: NumpyGPT,
+    folder: str | os.PathLike,
+    tokenizer=None,
+    extra_files=None,
+    overwrite: bool = False,
+):
     """Write ``model`` as a light-llm checkpoint folder, replacing any previous one as a unit
-    (:func:`light_llm.checkpoints.folder.write_checkpoint`)."""
+    (:func:`light_llm.checkpoints.folder.write_checkpoint`, ``overwrite`` as there)."""
     weights = {name: np.ascontiguousarray(value) for name, value in model.params.items()}
     serialised = safetensors.numpy.save(weights, metadata={"format": "pt"})
     config = model.config.to_dict()
-    write_checkpoint(folder, GPT_ARCHITECTURE, config, serialised, tokenizer, extra_files)
+    write_checkpoint(
+        folder, GPT_ARCHITECTURE, config, serialised, tokenizer, extra_files, overwrite
+    )
 
 
 def load_numpy_gpt(folder: ModelFolder, dtype=None) -> NumpyGPT:
@@ -41,6 +50,7 @@ def load_numpy_gpt(folder: ModelFolder, dtype=None) -> NumpyGPT:
     given. Weights that do not match the folder's config are a CheckpointError naming the
     tensor."""
     config = gpt_config(folder)
+    check_model_fits(config)  # before the weights are read
     tensors = read_weights(folder.path, framework="numpy")
     if folder.is_hf_gpt2:
         tensors = tensors_from_hf(tensors, config.tie_embeddings, contiguous_transpose)

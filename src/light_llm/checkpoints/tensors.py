@@ -8,7 +8,6 @@ opened. Tensors come back as PyTorch tensors (``framework="pt"``) or NumPy array
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 import safetensors
@@ -20,6 +19,7 @@ from light_llm.checkpoints.folder import (
     refuse_pickled_weights,
 )
 from light_llm.errors import CheckpointError
+from light_llm.untrusted import read_json_object
 
 
 def read_safetensors_file(path: Path, framework: str = "pt") -> dict:
@@ -41,9 +41,9 @@ def weight_files(folder: Path) -> list[Path]:
     index_path = folder / SHARDED_WEIGHTS_INDEX
     if index_path.is_file():
         try:
-            weight_map = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
+            weight_map = read_json_object(index_path)["weight_map"]
             shards = sorted(set(weight_map.values()))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+        except (KeyError, TypeError, AttributeError) as exc:
             raise CheckpointError(f"{index_path} is not a valid shard index ({exc}).") from None
         for shard in shards:
             check_file_name(shard)

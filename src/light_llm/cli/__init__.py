@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from light_llm.errors import LightLLMError
@@ -51,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
+        return code
     except LightLLMError as exc:
         print(f"light-llm {args.command}: error: {exc}", file=sys.stderr)
         return 2
@@ -59,7 +62,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"light-llm {args.command}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
+        silence_stdout()
         return 0
+    except OSError as exc:  # the output cannot be written: /dev/full, a vanished disk
+        silence_stdout()
+        target = f" {exc.filename}" if exc.filename else " the output"
+        print(
+            f"light-llm {args.command}: error: cannot write{target}: {exc.strerror or exc}.",
+            file=sys.stderr,
+        )
+        return 2
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's final flush of what could not be
+    written raises nothing more at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass  # stdout is not a real file (e.g. captured by a test): nothing to flush at exit
 
 
 if __name__ == "__main__":

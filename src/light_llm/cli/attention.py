@@ -73,7 +73,8 @@ def load_model_and_tokenizer(checkpoint: Path | None):
 
     folder = inspect_folder(checkpoint if checkpoint is not None else packaged_bert_folder())
     architecture = "bert" if folder.holds_encoder else "gpt"
-    return load(folder.path, architecture=architecture), load_tokenizer(folder.path), folder.path
+    model = load(folder.path, architecture=architecture)
+    return model, load_tokenizer(folder.path, check_model=True), folder.path
 
 
 def run(args: argparse.Namespace) -> int:

@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--batch-size must be at least 1, got {args.batch_size}.")
     folder = Path(resolve_checkpoint_dir(args.checkpoint or packaged_bert_folder()))
     model = load(folder, architecture="bert")
-    tokenizer = load_tokenizer(folder)
+    tokenizer = load_tokenizer(folder, check_model=True)
     if not isinstance(tokenizer, BertTokenizer):
         raise CheckpointError(f"{folder} has a {tokenizer.name} tokenizer, not BERT's WordPiece.")
     max_length = args.max_length or sentence_length_limit(folder, model.config.block_size)

@@ -66,11 +66,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    import math
     import tempfile
 
     from light_llm.checkpoints import CHECKPOINT_SUBFOLDER, inspect_folder, load_tokenizer
+    from light_llm.config import check_batch_fits
     from light_llm.data import load_corpus, split_sizes
-    from light_llm.errors import ConfigError
+    from light_llm.errors import CheckpointError
+    from light_llm.limits import check_integer
     from light_llm.train.evaluate import unigram_log_probabilities, unigram_loss
     from light_llm.train.metrics import bits_per_unit, perplexity
     from light_llm.train.precision import resolve_device
@@ -78,8 +81,8 @@ def run_eval(args: argparse.Namespace) -> int:
 
     for name in ("eval_iters", "batch_size"):
         value = getattr(args, name)
-        if value is not None and value < 1:
-            raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {value}.")
+        if value is not None:
+            check_integer(f"--{name.replace('_', '-')}", value)
     model_folder = inspect_folder(args.checkpoint)
     folder = model_folder.path
     trained = {}
@@ -89,7 +92,7 @@ def run_eval(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     encoder = model_folder.holds_encoder
     model = load_scored_model(folder, encoder, device)
-    tokenizer = load_tokenizer(folder)
+    tokenizer = load_tokenizer(folder, check_model=True)
     text = load_corpus(data)
     with tempfile.TemporaryDirectory(prefix="light-llm-eval-") as scratch:
         cache = Path(scratch)
@@ -105,11 +108,19 @@ def run_eval(args: argparse.Namespace) -> int:
             n_scored = val_size["tokens"]  # a sample's mean stands for every token's
         else:
             batch_size = args.batch_size or 32
+            windows = dataset.tokens if encoder else dataset  # the TokenDataset cut up
+            n_windows = max(1, (len(windows) - 1) // windows.block_size)
+            check_batch_fits(model.config, min(batch_size, n_windows))
             loss, n_scored, scored = sequential_validation_loss(
                 model, dataset, batch_size, device, encoder
             )
             log_p = unigram_log_probabilities(train_tokens, tokenizer.vocab_size)
             baseline = unigram_loss(log_p, dataset, batch_size=batch_size)
+    if not math.isfinite(loss):
+        raise CheckpointError(
+            f"the validation loss of {folder} is {loss}: the model's outputs overflow or its "
+            "weights are corrupt, so there is nothing meaningful to report."
+        )
     corpus = data or "Shakespeare"
     bpb = bits_per_unit(loss, n_scored, val_size["bytes"])
     bpc = bits_per_unit(loss, n_scored, val_size["chars"])
@@ -171,11 +182,13 @@ def split_datasets(text: str, tokenizer, cache: Path, block_size: int, encoder: 
 def sampled_validation_loss(model, dataset, args, trained: dict, device) -> tuple[float, str]:
     """The mean loss over ``--eval-iters`` batches drawn as the trainer's evaluations draw
     them (its seed and batch size), and what was scored."""
+    from light_llm.config import check_batch_fits
     from light_llm.train.config import GENERAL_DEFAULTS
     from light_llm.train.evaluate import sampled_loss
 
     batch_size = args.batch_size or trained.get("batch_size", GENERAL_DEFAULTS["batch_size"])
     seed = trained.get("seed", GENERAL_DEFAULTS["seed"])
+    check_batch_fits(model.config, batch_size)
     total = sampled_loss(
         model,
         dataset,

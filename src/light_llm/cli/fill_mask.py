@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
     folder = resolve_checkpoint_dir(args.checkpoint)
     model = load(folder, architecture="bert")
-    tokenizer = load_tokenizer(folder)
+    tokenizer = load_tokenizer(folder, check_model=True)
     if not isinstance(tokenizer, BertTokenizer):
         raise CheckpointError(
             f"{folder} has a {tokenizer.name} tokenizer, not BERT's WordPiece with [MASK]."

@@ -284,7 +284,7 @@ def generate_with_numpy(args: argparse.Namespace, printer, options: dict) -> lis
         raise ConfigError(f"the numpy engine computes in float32 or float64, not {args.dtype}.")
     folder = resolve_checkpoint_dir(args.checkpoint)
     model = load(folder, engine="numpy", dtype=np.dtype(args.dtype))
-    tokenizer = load_tokenizer(folder)
+    tokenizer = load_tokenizer(folder, check_model=True)
     on_text = (lambda piece: printer(0, piece)) if printer is not None else None
     return [
         generate_text_numpy(
@@ -304,7 +304,7 @@ def load_torch_model(args: argparse.Namespace):
     folder = resolve_checkpoint_dir(args.checkpoint)
     model = load(folder, device=resolve_device(args.device))
     model = model.to(getattr(torch, args.dtype))
-    tokenizer = load_tokenizer(folder)
+    tokenizer = load_tokenizer(folder, check_model=True)
     if tokenizer.vocab_size > model.config.vocab_size:
         raise CheckpointError(
             f"the tokenizer in {folder} has {tokenizer.vocab_size} tokens but the model only "

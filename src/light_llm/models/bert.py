@@ -26,8 +26,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
-from light_llm.config import ModelConfig
+from light_llm.config import ModelConfig, check_buildable
 from light_llm.errors import CheckpointError, ConfigError, TokenizerError
+from light_llm.limits import check_flag, check_integer
 from light_llm.models.gpt import GPT
 from light_llm.nn.blocks import Block
 from light_llm.nn.norms import build_norm
@@ -63,10 +64,8 @@ class EncoderConfig(ModelConfig):
 
     def validate(self) -> None:
         super().validate()
-        if not isinstance(self.type_vocab_size, int) or self.type_vocab_size < 1:
-            raise ConfigError(
-                f"type_vocab_size must be a positive integer, got {self.type_vocab_size!r}."
-            )
+        check_integer("type_vocab_size", self.type_vocab_size)
+        check_flag("mlm_head", self.mlm_head)
         if self.attention != "softmax":
             raise ConfigError(
                 "light-llm's linear attention is the causal form; the encoder needs softmax."
@@ -90,7 +89,7 @@ ENCODER_PRESETS: dict[str, EncoderConfig] = {
 
 def encoder_preset(name: str, **overrides: Any) -> EncoderConfig:
     """A copy of the named encoder preset with ``overrides`` applied."""
-    if name not in ENCODER_PRESETS:
+    if not isinstance(name, str) or name not in ENCODER_PRESETS:
         raise ConfigError(
             f"unknown encoder preset {name!r}; known presets: {', '.join(ENCODER_PRESETS)}."
         )
@@ -158,8 +157,8 @@ class BertEncoder(nn.Module):
     """
 
     def __init__(self, config: EncoderConfig) -> None:
+        check_buildable(config, EncoderConfig)
         super().__init__()
-        config.validate()
         self.config = config
         self.embeddings = EncoderEmbeddings(config)
         self.h = nn.ModuleList(Block(config, causal=False) for _ in range(config.n_layer))
@@ -381,6 +380,12 @@ def predict_masked(
             f"every [MASK] lies beyond the model's {model.config.block_size} positions."
             if written
             else "the text has no [MASK] to fill in: write [MASK] where a word should go."
+        )
+    written = text.count("[MASK]") + (text_pair or "").count("[MASK]")
+    if written > len(positions):
+        raise TokenizerError(
+            f"the text has {written} [MASK]s but only the first {len(positions)} fit in the "
+            f"model's {model.config.block_size} positions; shorten the text or fill in fewer."
         )
     inputs = torch.tensor([ids], device=model.device)
     types = torch.tensor([encoding["token_type_ids"]], device=model.device)

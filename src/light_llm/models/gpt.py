@@ -19,8 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
-from light_llm.config import ModelConfig
-from light_llm.errors import ConfigError
+from light_llm.config import ModelConfig, check_buildable
+from light_llm.errors import ConfigError, SamplingError
 from light_llm.nn.attention import KVCache
 from light_llm.nn.blocks import Block
 from light_llm.nn.norms import build_norm
@@ -28,6 +28,27 @@ from light_llm.nn.positions import RotaryTables, SinusoidalPositions
 from light_llm.nn.softcap import soft_cap
 
 INIT_STD = 0.02  # N(0, 0.02) for every weight matrix and embedding (seed 000 §10)
+
+
+def check_token_ids(idx: object, vocab_size: int) -> None:
+    """SamplingError unless ``idx`` is a (B, T) integer tensor of ids in [0, vocab_size): the
+    embedding lookup E[idx] (seed 000 §2) is defined for nothing else."""
+    if not isinstance(idx, torch.Tensor):
+        raise SamplingError(
+            f"token ids must be a torch tensor of shape (B, T), not {type(idx).__name__}."
+        )
+    if idx.dim() != 2:
+        raise SamplingError(f"token ids must have shape (B, T), got {tuple(idx.shape)}.")
+    if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
+        raise SamplingError(
+            f"token ids must be integers, got {str(idx.dtype).removeprefix('torch.')}."
+        )
+    if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= vocab_size):
+        bad = int(idx.min()) if int(idx.min()) < 0 else int(idx.max())
+        raise SamplingError(
+            f"token id {bad} is outside the model's vocabulary (ids run from 0 to "
+            f"{vocab_size - 1})."
+        )
 
 
 class GPT(nn.Module):
@@ -39,8 +60,8 @@ class GPT(nn.Module):
     """
 
     def __init__(self, config: ModelConfig) -> None:
+        check_buildable(config)
         super().__init__()
-        config.validate()
         self.config = config
         layers = {
             "wte": nn.Embedding(config.vocab_size, config.n_embd),  # E: (V, d)
@@ -144,6 +165,7 @@ class GPT(nn.Module):
         ``kv_cache``: a :class:`KVCache`; idx then holds only the new tokens (seed 002 §11.2).
         ``attention_mask`` (B, cached length + T): 1 for real tokens, 0 for left padding.
         """
+        check_token_ids(idx, self.config.vocab_size)
         B, T = idx.shape
         offset = kv_cache.length if kv_cache is not None else 0
         if offset + T > self.config.block_size:

@@ -21,6 +21,7 @@ import numpy as np
 
 from light_llm.config import ModelConfig
 from light_llm.errors import ConfigError
+from light_llm.limits import check_seed
 from light_llm.reference.activations import (
     gelu_backward,
     gelu_forward,
@@ -133,7 +134,7 @@ def run_check(name: str, check: OpCheck, dtype=np.float64, seed: int = 0) -> lis
     dtype = np.dtype(dtype).type
     if dtype not in STEP:
         raise ConfigError(f"gradcheck runs in float64 or float32, not {np.dtype(dtype).name}.")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     inputs, constants = check.make(rng, dtype)
     out, cache = check.forward(inputs, constants)
     upstream = rng.standard_normal(np.shape(out)).astype(dtype) if np.ndim(out) else 1.0

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from light_llm.config import ModelConfig
+from light_llm.config import ModelConfig, check_buildable
 from light_llm.errors import CheckpointError, ConfigError
+from light_llm.limits import check_seed
 from light_llm.reference.blocks import block_backward, block_forward, norm_backward, norm_forward
 from light_llm.reference.dropout import dropout_backward, dropout_forward
 from light_llm.reference.embedding import embedding_backward, embedding_forward
@@ -103,10 +104,15 @@ class NumpyGPT:
     """
 
     def __init__(self, config: ModelConfig, *, dtype=np.float32, seed: int = 0) -> None:
-        config.validate()
-        dtype = np.dtype(dtype)
+        asked = dtype
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError:
+            dtype = None
         if dtype not in (np.float32, np.float64):
-            raise ConfigError(f"the NumPy engine runs in float32 or float64, not {dtype}.")
+            raise ConfigError(f"the NumPy engine runs in float32 or float64, not {asked!r}.")
+        check_buildable(config, bytes_per_value=dtype.itemsize)
+        check_seed(seed)
         self.config = config
         self.dtype = dtype
         self.training = False
@@ -168,9 +174,19 @@ class NumpyGPT:
             )
         for name, shape in shapes.items():
             value = as_numpy(tensors[name])
+            if not np.issubdtype(value.dtype, np.floating):
+                raise CheckpointError(
+                    f"{source}: {name} holds {value.dtype} values; model weights are "
+                    "floating-point numbers."
+                )
             if value.shape != shape:
                 raise CheckpointError(
                     f"{source}: {name} has shape {value.shape} but this config needs {shape}."
+                )
+            if not np.isfinite(value).all():
+                raise CheckpointError(
+                    f"{source}: {name} holds NaN or infinite values, so every output of the "
+                    "model would be meaningless; the checkpoint is corrupt."
                 )
             self.params[name] = np.array(value, dtype=self.dtype)
 

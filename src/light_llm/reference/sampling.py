@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from light_llm.errors import SamplingError
+from light_llm.limits import check_new_tokens, check_seed
 from light_llm.reference.softmax import softmax_forward
 from light_llm.sampling_options import validate_sampling  # one rule for both engines
 
@@ -33,7 +34,13 @@ def filter_logits(
     validate_sampling(temperature, top_k, top_p)
     logits = np.array(logits, dtype=np.float64)
     if temperature > 0.0:
-        logits /= temperature
+        # shifted by the largest logit first (softmax does not change), so that a tiny τ
+        # drives the others to -inf, never to inf - inf
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            scaled = logits / temperature
+            if not np.isfinite(scaled).all():  # a tiny τ: all but the top logit go to -inf
+                scaled = (logits - logits.max(axis=-1, keepdims=True)) / temperature
+        logits = scaled
     vocab = logits.shape[-1]
     if top_k is not None and top_k < vocab:
         kth_largest = np.partition(logits, vocab - int(top_k), axis=-1)[..., vocab - int(top_k)]
@@ -42,8 +49,10 @@ def filter_logits(
         order = np.argsort(-logits, axis=-1, kind="stable")  # descending
         sorted_probs, _ = softmax_forward(np.take_along_axis(logits, order, axis=-1))
         mass_before = np.cumsum(sorted_probs, axis=-1) - sorted_probs
+        drop_sorted = mass_before >= top_p
+        drop_sorted[..., 0] = False  # the most likely token is always kept
         drop = np.zeros_like(logits, dtype=bool)
-        np.put_along_axis(drop, order, mass_before >= top_p, axis=-1)
+        np.put_along_axis(drop, order, drop_sorted, axis=-1)
         logits[drop] = -np.inf
     return logits
 
@@ -91,9 +100,18 @@ def stream_tokens(
     ``attention_mask``. Rows that produced ``eos_id`` keep yielding it; the stream ends when
     every row has."""
     validate_sampling(temperature, top_k, top_p)
-    if max_new_tokens < 0:
-        raise SamplingError(f"max_new_tokens must be 0 or more, got {max_new_tokens}.")
-    tokens = np.asarray(idx, dtype=np.int64)
+    check_new_tokens(max_new_tokens, SamplingError)
+    given = np.asarray(idx)
+    if given.size and not np.issubdtype(given.dtype, np.integer):
+        raise SamplingError(f"token ids must be integers, got {given.dtype}.")
+    vocab_size = model.config.vocab_size
+    if given.size and (given.min() < 0 or given.max() >= vocab_size):
+        bad = int(given.min()) if given.min() < 0 else int(given.max())
+        raise SamplingError(
+            f"token id {bad} is outside the model's vocabulary (ids run from 0 to "
+            f"{vocab_size - 1})."
+        )
+    tokens = given.astype(np.int64)
     if tokens.ndim != 2 or (attention_mask is None and tokens.shape[1] == 0):
         raise SamplingError("the prompt is empty: give at least one token in a (B, T) array.")
     mask = None if attention_mask is None else np.asarray(attention_mask, dtype=np.int64)
@@ -134,8 +152,8 @@ def stream_tokens(
 def generate(model, idx: np.ndarray, max_new_tokens: int, **sampling) -> np.ndarray:
     """Continue ``idx`` (B, T) by up to ``max_new_tokens`` tokens: returns (B, T + n).
     Options as :func:`stream_tokens`."""
-    idx = np.asarray(idx, dtype=np.int64)
     steps = list(stream_tokens(model, idx, max_new_tokens, **sampling))
+    idx = np.asarray(idx, dtype=np.int64)  # integer ids, as stream_tokens checked
     if not steps:
         return idx
     return np.concatenate((idx, np.stack(steps, axis=1)), axis=1)
@@ -160,7 +178,7 @@ def generate_text(
     ids = tokenizer.encode(prompt)
     if not ids:
         raise SamplingError(f"the prompt {prompt!r} encodes to no tokens: give at least one.")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(None if seed is None else check_seed(seed, SamplingError))
     eos_id = tokenizer.eos_id if stop_at_eos else None
     new_ids: list[int] = []
     shown = ""

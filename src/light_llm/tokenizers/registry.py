@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from light_llm.tokenizers.bpe import BPETokenizer, train_bpe
 from light_llm.tokenizers.char import CharTokenizer
 from light_llm.tokenizers.gpt2 import GPT2Tokenizer
 from light_llm.tokenizers.wordpiece import train_wordpiece
+from light_llm.untrusted import file_inside, read_json_object
 
 TOKENIZER_NAMES = ("char", "gpt2", "bert", "bpe", "wordpiece")
 # Tokenizers whose vocabulary is learned from the corpus, to a size the user picks.
@@ -76,14 +76,9 @@ def load_tokenizer(folder: str | os.PathLike) -> Tokenizer:
 
 
 def read_json(path: Path) -> dict:
-    """A JSON object from ``path``; CheckpointError if it is unreadable or not an object."""
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{path} is unreadable or not valid JSON ({exc}).") from None
-    if not isinstance(value, dict):
-        raise CheckpointError(f"{path} should hold a JSON object.")
-    return value
+    """A JSON object from ``path``; CheckpointError if it is unreadable, not a regular file
+    of bounded size, or not an object (:func:`light_llm.untrusted.read_json_object`)."""
+    return read_json_object(path)
 
 
 def tokenizer_from_json(config: dict, folder: Path) -> Tokenizer:
@@ -98,7 +93,7 @@ def tokenizer_from_json(config: dict, folder: Path) -> Tokenizer:
             return BPETokenizer.from_config(config)
         if kind == "bert":
             return BertTokenizer.from_vocab_file(
-                folder / config["vocab_file"],
+                file_inside(folder, config["vocab_file"]),
                 lowercase=config["lowercase"],
                 strip_accents=config["strip_accents"],
                 model_max_length=config["model_max_length"],

@@ -42,6 +42,7 @@ from typing import Any
 
 from light_llm.config import PRESETS, ModelConfig
 from light_llm.errors import ConfigError
+from light_llm.limits import check_flag, check_integer, check_seed, is_real
 from light_llm.train.budget import MIN_WARMUP_FOR_BUDGET, parse_duration
 
 MODELS = ("gpt", "bert")
@@ -263,8 +264,16 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """The config in ``data`` (unknown keys ignored), its types checked."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"a training config is a JSON object, not {type(data).__name__}.")
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{key: value for key, value in data.items() if key in known})
+        try:
+            config = cls(**{key: value for key, value in data.items() if key in known})
+        except TypeError as exc:
+            raise ConfigError(f"the training config is damaged ({exc}).") from None
+        config.check_types()
+        return config
 
     def inherit(self, stored: TrainConfig) -> TrainConfig:
         """A copy whose unset fields take the values ``stored`` (the configuration, as
@@ -350,8 +359,31 @@ class TrainConfig:
         shape = {key: getattr(self, key) for key in MODEL_FIELDS}
         return model_presets(self.model)[self.preset].replace(vocab_size=vocab_size, **shape)
 
+    def check_types(self) -> None:
+        """ConfigError for a setting of the wrong type (a number given as text, a count as a
+        float, a flag as "no"): a configuration read back from a trainer_state.json is as
+        untrusted as one typed by hand."""
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if value is None:
+                continue
+            if field.type.startswith("float") and not is_real(value):
+                raise ConfigError(f"{field.name} must be a number, got {value!r}.")
+            if field.type.startswith("int"):
+                check_integer(field.name, value, low=None)
+            elif field.type.startswith("bool"):
+                check_flag(field.name, value)
+            elif field.type.startswith("str") and not isinstance(value, (str, os.PathLike)):
+                raise ConfigError(f"{field.name} must be text, got {value!r}.")
+
     def validate(self) -> None:
         """ConfigError, in one sentence, for the first setting that cannot work."""
+        self.check_types()
+        check_seed(self.seed)
+        if self.model not in MODEL_TOKENIZERS:
+            raise ConfigError(
+                f"model must be one of {', '.join(MODEL_TOKENIZERS)}, got {self.model!r}."
+            )
         tokenizers = MODEL_TOKENIZERS[self.model]
         if self.tokenizer not in tokenizers and not tokenizer_folder(self.tokenizer):
             named = ", ".join(tokenizers[:-1]) + " or " + tokenizers[-1]

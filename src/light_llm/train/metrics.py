@@ -71,34 +71,78 @@ def smoothed(values: list[float], weight: float = 0.9) -> list[float]:
 
 
 class MetricsLog:
-    """Appends one JSON object a line to ``folder/metrics.jsonl``."""
+    """Appends one JSON object a line to ``folder/metrics.jsonl``, in step with the
+    checkpoint: a fresh run (:meth:`start_fresh`) holds its lines until its first checkpoint
+    is written (:meth:`checkpoint_written`), so that an ``--overwrite`` run killed before
+    then leaves the old run's log with the old run's checkpoint; a resumed run first drops
+    the lines written after its checkpoint (:meth:`keep_until`), so that a kill between a
+    line and its checkpoint never duplicates lines."""
 
     def __init__(self, folder: Path) -> None:
         self.path = folder / METRICS_FILE
+        self.pending: list[dict[str, Any]] | None = None  # a fresh run's lines, not yet out
 
     def start_fresh(self) -> None:
-        """Empty the log (a new run in a folder where an old one was overwritten)."""
-        try:
-            self.path.unlink(missing_ok=True)
-        except OSError as exc:
-            raise TrainingError(f"cannot remove the old {self.path}: {exc.strerror}.") from None
+        """Hold this run's lines until its first checkpoint, which replaces the old log."""
+        self.pending = []
 
     def append(self, record: dict[str, Any]) -> None:
+        if self.pending is not None:
+            self.pending.append(record)
+            return
         try:
             append_line(self.path, json.dumps(record))
         except OSError as exc:
             raise TrainingError(f"cannot append to {self.path}: {exc.strerror}.") from None
 
+    def checkpoint_written(self) -> None:
+        """The run's checkpoint is on disk: a fresh run's held lines replace the old log
+        (as one atomic write), and later lines are appended as they come."""
+        if self.pending is None:
+            return
+        self.rewrite(self.pending)
+        self.pending = None
+
+    def keep_until(self, iteration: int) -> None:
+        """Drop the lines a resumed run will write again: training lines of iterations
+        ``iteration`` and later, evaluation lines after ``iteration`` (the checkpoint's)."""
+        records = self.records()
+        kept = [
+            record
+            for record in records
+            if isinstance(record.get("iter"), int)
+            and record["iter"] < iteration + (record.get("kind", "eval") == "eval")
+        ]
+        if len(kept) != len(records):
+            self.rewrite(kept)
+
+    def rewrite(self, records: list[dict[str, Any]]) -> None:
+        """Replace the log by ``records``, as one atomic write."""
+        try:
+            with atomic_file(self.path) as file:
+                file.write("".join(json.dumps(r) + "\n" for r in records).encode("utf-8"))
+        except OSError as exc:
+            raise TrainingError(f"cannot write {self.path}: {exc.strerror}.") from None
+
     def records(self) -> list[dict[str, Any]]:
-        """Every complete line written so far (a line cut short by a kill is skipped)."""
+        """Every complete line written so far (a line cut short by a kill, or one that is not
+        a JSON object, is skipped)."""
+        if self.pending is not None:  # a fresh run's lines; the file is the old run's
+            return list(self.pending)
         if not self.path.is_file():
             return []
         records = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
+        try:
+            text = self.path.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise TrainingError(f"cannot read {self.path}: {exc.strerror}.") from None
+        for line in text.splitlines():
             try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
+                record = json.loads(line)
+            except (json.JSONDecodeError, RecursionError):
                 continue
+            if isinstance(record, dict):
+                records.append(record)
         return records
 
 

@@ -254,7 +254,7 @@ class MaskedLMTrainer(Trainer):
         load_state(self.raw_model, read_weights(folder), folder / WEIGHTS_FILE)
 
     def save_checkpoint(self, folder: Path, extra_files: dict[str, bytes]) -> None:
-        save_encoder(self.raw_model, folder, self.tokenizer, extra_files)
+        save_encoder(self.raw_model, folder, self.tokenizer, extra_files, self.config.overwrite)
 
     def sample(self) -> str:
         """The five most probable tokens for the [MASK] of each of ``SAMPLE_PROMPTS`` that

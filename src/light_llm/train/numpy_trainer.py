@@ -34,8 +34,9 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from light_llm.atomic import existing_folder
+from light_llm.atomic import check_replaceable, existing_folder
 from light_llm.checkpoints import CHECKPOINT_SUBFOLDER
+from light_llm.checkpoints.folder import is_light_llm_checkpoint
 from light_llm.checkpoints.numpy_gpt import save_numpy_gpt
 from light_llm.data import TokenDataset, encode_corpus, load_corpus, token_dtype
 from light_llm.errors import CheckpointError, ConfigError, TokenizerError, TrainingError
@@ -54,6 +55,7 @@ from light_llm.train.metrics import (
     plot_loss_curve,
 )
 from light_llm.train.result import DATA_CACHE_SUBFOLDER, SAMPLE_TEMPERATURE, TrainResult
+from light_llm.train.run_folder import RunFolder
 from light_llm.train.run_tokenizer import tokenizer_for_run
 from light_llm.train.state import trainer_state_file
 
@@ -145,17 +147,34 @@ def train_numpy(config: TrainConfig, *, model: NumpyGPT | None = None) -> TrainR
     cfg = config.resolve()
     out = Path(cfg.out)
     checkpoint_dir = out / CHECKPOINT_SUBFOLDER
+    check_replaceable(checkpoint_dir, cfg.overwrite, is_light_llm_checkpoint)
     if existing_folder(checkpoint_dir) is not None and not cfg.overwrite:
         raise TrainingError(
             f"{out} already holds a checkpoint; pass --overwrite to replace it or use another "
             "--out."
         )
+    run_folder = RunFolder(out, checkpoint_dir)
+    run_folder.claim(cfg.overwrite)
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise TrainingError(f"cannot create the output folder {out}: {exc.strerror}.") from None
+        return train_claimed(config, cfg, run_folder, model)
+    finally:
+        run_folder.release()
+
+
+def train_claimed(
+    config: TrainConfig, cfg: TrainConfig, run_folder: RunFolder, model: NumpyGPT | None
+) -> TrainResult:
+    """:func:`train_numpy` in its claimed output folder (``cfg``: ``config`` resolved)."""
+    out, checkpoint_dir = run_folder.out, run_folder.checkpoint_dir
     metrics = MetricsLog(out)
     metrics.start_fresh()
+
+    def save_and_log(record: dict | None = None) -> None:
+        """The checkpoint, then (see MetricsLog) the evaluation's line."""
+        save(model, checkpoint_dir, tokenizer, checkpoint_files(), cfg.overwrite)
+        metrics.checkpoint_written()
+        if record is not None:
+            metrics.append(record)
 
     text = load_corpus(cfg.data)
     tokenizer = tokenizer_for_run(cfg, text)
@@ -239,13 +258,12 @@ def train_numpy(config: TrainConfig, *, model: NumpyGPT | None = None) -> TrainR
                 }
                 best_val_loss = min(best_val_loss, losses["val"])
                 result.evaluations.append(record)
-                metrics.append(record)
                 tqdm.write(
                     f"iter {iteration}: train loss {losses['train']:.4f}, val loss "
                     f"{losses['val']:.4f} (perplexity {record['val_perplexity']:.2f})",
                     file=sys.stdout,
                 )
-                save(model, checkpoint_dir, tokenizer, checkpoint_files())
+                save_and_log(record)
             if iteration >= cfg.max_iters:
                 break
             tick = time.perf_counter()
@@ -256,7 +274,7 @@ def train_numpy(config: TrainConfig, *, model: NumpyGPT | None = None) -> TrainR
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
             if stop.requested:
-                save(model, checkpoint_dir, tokenizer, checkpoint_files())
+                save_and_log()
                 result.interrupted = True
                 break
     result.iteration = iteration
@@ -269,9 +287,11 @@ def train_numpy(config: TrainConfig, *, model: NumpyGPT | None = None) -> TrainR
     return result
 
 
-def save(model: NumpyGPT, folder: Path, tokenizer, extra_files: dict[str, bytes]) -> None:
+def save(
+    model: NumpyGPT, folder: Path, tokenizer, extra_files: dict[str, bytes], overwrite: bool
+) -> None:
     try:
-        save_numpy_gpt(model, folder, tokenizer, extra_files)
+        save_numpy_gpt(model, folder, tokenizer, extra_files, overwrite)
     except CheckpointError as exc:
         raise TrainingError(str(exc)) from None
 

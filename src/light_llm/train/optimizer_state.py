@@ -50,14 +50,24 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, folder: Path) -> None
         tensors = safetensors.torch.load_file(folder / OPTIMIZER_TENSORS_FILE)
         scalars = json.loads((folder / OPTIMIZER_JSON_FILE).read_text(encoding="utf-8"))
         scalars = scalars["scalars"]
-    except (OSError, ValueError, KeyError, safetensors.SafetensorError) as exc:
+    except (
+        OSError,
+        ValueError,
+        KeyError,
+        TypeError,
+        RecursionError,
+        safetensors.SafetensorError,
+    ) as exc:
         raise CheckpointError(f"the optimizer state in {folder} is unreadable ({exc}).") from None
     state: dict[int, dict[str, Any]] = {}
-    for key, tensor in tensors.items():
-        index, name = key.split(".", 1)
-        state.setdefault(int(index), {})[name] = tensor
-    for index, entries in scalars.items():
-        state.setdefault(int(index), {}).update(entries)
+    try:
+        for key, tensor in tensors.items():
+            index, name = key.split(".", 1)
+            state.setdefault(int(index), {})[name] = tensor
+        for index, entries in scalars.items():
+            state.setdefault(int(index), {}).update(entries)
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise CheckpointError(f"the optimizer state in {folder} is damaged ({exc}).") from None
     n_parameters = sum(len(group["params"]) for group in optimizer.param_groups)
     if state and max(state) >= n_parameters:
         raise CheckpointError(
@@ -65,7 +75,10 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, folder: Path) -> None
         )
     full = optimizer.state_dict()
     full["state"] = state
-    optimizer.load_state_dict(full)
+    try:
+        optimizer.load_state_dict(full)
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        raise CheckpointError(f"the optimizer state in {folder} is damaged ({exc}).") from None
 
 
 # --------------------------------------------------------------------------- random numbers

@@ -38,7 +38,6 @@ import functools
 import math
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -48,11 +47,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from light_llm.atomic import existing_folder
+from light_llm.atomic import check_replaceable, existing_folder
 from light_llm.checkpoints import CHECKPOINT_SUBFOLDER, load_config
+from light_llm.checkpoints.folder import is_light_llm_checkpoint
 from light_llm.checkpoints.gpt import load_weights_into, save_gpt
 from light_llm.checkpoints.tensors import read_weights
-from light_llm.config import ModelConfig
+from light_llm.config import ModelConfig, check_batch_fits, check_model_fits
 from light_llm.data import TokenDataset, encode_corpus, load_corpus, split_sizes, token_dtype
 from light_llm.errors import (
     CheckpointError,
@@ -107,9 +107,15 @@ from light_llm.train.precision import (
     resolve_device,
 )
 from light_llm.train.result import DATA_CACHE_SUBFOLDER, SAMPLE_TEMPERATURE, TrainResult
+from light_llm.train.run_folder import RunFolder
 from light_llm.train.run_tokenizer import tokenizer_for_run
 from light_llm.train.sizing import sizing_advice, vocabulary_parameters
-from light_llm.train.state import TRAINER_STATE_FILE, read_trainer_state, trainer_state_file
+from light_llm.train.state import (
+    TRAINER_STATE_FILE,
+    check_fields,
+    read_trainer_state,
+    trainer_state_file,
+)
 
 TIMED_FORWARDS = 2  # forward passes timed to estimate an evaluation before a --time run
 
@@ -128,7 +134,9 @@ def saved_run_config(out: str | os.PathLike) -> TrainConfig | None:
     folder = existing_folder(Path(out) / CHECKPOINT_SUBFOLDER)
     if folder is None or not (folder / TRAINER_STATE_FILE).is_file():
         return None
-    return TrainConfig.from_dict(read_trainer_state(folder)["config"])
+    state = read_trainer_state(folder)
+    check_fields(state, folder / TRAINER_STATE_FILE)
+    return TrainConfig.from_dict(state["config"])
 
 
 class Trainer:
@@ -160,9 +168,11 @@ class Trainer:
         if self.device.type == "cpu":
             keep_freed_memory()  # page faults otherwise cost a large share of a CPU step
         self.dist: DistributedContext = init_distributed(self.device.type)
+        self.run_folder = RunFolder(Path(config.out), Path(config.out) / CHECKPOINT_SUBFOLDER)
         try:
             self._set_up(config)
         except BaseException:
+            self.run_folder.release()
             shutdown_distributed(self.dist)
             raise
 
@@ -199,6 +209,9 @@ class Trainer:
         else:
             self.tokenizer = tokenizer_for_run(cfg, text)
         self.model_config = self.build_model_config()
+        # weights, gradients and two optimizer moments; a micro-batch's activations
+        check_model_fits(self.model_config, bytes_per_value=16)
+        check_batch_fits(self.model_config, cfg.batch_size, cfg.block_size, training=True)
         if self.fine_tuning:
             self.fine_tuning.check_model(self.model_config, self.tokenizer)
         self.eval_seconds = 0.0  # of the latest evaluation (with its checkpoint)
@@ -245,7 +258,10 @@ class Trainer:
             if folder is None:
                 raise TrainingError(f"--resume found no checkpoint in {self.out} to continue from.")
             self.resume_folder = folder
-            return read_trainer_state(folder)
+            state = read_trainer_state(folder)
+            check_fields(state, folder / TRAINER_STATE_FILE)  # all a resume restores
+            return state
+        check_replaceable(self.checkpoint_dir, config.overwrite, is_light_llm_checkpoint)
         if folder is not None and not config.overwrite:
             raise TrainingError(
                 f"{self.out} already holds a training checkpoint; continue it with --resume, "
@@ -312,17 +328,9 @@ class Trainer:
         return per_evaluation
 
     def _prepare_output_folder(self, fresh: bool) -> None:
-        """Create OUT and make sure files can be written there, before any training."""
-        try:
-            self.out.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryFile(dir=self.out) as probe:
-                probe.write(b"light-llm")
-                probe.flush()
-                os.fsync(probe.fileno())
-        except OSError as exc:
-            raise TrainingError(
-                f"cannot write to the output folder {self.out}: {exc.strerror or exc}."
-            ) from None
+        """Claim OUT for this run (created, writable, locked; :class:`RunFolder`) before any
+        training; a fresh run's log waits for its first checkpoint (:class:`MetricsLog`)."""
+        self.run_folder.claim(self.config.overwrite)
         if fresh:
             self.metrics.start_fresh()
 
@@ -370,7 +378,7 @@ class Trainer:
         if self.fine_tuning:
             self.fine_tuning.save(self.raw_model, folder, self.tokenizer, extra_files)
             return
-        save_gpt(self.raw_model, folder, self.tokenizer, extra_files)
+        save_gpt(self.raw_model, folder, self.tokenizer, extra_files, self.config.overwrite)
 
     def encode_corpus_once(self, text: str) -> Path:
         """Encode the corpus into OUT/data (rank 0 first; the others then reuse its files)
@@ -413,12 +421,19 @@ class Trainer:
         self.elapsed_before = float(saved["elapsed_s"])
         self.tokens_seen = int(saved["tokens_seen"])
         self.last_saved = (self.checkpoint_dir, self.iteration)
-        if saved["scaler"] and self.scaler.is_enabled():
-            self.scaler.load_state_dict(saved["scaler"])
+        self._on_main(lambda: self.metrics.keep_until(self.iteration))
         rng_states = saved["rng"]
-        if len(rng_states) == self.dist.world_size:
-            restore_rng_states(rng_states[self.dist.rank])
-        elif self.dist.is_main:
+        try:
+            if saved["scaler"] and self.scaler.is_enabled():
+                self.scaler.load_state_dict(saved["scaler"])
+            if len(rng_states) == self.dist.world_size:
+                restore_rng_states(rng_states[self.dist.rank])
+        except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
+            raise CheckpointError(
+                f"{folder / TRAINER_STATE_FILE} is damaged: its scaler or random-number "
+                f"states cannot be restored ({type(exc).__name__}: {exc})."
+            ) from None
+        if len(rng_states) != self.dist.world_size and self.dist.is_main:
             print(
                 f"note: the checkpoint was written by {len(rng_states)} process(es) and this "
                 f"run has {self.dist.world_size}, so dropout draws new random numbers.",
@@ -438,6 +453,7 @@ class Trainer:
             ) as stop:
                 return self._train(stop)
         finally:
+            self.run_folder.release()
             shutdown_distributed(self.dist)
 
     def _train(self, stop: StopRequest) -> TrainResult:
@@ -667,13 +683,14 @@ class Trainer:
         }
         self.last_eval_iteration = self.iteration
         self.best_val_loss = min(self.best_val_loss, losses["val"])
-        self._on_main(lambda: self._log(record))
         if not math.isfinite(losses["val"]):
+            self._on_main(lambda: self._log(record))
             raise TrainingError(
                 f"the validation loss became {losses['val']} at iteration {self.iteration}, "
                 f"so training stopped; {self._last_good_checkpoint()}."
             )
         self._save()
+        self._on_main(lambda: self._log(record))  # after its checkpoint (see MetricsLog)
         self.eval_seconds = time.perf_counter() - tick
         return record
 
@@ -731,6 +748,7 @@ class Trainer:
             }
             try:
                 self.save_checkpoint(self.checkpoint_dir, extra)
+                self.metrics.checkpoint_written()
             except CheckpointError as exc:  # e.g. a full disk; the old checkpoint is intact
                 raise TrainingError(str(exc)) from None
             except OSError as exc:

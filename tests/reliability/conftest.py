@@ -1,0 +1,72 @@
+"""Shared by the reliability tests: a small checkpoint, a tiny training corpus, checksums of
+what was on disk before, and the one assertion every refusal must pass."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+import torch
+
+from light_llm.checkpoints import save
+from light_llm.cli import main
+from light_llm.config import ModelConfig
+from light_llm.models.gpt import GPT
+from light_llm.tokenizers import CharTokenizer
+from tests.train.helpers import write_corpus
+
+CORPUS = "to be or not to be, that is the question"
+
+
+@pytest.fixture
+def char_checkpoint(tmp_path) -> Path:
+    """A small char-level GPT checkpoint (weights moved off their initial values)."""
+    tokenizer = CharTokenizer.from_text(CORPUS)
+    config = ModelConfig(
+        vocab_size=tokenizer.vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=16
+    )
+    model = GPT(config).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.3 * torch.randn_like(parameter))
+    save(model, tmp_path / "ck", tokenizer)
+    return tmp_path / "ck"
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory) -> Path:
+    return write_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt", n_lines=400)
+
+
+def snapshot(path: Path) -> dict[str, str]:
+    """sha256 of every file under ``path`` (hidden ones too), by path relative to it; of
+    ``path`` itself when it is a file; {} when nothing is there."""
+    path = Path(path)
+    if path.is_file():
+        return {".": hashlib.sha256(path.read_bytes()).hexdigest()}
+    if not path.is_dir():
+        return {}
+    return {
+        str(file.relative_to(path)): hashlib.sha256(file.read_bytes()).hexdigest()
+        for file in sorted(path.rglob("*"))
+        if file.is_file()
+    }
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    """``light-llm ARGV`` in this process: (exit code, stdout, stderr)."""
+    code = main([str(arg) for arg in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def assert_refused(code: int, err: str, *words: str) -> None:
+    """Exit code 2, exactly one line on stderr naming the problem (each of ``words``, case
+    ignored), no traceback."""
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    for word in words:
+        assert word.lower() in err.lower(), (word, err)
