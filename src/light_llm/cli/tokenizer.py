@@ -93,6 +93,7 @@ def run_train(args: argparse.Namespace) -> int:
 def check_out_folder(out: Path, overwrite: bool) -> None:
     """ConfigError unless ``out`` is free: missing, empty, or (with ``overwrite``) holding
     nothing but a tokenizer."""
+    from light_llm.atomic import FOLDER_MANIFEST
     from light_llm.errors import ConfigError
     from light_llm.tokenizers.base import TOKENIZER_FILE
 
@@ -100,7 +101,7 @@ def check_out_folder(out: Path, overwrite: bool) -> None:
         raise ConfigError(f"--out {out} is a file, not a folder.")
     if not out.is_dir():
         return
-    names = {path.name for path in out.iterdir()}
+    names = {path.name for path in out.iterdir()} - {FOLDER_MANIFEST}
     if not names:
         return
     if not names <= set(TOKENIZER_FILES) or TOKENIZER_FILE not in names:
