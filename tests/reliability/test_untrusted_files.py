@@ -64,9 +64,20 @@ def test_a_tokenizer_file_names_only_regular_files_in_its_folder(
     assert any(word in err for word in ("outside", "not a regular file", "is a folder")), err
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
-def test_an_unreadable_file_says_permission_denied(capsys, char_checkpoint):
+def test_an_unreadable_file_says_permission_denied(capsys, char_checkpoint, monkeypatch):
+    """chmod 0 makes the file unreadable for a user; root reads any file, so there the
+    kernel's answer to an unreadable file (PermissionError from open) is given directly."""
+    unreadable = str(char_checkpoint / "config.json")
     (char_checkpoint / "config.json").chmod(0)
+    if os.geteuid() == 0:
+        real_open = os.open
+
+        def open_as_a_user(path, *args, **kwargs):
+            if os.fspath(path) == unreadable:
+                raise PermissionError(13, "Permission denied", unreadable)
+            return real_open(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, "open", open_as_a_user)
     code, _, err = run_cli(capsys, *generate_argv(char_checkpoint))
     assert_refused(code, err, "permission denied")
 
