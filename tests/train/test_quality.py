@@ -44,11 +44,11 @@ def test_nanogpt_cpu_recipe_reaches_1_88_on_1mb_of_shakespeare(tmp_path):
 @pytest.mark.slow
 def test_the_default_recipe_beats_nanogpts_on_1mb_of_shakespeare(tmp_path):
     """The default (char-cpu: 96 wide, Muon, rotary, RMSNorm, ReLU², QK-norm...) in its
-    1040 iterations, which take about nanoGPT's recipe's wall time (README, "The default
-    recipe"): measured 1.6285 here (trainer's evaluation; 1.6355 by ``light-llm eval`` over
+    820 iterations, which take about nanoGPT's recipe's wall time (README, "The default
+    recipe"): measured 1.6514 here (trainer's evaluation; 1.6596 by ``light-llm eval`` over
     the whole split), against nanoGPT's 1.8762."""
     corpus = tmp_path / "shakespeare-last-1mb.txt"
     corpus.write_text(last_megabyte_of_shakespeare(), encoding="utf-8")
     final = train(TrainConfig(data=str(corpus), out=str(tmp_path / "out"), device="cpu"))
-    assert final.evaluations[-1]["iter"] == 1040
-    assert final.evaluations[-1]["val_loss"] <= 1.65
+    assert final.evaluations[-1]["iter"] == 820
+    assert final.evaluations[-1]["val_loss"] <= 1.67

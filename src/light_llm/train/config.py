@@ -97,7 +97,7 @@ PRESET_RECIPES: dict[str, dict[str, Any]] = {
         "warmup_iters": 20,
         "beta2": 0.99,
         "batch_size": 32,
-        "max_iters": 1040,
+        "max_iters": 820,
     },
     "shakespeare-char": {
         "batch_size": 64,

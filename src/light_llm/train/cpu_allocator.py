@@ -3,10 +3,10 @@
 A training step allocates and frees the same activation tensors (a few MB each) every
 iteration. With glibc's defaults a block that large is mapped fresh from the kernel
 (``mmap``) and returned on ``free``, or the top of the heap is trimmed, so the next step
-touches new pages again: one page fault per 4 KB, and with two or more threads those faults
-queue on the process's memory-map lock. Measured on a 2-core AMD EPYC (float32, the
-``char-cpu`` recipe, ``benchmarks/bench_cpu_allocator.py``), that took a large share of each
-step. Three ``mallopt`` settings make the heap keep what it got:
+touches new pages again: one page fault per 4 KB. Measured on an idle 2-core AMD EPYC (float32, 2
+threads, ``benchmarks/bench_cpu_allocator.py``), the settings below make a ``char-cpu``
+step 1.07x and a ``nanogpt-cpu`` step 1.06x faster. Three ``mallopt`` settings make the
+heap keep what it got:
 
     M_MMAP_THRESHOLD  32 MB: blocks up to this size come from the heap, not from mmap
     M_TRIM_THRESHOLD  1 GB: free memory at the heap's top is kept, not given back

@@ -166,7 +166,7 @@ class Trainer:
         _, _, local_rank = environment_world()
         self.device = resolve_device(config.device, local_rank)
         if self.device.type == "cpu":
-            keep_freed_memory()  # page faults otherwise cost a large share of a CPU step
+            keep_freed_memory()  # no page faults for the next step's activations
         self.dist: DistributedContext = init_distributed(self.device.type)
         self.run_folder = RunFolder(Path(config.out), Path(config.out) / CHECKPOINT_SUBFOLDER)
         try:
