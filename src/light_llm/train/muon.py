@@ -187,8 +187,7 @@ def muon_param_groups(
     ``embedding_lr`` the embedding tables form an AdamW group of their own
     (:func:`~light_llm.train.param_groups.embedding_group`)."""
     ratio = muon_lr / lr
-    tables = embedding_group(model, lr, embedding_lr, weight_decay)
-    in_tables = {id(p) for group in tables for p in group["params"]}
+    tables, in_tables = embedding_group(model, lr, embedding_lr, weight_decay)
     muon, decay, no_decay = [], [], []
     for name, parameter in model.named_parameters():  # a shared tensor comes once
         if not parameter.requires_grad or id(parameter) in in_tables:

@@ -78,8 +78,7 @@ def configure_adamw(
         raise ConfigError(f"AdamW betas must lie in [0, 1), got {betas}.")
     if weight_decay < 0:
         raise ConfigError(f"weight decay must be >= 0, got {weight_decay}.")
-    tables = embedding_group(model, lr, embedding_lr, weight_decay)
-    in_tables = {id(p) for group in tables for p in group["params"]}
+    tables, in_tables = embedding_group(model, lr, embedding_lr, weight_decay)
     decay, no_decay = decay_groups(model)
     groups = [
         *tables,
