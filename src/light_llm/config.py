@@ -137,6 +137,16 @@ class ModelConfig:
 
 
 CHAR_BABY = ModelConfig(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128, dropout=0.0)
+CHAR_CPU = CHAR_BABY.replace(
+    n_embd=96,
+    bias=False,
+    tie_embeddings=False,
+    positions="rotary",
+    norm="rmsnorm",
+    activation="relu2",
+    qk_norm=True,
+    logit_softcap=15.0,
+)
 PRESETS: dict[str, ModelConfig] = {
     # The seed's model, light_llm.py (seed 000): ~30M parameters with tied embeddings.
     "seed-30m": ModelConfig(
@@ -147,21 +157,14 @@ PRESETS: dict[str, ModelConfig] = {
     # The same shape under its name in nanoGPT, trained with nanoGPT's CPU recipe
     # (light_llm.train.config.PRESET_RECIPES): light-llm's default before char-cpu.
     "nanogpt-cpu": CHAR_BABY,
-    # light-llm's default: nanoGPT's CPU shape made narrower (96 wide: at equal wall time
-    # more steps beat width) with the parts that won the sweep for a 2-core CPU and nanoGPT's
-    # CPU recipe's wall time (benchmarks/recipe_sweep.py, README "The default recipe"):
-    # rotary positions, RMSNorm, ReLU², QK-norm, an untied head, no biases, soft-capped
-    # logits; trained with Muon.
-    "char-cpu": CHAR_BABY.replace(
-        n_embd=96,
-        bias=False,
-        tie_embeddings=False,
-        positions="rotary",
-        norm="rmsnorm",
-        activation="relu2",
-        qk_norm=True,
-        logit_softcap=15.0,
-    ),
+    # nanoGPT's CPU shape made narrower (96 wide: at equal wall time more steps beat width)
+    # with the parts that won the sweep for a 2-core CPU and nanoGPT's CPU recipe's wall time
+    # (benchmarks/recipe_sweep.py, README "The default recipe"): rotary positions, RMSNorm,
+    # ReLU², QK-norm, an untied head, no biases, soft-capped logits; trained with Muon.
+    "char-cpu": CHAR_CPU,
+    # light-llm's default: the same model over a byte-level BPE of 512 ids (learned from the
+    # training split, which sets vocab_size; 512 here sizes the memory check before it).
+    "bpe-cpu": CHAR_CPU.replace(vocab_size=512),
     # nanoGPT's shakespeare-char shape.
     "shakespeare-char": ModelConfig(
         vocab_size=65, block_size=256, n_layer=6, n_head=6, n_embd=384, dropout=0.2

@@ -26,7 +26,7 @@ def trained(tmp_path_factory):
     folder = tmp_path_factory.mktemp("eval")
     corpus = write_corpus(folder / "corpus.txt")
     out = folder / "run"
-    assert main(["train", *tiny_flags(corpus, out, max_iters=10, lr=1e-2)]) == 0
+    assert main(["train", *tiny_flags(corpus, out, max_iters=10, lr=1e-2, tokenizer="char")]) == 0
     return corpus, out
 
 

@@ -35,14 +35,24 @@ def folder_bytes(folder):
 
 
 @pytest.mark.parametrize("data", [[], ["--data", "my.txt"]])
-def test_no_flags_means_the_char_cpu_recipe_on_characters(data):
+def test_no_flags_means_the_bpe_cpu_recipe_with_a_learned_bpe(data):
     config = config_from_args(build_parser().parse_args(["train", *data])).resolve()
-    assert config.preset == "char-cpu" and config.tokenizer == "char"
-    model = config.model_config(65)
+    assert config.preset == "bpe-cpu" and config.tokenizer == "bpe"
+    assert config.vocab_size is None  # the default size, TRAINED_TOKENIZER_VOCAB's
+    model = config.model_config(512)
     switches = (model.positions, model.norm, model.activation, model.qk_norm)
     assert switches == ("rotary", "rmsnorm", "relu2", True)
     assert (model.tie_embeddings, model.bias, model.logit_softcap) == (False, False, 15.0)
     assert (config.optimizer, config.batch_size) == ("muon", 32)
+
+
+def test_preset_char_cpu_is_the_default_model_and_recipe_on_characters():
+    char = config_from_args(build_parser().parse_args(["train", "--preset", "char-cpu"]))
+    default = config_from_args(build_parser().parse_args(["train"])).resolve().to_dict()
+    char = char.resolve().to_dict()
+    assert char.pop("tokenizer") == "char" and default.pop("tokenizer") == "bpe"
+    assert char.pop("preset") == "char-cpu" and default.pop("preset") == "bpe-cpu"
+    assert char == default
 
 
 def test_preset_nanogpt_cpu_is_nanogpts_cpu_recipe_on_character_shakespeare():
@@ -81,7 +91,7 @@ def test_flags_override_the_recipe():
     argv = ["train", "--lr", "3e-4", "--n-layer", "2", "--positions", "rotary", "--beta2", "0.9"]
     config = config_from_args(build_parser().parse_args(argv)).resolve()
     assert (config.lr, config.n_layer, config.positions, config.beta2) == (3e-4, 2, "rotary", 0.9)
-    assert config.n_embd == PRESETS["char-cpu"].n_embd  # the rest from the preset
+    assert config.n_embd == PRESETS["bpe-cpu"].n_embd  # the rest from the preset
 
 
 def test_train_runs_and_reports(corpus, tmp_path, capsys):

@@ -178,6 +178,15 @@ def test_a_text_too_small_for_the_merges_says_how_many_it_could_learn():
     assert train_bpe(text, SMALLEST + learnable).n_merges == learnable
 
 
+def test_at_most_learns_every_merge_the_text_gives_and_the_same_ids():
+    text = "abab abab"
+    learnable = hf_trained(text, 10_000).get_vocab_size() - SMALLEST
+    capped = train_bpe(text, SMALLEST + learnable + 50, at_most=True)
+    exact = train_bpe(text, SMALLEST + learnable)
+    assert capped.merges == exact.merges and capped.encode(" abab ab") == exact.encode(" abab ab")
+    assert train_bpe(corpus_text(), 300, at_most=True).vocab_size == 300  # enough text: as asked
+
+
 def test_empty_text_and_lone_surrogates_are_refused():
     with pytest.raises(TokenizerError):
         train_bpe("", 300)

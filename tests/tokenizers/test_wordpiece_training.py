@@ -64,5 +64,7 @@ def test_too_small_and_too_large_vocabularies_say_what_would_fit():
         train_wordpiece("to be or not to be", 500)
     most = int(str(info.value).split("at most ")[1].split()[0])
     assert train_wordpiece("to be or not to be", most).vocab_size == most
+    capped = train_wordpiece("to be or not to be", 500, at_most=True)
+    assert capped.vocab == train_wordpiece("to be or not to be", most).vocab
     with pytest.raises(TokenizerError):
         train_wordpiece("   ", 100)

@@ -33,9 +33,10 @@ def new_text(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory, corpus):
-    """A tiny trained GPT-2-shaped model: its training output folder."""
+    """A tiny trained character-level model: its training output folder."""
     out = tmp_path_factory.mktemp("base") / "run"
-    train(TrainConfig(**{**TINY, "data": str(corpus), "out": str(out), "max_iters": 4}))
+    settings = {**TINY, "data": str(corpus), "out": str(out), "max_iters": 4, "tokenizer": "char"}
+    train(TrainConfig(**settings))
     return out
 
 

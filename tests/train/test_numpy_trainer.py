@@ -14,6 +14,7 @@ from light_llm.train import TrainConfig
 from light_llm.train.numpy_trainer import train_numpy
 
 SMALL = dict(
+    tokenizer="char",
     n_layer=1,
     n_head=2,
     n_embd=16,

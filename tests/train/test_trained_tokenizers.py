@@ -15,6 +15,7 @@ from light_llm.generate import generate_text
 from light_llm.tokenizers import BertTokenizer, BPETokenizer
 from light_llm.tokenizers.bpe import train_bpe
 from light_llm.tokenizers.wordpiece import train_wordpiece
+from light_llm.train.config import TRAINED_TOKENIZER_VOCAB
 from light_llm.train.sizing import sizing_advice, vocabulary_parameters
 from tests.train.helpers import tiny_flags
 
@@ -107,6 +108,21 @@ def test_a_folder_of_another_kind_is_one_sentence(capsys, corpus, tmp_path):
     code = main(["train", *tiny_flags(corpus, tmp_path / "run", tokenizer=folder)])
     err = capsys.readouterr().err
     assert one_sentence_error(code, err) and "WordPiece" in err and "gpt model" in err
+
+
+def test_the_default_bpe_learns_fewer_ids_from_a_small_text_and_says_so(capsys, tmp_path):
+    small = tmp_path / "small.txt"
+    small.write_text("".join(f"to be or not to be, line {n}.\n" for n in range(120)))
+    out = tmp_path / "run"
+    flags = tiny_flags(small, out, max_iters=1)  # the default preset, bpe-cpu: a bpe of 512
+    assert main(["train", *flags]) == 0
+    training_split, _ = split_train_val(load_corpus(small))
+    most = train_bpe(training_split, TRAINED_TOKENIZER_VOCAB["bpe"], at_most=True).vocab_size
+    assert most < TRAINED_TOKENIZER_VOCAB["bpe"] and load_tokenizer(out).vocab_size == most
+    notes = [line for line in capsys.readouterr().out.splitlines() if "not the default" in line]
+    assert len(notes) == 1 and f"only {most} bpe ids" in notes[0]
+    code = main(["train", *flags, "--vocab-size", str(most + 1), "--overwrite"])
+    assert one_sentence_error(code, capsys.readouterr().err)  # asked for: exactly, or an error
 
 
 def test_sizing_advice_at_the_start_of_training(capsys, corpus, tmp_path):

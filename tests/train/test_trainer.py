@@ -288,7 +288,7 @@ def test_a_resumed_time_run_finishes_as_the_run_of_its_count(
 
 def test_training_loss_records_every_log_interval_in_bits_too(corpus, tmp_path, capsys):
     out = tmp_path / "run"
-    result = train(tiny_run(corpus, out, max_iters=12, log_interval=4))
+    result = train(tiny_run(corpus, out, max_iters=12, log_interval=4, tokenizer="char"))
     logged = metric_lines(out, "train")
     assert [r["iter"] for r in logged] == [0, 4, 8]
     for record in logged:

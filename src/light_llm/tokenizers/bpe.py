@@ -192,14 +192,19 @@ class BPETokenizer(Tokenizer):
 
 
 def train_bpe(
-    text: str, vocab_size: int, special_tokens: Sequence[str] = SPECIAL_TOKENS
+    text: str,
+    vocab_size: int,
+    special_tokens: Sequence[str] = SPECIAL_TOKENS,
+    at_most: bool = False,
 ) -> BPETokenizer:
     """A byte-level BPE tokenizer of ``vocab_size`` ids learned from ``text`` (the training
-    split alone: the validation text must stay unseen).
+    split alone: the validation text must stay unseen); ``at_most``: of as many ids as the
+    text gives merges for, up to ``vocab_size``.
 
     TokenizerError when ``vocab_size`` is below the 256 bytes plus the special tokens, when
-    the text is empty, or when the text cannot give that many merges (a merge needs a pair of
-    tokens inside one pre-tokenised chunk; the message says how many it could learn).
+    the text is empty, or, unless ``at_most``, when the text cannot give that many merges (a
+    merge needs a pair of tokens inside one pre-tokenised chunk; the message says how many
+    it could learn).
     """
     check_text(text)
     smallest = minimum_vocab_size(special_tokens)
@@ -225,7 +230,7 @@ def train_bpe(
     model = json.loads(engine.to_str())["model"]
     merges = [tuple(pair) for pair in model["merges"]]
     tokenizer = BPETokenizer(merges, special_tokens)
-    if tokenizer.vocab_size < vocab_size:
+    if tokenizer.vocab_size < vocab_size and not at_most:
         raise TokenizerError(
             f"the text holds enough pairs for only {tokenizer.n_merges} merges (a vocabulary "
             f"of {tokenizer.vocab_size}), not the {vocab_size - smallest} that a vocabulary of "

@@ -38,17 +38,20 @@ def get_tokenizer(name: str, text: str | None = None, vocab_size: int | None = N
     )
 
 
-def train_tokenizer(kind: str, text: str, vocab_size: int | None) -> Tokenizer:
-    """A ``kind`` ("bpe" or "wordpiece") tokenizer of ``vocab_size`` ids learned from ``text``:
-    byte-level BPE (:func:`~light_llm.tokenizers.bpe.train_bpe`) or an uncased WordPiece
-    vocabulary with BERT's specials (:func:`~light_llm.tokenizers.wordpiece.train_wordpiece`)."""
+def train_tokenizer(
+    kind: str, text: str, vocab_size: int | None, at_most: bool = False
+) -> Tokenizer:
+    """A ``kind`` ("bpe" or "wordpiece") tokenizer of ``vocab_size`` ids learned from ``text``
+    (``at_most``: fewer where the text cannot give that many): byte-level BPE
+    (:func:`~light_llm.tokenizers.bpe.train_bpe`) or an uncased WordPiece vocabulary with
+    BERT's specials (:func:`~light_llm.tokenizers.wordpiece.train_wordpiece`)."""
     if kind not in TRAINED_KINDS:
         raise TokenizerError(
             f"only {' and '.join(TRAINED_KINDS)} tokenizers are trained, not {kind!r}."
         )
     if vocab_size is None:
         raise TokenizerError(f"a {kind} tokenizer is trained: give its vocabulary size.")
-    return TRAINED_KINDS[kind](text, vocab_size)
+    return TRAINED_KINDS[kind](text, vocab_size, at_most=at_most)
 
 
 def load_tokenizer(folder: str | os.PathLike) -> Tokenizer:

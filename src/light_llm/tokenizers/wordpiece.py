@@ -27,12 +27,13 @@ from light_llm.tokenizers.base import check_text
 from light_llm.tokenizers.bert import SPECIAL_TOKENS, BertTokenizer
 
 
-def train_wordpiece(text: str, vocab_size: int) -> BertTokenizer:
-    """An uncased WordPiece tokenizer of exactly ``vocab_size`` ids learned from ``text``.
+def train_wordpiece(text: str, vocab_size: int, at_most: bool = False) -> BertTokenizer:
+    """An uncased WordPiece tokenizer of exactly ``vocab_size`` ids learned from ``text``
+    (``at_most``: of as many as the text gives, up to ``vocab_size``).
 
     TokenizerError when ``vocab_size`` cannot hold the special tokens and the text's
-    characters (the message gives the least it needs), or when the text has too few
-    distinct pieces to fill it (the message gives the most it can have).
+    characters (the message gives the least it needs), or, unless ``at_most``, when the
+    text has too few distinct pieces to fill it (the message gives the most it can have).
     """
     check_text(text)
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
@@ -61,7 +62,7 @@ def train_wordpiece(text: str, vocab_size: int) -> BertTokenizer:
             f"special tokens and each of its characters alone and as a ## continuation), "
             f"not {vocab_size}."
         )
-    if len(vocab) < vocab_size:
+    if len(vocab) < vocab_size and not at_most:
         raise TokenizerError(
             f"the text holds only enough distinct pieces for a WordPiece vocabulary of "
             f"{len(vocab)}, not {vocab_size}; ask for at most {len(vocab)} or give more text."

@@ -11,13 +11,15 @@ resume that extends a run beyond its end pins ``lr_decay_iters`` (at the old end
 ``restretch_schedule`` at the new one) so that the schedule says what it does.
 
 The defaults as a whole are the main job: ``light-llm train`` with no flags trains the
-``char-cpu`` preset on character-level Shakespeare: nanoGPT's CPU shape (4 layers, 4 heads,
-128 wide, context 64) with rotary positions, RMSNorm, ReLU², QK-norm, an untied head, no
-biases and soft-capped logits, trained by Muon + AdamW at batch 32 for as long as nanoGPT's
-CPU recipe takes. That recipe stays one flag away as ``nanogpt-cpu`` (``char-baby`` is the
-same shape and recipe under light-llm's older name): batch 12, 2000 iterations, lr 1e-3 after
-100 warmup iterations, cosine to 1e-4 at 2000, beta2 0.99, weight decay 0.1, clipping at 1.0,
-dropout 0. ``benchmarks/recipe_sweep.py`` measures one against the other.
+``bpe-cpu`` preset on Shakespeare: nanoGPT's CPU shape made narrower (4 layers, 4 heads, 96
+wide, context 64) with rotary positions, RMSNorm, ReLU², QK-norm, an untied head, no biases
+and soft-capped logits, over a byte-level BPE of 512 ids learned from the training split,
+trained by Muon + AdamW at batch 32 for no longer than nanoGPT's CPU recipe takes.
+``char-cpu`` is the same on characters. nanoGPT's recipe stays one flag away as
+``nanogpt-cpu`` (``char-baby`` is the same shape and recipe under light-llm's older name):
+batch 12, 2000 iterations, lr 1e-3 after 100 warmup iterations, cosine to 1e-4 at 2000,
+beta2 0.99, weight decay 0.1, clipping at 1.0, dropout 0. ``benchmarks/recipe_sweep.py``
+and ``benchmarks/tokenizer_sweep.py`` measure them against each other.
 
 ``init_from`` fine-tunes a trained GPT (a light-llm checkpoint or training output, or a
 HuggingFace GPT-2 folder): the model's shape and tokenizer are then the checkpoint's (only
@@ -47,13 +49,16 @@ from light_llm.train.budget import MIN_WARMUP_FOR_BUDGET, parse_duration
 
 MODELS = ("gpt", "bert")
 DEFAULT_MODEL = "gpt"
-DEFAULT_PRESETS = {"gpt": "char-cpu", "bert": "bert-shakespeare"}
+DEFAULT_PRESETS = {"gpt": "bpe-cpu", "bert": "bert-shakespeare"}
 # The tokenizers each architecture trains with: masked-LM needs WordPiece's [MASK], and a
 # GPT generates text that a lower-casing WordPiece tokenizer could not give back. "bpe" and
 # "wordpiece" are learned from the training split, with --vocab-size ids; a folder written
 # by `light-llm tokenizer train` may be given instead of a name.
 MODEL_TOKENIZERS = {"gpt": ("char", "gpt2", "bpe"), "bert": ("bert", "wordpiece")}
-TRAINED_TOKENIZER_VOCAB = {"bpe": 2048, "wordpiece": 2048}  # default --vocab-size
+# The default --vocab-size (no flag: this many, or as many as a small training split gives).
+# BPE's is the size that trained the best model in the default's budget (README, "Which
+# vocabulary size, at equal wall time").
+TRAINED_TOKENIZER_VOCAB = {"bpe": 512, "wordpiece": 2048}
 DEFAULT_OUT = "out-light-llm"
 OPTIMIZERS = ("adamw", "muon")
 
@@ -84,21 +89,25 @@ GENERAL_DEFAULTS: dict[str, Any] = {
 # Training recipes that go with a preset's shape (nanoGPT's configs for these shapes):
 # small character models with small batches train better with beta2 = 0.99 and lr 1e-3.
 NANOGPT_CPU_RECIPE = {"lr": 1e-3, "min_lr": 1e-4, "beta2": 0.99}
+CHAR_CPU_RECIPE = {
+    "optimizer": "muon",
+    "muon_lr": 0.02,
+    "lr": 3e-3,
+    "embedding_lr": 0.3,
+    "min_lr": 0.0,
+    "warmup_iters": 20,
+    "beta2": 0.99,
+    "batch_size": 32,
+    "max_iters": 820,
+}
 PRESET_RECIPES: dict[str, dict[str, Any]] = {
     "char-baby": NANOGPT_CPU_RECIPE,
     "nanogpt-cpu": NANOGPT_CPU_RECIPE,
     # measured, not guessed: benchmarks/recipe_sweep.py and its table in the README
-    "char-cpu": {
-        "optimizer": "muon",
-        "muon_lr": 0.02,
-        "lr": 3e-3,
-        "embedding_lr": 0.3,
-        "min_lr": 0.0,
-        "warmup_iters": 20,
-        "beta2": 0.99,
-        "batch_size": 32,
-        "max_iters": 820,
-    },
+    "char-cpu": CHAR_CPU_RECIPE,
+    # the default: the same with a byte-level BPE of 512 ids learned from the training split
+    # (benchmarks/tokenizer_sweep.py and its table in the README)
+    "bpe-cpu": {**CHAR_CPU_RECIPE, "tokenizer": "bpe"},
     "shakespeare-char": {
         "batch_size": 64,
         "max_iters": 5000,
@@ -308,8 +317,6 @@ class TrainConfig:
         for key, value in defaults.items():
             if values[key] is None:
                 values[key] = value
-        if values["vocab_size"] is None:
-            values["vocab_size"] = TRAINED_TOKENIZER_VOCAB.get(values["tokenizer"])
         if values["lr_decay_iters"] is None:  # decay until the end (after any warmup)
             values["lr_decay_iters"] = max(values["max_iters"], values["warmup_iters"])
         resolved = TrainConfig(**values)

@@ -56,7 +56,7 @@ from light_llm.train.metrics import (
 )
 from light_llm.train.result import DATA_CACHE_SUBFOLDER, SAMPLE_TEMPERATURE, TrainResult
 from light_llm.train.run_folder import RunFolder
-from light_llm.train.run_tokenizer import tokenizer_for_run
+from light_llm.train.run_tokenizer import fewer_ids_note, tokenizer_for_run
 from light_llm.train.state import trainer_state_file
 
 NUMPY_DTYPES = {None: np.float32, "float32": np.float32, "float64": np.float64}
@@ -201,6 +201,9 @@ def train_claimed(
         f"writing to {out.resolve()}",
         flush=True,
     )
+    note = fewer_ids_note(cfg, tokenizer)
+    if note:
+        print(note, flush=True)
     result = TrainResult(out, checkpoint_dir, 0)
     tokens_per_iteration = cfg.batch_size * cfg.grad_accum * cfg.block_size
     meter = ThroughputMeter()

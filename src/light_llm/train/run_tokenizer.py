@@ -6,9 +6,9 @@ from __future__ import annotations
 from light_llm.checkpoints import load_tokenizer
 from light_llm.data import split_train_val
 from light_llm.errors import ConfigError
-from light_llm.tokenizers import Tokenizer, get_tokenizer
+from light_llm.tokenizers import Tokenizer, get_tokenizer, train_tokenizer
 from light_llm.tokenizers.registry import TRAINED_KINDS
-from light_llm.train.config import MODEL_TOKENIZERS, TrainConfig
+from light_llm.train.config import MODEL_TOKENIZERS, TRAINED_TOKENIZER_VOCAB, TrainConfig
 
 # The kinds (Tokenizer.name) of tokenizer each architecture can be given in a folder; a
 # trained WordPiece vocabulary is a "bert" tokenizer.
@@ -20,13 +20,17 @@ def tokenizer_for_run(config: TrainConfig, text: str) -> Tokenizer:
 
     ``bpe`` and ``wordpiece`` are learned from the training split alone (the first 90% of
     the text, :func:`~light_llm.data.split_train_val`), so that the validation text stays
-    unseen; ``char`` takes the characters of the whole text (a character missing from its
+    unseen, with ``vocab_size`` ids; when that was not given, with the kind's default number
+    (``TRAINED_TOKENIZER_VOCAB``) or as many as a small text gives (:func:`fewer_ids_note`
+    says so); ``char`` takes the characters of the whole text (a character missing from its
     vocabulary could not be encoded at all); a folder's tokenizer must suit the model.
     """
     name = config.tokenizer
     if name in TRAINED_KINDS:
         training_split, _ = split_train_val(text)
-        return get_tokenizer(name, text=training_split, vocab_size=config.vocab_size)
+        if config.vocab_size is not None:
+            return train_tokenizer(name, training_split, config.vocab_size)
+        return train_tokenizer(name, training_split, TRAINED_TOKENIZER_VOCAB[name], at_most=True)
     if name in MODEL_TOKENIZERS[config.model]:
         return get_tokenizer(name, text=text)
     tokenizer = load_tokenizer(name)
@@ -38,3 +42,15 @@ def tokenizer_for_run(config: TrainConfig, text: str) -> Tokenizer:
             f"{' or '.join(kinds)} one."
         )
     return tokenizer
+
+
+def fewer_ids_note(config: TrainConfig, tokenizer: Tokenizer) -> str | None:
+    """One line when a tokenizer learned at its default size (no ``vocab_size`` given) has
+    fewer ids than that, because the training split could not give more; else None."""
+    default = TRAINED_TOKENIZER_VOCAB.get(config.tokenizer)
+    if config.vocab_size is not None or default is None or tokenizer.vocab_size >= default:
+        return None
+    return (
+        f"tokenizer: the training split gives only {tokenizer.vocab_size} {config.tokenizer} "
+        f"ids, not the default {default}; learned those (--vocab-size asks for a number)."
+    )

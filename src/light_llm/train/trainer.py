@@ -108,7 +108,7 @@ from light_llm.train.precision import (
 )
 from light_llm.train.result import DATA_CACHE_SUBFOLDER, SAMPLE_TEMPERATURE, TrainResult
 from light_llm.train.run_folder import RunFolder
-from light_llm.train.run_tokenizer import tokenizer_for_run
+from light_llm.train.run_tokenizer import fewer_ids_note, tokenizer_for_run
 from light_llm.train.sizing import sizing_advice, vocabulary_parameters
 from light_llm.train.state import (
     TRAINER_STATE_FILE,
@@ -791,8 +791,9 @@ class Trainer:
             vocabulary_parameters(model.vocab_size, model.n_embd, model.tie_embeddings),
             len(self.train_data),
         )
-        if advice and not self.iteration:
-            print(advice, flush=True)
+        for note in (fewer_ids_note(cfg, self.tokenizer), advice):
+            if note and not self.iteration:
+                print(note, flush=True)
         if self.fine_tuning:
             print(self.fine_tuning.describe(self.raw_model), flush=True)
         if self.iteration:
