@@ -248,6 +248,8 @@ def test_eval_bits_per_byte_of_gpt2_tokens_is_total_nats_over_utf8_bytes(tmp_pat
     assert bpb == pytest.approx(total_bits / len(val_text.encode("utf-8")), abs=2e-4)
     assert bpc == pytest.approx(total_bits / len(val_text), abs=2e-4)
     assert bpc > bpb  # the accented letters take two bytes, the dash three
+    nats = float(re.search(r"= (\S+) nats per character", text).group(1))
+    assert nats == pytest.approx(loss * n_scored / len(val_text), abs=2e-4)
 
 
 def test_eval_bits_per_byte_of_a_bpe_model_is_the_sum_of_token_losses(tmp_path, capsys):
@@ -267,3 +269,6 @@ def test_eval_bits_per_byte_of_a_bpe_model_is_the_sum_of_token_losses(tmp_path, 
     assert report["bits_per_byte"] == pytest.approx(expected, abs=1e-6)
     assert report["tokens_scored"] == len(losses) and report["bytes"] == val_bytes
     assert report["val_loss"] == pytest.approx(losses.mean().item(), abs=1e-6)
+    val_chars = len(text[int(len(text) * 0.9) :])  # the unit: nats per character
+    assert report["chars"] == val_chars
+    assert report["nats_per_char"] == pytest.approx(losses.sum().item() / val_chars, abs=1e-6)

@@ -127,14 +127,17 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.json:
         report = {"val_loss": loss, "perplexity": perplexity(loss), "tokens_scored": n_scored}
         if not encoder:
-            report.update(bits_per_byte=bpb, bits_per_char=bpc, bytes=val_size["bytes"])
+            nats_per_char = bpc * math.log(2)
+            report.update(bits_per_byte=bpb, bits_per_char=bpc, nats_per_char=nats_per_char)
+            report.update(bytes=val_size["bytes"], chars=val_size["chars"])
         print(json.dumps({**report, "unigram_baseline": baseline, "checkpoint": str(folder)}))
         return 0
     loss_name = "masked-LM loss" if encoder else "loss"
     print(f"val {loss_name} {loss:.4f}, perplexity {perplexity(loss):.3f}")
     if not encoder:
         print(
-            f"{bpb:.4f} bits per byte, {bpc:.4f} bits per character (loss x "
+            f"{bpb:.4f} bits per byte, {bpc:.4f} bits per character = "
+            f"{bpc * math.log(2):.4f} nats per character (loss x "
             f"{n_scored:,} tokens / ln 2 over the split's {val_size['bytes']:,} "
             f"bytes, {val_size['chars']:,} characters)"
         )
