@@ -1,30 +1,32 @@
 """Which tokenizer trains the best model in the same wall time: char vs BPE vs GPT-2.
 
-Every candidate trains the default recipe (``--preset char-cpu``: its shape, Muon + AdamW,
-batch 32) on the same corpus slice; only the tokenizer differs, and with it the vocabulary
-size V (the token table and the untied head are V x 128 each, and the softmax is over V).
-A larger V makes a step slower but puts more text in each 64-token window. Wall time on a
-shared 2-core machine is noisy, so it is measured as ``recipe_sweep.py`` measures it:
+Every candidate trains the default recipe (``--preset bpe-cpu``: its shape, Muon + AdamW,
+batch 32) on the same corpus; only the tokenizer differs, and with it the vocabulary size V
+(the token table and the untied head are V x 96 each, and the softmax is over V). A larger
+V makes a step slower but puts more text in each 64-token window. Two ways to give each
+the same wall time:
 
-1. ``speed``: the time of one training step of every candidate relative to the char model's,
-   measured in one process, taking turns, median over rounds (load from other work hits all
-   alike). A candidate gets ``round(ITERS * t_char / t_candidate)`` iterations, ITERS being
-   the char model's (default 580, the default recipe's count, which takes the wall time of
-   nanoGPT's 2000 CPU iterations).
-2. ``train``: each candidate trains for its iteration count (``light-llm train --data SLICE
-   --tokenizer ... --max-iters N``) and is scored by ``light-llm eval`` over the whole
-   validation split, in bits per byte (which compares tokenizers: nats per token do not).
-   The score at a fixed iteration count does not depend on the machine's load.
-3. ``pretokenizer``: bytes per validation token of byte-level BPE learned with and without
-   GPT-2's pre-tokenisation regex, the rule ``light_llm.tokenizers.bpe`` uses, and the time
-   each took to learn.
+1. ``train NAMES --time 90s``: each run gets the same wall-clock budget (``light-llm train
+   --time``: the trainer measures its own speed after warmup and fixes the iteration count
+   that fits, evaluations included). Honest on an idle machine; run them one after another.
+2. ``speed``, then ``train NAMES --iters N ...``: the time of one training step of every
+   candidate relative to the char model's, measured in one process, taking turns, median
+   over rounds (load from other work hits all alike), gives each candidate
+   ``round(ITERS * t_char / t_candidate)`` iterations. The score at a fixed iteration count
+   does not depend on the machine's load, so this is the way on a shared machine.
 
+Each run is scored by ``light-llm eval`` over the whole validation split, in bits per byte
+and nats per character (which compare tokenizers: nats per token do not). ``pretokenizer``
+measures bytes per validation token of byte-level BPE learned with and without GPT-2's
+pre-tokenisation regex, the rule ``light_llm.tokenizers.bpe`` uses, and the time each took.
+
+    PYTHONPATH=src python benchmarks/tokenizer_sweep.py train --data shakespeare --time 90s NAME...
     PYTHONPATH=src python benchmarks/tokenizer_sweep.py speed --data SLICE
-    PYTHONPATH=src python benchmarks/tokenizer_sweep.py train --data SLICE --iters N NAME
+    PYTHONPATH=src python benchmarks/tokenizer_sweep.py train --data SLICE --iters N NAME...
     PYTHONPATH=src python benchmarks/tokenizer_sweep.py pretokenizer --data SLICE
 
-(``--data`` defaults to the first megabyte of Shakespeare, ``data.shakespeare_slice()``,
-written to a file.)
+(``--data shakespeare`` is the whole corpus, the main job's; without ``--data``, its first
+megabyte, ``data.shakespeare_slice()``; both written to a temporary file.)
 """
 
 from __future__ import annotations
@@ -41,11 +43,12 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from recipe_sweep import run_cli, seconds_per_step, step_timer  # noqa: E402
 
-DEFAULT_ITERS = 580  # the char-cpu recipe's max_iters
-WARMUP_FRACTION = 100 / 580  # the char-cpu recipe's warmup, kept in proportion to the run
+DEFAULT_ITERS = 820  # the default recipe's max_iters
+WARMUP_FRACTION = 20 / 820  # the default recipe's warmup, kept in proportion to the run
 CANDIDATES: dict[str, list[str]] = {
     "char": ["--tokenizer", "char"],
     "bpe-512": ["--tokenizer", "bpe", "--vocab-size", "512"],
+    "bpe-768": ["--tokenizer", "bpe", "--vocab-size", "768"],
     "bpe-1024": ["--tokenizer", "bpe", "--vocab-size", "1024"],
     "bpe-2048": ["--tokenizer", "bpe", "--vocab-size", "2048"],
     "bpe-4096": ["--tokenizer", "bpe", "--vocab-size", "4096"],
@@ -54,14 +57,16 @@ CANDIDATES: dict[str, list[str]] = {
 
 
 def corpus_path(data: str | None) -> str:
-    """``data``, or the first megabyte of Shakespeare written to a temporary file."""
-    if data:
-        return data
-    from light_llm.data import shakespeare_slice
+    """``data``; "shakespeare": the whole corpus (the main job's), or by default its first
+    megabyte, written to a temporary file."""
+    from light_llm.data import shakespeare_slice, shakespeare_text
 
-    path = os.path.join(tempfile.gettempdir(), "light-llm-shakespeare-1mb.txt")
+    if data and data != "shakespeare":
+        return data
+    name, text = ("all", shakespeare_text()) if data else ("1mb", shakespeare_slice())
+    path = os.path.join(tempfile.gettempdir(), f"light-llm-shakespeare-{name}.txt")
     with open(path, "w", encoding="utf-8") as file:
-        file.write(shakespeare_slice())
+        file.write(text)
     return path
 
 
@@ -89,8 +94,19 @@ def measure_speed(text: str, rounds: int, steps: int) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in ratios.items()}
 
 
-def train_and_score(name: str, data: str, iters: int, seed: int, threads: int, root: str) -> dict:
-    out = os.path.join(root, f"{name}-{iters}-{seed}")
+def train_and_score(
+    name: str, data: str, budget: int | str, seed: int, threads: int, root: str
+) -> dict:
+    """Train candidate ``name`` for ``budget``: an iteration count (warmup in the default's
+    proportion, one evaluation at the end) or a ``--time`` wall-clock budget such as "85s"
+    (the default recipe as it is, the trainer fixing the iteration count from its speed);
+    then score it with ``light-llm eval`` over the whole validation split."""
+    out = os.path.join(root, f"{name}-{budget}-{seed}")
+    if isinstance(budget, int):
+        length = ["--max-iters", str(budget), "--eval-interval", str(budget)]
+        length += ["--warmup-iters", str(max(1, round(budget * WARMUP_FRACTION)))]
+    else:
+        length = ["--time", budget]
     start = time.perf_counter()
     log = run_cli(
         "train",
@@ -99,20 +115,16 @@ def train_and_score(name: str, data: str, iters: int, seed: int, threads: int, r
         "--out",
         out,
         *CANDIDATES[name],
-        "--max-iters",
-        str(iters),
-        "--warmup-iters",
-        str(max(1, round(iters * WARMUP_FRACTION))),
+        *length,
         "--seed",
         str(seed),
         "--sample-tokens",
         "300",
-        "--eval-interval",
-        str(iters),
         "--overwrite",
         threads=threads,
     )
     seconds = time.perf_counter() - start
+    iters = int(re.search(r"done: (\d+) iterations", log).group(1))
     report = run_cli("eval", "--checkpoint", out, threads=threads)
     with open(os.path.join(out, "data", "meta.json"), encoding="utf-8") as file:
         meta = json.load(file)
@@ -123,6 +135,7 @@ def train_and_score(name: str, data: str, iters: int, seed: int, threads: int, r
         "seed": seed,
         "val_loss": float(re.search(r"loss ([0-9.]+)", report).group(1)),
         "val_bpb": float(re.search(r"([0-9.]+) bits per byte", report).group(1)),
+        "val_nats_per_char": float(re.search(r"([0-9.]+) nats per character", report).group(1)),
         "bytes_per_token": round(meta["val_bytes"] / meta["val_tokens"], 3),
         "seconds": round(seconds, 1),
         "sample": sample,
@@ -175,7 +188,9 @@ def main() -> None:
     run = sub.add_parser("train")
     run.add_argument("names", nargs="+", choices=list(CANDIDATES))
     run.add_argument("--data")
-    run.add_argument("--iters", type=int, nargs="+", required=True)
+    length = run.add_mutually_exclusive_group(required=True)
+    length.add_argument("--iters", type=int, nargs="+", help="one count, or one per name")
+    length.add_argument("--time", help='a wall-clock budget for each, e.g. "85s"')
     run.add_argument("--seed", type=int, default=1337)
     run.add_argument("--threads", type=int, default=2)
     run.add_argument("--root", default="sweep-runs")
@@ -192,8 +207,9 @@ def main() -> None:
             iters = round(args.iters / ratio)
             print(f"{name}: step time / char's = {ratio:.3f} -> {iters} iterations")
     elif args.command == "train":
-        for name, iters in zip(args.names, args.iters * len(args.names), strict=False):
-            result = train_and_score(name, data, iters, args.seed, args.threads, args.root)
+        budgets = args.iters * len(args.names) if args.iters else [args.time] * len(args.names)
+        for name, budget in zip(args.names, budgets, strict=False):
+            result = train_and_score(name, data, budget, args.seed, args.threads, args.root)
             print(json.dumps(result), flush=True)
     else:
         with open(data, encoding="utf-8") as file:

@@ -162,9 +162,9 @@ PRESETS: dict[str, ModelConfig] = {
     # (benchmarks/recipe_sweep.py, README "The default recipe"): rotary positions, RMSNorm,
     # ReLU², QK-norm, an untied head, no biases, soft-capped logits; trained with Muon.
     "char-cpu": CHAR_CPU,
-    # light-llm's default: the same model over a byte-level BPE of 512 ids (learned from the
-    # training split, which sets vocab_size; 512 here sizes the memory check before it).
-    "bpe-cpu": CHAR_CPU.replace(vocab_size=512),
+    # light-llm's default: the same model over a byte-level BPE of 768 ids (learned from the
+    # training split, which sets vocab_size; 768 here sizes the memory check before it).
+    "bpe-cpu": CHAR_CPU.replace(vocab_size=768),
     # nanoGPT's shakespeare-char shape.
     "shakespeare-char": ModelConfig(
         vocab_size=65, block_size=256, n_layer=6, n_head=6, n_embd=384, dropout=0.2

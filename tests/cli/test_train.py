@@ -39,7 +39,7 @@ def test_no_flags_means_the_bpe_cpu_recipe_with_a_learned_bpe(data):
     config = config_from_args(build_parser().parse_args(["train", *data])).resolve()
     assert config.preset == "bpe-cpu" and config.tokenizer == "bpe"
     assert config.vocab_size is None  # the default size, TRAINED_TOKENIZER_VOCAB's
-    model = config.model_config(512)
+    model = config.model_config(768)
     switches = (model.positions, model.norm, model.activation, model.qk_norm)
     assert switches == ("rotary", "rmsnorm", "relu2", True)
     assert (model.tie_embeddings, model.bias, model.logit_softcap) == (False, False, 15.0)

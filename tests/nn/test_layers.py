@@ -9,6 +9,7 @@ from light_llm.nn.attention import attention_explicit, attention_mask, causal_li
 from light_llm.nn.feedforward import SwiGLU, activation_fn
 from light_llm.nn.norms import LayerNorm, RMSNorm
 from light_llm.nn.positions import apply_rotary, rope_angles, sinusoidal_table
+from light_llm.nn.softcap import soft_cap
 from tests.conftest import tiny_config
 
 
@@ -100,6 +101,20 @@ def test_relu_squared_backward_is_twice_the_relu():
     (by_autograd,) = torch.autograd.grad(torch.relu(x) * torch.relu(x), x, grad_output)
     torch.testing.assert_close(by_hand, by_autograd, rtol=0, atol=1e-15)
     assert torch.autograd.gradcheck(lambda t: activation_fn("relu2", t), (x,))
+
+
+def test_soft_cap_is_c_tanh_and_its_backward_is_one_minus_tanh_squared():
+    """The sigmoid form against c·tanh(z/c) and autograd of it, and finite differences."""
+    z = torch.linspace(-80.0, 80.0, 641, dtype=torch.float64).requires_grad_()
+    grad_output = torch.randn(641, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    (by_hand,) = torch.autograd.grad(soft_cap(z, 15.0), z, grad_output)
+    (by_autograd,) = torch.autograd.grad(15.0 * torch.tanh(z / 15.0), z, grad_output)
+    torch.testing.assert_close(soft_cap(z, 15.0), 15.0 * torch.tanh(z / 15.0))
+    torch.testing.assert_close(by_hand, by_autograd)
+    assert soft_cap(z, 15.0).abs().max() < 15.0
+    assert torch.autograd.gradcheck(
+        lambda t: soft_cap(t, 3.0), (z[::40].detach().requires_grad_(),)
+    )
 
 
 def test_swiglu_matches_its_formula():

@@ -13,7 +13,7 @@ resume that extends a run beyond its end pins ``lr_decay_iters`` (at the old end
 The defaults as a whole are the main job: ``light-llm train`` with no flags trains the
 ``bpe-cpu`` preset on Shakespeare: nanoGPT's CPU shape made narrower (4 layers, 4 heads, 96
 wide, context 64) with rotary positions, RMSNorm, ReLU², QK-norm, an untied head, no biases
-and soft-capped logits, over a byte-level BPE of 512 ids learned from the training split,
+and soft-capped logits, over a byte-level BPE of 768 ids learned from the training split,
 trained by Muon + AdamW at batch 32 for no longer than nanoGPT's CPU recipe takes.
 ``char-cpu`` is the same on characters. nanoGPT's recipe stays one flag away as
 ``nanogpt-cpu`` (``char-baby`` is the same shape and recipe under light-llm's older name):
@@ -58,7 +58,7 @@ MODEL_TOKENIZERS = {"gpt": ("char", "gpt2", "bpe"), "bert": ("bert", "wordpiece"
 # The default --vocab-size (no flag: this many, or as many as a small training split gives).
 # BPE's is the size that trained the best model in the default's budget (README, "Which
 # vocabulary size, at equal wall time").
-TRAINED_TOKENIZER_VOCAB = {"bpe": 512, "wordpiece": 2048}
+TRAINED_TOKENIZER_VOCAB = {"bpe": 768, "wordpiece": 2048}
 DEFAULT_OUT = "out-light-llm"
 OPTIMIZERS = ("adamw", "muon")
 
@@ -105,7 +105,7 @@ PRESET_RECIPES: dict[str, dict[str, Any]] = {
     "nanogpt-cpu": NANOGPT_CPU_RECIPE,
     # measured, not guessed: benchmarks/recipe_sweep.py and its table in the README
     "char-cpu": CHAR_CPU_RECIPE,
-    # the default: the same with a byte-level BPE of 512 ids learned from the training split
+    # the default: the same with a byte-level BPE of 768 ids learned from the training split
     # (benchmarks/tokenizer_sweep.py and its table in the README)
     "bpe-cpu": {**CHAR_CPU_RECIPE, "tokenizer": "bpe"},
     "shakespeare-char": {
