@@ -33,7 +33,10 @@ MUON = ["--optimizer", "muon"]
 FULL = ["--activation", "relu2", "--qk-norm", "--untie-embeddings", "--logit-softcap", "15"]
 CANDIDATES: dict[str, list[str]] = {
     "nanogpt-cpu": ["--preset", "nanogpt-cpu"],
-    "default": [],  # light-llm train with no flags (--preset char-cpu)
+    # light-llm train with no flags (--preset bpe-cpu, a 768-id BPE; `speed` times every
+    # candidate at the character vocabulary: tokenizer_sweep.py compares vocabularies)
+    "default": [],
+    "char-cpu": ["--preset", "char-cpu"],
     "modern-adamw": [*MODERN, "--activation", "swiglu"],
     "muon-relu2": [*MODERN, *MUON, "--activation", "relu2"],
     "muon-full": [*MODERN, *MUON, *FULL],

@@ -1,7 +1,8 @@
 """``light-llm train``: train a model on a text, with progress, checkpoints and a loss curve.
 
-With no flags it trains the ``char-cpu`` GPT (a modern recipe measured against nanoGPT's at
-equal wall time; ``--preset nanogpt-cpu`` is nanoGPT's) on character-level Shakespeare;
+With no flags it trains the ``bpe-cpu`` GPT (a modern recipe measured against nanoGPT's at
+equal wall time; ``--preset nanogpt-cpu`` is nanoGPT's) on Shakespeare, over a byte-level BPE
+it first learns from the training split;
 ``--model bert`` trains a BERT-style encoder by masked-LM instead. Every flag left out
 keeps its default: the preset's recipe, or on ``--resume`` the value the run was started with
 (see :class:`light_llm.train.config.TrainConfig`).
@@ -19,16 +20,19 @@ from light_llm.train.config import (
     LORA_RECIPE,
     OPTIMIZERS,
     PRESET_RECIPES,
+    TRAINED_TOKENIZER_VOCAB,
 )
 
-R = PRESET_RECIPES["char-cpu"]  # the default recipe, quoted in the help
+R = PRESET_RECIPES["bpe-cpu"]  # the default recipe, quoted in the help
+V = TRAINED_TOKENIZER_VOCAB
 
 DESCRIPTION = f"""\
 Train a GPT on a text file, or with no --data on all of Shakespeare's plays; with --model bert,
 a BERT-style encoder by masked-LM (15% of the WordPiece tokens chosen; of those 80% [MASK],
 10% a random token, 10% unchanged; the loss on the chosen ones only).
 
-Defaults (no flags, --preset char-cpu): 4 layers, 4 heads, 96 wide, context 64, with rotary
+Defaults (no flags, --preset bpe-cpu): a byte-level BPE of {V["bpe"]} ids learned from
+the training split; 4 layers, 4 heads, 96 wide, context 64 tokens, with rotary
 positions, RMSNorm, ReLU², QK-norm, an untied output head, no biases and logits soft-capped
 at 15; Muon for the matrices inside the blocks (peak lr {R["muon_lr"]}) and AdamW for the
 rest (peak lr {R["lr"]}, the embedding tables {R["embedding_lr"]}; betas (0.9, {R["beta2"]})),
@@ -37,7 +41,8 @@ batch {R["batch_size"]}, {R["max_iters"]} iterations, weight decay 0.1, clipping
 takes about the wall time of nanoGPT's CPU recipe, --preset nanogpt-cpu (128 wide, learned
 positions, LayerNorm, GELU and AdamW; batch 12, 2000 iterations, lr 1e-3, cosine to 1e-4,
 betas (0.9, 0.99)), and ends far lower
-(benchmarks/recipe_sweep.py). Other presets bring their own recipe (--preset
+(benchmarks/recipe_sweep.py, benchmarks/tokenizer_sweep.py). --preset char-cpu is the same
+on characters. Other presets bring their own recipe (--preset
 shakespeare-char: batch 64, 5000 iterations, dropout 0.2); any flag overrides it. GPT
 presets: {", ".join(PRESETS)}. BERT presets: bert-shakespeare (the default with
 --model bert), minilm-l6 (the shape of the packaged MiniLM).
@@ -53,7 +58,7 @@ Under torchrun the same command trains with DistributedDataParallel.
 
 EXAMPLES = """\
 examples:
-  light-llm train                                   # char-level Shakespeare, a few minutes
+  light-llm train                                   # Shakespeare, about two minutes
   light-llm train --data my.txt --max-iters 500 --out out-mine
   light-llm train --preset shakespeare-char --dtype bfloat16
   light-llm train --resume --max-iters 4000         # continue (and extend) the run in --out
@@ -88,16 +93,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument(
         "--tokenizer",
         metavar="NAME|DIR",
-        help="GPT: char (default), gpt2 (GPT-2's byte-level BPE) or bpe (byte-level BPE learned "
-        "from the training split); BERT: bert (the packaged WordPiece) or wordpiece (learned); "
-        "or a folder written by `light-llm tokenizer train`",
+        help="GPT: bpe (byte-level BPE learned from the training split; the default), char or "
+        "gpt2 (GPT-2's byte-level BPE); BERT: bert (the packaged WordPiece) or wordpiece "
+        "(learned); or a folder written by `light-llm tokenizer train`",
     )
     data.add_argument(
         "--vocab-size",
         type=int,
         metavar="N",
-        help="ids of the bpe or wordpiece tokenizer to learn (default 2048; bpe: at least 257, "
-        "the 256 bytes and <|endoftext|>)",
+        help=f"ids of the bpe or wordpiece tokenizer to learn (default {V['bpe']} for bpe, "
+        f"{V['wordpiece']} for wordpiece, or fewer if a small text cannot give that many; "
+        "bpe: at least 257, the 256 bytes and <|endoftext|>)",
     )
 
     tune = parser.add_argument_group(
@@ -143,7 +149,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     model.add_argument(
         "--preset",
-        help="model shape and its recipe (default char-cpu; with --model bert, bert-shakespeare)",
+        help="model shape and its recipe (default bpe-cpu; with --model bert, bert-shakespeare)",
     )
     for flag, meta, text in (
         ("--n-layer", "L", "transformer blocks"),
