@@ -16,11 +16,22 @@ from tests.train.helpers import tiny_flags, write_corpus
 
 @pytest.fixture(scope="session")
 def gpt_run(tmp_path_factory):
-    """A training output folder: 10 iterations of the tiny GPT on a small corpus."""
+    """A training output folder: 10 iterations of the tiny character-level GPT on a small
+    corpus (one token a character, so that the tests can count a prompt's tokens)."""
     folder = tmp_path_factory.mktemp("explorer")
     corpus = write_corpus(folder / "corpus.txt", n_lines=300)
     out = folder / "run"
-    assert main(["train", *tiny_flags(corpus, out, n_layer=2)]) == 0
+    assert main(["train", *tiny_flags(corpus, out, n_layer=2, tokenizer="char")]) == 0
+    return out
+
+
+@pytest.fixture(scope="session")
+def bpe_run(tmp_path_factory):
+    """The same over the default tokenizer, a BPE learned from the corpus (fewer ids)."""
+    folder = tmp_path_factory.mktemp("explorer-bpe")
+    corpus = write_corpus(folder / "corpus.txt", n_lines=300)
+    out = folder / "run"
+    assert main(["train", *tiny_flags(corpus, out, n_layer=2, max_iters=2)]) == 0
     return out
 
 

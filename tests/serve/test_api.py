@@ -117,6 +117,26 @@ def test_attention_equals_attention_maps(client, gpt):
     assert body["tokens"] == expected.tokens and body["causal"] is True
 
 
+def test_a_bpe_model_is_explored_token_by_token(bpe_run):
+    """The default kind of model: tokens are pieces of words, and the numbers still equal
+    the Python API's (the attention maps, and a too-long prompt cut to whole tokens)."""
+    model, tokenizer = load(bpe_run), load_tokenizer(bpe_run)
+    assert tokenizer.name == "bpe"
+    prompt = "the king shall come to rome"
+    with TestClient(create_app(ExplorerModel(bpe_run, "test"))) as bpe_client:
+        body = bpe_client.post("/api/attention", json={"prompt": prompt}).json()
+        expected = prompt_attention(model, tokenizer, prompt)
+        n_tokens = len(tokenizer.encode(prompt))
+        assert n_tokens < len(prompt) and body["tokens"] == expected.tokens
+        np.testing.assert_allclose(np.array(body["weights"]), expected.maps, atol=1e-6)
+        long_prompt = " ".join([prompt] * 4)
+        response = bpe_client.post("/api/next-token", json={"prompt": long_prompt})
+        assert response.status_code == 422
+        kept = response.json()["detail"][0]["kept_prompt"]
+        assert long_prompt.endswith(kept) and len(tokenizer.encode(kept)) <= 16
+        assert bpe_client.post("/api/next-token", json={"prompt": kept}).status_code == 200
+
+
 def test_seeded_generation_equals_light_llm_generate(client, gpt, gpt_run, capsys):
     model, tokenizer = gpt
     options = {"max_new_tokens": 12, "temperature": 0.9, "top_k": 6, "seed": 5}
