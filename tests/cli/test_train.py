@@ -51,6 +51,7 @@ def test_preset_char_cpu_is_the_default_model_and_recipe_on_characters():
     default = config_from_args(build_parser().parse_args(["train"])).resolve().to_dict()
     char = char.resolve().to_dict()
     assert char.pop("tokenizer") == "char" and default.pop("tokenizer") == "bpe"
+    assert char.pop("sample_tokens") == 300 and default.pop("sample_tokens") == 150
     assert char.pop("preset") == "char-cpu" and default.pop("preset") == "bpe-cpu"
     assert char == default
 

@@ -99,6 +99,8 @@ CHAR_CPU_RECIPE = {
     "beta2": 0.99,
     "batch_size": 32,
     "max_iters": 820,
+    # evaluations as large as nanoGPT's recipe's (20 batches of 12 sequences): 8 of 32
+    "eval_iters": 8,
 }
 PRESET_RECIPES: dict[str, dict[str, Any]] = {
     "char-baby": NANOGPT_CPU_RECIPE,
@@ -107,7 +109,8 @@ PRESET_RECIPES: dict[str, dict[str, Any]] = {
     "char-cpu": CHAR_CPU_RECIPE,
     # the default: the same with a byte-level BPE of 768 ids learned from the training split
     # (benchmarks/tokenizer_sweep.py and its table in the README)
-    "bpe-cpu": {**CHAR_CPU_RECIPE, "tokenizer": "bpe"},
+    # (a sample of 150 tokens is about as much text as nanoGPT's 300 characters)
+    "bpe-cpu": {**CHAR_CPU_RECIPE, "tokenizer": "bpe", "sample_tokens": 150},
     "shakespeare-char": {
         "batch_size": 64,
         "max_iters": 5000,
