@@ -34,8 +34,17 @@ COMMANDS = [
 ]
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser with its errors in one line, as every other error of light-llm: what
+    is wrong, and where the options are described (subcommands' parsers are of this class
+    too, as ``add_subparsers`` makes them of their parent's)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help).\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="light-llm",
         description="The transformer from its mathematics: train, sample, inspect, explain.",
     )
