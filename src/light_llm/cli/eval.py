@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 DESCRIPTION = """\
@@ -88,7 +89,8 @@ def run_eval(args: argparse.Namespace) -> int:
     trained = {}
     if (folder / TRAINER_STATE_FILE).is_file():
         trained = read_trainer_state(folder)["resolved_config"]
-    data = str(args.data.expanduser().resolve()) if args.data else trained.get("data")
+    # realpath, not Path.resolve: a symlink loop is for load_corpus to report, not a RuntimeError
+    data = os.path.realpath(args.data.expanduser()) if args.data else trained.get("data")
     device = resolve_device(args.device)
     encoder = model_folder.holds_encoder
     model = load_scored_model(folder, encoder, device)
