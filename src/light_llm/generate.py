@@ -16,9 +16,16 @@ from collections.abc import Callable, Iterator, Sequence
 import torch
 
 from light_llm.errors import SamplingError
-from light_llm.limits import check_new_tokens, check_seed
+from light_llm.limits import check_integer, check_new_tokens, check_seed
 from light_llm.models.gpt import check_token_ids
 from light_llm.sampling_options import validate_sampling
+
+
+def check_logits(logits: object) -> None:
+    """SamplingError unless ``logits`` is a torch tensor with a vocabulary dimension."""
+    if not isinstance(logits, torch.Tensor) or logits.dim() == 0:
+        got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise SamplingError(f"logits must be a (B, V) torch tensor, got {got}.")
 
 
 def filter_logits(
@@ -36,6 +43,7 @@ def filter_logits(
     A temperature of 0 is treated as 1 here: greedy decoding is done by :func:`sample_next`.
     """
     validate_sampling(temperature, top_k, top_p)
+    check_logits(logits)
     logits = logits.float()
     if temperature > 0.0:
         scaled = logits / temperature
@@ -71,11 +79,17 @@ def sample_next(
 ) -> torch.Tensor:
     """Draw the next token from P_temp = softmax(filtered logits) (seed 000 §8).
     ``logits``: (B, V) -> (B,) token ids. Temperature 0 is greedy (argmax)."""
+    check_logits(logits)
     if temperature == 0.0:
         validate_sampling(temperature, top_k, top_p)
         return logits.argmax(dim=-1)
     probs = sampling_distribution(logits, temperature, top_k, top_p)
-    return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
+    try:
+        return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
+    except RuntimeError:  # NaN or +inf logits leave no distribution to draw from
+        raise SamplingError(
+            "the logits hold NaN or infinite values, so there is no distribution to sample from."
+        ) from None
 
 
 def sampling_distribution(
@@ -130,6 +144,8 @@ def stream_tokens(
     validate_sampling(temperature, top_k, top_p)
     check_new_tokens(max_new_tokens, SamplingError)
     check_token_ids(idx, model.config.vocab_size)
+    if eos_id is not None:
+        check_integer("eos_id", eos_id, 0, model.config.vocab_size - 1, SamplingError)
     block_size = model.config.block_size
     was_training = model.training
     model.eval()
@@ -223,6 +239,8 @@ def generate_text(
     :func:`stream_tokens`.
     """
     validate_sampling(temperature, top_k, top_p)
+    if isinstance(prompts, str):  # else each character would be a prompt of its own
+        raise SamplingError("generate_text takes a list of prompts, not one str: write [prompt].")
     if not prompts:
         raise SamplingError("give at least one prompt.")
     encoded = [tokenizer.encode(p) for p in prompts]

@@ -8,6 +8,8 @@ default) with one sentence naming the setting, what it must be and what it got.
     seeds               integers 0 <= seed < 2^32 (:data:`SEED_LIMIT`: NumPy's seed range;
                         PyTorch takes every one of them)
     generated tokens    at most :data:`MAX_NEW_TOKENS` a request
+    batch sizes         at most :data:`MAX_BATCH_SIZE` sequences (also when fewer are there)
+    evaluation batches  at most :data:`MAX_EVAL_BATCHES` per evaluation (--eval-iters)
     memory              what a model or a batch would need, against what the machine has
                         free (:func:`check_fits_in_memory`)
 """
@@ -22,6 +24,8 @@ from light_llm.errors import ConfigError
 
 SEED_LIMIT = 2**32  # seeds are integers in [0, 2^32)
 MAX_NEW_TOKENS = 100_000  # tokens one generate request may ask for
+MAX_BATCH_SIZE = 65_536  # sequences in one batch (--batch-size): far beyond any CPU or GPU
+MAX_EVAL_BATCHES = 100_000  # batches one evaluation draws (--eval-iters)
 MEMORY_HEADROOM = 0.9  # a request may use at most this fraction of the free memory
 GIB = 2**30
 

@@ -5,15 +5,19 @@ library needed.
 
 from __future__ import annotations
 
+import math
+
 from light_llm.errors import SamplingError
+from light_llm.limits import is_real
 
 
 def validate_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
     """Raise :class:`SamplingError` for options outside their range (seed 000 §8: τ, top-k,
     top-p)."""
-    if temperature is None or not temperature >= 0.0:  # also rejects NaN
-        raise SamplingError(f"temperature must be 0 (greedy) or positive, got {temperature}.")
-    if top_k is not None and (isinstance(top_k, bool) or int(top_k) != top_k or top_k < 1):
-        raise SamplingError(f"top_k must be an integer of at least 1, got {top_k}.")
-    if top_p is not None and not 0.0 < top_p <= 1.0:
-        raise SamplingError(f"top_p must be in (0, 1], got {top_p}.")
+    if not is_real(temperature) or not temperature >= 0.0:  # also rejects NaN and "1"
+        raise SamplingError(f"temperature must be 0 (greedy) or positive, got {temperature!r}.")
+    whole = is_real(top_k) and math.isfinite(top_k) and float(top_k).is_integer()
+    if top_k is not None and (not whole or top_k < 1):
+        raise SamplingError(f"top_k must be an integer of at least 1, got {top_k!r}.")
+    if top_p is not None and (not is_real(top_p) or not 0.0 < top_p <= 1.0):
+        raise SamplingError(f"top_p must be in (0, 1], got {top_p!r}.")

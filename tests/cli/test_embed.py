@@ -80,8 +80,8 @@ def test_a_gpt_checkpoint_is_refused_in_one_sentence(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--max-length", "1"], "max_length 1 is too small"),
-        (["--batch-size", "0"], "batch-size must be at least 1"),
+        (["--max-length", "1"], "--max-length must be an integer from 2 to"),
+        (["--batch-size", "0"], "batch-size must be an integer from 1 to"),
         (["--checkpoint", "/nonexistent/folder"], "no checkpoint folder"),
     ],
 )

@@ -151,7 +151,7 @@ def wrong_vocabulary(folder):
         (None, ["--prompt", "to", "--threads", "0"], "--threads must be 1 or more"),
         (corrupt_weights, ["--prompt", "to"], "not a readable safetensors file"),
         (mismatched_config, ["--prompt", "to"], "the config needs"),
-        (wrong_vocabulary, ["--prompt", "to"], "do not belong together"),
+        (wrong_vocabulary, ["--prompt", "to"], "the checkpoint is inconsistent"),
     ],
 )
 def test_bad_input_is_one_sentence_and_exit_2(capsys, char_checkpoint, breaking, extra, words):

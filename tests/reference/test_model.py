@@ -163,7 +163,7 @@ def test_a_checkpoint_of_another_config_is_one_sentence(tmp_path):
     config_json = json.loads((tmp_path / "ckpt" / "config.json").read_text())
     config_json["model"]["n_embd"] = 32
     (tmp_path / "ckpt" / "config.json").write_text(json.dumps(config_json))
-    with pytest.raises(CheckpointError, match=r"has shape \(37, 16\) but this config needs"):
+    with pytest.raises(CheckpointError, match=r"has shape \(37, 16\) but the config needs"):
         load(tmp_path / "ckpt", engine="numpy")
     other = NumpyGPT(tiny_config(tie_embeddings=False))
     with pytest.raises(CheckpointError, match="lacks lm_head.weight"):

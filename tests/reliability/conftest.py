@@ -55,8 +55,12 @@ def snapshot(path: Path) -> dict[str, str]:
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    """``light-llm ARGV`` in this process: (exit code, stdout, stderr)."""
-    code = main([str(arg) for arg in argv])
+    """``light-llm ARGV`` in this process: (exit code, stdout, stderr); argparse's refusals
+    (a SystemExit) included."""
+    try:
+        code = main([str(arg) for arg in argv])
+    except SystemExit as exit_:
+        code = exit_.code
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 

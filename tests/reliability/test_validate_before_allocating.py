@@ -16,6 +16,7 @@ from light_llm.checkpoints import load
 from light_llm.checkpoints.hf_gpt2 import export_hf_gpt2
 from light_llm.config import ModelConfig, preset
 from light_llm.errors import CheckpointError, ConfigError, LightLLMError
+from light_llm.limits import MAX_BATCH_SIZE
 from light_llm.models.bert import BertEncoder, EncoderConfig
 from light_llm.models.gpt import GPT
 from light_llm.reference.model import NumpyGPT
@@ -149,16 +150,18 @@ def test_weights_that_are_not_floating_point_are_refused(char_checkpoint, dtype,
         load(char_checkpoint, engine=engine)
 
 
-@pytest.mark.parametrize("flags", [{"n_layer": 10**7}, {"n_embd": 2**18}, {"batch_size": 10**8}])
+@pytest.mark.parametrize(
+    "flags", [{"n_layer": 10**7}, {"n_embd": 2**18}, {"batch_size": 60_000, "block_size": 2**14}]
+)
 def test_train_refuses_a_run_too_big_for_memory_before_writing(capsys, tmp_path, corpus, flags):
     code, _, err = run_cli(capsys, "train", *tiny_flags(corpus, tmp_path / "out", **flags))
     assert_refused(code, err, "memory")
     assert not (tmp_path / "out" / "checkpoint").exists()
 
 
-def test_eval_refuses_a_sampled_batch_too_big_for_memory(capsys, char_checkpoint, tmp_path):
+def test_eval_refuses_a_batch_beyond_its_stated_bound(capsys, char_checkpoint, tmp_path):
     text = tmp_path / "text.txt"
     text.write_text(CORPUS * 20)
     argv = ["--checkpoint", char_checkpoint, "--data", text, "--eval-iters", "1"]
     code, _, err = run_cli(capsys, "eval", *argv, "--batch-size", str(10**9))
-    assert_refused(code, err, "--batch-size", "memory")
+    assert_refused(code, err, "--batch-size", f"{MAX_BATCH_SIZE:,}")

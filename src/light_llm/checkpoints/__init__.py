@@ -156,30 +156,40 @@ def save(
 def load_tokenizer(path: str | os.PathLike, check_model: bool = False):
     """The tokenizer of the model folder ``path`` names: a checkpoint, a training output
     folder (its checkpoint's tokenizer) or a HuggingFace folder. ``check_model``: a
-    CheckpointError when it has fewer ids than the folder's model predicts (what every
-    command that decodes the model's output asks)."""
+    CheckpointError unless it has as many ids as the folder's model
+    (:func:`check_tokenizer_matches_model`; what every command that runs the model asks)."""
     from light_llm.tokenizers import load_tokenizer as load_tokenizer_files
 
     folder = resolve_checkpoint_dir(path)
     tokenizer = load_tokenizer_files(folder)
     if check_model:
-        check_tokenizer_covers_model(tokenizer, folder)
+        check_tokenizer_matches_model(tokenizer, model_vocab_size(inspect_folder(folder)), folder)
     return tokenizer
 
 
-def check_tokenizer_covers_model(tokenizer, folder) -> None:
-    """CheckpointError when the model in ``folder`` has more ids than ``tokenizer``: every id
-    the model may predict must decode to text, or output breaks off midway."""
-    try:
-        model_folder = inspect_folder(folder)
-        config = load_config(
-            folder, ENCODER_ARCHITECTURE if model_folder.holds_encoder else GPT_ARCHITECTURE
-        )
-    except CheckpointError:
-        return  # no readable config: loading the model says why
-    if tokenizer.vocab_size < config.vocab_size:
-        raise CheckpointError(
-            f"the tokenizer in {folder} has {tokenizer.vocab_size:,} ids but the model predicts "
-            f"{config.vocab_size:,}, so some of its outputs could not be turned into text; the "
-            "checkpoint is inconsistent."
-        )
+def model_vocab_size(folder: ModelFolder) -> int:
+    """The number of ids the model in ``folder`` has (rows of its token table), from its
+    validated config: a GPT (light-llm, GPT-2, LoRA), a light-llm encoder or a HF BERT."""
+    if folder.is_hf_bert:
+        from light_llm.checkpoints.hf_bert import encoder_config_from_hf
+
+        return encoder_config_from_hf(folder.config_json, False, folder.path).vocab_size
+    architecture = ENCODER_ARCHITECTURE if folder.holds_encoder else GPT_ARCHITECTURE
+    return load_config(folder.path, architecture).vocab_size
+
+
+def check_tokenizer_matches_model(tokenizer, vocab_size: int, folder) -> None:
+    """CheckpointError unless ``tokenizer`` has exactly ``vocab_size`` ids, the model's: a
+    tokenizer with more could encode text to ids the model has no row for, one with fewer
+    could not turn some of the model's predictions into text. Said before any output."""
+    if tokenizer.vocab_size == vocab_size:
+        return
+    consequence = (
+        "text could encode to ids the model has no embedding for"
+        if tokenizer.vocab_size > vocab_size
+        else "some of the model's predictions could not be turned into text"
+    )
+    raise CheckpointError(
+        f"the tokenizer in {folder} has {tokenizer.vocab_size:,} ids but the model has "
+        f"{vocab_size:,}, so {consequence}; the checkpoint is inconsistent."
+    )

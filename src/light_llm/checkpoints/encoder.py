@@ -20,6 +20,7 @@ from light_llm.checkpoints.folder import (
     write_checkpoint,
 )
 from light_llm.checkpoints.gpt import load_weights_into
+from light_llm.checkpoints.header import check_stored_tensors, stored_tensors
 from light_llm.checkpoints.tensors import read_weights
 from light_llm.errors import CheckpointError
 from light_llm.models.bert import BertEncoder, EncoderConfig
@@ -43,18 +44,41 @@ def encoder_config(folder: ModelFolder) -> EncoderConfig:
 
 
 def load_encoder(folder: ModelFolder, device: str | torch.device = "cpu") -> BertEncoder:
-    """A light-llm encoder checkpoint loaded into a :class:`BertEncoder`, in eval mode."""
-    model = BertEncoder(encoder_config(folder))
+    """A light-llm encoder checkpoint loaded into a :class:`BertEncoder`, in eval mode (the
+    safetensors header checked against the config first)."""
+    config = encoder_config(folder)
+    check_stored_tensors(stored_tensors(folder.path), stored_shapes(config), folder.weights_path)
+    model = BertEncoder(config)
     load_state(model, read_weights(folder.path), folder.weights_path)
     return model.to(device).eval()
+
+
+def tied_names(model: BertEncoder) -> list[str]:
+    """The weights stored once because they are another: the tied MLM decoder (the token
+    table)."""
+    tied = model.mlm_head is not None and model.config.tie_embeddings
+    return ["mlm_head.decoder.weight"] if tied else []
+
+
+def stored_shapes(config: EncoderConfig) -> dict[str, tuple[int, ...]]:
+    """The name and shape of every tensor an encoder of ``config`` stores (a tied decoder
+    left out), from a model built on PyTorch's meta device: shapes only, nothing allocated."""
+    with torch.device("meta"):
+        skeleton = BertEncoder(config)
+    tied = tied_names(skeleton)
+    return {
+        name: tuple(tensor.shape)
+        for name, tensor in skeleton.state_dict().items()
+        if name not in tied
+    }
 
 
 def state_to_save(model: BertEncoder) -> dict[str, torch.Tensor]:
     """The state dict to write: contiguous tensors, the tied decoder weight left out (it is
     the token table, stored once)."""
     state = model.state_dict()
-    if model.mlm_head is not None and model.config.tie_embeddings:
-        del state["mlm_head.decoder.weight"]
+    for name in tied_names(model):
+        del state[name]
     return {name: tensor.detach().cpu().contiguous() for name, tensor in state.items()}
 
 
@@ -62,8 +86,7 @@ def load_state(model: BertEncoder, state: dict[str, torch.Tensor], source: Path)
     """Copy ``state`` into ``model``, every tensor accounted for (a tied MLM decoder is stored
     once, as the word embeddings); CheckpointError on any missing, unexpected or mis-shaped
     tensor."""
-    tied = sorted(set(model.state_dict()) - set(state_to_save(model)))
-    load_weights_into(model, state, source, tied_names=tied)
+    load_weights_into(model, state, source, tied_names=tied_names(model))
 
 
 def save_encoder(

@@ -16,8 +16,9 @@ import safetensors.torch
 import torch
 
 from light_llm.checkpoints.folder import GPT_ARCHITECTURE, ModelFolder, gpt_config, write_checkpoint
+from light_llm.checkpoints.header import StoredTensor, check_gpt_weights, check_stored_tensors
 from light_llm.checkpoints.hf_gpt2_config import tensors_from_hf
-from light_llm.checkpoints.tensors import describe_names, read_weights
+from light_llm.checkpoints.tensors import read_weights
 from light_llm.config import check_model_fits
 from light_llm.errors import CheckpointError
 from light_llm.models.gpt import GPT
@@ -41,28 +42,11 @@ def load_weights_into(
     expected = dict(model.state_dict())
     for name in tied_names:
         expected.pop(name, None)
-    missing = sorted(set(expected) - set(tensors))
-    if missing:
-        raise CheckpointError(
-            f"{source} lacks the tensor(s) {describe_names(missing)} that its config needs."
-        )
-    unexpected = sorted(set(tensors) - set(expected))
-    if unexpected:
-        raise CheckpointError(
-            f"{source} holds tensor(s) {describe_names(unexpected)} that its config does not have."
-        )
+    shapes = {name: tuple(target.shape) for name, target in expected.items()}
+    stored = {name: StoredTensor.of(tensor) for name, tensor in tensors.items()}
+    check_stored_tensors(stored, shapes, source)
     for name, target in expected.items():
         found = tensors[name]
-        if not found.is_floating_point():
-            raise CheckpointError(
-                f"{source}: tensor {name} holds {str(found.dtype).removeprefix('torch.')} "
-                "values; model weights are floating-point numbers."
-            )
-        if found.shape != target.shape:
-            raise CheckpointError(
-                f"{source}: tensor {name} has shape {tuple(found.shape)} but the config "
-                f"needs {tuple(target.shape)}."
-            )
         if not bool(torch.isfinite(found).all()):
             raise CheckpointError(
                 f"{source}: tensor {name} holds NaN or infinite values, so every output of the "
@@ -82,6 +66,7 @@ def load_gpt(folder: ModelFolder, device: str | torch.device = "cpu") -> GPT:
     allocated)."""
     config = gpt_config(folder)
     check_model_fits(config)  # before the weights are read
+    check_gpt_weights(folder, config)  # names and shapes, from the safetensors header
     tensors = read_weights(folder.path)
     if folder.is_hf_gpt2:
         tensors = tensors_from_hf(tensors, config.tie_embeddings, contiguous_transpose)

@@ -22,12 +22,20 @@ Only safetensors weights are read: a pickled ``pytorch_model.bin`` can run code 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import torch
 
-from light_llm.checkpoints.encoder import load_state
+from light_llm.checkpoints.encoder import load_state, stored_shapes
 from light_llm.checkpoints.folder import WEIGHTS_FILE, read_config_json
+from light_llm.checkpoints.header import (
+    StoredTensor,
+    check_stored_tensors,
+    stack_rows,
+    stored_tensors,
+)
 from light_llm.checkpoints.tensors import read_weights
 from light_llm.errors import CheckpointError
 from light_llm.models.bert import BertEncoder, EncoderConfig
@@ -95,8 +103,10 @@ def encoder_config_from_hf(hf: dict, has_mlm_head: bool, source: Path) -> Encode
         raise CheckpointError(f"{source} describes a model light-llm cannot build: {exc}") from None
 
 
-def state_from_hf(hf_state: dict[str, torch.Tensor], n_layer: int) -> dict[str, torch.Tensor]:
+def state_from_hf(hf_state: dict, n_layer: int, stack_rows: Callable | None = None) -> dict:
     """Rename (and fuse q, k, v of) a HuggingFace BERT state dict into light-llm's names.
+    ``stack_rows(parts, names)`` fuses q, k, v (by default ``torch.cat`` of the tensors; the
+    header check passes its shapes-only version).
 
     Tensors outside the encoder (pooler, next-sentence head, position_ids) are dropped; a
     tied decoder weight, when stored, is dropped too (it is the token table). Anything else
@@ -116,7 +126,10 @@ def state_from_hf(hf_state: dict[str, torch.Tensor], n_layer: int) -> dict[str, 
         for kind in ("weight", "bias"):
             parts = [f"{prefix}attention.self.{p}.{kind}" for p in ("query", "key", "value")]
             if all(part in state for part in parts):
-                renamed[f"h.{i}.attn.c_attn.{kind}"] = torch.cat([state.pop(p) for p in parts])
+                fused = [state.pop(part) for part in parts]
+                renamed[f"h.{i}.attn.c_attn.{kind}"] = (
+                    torch.cat(fused) if stack_rows is None else stack_rows(fused, parts)
+                )
         for hf_part, ours in LAYER_PARTS.items():
             for kind in ("weight", "bias"):
                 if f"{prefix}{hf_part}.{kind}" in state:
@@ -137,6 +150,17 @@ def state_from_hf(hf_state: dict[str, torch.Tensor], n_layer: int) -> dict[str, 
     return renamed
 
 
+def check_hf_bert_header(stored: dict[str, StoredTensor], config: EncoderConfig, source: Path):
+    """The tensors a HuggingFace BERT folder's header lists (renamed and fused as
+    :func:`state_from_hf` does) against the shapes ``config`` needs, before any weight is read
+    or the model built. A decoder weight stored beside the token table fits either way (tied
+    or not: the values decide, once read)."""
+    state = state_from_hf(stored, config.n_layer, partial(stack_rows, source=source))
+    if "mlm_head.decoder.weight" in state:
+        config = config.replace(tie_embeddings=False)
+    check_stored_tensors(state, stored_shapes(config), source)
+
+
 def load_hf_bert(folder: str | os.PathLike, device: str | torch.device = "cpu") -> BertEncoder:
     """A HuggingFace BERT folder (config.json with "model_type": "bert", model.safetensors)
     loaded into a :class:`BertEncoder`, in eval mode. The MLM head is loaded when the folder
@@ -148,10 +172,11 @@ def load_hf_bert(folder: str | os.PathLike, device: str | torch.device = "cpu") 
             f"{folder} is not a HuggingFace BERT folder (its config.json has model_type "
             f"{hf.get('model_type')!r}, not 'bert')."
         )
-    hf_state = read_weights(folder)  # safetensors only: a pickle is refused, never opened
-    has_head = any(name.startswith("cls.predictions.") for name in hf_state)
+    stored = stored_tensors(folder)  # safetensors only: a pickle is refused, never opened
+    has_head = any(name.startswith("cls.predictions.") for name in stored)
     config = encoder_config_from_hf(hf, has_head, folder)
-    state = state_from_hf(hf_state, config.n_layer)
+    check_hf_bert_header(stored, config, folder / WEIGHTS_FILE)
+    state = state_from_hf(read_weights(folder), config.n_layer)
     word_table = state.get("embeddings.wte.weight")
     decoder = state.get("mlm_head.decoder.weight")
     if decoder is not None and word_table is not None and torch.equal(decoder, word_table):

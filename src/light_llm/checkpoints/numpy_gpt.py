@@ -17,6 +17,7 @@ import numpy as np
 import safetensors.numpy
 
 from light_llm.checkpoints.folder import GPT_ARCHITECTURE, ModelFolder, gpt_config, write_checkpoint
+from light_llm.checkpoints.header import check_gpt_weights
 from light_llm.checkpoints.hf_gpt2_config import tensors_from_hf
 from light_llm.checkpoints.tensors import read_weights
 from light_llm.config import check_model_fits
@@ -51,6 +52,7 @@ def load_numpy_gpt(folder: ModelFolder, dtype=None) -> NumpyGPT:
     tensor."""
     config = gpt_config(folder)
     check_model_fits(config)  # before the weights are read
+    check_gpt_weights(folder, config)  # names and shapes, from the safetensors header
     tensors = read_weights(folder.path, framework="numpy")
     if folder.is_hf_gpt2:
         tensors = tensors_from_hf(tensors, config.tie_embeddings, contiguous_transpose)

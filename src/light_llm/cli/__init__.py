@@ -34,8 +34,17 @@ COMMANDS = [
 ]
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser with its errors in one line, as every other error of light-llm: what
+    is wrong, and where the options are described (subcommands' parsers are of this class
+    too, as ``add_subparsers`` makes them of their parent's)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help).\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="light-llm",
         description="The transformer from its mathematics: train, sample, inspect, explain.",
     )
@@ -56,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
         return code
     except LightLLMError as exc:
-        print(f"light-llm {args.command}: error: {exc}", file=sys.stderr)
+        print(printable(f"light-llm {args.command}: error: {exc}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"light-llm {args.command}: interrupted", file=sys.stderr)
@@ -67,11 +76,19 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # the output cannot be written: /dev/full, a vanished disk
         silence_stdout()
         target = f" {exc.filename}" if exc.filename else " the output"
-        print(
-            f"light-llm {args.command}: error: cannot write{target}: {exc.strerror or exc}.",
-            file=sys.stderr,
-        )
+        message = f"light-llm {args.command}: error: cannot write{target}: {exc.strerror or exc}."
+        print(printable(message), file=sys.stderr)
         return 2
+
+
+def printable(message: str) -> str:
+    """``message`` with the bytes of a file name that is not UTF-8 (which Python keeps as
+    lone surrogates) written as \\xNN escapes, so that any stream can print it."""
+    try:
+        raw = message.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that stands for no byte
+        raw = message.encode("utf-8", "backslashreplace")
+    return raw.decode("utf-8", "backslashreplace")
 
 
 def silence_stdout() -> None:

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from light_llm.errors import CheckpointError, ConfigError
+from light_llm.errors import CheckpointError
 
 DESCRIPTION = """\
 Print the sentence embedding of each SENTENCE.
@@ -103,17 +103,19 @@ def similarity_table(matrix: list[list[float]]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from light_llm.checkpoints import load, load_tokenizer, resolve_checkpoint_dir
+    from light_llm.limits import MAX_BATCH_SIZE, check_integer
     from light_llm.models.bert import cosine_similarity_matrix, embed_sentences
     from light_llm.tokenizers import BertTokenizer
     from light_llm.tokenizers.bert import packaged_bert_folder
 
-    if args.batch_size < 1:
-        raise ConfigError(f"--batch-size must be at least 1, got {args.batch_size}.")
+    check_integer("--batch-size", args.batch_size, 1, MAX_BATCH_SIZE)
     folder = Path(resolve_checkpoint_dir(args.checkpoint or packaged_bert_folder()))
     model = load(folder, architecture="bert")
     tokenizer = load_tokenizer(folder, check_model=True)
     if not isinstance(tokenizer, BertTokenizer):
         raise CheckpointError(f"{folder} has a {tokenizer.name} tokenizer, not BERT's WordPiece.")
+    if args.max_length is not None:  # [CLS] and [SEP] at least, the model's context at most
+        check_integer("--max-length", args.max_length, 2, model.config.block_size)
     max_length = args.max_length or sentence_length_limit(folder, model.config.block_size)
     vectors = embed_sentences(
         model,

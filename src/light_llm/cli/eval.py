@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 DESCRIPTION = """\
@@ -73,22 +74,23 @@ def run_eval(args: argparse.Namespace) -> int:
     from light_llm.config import check_batch_fits
     from light_llm.data import load_corpus, split_sizes
     from light_llm.errors import CheckpointError
-    from light_llm.limits import check_integer
+    from light_llm.limits import MAX_BATCH_SIZE, MAX_EVAL_BATCHES, check_integer
     from light_llm.train.evaluate import unigram_log_probabilities, unigram_loss
     from light_llm.train.metrics import bits_per_unit, perplexity
     from light_llm.train.precision import resolve_device
     from light_llm.train.state import TRAINER_STATE_FILE, read_trainer_state
 
-    for name in ("eval_iters", "batch_size"):
+    for name, most in (("eval_iters", MAX_EVAL_BATCHES), ("batch_size", MAX_BATCH_SIZE)):
         value = getattr(args, name)
         if value is not None:
-            check_integer(f"--{name.replace('_', '-')}", value)
+            check_integer(f"--{name.replace('_', '-')}", value, 1, most)
     model_folder = inspect_folder(args.checkpoint)
     folder = model_folder.path
     trained = {}
     if (folder / TRAINER_STATE_FILE).is_file():
         trained = read_trainer_state(folder)["resolved_config"]
-    data = str(args.data.expanduser().resolve()) if args.data else trained.get("data")
+    # realpath, not Path.resolve: a symlink loop is for load_corpus to report, not a RuntimeError
+    data = os.path.realpath(args.data.expanduser()) if args.data else trained.get("data")
     device = resolve_device(args.device)
     encoder = model_folder.holds_encoder
     model = load_scored_model(folder, encoder, device)

@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from light_llm.errors import CheckpointError, ConfigError
+from light_llm.errors import ConfigError
 
 DESCRIPTION = """\
 Continue each PROMPT with text sampled from a model: P(x_t | x_<t) = softmax(logits / τ),
@@ -305,9 +305,4 @@ def load_torch_model(args: argparse.Namespace):
     model = load(folder, device=resolve_device(args.device))
     model = model.to(getattr(torch, args.dtype))
     tokenizer = load_tokenizer(folder, check_model=True)
-    if tokenizer.vocab_size > model.config.vocab_size:
-        raise CheckpointError(
-            f"the tokenizer in {folder} has {tokenizer.vocab_size} tokens but the model only "
-            f"{model.config.vocab_size}: they do not belong together."
-        )
     return model, tokenizer

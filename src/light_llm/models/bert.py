@@ -29,7 +29,7 @@ from torch.utils.checkpoint import checkpoint as activation_checkpoint
 from light_llm.config import ModelConfig, check_buildable
 from light_llm.errors import CheckpointError, ConfigError, TokenizerError
 from light_llm.limits import check_flag, check_integer
-from light_llm.models.gpt import GPT
+from light_llm.models.gpt import GPT, check_attention_mask, check_token_ids
 from light_llm.nn.blocks import Block
 from light_llm.nn.norms import build_norm
 from light_llm.nn.positions import RotaryTables, SinusoidalPositions
@@ -197,7 +197,14 @@ class BertEncoder(nn.Module):
         ``attention_mask`` (B, T): 1 on real tokens, 0 on [PAD] (seed 003 §4); None means all
         real. ``token_type_ids`` (B, T): 0 for sentence A, 1 for B; None means all 0.
         """
+        check_token_ids(input_ids, self.config.vocab_size)
         T = input_ids.size(1)
+        if attention_mask is not None:
+            check_attention_mask(attention_mask, input_ids.shape)
+        if token_type_ids is not None:
+            check_token_ids(
+                token_type_ids, self.config.type_vocab_size, "token type", input_ids.shape
+            )
         if T > self.config.block_size:
             raise ConfigError(
                 f"sequence of {T} tokens is longer than the encoder's {self.config.block_size} "
@@ -230,6 +237,8 @@ class BertEncoder(nn.Module):
         label_smoothing: float = 0.0,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         hidden = self.encode(input_ids, attention_mask, token_type_ids)  # (B, T, d)
+        if labels is not None:
+            check_token_ids(labels, self.config.vocab_size, "label", input_ids.shape, IGNORE_INDEX)
         if self.mlm_head is None:
             if labels is not None:
                 raise ConfigError(
@@ -322,8 +331,7 @@ def embed_sentences(
     Sentences are encoded in batches of similar token counts (sorted longest first) so that
     little compute goes to padding; each batch is padded to its longest.
     """
-    if batch_size < 1:
-        raise ConfigError(f"batch_size must be at least 1, got {batch_size}.")
+    check_integer("batch_size", batch_size)
     if pooling not in POOLINGS:
         raise ConfigError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}.")
     max_length = min(max_length, model.config.block_size)
@@ -369,8 +377,7 @@ def predict_masked(
             "ships without one), so it cannot fill in [MASK]; train one with light-llm train "
             "--model bert."
         )
-    if not isinstance(top_k, int) or top_k < 1:
-        raise ConfigError(f"top_k must be a positive integer, got {top_k!r}.")
+    check_integer("top_k", top_k)
     encoding = tokenizer.encode_plus(text, text_pair, max_length=model.config.block_size)
     ids = encoding["input_ids"]
     positions = [i for i, token_id in enumerate(ids) if token_id == tokenizer.mask_id]

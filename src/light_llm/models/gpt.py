@@ -21,6 +21,7 @@ from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
 from light_llm.config import ModelConfig, check_buildable
 from light_llm.errors import ConfigError, SamplingError
+from light_llm.limits import check_integer
 from light_llm.nn.attention import KVCache
 from light_llm.nn.blocks import Block
 from light_llm.nn.norms import build_norm
@@ -30,25 +31,49 @@ from light_llm.nn.softcap import soft_cap
 INIT_STD = 0.02  # N(0, 0.02) for every weight matrix and embedding (seed 000 §10)
 
 
-def check_token_ids(idx: object, vocab_size: int) -> None:
+def check_token_ids(
+    idx: object,
+    vocab_size: int,
+    name: str = "token id",
+    shape: tuple[int, ...] | None = None,
+    ignore_index: int | None = None,
+) -> None:
     """SamplingError unless ``idx`` is a (B, T) integer tensor of ids in [0, vocab_size): the
-    embedding lookup E[idx] (seed 000 §2) is defined for nothing else."""
+    embedding lookup E[idx] (seed 000 §2) is defined for nothing else. ``name`` says what the
+    ids are (token ids, targets, token types); ``shape``, when given, is the (B, T) they must
+    have (that of the token ids they go with); ``ignore_index`` is a value allowed besides (a
+    target that the loss skips)."""
     if not isinstance(idx, torch.Tensor):
         raise SamplingError(
-            f"token ids must be a torch tensor of shape (B, T), not {type(idx).__name__}."
+            f"{name}s must be a torch tensor of shape (B, T), not {type(idx).__name__}."
         )
-    if idx.dim() != 2:
-        raise SamplingError(f"token ids must have shape (B, T), got {tuple(idx.shape)}.")
+    if idx.dim() != 2 or (shape is not None and tuple(idx.shape) != tuple(shape)):
+        expected = "(B, T)" if shape is None else str(tuple(shape))
+        raise SamplingError(f"{name}s must have shape {expected}, got {tuple(idx.shape)}.")
     if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
         raise SamplingError(
-            f"token ids must be integers, got {str(idx.dtype).removeprefix('torch.')}."
+            f"{name}s must be integers, got {str(idx.dtype).removeprefix('torch.')}."
         )
-    if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= vocab_size):
-        bad = int(idx.min()) if int(idx.min()) < 0 else int(idx.max())
+    checked = idx if ignore_index is None else idx[idx != ignore_index]
+    if checked.numel() and (int(checked.min()) < 0 or int(checked.max()) >= vocab_size):
+        bad = int(checked.min()) if int(checked.min()) < 0 else int(checked.max())
+        table = "the model's vocabulary" if name == "token id" else f"the model's {name}s"
+        skip = "" if ignore_index is None else f", or {ignore_index} to skip a position"
         raise SamplingError(
-            f"token id {bad} is outside the model's vocabulary (ids run from 0 to "
-            f"{vocab_size - 1})."
+            f"{name} {bad} is outside {table} ({name}s run from 0 to {vocab_size - 1}{skip})."
         )
+
+
+def check_attention_mask(mask: object, shape: tuple[int, ...]) -> None:
+    """SamplingError unless ``mask`` is a tensor of ``shape`` (B, T) holding 1 (or True) on
+    real tokens and 0 (False) on padding (seed 003 §4)."""
+    if not isinstance(mask, torch.Tensor) or tuple(mask.shape) != tuple(shape):
+        got = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise SamplingError(
+            f"the attention mask must be a tensor of shape {tuple(shape)}, got {got}."
+        )
+    if mask.numel() and not bool(((mask == 0) | (mask == 1)).all()):
+        raise SamplingError("the attention mask must hold only 1 (a real token) and 0 (padding).")
 
 
 class GPT(nn.Module):
@@ -132,6 +157,7 @@ class GPT(nn.Module):
         (MKL) runs this product about 2.5x faster with the (d, V) layout than with
         ``nn.Linear``'s (V, d), which dominates a decoding step (``benchmarks/bench_decode.py``).
         The copy lives as long as the cache, one generation."""
+        check_integer("the cache's batch_size", batch_size)
         cache = KVCache.allocate(self.config, batch_size, self.device, self.dtype)
         if self.device.type == "cpu" and self.dtype == torch.float32:
             cache.output_head = self.lm_head.weight.t().contiguous()  # (d, V)
@@ -168,6 +194,10 @@ class GPT(nn.Module):
         check_token_ids(idx, self.config.vocab_size)
         B, T = idx.shape
         offset = kv_cache.length if kv_cache is not None else 0
+        if targets is not None:
+            check_token_ids(targets, self.config.vocab_size, "target", idx.shape, ignore_index=-1)
+        if attention_mask is not None:
+            check_attention_mask(attention_mask, (B, offset + T))
         if offset + T > self.config.block_size:
             raise ConfigError(
                 f"sequence of {offset + T} tokens is longer than the context of "

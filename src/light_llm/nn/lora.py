@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from light_llm.errors import ConfigError
+from light_llm.limits import check_real
 
 LORA_PARAMETERS = ("lora_A", "lora_B")
 
@@ -142,6 +143,8 @@ def parse_targets(targets: str | Sequence[str]) -> list[str]:
     """``"c_attn, c_proj"`` or a sequence of names -> a list of names (no blanks)."""
     if isinstance(targets, str):
         targets = targets.split(",")
+    if not isinstance(targets, Sequence) or not all(isinstance(name, str) for name in targets):
+        raise ConfigError(f"the LoRA targets are layer names such as c_attn, got {targets!r}.")
     names = [name.strip() for name in targets if name.strip()]
     if not names:
         raise ConfigError("the LoRA targets name no layer (give e.g. c_attn,c_proj,c_fc).")
@@ -181,11 +184,10 @@ def add_lora(
     min(d_in, d_out), and the output head when it is tied to the token embedding (W' would
     change the input table too)."""
     check_rank(rank)
-    alpha = float(rank if alpha is None else alpha)
-    if not math.isfinite(alpha) or alpha <= 0:
-        raise ConfigError(f"the LoRA alpha must be positive, got {alpha}.")
-    if not 0.0 <= dropout < 1.0:
-        raise ConfigError(f"the LoRA dropout must lie in [0, 1), got {dropout}.")
+    alpha = check_real("the LoRA alpha", rank if alpha is None else alpha, 0, low_open=True)
+    check_real("the LoRA dropout", dropout, 0.0, 1.0, high_open=True)
+    if not isinstance(model, nn.Module):
+        raise ConfigError(f"LoRA adapts a torch model, not {type(model).__name__}.")
     names = matched_layers(model, parse_targets(targets))
     modules = dict(model.named_modules())
     for name in names:

@@ -15,6 +15,7 @@ checkpoints and optimiser code.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -156,6 +157,10 @@ class NumpyGPT:
         """Copy arrays (or PyTorch tensors) by name into ``params``, cast to the model's dtype.
         Every parameter must be there with its shape; a tied lm_head.weight may be present or
         not. Anything else is a CheckpointError naming it."""
+        if not isinstance(tensors, Mapping):
+            raise CheckpointError(
+                f"a state dict maps parameter names to arrays, not a {type(tensors).__name__}."
+            )
         tensors = dict(tensors)
         if self.config.tie_embeddings:
             tensors.pop("lm_head.weight", None)
@@ -324,6 +329,10 @@ class NumpyGPT:
         blocks L..1, dropout, embeddings. A tied token table collects the gradient of both
         its uses, as the lookup and as the head (seed 002 §10.2)."""
         config = self.config
+        if not isinstance(cache, ForwardCache):
+            raise ConfigError(
+                f"backward takes the cache a forward pass returned, not {type(cache).__name__}."
+            )
         if not cache.differentiable:
             raise ConfigError(
                 "backward needs a forward pass over the whole sequence, without a KV cache "

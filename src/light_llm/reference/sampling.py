@@ -67,6 +67,13 @@ def sample_next(
     """Draw the next token of each row from softmax(filtered logits) (seed 000 §8), by
     inverse-CDF sampling with one uniform number per row. (B, V) -> (B,) ids.
     Temperature 0 is greedy (argmax)."""
+    logits = np.asarray(logits)
+    if logits.ndim != 2 or not np.issubdtype(logits.dtype, np.number):
+        raise SamplingError(f"logits must be a (B, V) array of numbers, got shape {logits.shape}.")
+    if np.isnan(logits).any() or np.isposinf(logits).any():
+        raise SamplingError(
+            "the logits hold NaN or infinite values, so there is no distribution to sample from."
+        )
     if temperature == 0.0:
         validate_sampling(temperature, top_k, top_p)
         return np.argmax(logits, axis=-1)

@@ -26,7 +26,13 @@ from typing import Any
 
 import torch
 
-from light_llm.checkpoints import CHECKPOINT_SUBFOLDER, inspect_folder, load, load_tokenizer
+from light_llm.checkpoints import (
+    CHECKPOINT_SUBFOLDER,
+    check_tokenizer_matches_model,
+    inspect_folder,
+    load,
+    load_tokenizer,
+)
 from light_llm.cli.embed import sentence_length_limit
 from light_llm.errors import CheckpointError, LightLLMError
 from light_llm.explain.attention_maps import context_error, model_input_ids, prompt_attention
@@ -89,11 +95,7 @@ class ExplorerModel:
         self.is_encoder = folder.holds_encoder
         self.model = load(folder.path, architecture="bert" if self.is_encoder else "gpt")
         self.tokenizer = load_tokenizer(folder.path)
-        if self.tokenizer.vocab_size > self.model.config.vocab_size:
-            raise CheckpointError(
-                f"the tokenizer in {folder.path} has {self.tokenizer.vocab_size} tokens but the "
-                f"model only {self.model.config.vocab_size}: they do not belong together."
-            )
+        check_tokenizer_matches_model(self.tokenizer, self.model.config.vocab_size, folder.path)
         # a training output folder OUT holds OUT/checkpoint and OUT/metrics.jsonl
         parent = self.folder.parent
         is_run = self.folder.name == CHECKPOINT_SUBFOLDER and (parent / METRICS_FILE).is_file()

@@ -44,7 +44,15 @@ from typing import Any
 
 from light_llm.config import PRESETS, ModelConfig
 from light_llm.errors import ConfigError
-from light_llm.limits import check_flag, check_integer, check_seed, is_real
+from light_llm.limits import (
+    MAX_BATCH_SIZE,
+    MAX_EVAL_BATCHES,
+    check_flag,
+    check_integer,
+    check_real,
+    check_seed,
+    is_real,
+)
 from light_llm.train.budget import MIN_WARMUP_FOR_BUDGET, parse_duration
 
 MODELS = ("gpt", "bert")
@@ -413,26 +421,24 @@ class TrainConfig:
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{key} must be a positive integer, got {value!r}.")
+        check_integer("batch_size", self.batch_size, 1, MAX_BATCH_SIZE)
+        check_integer("eval_iters", self.eval_iters, 1, MAX_EVAL_BATCHES)
         for key in ("max_iters", "warmup_iters", "lr_decay_iters", "seed", "sample_tokens"):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"{key} must be a non-negative integer, got {value!r}.")
-        if not self.lr > 0:
-            raise ConfigError(f"lr must be positive, got {self.lr}.")
-        if not 0 <= self.min_lr <= self.lr:
+        check_real("lr", self.lr, 0, low_open=True)  # finite: inf and NaN are no rate
+        if not is_real(self.min_lr) or not 0 <= self.min_lr <= self.lr:
             raise ConfigError(f"min_lr must lie in [0, lr = {self.lr}], got {self.min_lr}.")
         if self.lr_decay_iters < self.warmup_iters:
             raise ConfigError(
                 f"lr_decay_iters ({self.lr_decay_iters}) must not be less than warmup_iters "
                 f"({self.warmup_iters})."
             )
-        for key in ("beta1", "beta2"):
-            if not 0 <= getattr(self, key) < 1:
-                raise ConfigError(f"{key} must lie in [0, 1), got {getattr(self, key)}.")
-        if self.weight_decay < 0 or self.grad_clip < 0:
-            raise ConfigError("weight_decay and grad_clip must be >= 0 (grad_clip 0 = off).")
-        if not 0 <= self.label_smoothing < 1:
-            raise ConfigError(f"label_smoothing must lie in [0, 1), got {self.label_smoothing}.")
+        for key in ("beta1", "beta2", "label_smoothing"):
+            check_real(key, getattr(self, key), 0, 1, high_open=True)
+        check_real("weight_decay", self.weight_decay, 0)
+        check_real("grad_clip (0 = off)", self.grad_clip, 0)
         if self.time is not None:
             parse_duration(self.time)
             if self.warmup_iters < MIN_WARMUP_FOR_BUDGET:
@@ -444,12 +450,10 @@ class TrainConfig:
             raise ConfigError(
                 f"optimizer must be {' or '.join(OPTIMIZERS)}, got {self.optimizer!r}."
             )
-        if not self.muon_lr > 0:
-            raise ConfigError(f"muon_lr must be positive, got {self.muon_lr}.")
-        if not 0 <= self.muon_momentum < 1:
-            raise ConfigError(f"muon_momentum must lie in [0, 1), got {self.muon_momentum}.")
-        if self.embedding_lr is not None and not self.embedding_lr > 0:
-            raise ConfigError(f"embedding_lr must be positive, got {self.embedding_lr}.")
+        check_real("muon_lr", self.muon_lr, 0, low_open=True)
+        check_real("muon_momentum", self.muon_momentum, 0, 1, high_open=True)
+        if self.embedding_lr is not None:
+            check_real("embedding_lr", self.embedding_lr, 0, low_open=True)
         # LoRA's settings are checked by light_llm.nn.lora.add_lora, also before any write
         # the model settings too, before any file is written (the vocabulary comes later)
         if self.init_from is not None:

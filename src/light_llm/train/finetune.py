@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from light_llm.checkpoints import inspect_folder, load_tokenizer
+from light_llm.checkpoints import check_tokenizer_matches_model, inspect_folder, load_tokenizer
 from light_llm.checkpoints.gpt import load_weights_into, save_gpt
 from light_llm.checkpoints.lora import (
     BaseReference,
@@ -92,12 +92,8 @@ class FineTuning:
     def check_model(self, model_config: ModelConfig, tokenizer) -> None:
         """ConfigError, before anything is written, when the adapters cannot be added
         (a target naming no layer, a rank too large): tried on a model without storage.
-        CheckpointError when the tokenizer has more ids than the model's vocabulary."""
-        if tokenizer.vocab_size > model_config.vocab_size:
-            raise CheckpointError(
-                f"the tokenizer of {self.init_from} has {tokenizer.vocab_size} ids but its "
-                f"model only {model_config.vocab_size}."
-            )
+        CheckpointError when the tokenizer's ids are not the model's."""
+        check_tokenizer_matches_model(tokenizer, model_config.vocab_size, self.init_from)
         if self.lora is not None:
             with torch.device("meta"):
                 self.lora.apply(GPT(model_config))

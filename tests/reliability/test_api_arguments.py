@@ -1,0 +1,109 @@
+"""Class 6 of issue 12, the whole API surface: a bad argument to the encoder (forward,
+encode, attention maps, fill-mask, embeddings), to the GPT's targets and masks, to sampling,
+to the NumPy engine or to LoRA is light-llm's typed error with one sentence, never an
+IndexError, TypeError or RuntimeError from inside torch or NumPy, and never a quiet answer
+(a mask of the wrong length, a str taken as a list of one-character prompts)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from light_llm import GPT, ModelConfig
+from light_llm.errors import LightLLMError
+from light_llm.generate import filter_logits, generate, generate_text, sample_next
+from light_llm.models.bert import BertEncoder, EncoderConfig, embed_sentences, predict_masked
+from light_llm.nn.lora import add_lora
+from light_llm.reference.model import NumpyGPT
+from light_llm.reference.sampling import sample_next as numpy_sample_next
+from light_llm.tokenizers import BertTokenizer, CharTokenizer
+
+BERT_TOKENIZER = BertTokenizer.packaged()
+V = BERT_TOKENIZER.vocab_size
+ENCODER = BertEncoder(
+    EncoderConfig(vocab_size=V, block_size=16, n_layer=1, n_head=2, n_embd=16)
+).eval()
+GPT_CONFIG = ModelConfig(vocab_size=10, block_size=8, n_layer=1, n_head=2, n_embd=8)
+IDS = torch.tensor([[1, 2]])
+
+ENCODER_CALLS = {
+    "id = vocab_size": lambda: ENCODER(torch.tensor([[V]])),
+    "negative id": lambda: ENCODER(torch.tensor([[-1]])),
+    "float ids": lambda: ENCODER(torch.tensor([[1.5]])),
+    "bool ids": lambda: ENCODER(torch.tensor([[True]])),
+    "one dimension": lambda: ENCODER(torch.tensor([3])),
+    "three dimensions": lambda: ENCODER(torch.tensor([[[3]]])),
+    "a list": lambda: ENCODER([[1, 2]]),
+    "encode, id beyond": lambda: ENCODER.encode(torch.tensor([[V + 7]])),
+    "attention maps, id beyond": lambda: ENCODER.attention_maps(torch.tensor([[V]])),
+    "token type 5": lambda: ENCODER(IDS, token_type_ids=torch.tensor([[5, 0]])),
+    "token types too short": lambda: ENCODER(IDS, token_type_ids=torch.tensor([[0]])),
+    "mask too long": lambda: ENCODER(IDS, attention_mask=torch.tensor([[1, 0, 1]])),
+    "mask value 2": lambda: ENCODER(IDS, attention_mask=torch.tensor([[1, 2]])),
+    "labels of another shape": lambda: ENCODER(IDS, torch.tensor([[1]])),
+    "label beyond": lambda: ENCODER(IDS, torch.tensor([[V + 3, -1]])),
+    "embed, batch_size '3'": lambda: embed_sentences(ENCODER, BERT_TOKENIZER, ["hi"], 8, "3"),
+    "fill-mask, top_k True": lambda: predict_masked(ENCODER, BERT_TOKENIZER, "[MASK]", None, True),
+}
+
+
+@pytest.mark.parametrize("call", ENCODER_CALLS.values(), ids=ENCODER_CALLS.keys())
+def test_bad_encoder_arguments_are_a_typed_error(call):
+    with pytest.raises(LightLLMError) as raised:
+        call()
+    assert "\n" not in str(raised.value)
+
+
+def numpy_model():
+    return NumpyGPT(GPT_CONFIG)
+
+
+API_CALLS = {
+    "GPT targets beyond": lambda: GPT(GPT_CONFIG)(IDS, torch.tensor([[1, 99]])),
+    "GPT float targets": lambda: GPT(GPT_CONFIG)(IDS, torch.tensor([[1.0, 2.0]])),
+    "GPT targets of another shape": lambda: GPT(GPT_CONFIG)(IDS, torch.tensor([[1]])),
+    "GPT mask value 2": lambda: GPT(GPT_CONFIG)(IDS, attention_mask=torch.tensor([[1, 2]])),
+    "generate, mask too short": lambda: generate(
+        GPT(GPT_CONFIG), IDS, 2, attention_mask=torch.tensor([[1]])
+    ),
+    "generate, temperature '1'": lambda: generate(GPT(GPT_CONFIG), IDS, 2, temperature="1"),
+    "generate, top_p '0.5'": lambda: generate(GPT(GPT_CONFIG), IDS, 2, top_p="0.5"),
+    "generate, top_k nan": lambda: generate(GPT(GPT_CONFIG), IDS, 2, top_k=float("nan")),
+    "generate, eos_id 'a'": lambda: generate(GPT(GPT_CONFIG), IDS, 2, eos_id="a"),
+    "generate, eos_id beyond": lambda: generate(GPT(GPT_CONFIG), IDS, 2, eos_id=99),
+    "generate_text, one str": lambda: generate_text(
+        GPT(GPT_CONFIG), CharTokenizer.from_text("abcdefghij"), "ab", 2
+    ),
+    "sample_next, NaN logits": lambda: sample_next(torch.full((1, 10), float("nan"))),
+    "sample_next, a list": lambda: sample_next([[1.0, 2.0]]),
+    "filter_logits, 0-d": lambda: filter_logits(torch.tensor(1.0), top_k=1),
+    "new_cache('2')": lambda: GPT(GPT_CONFIG).new_cache("2"),
+    "numpy sample_next, 1-d": lambda: numpy_sample_next(np.zeros(10)),
+    "numpy sample_next, NaN": lambda: numpy_sample_next(np.full((1, 10), np.nan)),
+    "numpy load_state_dict(None)": lambda: numpy_model().load_state_dict(None),
+    "numpy backward(None)": lambda: numpy_model().backward(None),
+    "LoRA dropout '0.1'": lambda: add_lora(GPT(GPT_CONFIG), "c_attn", 2, dropout="0.1"),
+    "LoRA targets 5": lambda: add_lora(GPT(GPT_CONFIG), 5, 2),
+    "LoRA on None": lambda: add_lora(None, "c_attn", 2),
+}
+
+
+@pytest.mark.parametrize("call", API_CALLS.values(), ids=API_CALLS.keys())
+def test_bad_arguments_across_the_api_are_a_typed_error(call):
+    with pytest.raises(LightLLMError) as raised:
+        call()
+    assert "\n" not in str(raised.value)
+
+
+def test_valid_masks_labels_and_types_still_give_the_unchecked_answer():
+    """The checks refuse only what is wrong: a bool mask, IGNORE labels and type 1 give the
+    same numbers as before."""
+    torch.manual_seed(0)
+    ids = torch.tensor([[5, 6, 7]])
+    hidden = ENCODER.encode(ids, torch.tensor([[True, True, False]]), torch.tensor([[0, 1, 1]]))
+    same = ENCODER.encode(ids, torch.tensor([[1, 1, 0]]), torch.tensor([[0, 1, 1]]))
+    assert torch.equal(hidden, same)
+    logits, loss = ENCODER(ids, torch.tensor([[-1, 9, -1]]))
+    expected = torch.nn.functional.cross_entropy(ENCODER(ids)[0][0, 1:2], torch.tensor([9]))
+    assert torch.allclose(loss, expected)
