@@ -42,6 +42,15 @@ def load_weights_into(
     expected = dict(model.state_dict())
     for name in tied_names:
         expected.pop(name, None)
+    copy_checked(expected, tensors, source)
+
+
+def copy_checked(
+    expected: Mapping[str, torch.Tensor], tensors: Mapping[str, torch.Tensor], source: Path
+) -> None:
+    """Copy each of ``tensors`` into the tensor of its name in ``expected``, once every name,
+    shape and floating-point dtype is checked (:func:`check_stored_tensors`) and every value
+    is finite; CheckpointError naming the first that is not."""
     shapes = {name: tuple(target.shape) for name, target in expected.items()}
     stored = {name: StoredTensor.of(tensor) for name, tensor in tensors.items()}
     check_stored_tensors(stored, shapes, source)

@@ -31,8 +31,8 @@ from light_llm.checkpoints.folder import (
     resolve_checkpoint_dir,
     write_checkpoint,
 )
-from light_llm.checkpoints.gpt import load_gpt
-from light_llm.checkpoints.tensors import describe_names, read_safetensors_file, weights_checksum
+from light_llm.checkpoints.gpt import copy_checked, load_gpt
+from light_llm.checkpoints.tensors import read_safetensors_file, weights_checksum
 from light_llm.errors import CheckpointError, ConfigError
 from light_llm.models.gpt import GPT
 from light_llm.nn.lora import add_lora, lora_state
@@ -117,27 +117,11 @@ def read_lora_config(folder: ModelFolder) -> tuple[LoRASettings, BaseReference]:
 
 def load_adapters_into(model: torch.nn.Module, folder: Path) -> None:
     """Copy the adapters saved in ``folder`` into ``model``, which must have adapters of
-    exactly these names and shapes."""
+    exactly these names and shapes, floating-point and finite (:func:`copy_checked`)."""
     path = folder / ADAPTERS_FILE
     if not path.is_file():
         raise CheckpointError(f"{folder} has no {ADAPTERS_FILE}.")
-    tensors = read_safetensors_file(path)
-    expected = lora_state(model)
-    missing = sorted(set(expected) - set(tensors))
-    unexpected = sorted(set(tensors) - set(expected))
-    if missing or unexpected:
-        detail = f"lacks {describe_names(missing)}" if missing else ""
-        if unexpected:
-            detail += (" and " if detail else "") + f"holds {describe_names(unexpected)}"
-        raise CheckpointError(f"{path} {detail}, which its LoRA settings do not match.")
-    for name, target in expected.items():
-        if tensors[name].shape != target.shape:
-            raise CheckpointError(
-                f"{path}: adapter {name} has shape {tuple(tensors[name].shape)} but the model "
-                f"needs {tuple(target.shape)}."
-            )
-        with torch.no_grad():
-            target.copy_(tensors[name])
+    copy_checked(lora_state(model), read_safetensors_file(path), path)
 
 
 def load_base(path: str | os.PathLike, config, device: str | torch.device = "cpu") -> GPT:
