@@ -54,9 +54,14 @@ def check_token_ids(
         raise SamplingError(
             f"{name}s must be integers, got {str(idx.dtype).removeprefix('torch.')}."
         )
-    checked = idx if ignore_index is None else idx[idx != ignore_index]
-    if checked.numel() and (int(checked.min()) < 0 or int(checked.max()) >= vocab_size):
-        bad = int(checked.min()) if int(checked.min()) < 0 else int(checked.max())
+    if not idx.numel():
+        return
+    low, high = torch.stack(torch.aminmax(idx)).tolist()  # one pass, one device sync
+    if low < 0 and ignore_index is not None:  # the rare path: skipped positions are there
+        kept = idx[idx != ignore_index]
+        low, high = torch.stack(torch.aminmax(kept)).tolist() if kept.numel() else (0, 0)
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
         table = "the model's vocabulary" if name == "token id" else f"the model's {name}s"
         skip = "" if ignore_index is None else f", or {ignore_index} to skip a position"
         raise SamplingError(
