@@ -83,7 +83,7 @@ TRAINERS = {
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "train",
-        help="train a GPT (default: character-level Shakespeare)",
+        help="train a GPT (default: Shakespeare, over a BPE learned from it)",
         description=DESCRIPTION,
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
