@@ -1,10 +1,15 @@
 """Shared test fixtures: small configs covering every variant the ModelConfig allows."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
+from light_llm.checkpoints import save
 from light_llm.config import ModelConfig
+from light_llm.models.gpt import GPT
 from light_llm.reference.gradcheck import RECIPE
+from light_llm.tokenizers import CharTokenizer
 
 VARIANTS = {
     "seed": {},
@@ -32,6 +37,21 @@ def tiny_config(**overrides) -> ModelConfig:
     base = dict(vocab_size=37, block_size=16, n_layer=2, n_head=2, n_embd=16, dropout=0.0)
     base.update(overrides)
     return ModelConfig(**base)
+
+
+CHAR_CORPUS = "to be or not to be, that is the question"
+
+
+def save_char_checkpoint(folder: Path, **shape) -> tuple[Path, GPT, CharTokenizer]:
+    """A small character-level GPT over CHAR_CORPUS's characters, its weights moved off their
+    initial values (so that its outputs are not near-uniform), saved to ``folder``."""
+    tokenizer = CharTokenizer.from_text(CHAR_CORPUS)
+    model = GPT(ModelConfig(vocab_size=tokenizer.vocab_size, n_head=2, **shape)).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.3 * torch.randn_like(parameter))
+    save(model, folder, tokenizer)
+    return folder, model, tokenizer
 
 
 @pytest.fixture(autouse=True)

@@ -8,28 +8,16 @@ import safetensors.torch
 import torch
 import transformers
 
-from light_llm.checkpoints import save
 from light_llm.cli import main
-from light_llm.config import ModelConfig
 from light_llm.models.gpt import GPT
-from light_llm.tokenizers import CharTokenizer, GPT2Tokenizer
-
-CORPUS = "to be or not to be, that is the question"
+from light_llm.tokenizers import GPT2Tokenizer
+from tests.conftest import save_char_checkpoint
 
 
 @pytest.fixture
 def char_checkpoint(tmp_path):
     """A small char-level model with weights moved away from their initial values."""
-    tokenizer = CharTokenizer.from_text(CORPUS)
-    config = ModelConfig(
-        vocab_size=tokenizer.vocab_size, block_size=24, n_layer=2, n_head=2, n_embd=32
-    )
-    model = GPT(config).eval()
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(0.3 * torch.randn_like(parameter))
-    save(model, tmp_path / "ck", tokenizer)
-    return tmp_path / "ck", model, tokenizer
+    return save_char_checkpoint(tmp_path / "ck", block_size=24, n_layer=2, n_embd=32)
 
 
 def greedy_by_recomputation(model: GPT, ids: list[int], n: int) -> list[int]:

@@ -7,31 +7,18 @@ import hashlib
 from pathlib import Path
 
 import pytest
-import torch
 
-from light_llm.checkpoints import save
 from light_llm.cli import main
-from light_llm.config import ModelConfig
-from light_llm.models.gpt import GPT
-from light_llm.tokenizers import CharTokenizer
+from tests.conftest import CHAR_CORPUS, save_char_checkpoint
 from tests.train.helpers import write_corpus
 
-CORPUS = "to be or not to be, that is the question"
+CORPUS = CHAR_CORPUS  # the characters of the small checkpoint
 
 
 @pytest.fixture
 def char_checkpoint(tmp_path) -> Path:
     """A small char-level GPT checkpoint (weights moved off their initial values)."""
-    tokenizer = CharTokenizer.from_text(CORPUS)
-    config = ModelConfig(
-        vocab_size=tokenizer.vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=16
-    )
-    model = GPT(config).eval()
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(0.3 * torch.randn_like(parameter))
-    save(model, tmp_path / "ck", tokenizer)
-    return tmp_path / "ck"
+    return save_char_checkpoint(tmp_path / "ck", block_size=16, n_layer=1, n_embd=16)[0]
 
 
 @pytest.fixture(scope="session")
