@@ -103,10 +103,15 @@ def encoder_config_from_hf(hf: dict, has_mlm_head: bool, source: Path) -> Encode
         raise CheckpointError(f"{source} describes a model light-llm cannot build: {exc}") from None
 
 
-def state_from_hf(hf_state: dict, n_layer: int, stack_rows: Callable | None = None) -> dict:
+def concatenate_rows(parts: list[torch.Tensor], names: list[str]) -> torch.Tensor:
+    """W^QKV from W^Q, W^K, W^V (or their biases): the three stacked along the rows."""
+    return torch.cat(parts)
+
+
+def state_from_hf(hf_state: dict, n_layer: int, fuse: Callable = concatenate_rows) -> dict:
     """Rename (and fuse q, k, v of) a HuggingFace BERT state dict into light-llm's names.
-    ``stack_rows(parts, names)`` fuses q, k, v (by default ``torch.cat`` of the tensors; the
-    header check passes its shapes-only version).
+    ``fuse(parts, names)`` stacks q, k, v (:func:`concatenate_rows` of the tensors; the
+    header check passes its shapes-only :func:`~light_llm.checkpoints.header.stack_rows`).
 
     Tensors outside the encoder (pooler, next-sentence head, position_ids) are dropped; a
     tied decoder weight, when stored, is dropped too (it is the token table). Anything else
@@ -126,10 +131,7 @@ def state_from_hf(hf_state: dict, n_layer: int, stack_rows: Callable | None = No
         for kind in ("weight", "bias"):
             parts = [f"{prefix}attention.self.{p}.{kind}" for p in ("query", "key", "value")]
             if all(part in state for part in parts):
-                fused = [state.pop(part) for part in parts]
-                renamed[f"h.{i}.attn.c_attn.{kind}"] = (
-                    torch.cat(fused) if stack_rows is None else stack_rows(fused, parts)
-                )
+                renamed[f"h.{i}.attn.c_attn.{kind}"] = fuse([state.pop(p) for p in parts], parts)
         for hf_part, ours in LAYER_PARTS.items():
             for kind in ("weight", "bias"):
                 if f"{prefix}{hf_part}.{kind}" in state:
