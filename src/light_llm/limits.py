@@ -27,7 +27,6 @@ MAX_NEW_TOKENS = 100_000  # tokens one generate request may ask for
 MAX_BATCH_SIZE = 65_536  # sequences in one batch (--batch-size): far beyond any CPU or GPU
 MAX_EVAL_BATCHES = 100_000  # batches one evaluation draws (--eval-iters)
 MEMORY_HEADROOM = 0.9  # a request may use at most this fraction of the free memory
-GIB = 2**30
 
 
 def is_integer(value: object) -> bool:
