@@ -64,9 +64,9 @@ DEFAULT_PRESETS = {"gpt": "bpe-cpu", "bert": "bert-shakespeare"}
 # by `light-llm tokenizer train` may be given instead of a name.
 MODEL_TOKENIZERS = {"gpt": ("char", "gpt2", "bpe"), "bert": ("bert", "wordpiece")}
 # The default --vocab-size (no flag: this many, or as many as a small training split gives).
-# BPE's is the size that trained the best model in the default's budget (README, "Which
-# vocabulary size, at equal wall time").
-TRAINED_TOKENIZER_VOCAB = {"bpe": 768, "wordpiece": 2048}
+# BPE's is the default preset's, the size that trained the best model in its budget (README,
+# "Which vocabulary size, at equal wall time").
+TRAINED_TOKENIZER_VOCAB = {"bpe": PRESETS["bpe-cpu"].vocab_size, "wordpiece": 2048}
 DEFAULT_OUT = "out-light-llm"
 OPTIMIZERS = ("adamw", "muon")
 
