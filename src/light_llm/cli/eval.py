@@ -70,7 +70,13 @@ def run_eval(args: argparse.Namespace) -> int:
     import math
     import tempfile
 
-    from light_llm.checkpoints import CHECKPOINT_SUBFOLDER, inspect_folder, load_tokenizer
+    from light_llm.checkpoints import inspect_folder, load_tokenizer
+    from light_llm.checkpoints.run import (
+        CHECKPOINT_SUBFOLDER,
+        DATA_SUBFOLDER,
+        TRAINER_STATE_FILE,
+        read_trainer_state,
+    )
     from light_llm.config import check_batch_fits
     from light_llm.data import load_corpus, split_sizes
     from light_llm.errors import CheckpointError
@@ -78,7 +84,6 @@ def run_eval(args: argparse.Namespace) -> int:
     from light_llm.train.evaluate import unigram_log_probabilities, unigram_loss
     from light_llm.train.metrics import bits_per_unit, perplexity
     from light_llm.train.precision import resolve_device
-    from light_llm.train.state import TRAINER_STATE_FILE, read_trainer_state
 
     for name, most in (("eval_iters", MAX_EVAL_BATCHES), ("batch_size", MAX_BATCH_SIZE)):
         value = getattr(args, name)
@@ -99,7 +104,7 @@ def run_eval(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="light-llm-eval-") as scratch:
         cache = Path(scratch)
         if trained and data == trained.get("data") and folder.name == CHECKPOINT_SUBFOLDER:
-            cache = folder.parent / "data"  # the run's own token cache: reused, not rebuilt
+            cache = folder.parent / DATA_SUBFOLDER  # the run's own token cache: reused, not rebuilt
         train_tokens, dataset = split_datasets(
             text, tokenizer, cache, model.config.block_size, encoder
         )
