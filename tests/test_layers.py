@@ -26,7 +26,10 @@ LAYERS = [
     ),
     ("generation and training", ("light_llm.generate", "light_llm.train")),
     ("persistence", ("light_llm.checkpoints",)),
-    ("models and the NumPy engine", ("light_llm.nn", "light_llm.models", "light_llm.reference")),
+    (
+        "models and the NumPy engine",
+        ("light_llm.nn", "light_llm.models", "light_llm.reference", "light_llm.device"),
+    ),
     ("text and data", ("light_llm.tokenizers", "light_llm.data")),
     (
         "foundations",

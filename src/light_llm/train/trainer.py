@@ -63,6 +63,7 @@ from light_llm.checkpoints.run import (
 from light_llm.checkpoints.tensors import read_weights
 from light_llm.config import ModelConfig, check_batch_fits, check_model_fits
 from light_llm.data import TokenDataset, encode_corpus, load_corpus, split_sizes, token_dtype
+from light_llm.device import resolve_device
 from light_llm.errors import (
     CheckpointError,
     ConfigError,
@@ -106,7 +107,6 @@ from light_llm.train.precision import (
     check_dtype,
     default_dtype,
     grad_scaler,
-    resolve_device,
 )
 from light_llm.train.result import SAMPLE_TEMPERATURE, TrainResult
 from light_llm.train.run_tokenizer import fewer_ids_note, tokenizer_for_run
