@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from light_llm.checkpoints import inspect_folder, load, load_tokenizer
+from light_llm.checkpoints import ModelFolder, inspect_folder, load, load_tokenizer
 from light_llm.checkpoints.run import (
     CHECKPOINT_SUBFOLDER,
     DATA_SUBFOLDER,
@@ -105,8 +105,8 @@ def score_checkpoint(
     corpus = os.path.realpath(Path(data).expanduser()) if data else trained.get("data")
     torch_device = resolve_device(device)
     encoder = model_folder.holds_encoder
-    model = load_scored_model(folder, encoder, torch_device)
-    tokenizer = load_tokenizer(folder, check_model=True)
+    model = load_scored_model(model_folder, encoder, torch_device)
+    tokenizer = load_tokenizer(model_folder, check_model=True)
     text = load_corpus(corpus)
     with tempfile.TemporaryDirectory(prefix="light-llm-eval-") as scratch:
         cache = Path(scratch)
@@ -165,15 +165,15 @@ def score_checkpoint(
     )
 
 
-def load_scored_model(folder: Path, encoder: bool, device):
+def load_scored_model(folder: ModelFolder, encoder: bool, device):
     """The GPT, or the encoder with its MLM head, in ``folder``, on ``device``."""
     if not encoder:
         return load(folder, device=device)
     model = load(folder, architecture="bert", device=device)
     if model.mlm_head is None:
         raise CheckpointError(
-            f"{folder} holds an encoder without a masked-LM head (a sentence-embedding model), "
-            "so it has no masked-LM loss to measure."
+            f"{folder.path} holds an encoder without a masked-LM head (a sentence-embedding "
+            "model), so it has no masked-LM loss to measure."
         )
     return model
 
