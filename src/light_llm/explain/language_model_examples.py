@@ -20,10 +20,10 @@ import numpy as np
 import torch
 
 from light_llm.config import ModelConfig, count_parameters
-from light_llm.data import shakespeare_slice
 from light_llm.explain import plots
 from light_llm.explain.steps import Step
 from light_llm.models.gpt import GPT
+from light_llm.shakespeare import shakespeare_slice
 from light_llm.tokenizers import CharTokenizer
 from light_llm.train.optim import configure_adamw
 
