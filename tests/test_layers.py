@@ -24,7 +24,7 @@ LAYERS = [
             "light_llm.serve",
         ),
     ),
-    ("generation and training", ("light_llm.generate", "light_llm.train")),
+    ("generation and training", ("light_llm.generate", "light_llm.train", "light_llm.inspect")),
     ("persistence", ("light_llm.checkpoints",)),
     ("models and the NumPy engine", ("light_llm.nn", "light_llm.models", "light_llm.reference")),
     ("text and data", ("light_llm.tokenizers", "light_llm.data")),
@@ -40,6 +40,7 @@ LAYERS = [
             "light_llm.schedule",
             "light_llm.sampling_options",
             "light_llm.muon_spec",
+            "light_llm.interventions",
         ),
     ),
 ]
