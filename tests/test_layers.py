@@ -24,7 +24,7 @@ LAYERS = [
             "light_llm.serve",
         ),
     ),
-    ("generation and training", ("light_llm.generate", "light_llm.train")),
+    ("generation and training", ("light_llm.generate", "light_llm.train", "light_llm.inspect")),
     ("persistence", ("light_llm.checkpoints",)),
     (
         "models and the NumPy engine",
@@ -43,6 +43,7 @@ LAYERS = [
             "light_llm.schedule",
             "light_llm.sampling_options",
             "light_llm.muon_spec",
+            "light_llm.interventions",
         ),
     ),
 ]

@@ -38,3 +38,9 @@ class OutputError(LightLLMError, OSError):
     """A place light-llm cannot or must not write to: a non-empty folder it did not write
     (saving there would delete the files), a path under a file, no permission, a full disk.
     An OSError too, so that every writer's handler of failed writes reports it."""
+
+
+class InspectError(LightLLMError, ValueError):
+    """A look inside a model that cannot be made as asked: a layer, head, position or neuron
+    out of range, two prompts of different lengths to patch, a word that is not one token, an
+    analysis that does not apply to the model (induction scores of an encoder)."""

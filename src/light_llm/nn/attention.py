@@ -132,6 +132,20 @@ def causal_linear_attention(
     return numerator / denominator.clamp_min(1e-6)[..., None]
 
 
+def causal_linear_attention_weights(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """The weight causal linear attention gives key j at query i (seed 002 §11.3, eq. 48),
+
+        a_ij = φ(q_i)·φ(k_j) / Σ_{j'<=i} φ(q_i)·φ(k_j')   for j <= i, 0 after,
+
+    so that its output y_i = Σ_j a_ij v_j, as softmax attention's is with A's rows: the matrix
+    that pictures and head scores read. q, k: (B, nh, T, hs) -> (B, nh, T, T)."""
+    n = q.size(2)
+    causal = torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
+    kernel = linear_attention_feature_map(q) @ linear_attention_feature_map(k).transpose(-2, -1)
+    kernel = kernel.masked_fill(~causal, 0.0)  # (B, nh, T, T)
+    return kernel / kernel.sum(-1, keepdim=True).clamp_min(1e-6)
+
+
 @dataclass
 class LinearAttentionState:
     """Running sums S = Σ φ(k) v^T (B, nh, hs, hs) and z = Σ φ(k) (B, nh, hs)."""
@@ -233,6 +247,19 @@ class SelfAttention(nn.Module):
         B, T, _ = x.shape
         return x.view(B, T, self.n_head, self.n_embd // self.n_head).transpose(1, 2)
 
+    def queries_keys_values(
+        self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Q, K, V = split(X W^QKV + b) per head, then QK-norm and RoPE on Q and K when the
+        config has them. x: (B, T, d_model) -> three (B, nh, T, hs)."""
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)  # each (B, T, d_model)
+        q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # (B, nh, T, hs)
+        if self.qk_norm_eps is not None:  # the cache then holds normalised, rotated keys
+            q, k = rms_normalize(q, self.qk_norm_eps), rms_normalize(k, self.qk_norm_eps)
+        if rope is not None:
+            q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
+        return q, k, v
+
     def forward(
         self,
         x: torch.Tensor,
@@ -245,12 +272,7 @@ class SelfAttention(nn.Module):
         """x: (B, T, d_model) -> (B, T, d_model). ``offset`` is the absolute position of x's
         first token (the cache length); ``key_padding`` (B, offset + T) marks real tokens."""
         B, T, C = x.shape
-        q, k, v = self.c_attn(x).split(C, dim=2)  # each (B, T, d_model)
-        q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # (B, nh, T, hs)
-        if self.qk_norm_eps is not None:  # the cache then holds normalised, rotated keys
-            q, k = rms_normalize(q, self.qk_norm_eps), rms_normalize(k, self.qk_norm_eps)
-        if rope is not None:
-            q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
+        q, k, v = self.queries_keys_values(x, rope)  # each (B, nh, T, hs)
         dropout_p = self.dropout_p if self.training else 0.0
         if self.linear:
             y = causal_linear_attention(q, k, v, key_padding, cache)

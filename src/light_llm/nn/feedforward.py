@@ -64,9 +64,12 @@ class MLP(nn.Module):
         self.c_proj = nn.Linear(config.ffn_hidden, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
+    def hidden(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, T, d_ff)
+        """The hidden units σ(x W_1 + b_1), before W_2."""
+        return activation_fn(self.activation, self.c_fc(x))
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, T, d)
-        hidden = activation_fn(self.activation, self.c_fc(x))  # (B, T, d_ff)
-        return self.dropout(self.c_proj(hidden))
+        return self.dropout(self.c_proj(self.hidden(x)))
 
 
 class SwiGLU(nn.Module):
@@ -82,9 +85,12 @@ class SwiGLU(nn.Module):
         self.c_proj = nn.Linear(config.ffn_hidden, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
+    def hidden(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, T, d_ff)
+        """The hidden units Swish(x W_1) ⊙ (x V), before W_2."""
+        return F.silu(self.c_fc(x)) * self.c_v(x)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, T, d)
-        hidden = F.silu(self.c_fc(x)) * self.c_v(x)  # (B, T, d_ff)
-        return self.dropout(self.c_proj(hidden))
+        return self.dropout(self.c_proj(self.hidden(x)))
 
 
 def build_feedforward(config: ModelConfig) -> nn.Module:

@@ -1,0 +1,194 @@
+"""Ablation: take a part of the model out and measure what is lost.
+
+    zero ablation:  the part's output replaced by 0
+    mean ablation:  replaced by its mean over a text (the part still adds its average, only
+                    what depends on the input is removed; Wang et al. 2022, "Interpretability
+                    in the Wild")
+
+    Δloss = L(text | part ablated) - L(text),    L the mean next-token loss (seed 000 §7)
+    Δp    = p(token | prompt, part ablated) - p(token | prompt)
+
+A part is a head (``L1H2``: its output through its slice of W_O), an MLP (``L1MLP``), a whole
+attention layer (``L1ATTN``) or one MLP unit (``L1N37``); see :mod:`components`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from light_llm.errors import InspectError
+from light_llm.inspect.components import component_name, component_patch
+from light_llm.inspect.inspector import Inspector
+from light_llm.inspect.text import batch_tokens, prompt_ids, text_loss, text_windows, token_array
+from light_llm.interventions import Patch, patch_index
+
+METHODS = ("zero", "mean")
+
+
+def check_method(method: object) -> str:
+    if method not in METHODS:
+        raise InspectError(f"the ablation method is zero or mean, not {method!r}.")
+    return method
+
+
+def site_of(patch: Patch) -> str:
+    return f"{patch.site}.{patch.layer}"
+
+
+def mean_values(inspector: Inspector, ids: np.ndarray, patches: list[Patch]) -> list[Patch]:
+    """``patches`` with each value set to the mean of the part it replaces over every position
+    of the text ``ids`` (in windows of the context): (d,) for a head or an MLP, () for a unit."""
+    sites = sorted({site_of(patch) for patch in patches})
+    sums = {site: 0.0 for site in sites}
+    count = 0
+    config = inspector.config
+    per_token = config.n_layer * (config.n_head + 2) * config.n_embd + config.ffn_hidden
+    for inputs, _, _ in text_windows(ids, config.block_size, batch_tokens(config, per_token)):
+        trace = inspector.run(inputs, record=sites)
+        for site in sites:
+            value = trace.activations[site]
+            sums[site] = sums[site] + value.reshape(-1, *value.shape[2:]).sum(0, dtype=np.float64)
+        count += inputs.size
+    means = []
+    for patch in patches:
+        mean = sums[site_of(patch)] / count  # the site's mean per position: (nh, d), (d,)...
+        part = mean[patch_index(patch, mean.ndim + 2)[2:]]  # the chosen head or unit
+        means.append(dataclasses.replace(patch, value=part))
+    return means
+
+
+def ablation_patches(
+    inspector: Inspector, components, method: str, mean_over: np.ndarray | None
+) -> list[Patch]:
+    """The patches that ablate ``components`` (names, e.g. ["L0H1", "L2MLP"]): zeros, or the
+    means over ``mean_over`` (token ids)."""
+    check_method(method)
+    if isinstance(components, str):
+        components = [components]
+    patches = [component_patch(name, inspector.config) for name in components]
+    if not patches:
+        raise InspectError("name at least one part to ablate (e.g. L0H1, L1MLP, L0N5).")
+    if method == "mean":
+        if mean_over is None:
+            raise InspectError("mean ablation needs a text to take the means over.")
+        patches = mean_values(inspector, mean_over, patches)
+    return patches
+
+
+@dataclass
+class PromptAblation:
+    """The next-token distribution at the prompt's last position before (``probs``) and after
+    (``ablated_probs``) the ablation, both (V,); ``token`` (the given one, or the model's top
+    guess before) and its probabilities ``p`` / ``ablated_p``, ``delta_p`` = their difference."""
+
+    components: list[str]
+    method: str
+    probs: np.ndarray
+    ablated_probs: np.ndarray
+    token: int
+    p: float
+    ablated_p: float
+    delta_p: float
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """softmax(z)_i = exp(z_i - max z) / Σ_j exp(z_j - max z) (seed 002 §6, log-sum-exp)."""
+    shifted = np.exp(logits - logits.max(-1, keepdims=True))
+    return shifted / shifted.sum(-1, keepdims=True)
+
+
+def ablate_prompt(
+    model, ids, components, *, method: str = "zero", mean_over=None, token: int | None = None
+) -> PromptAblation:
+    """Δp of the next token for the prompt ``ids`` with ``components`` ablated (zero, or mean
+    over the text ``mean_over``, the prompt itself when None)."""
+    inspector = Inspector(model)
+    config = inspector.config
+    ids = prompt_ids(ids, config)
+    text = ids if mean_over is None else token_array(mean_over, config, "text", 1)
+    patches = ablation_patches(inspector, components, method, text)
+    probs = softmax(np.asarray(inspector.run(ids[None]).logits[0, -1], np.float64))
+    ablated = softmax(
+        np.asarray(inspector.run(ids[None], patches=patches).logits[0, -1], np.float64)
+    )
+    if token is None:
+        token = int(probs.argmax())
+    elif not isinstance(token, (int, np.integer)) or not 0 <= token < config.vocab_size:
+        raise InspectError(
+            f"the token {token!r} is outside the model's vocabulary (0 to {config.vocab_size - 1})."
+        )
+    names = [component_name(patch) for patch in patches]
+    p, ablated_p = float(probs[token]), float(ablated[token])
+    return PromptAblation(names, method, probs, ablated, int(token), p, ablated_p, ablated_p - p)
+
+
+@dataclass
+class TextAblation:
+    """Mean next-token loss over ``n_tokens`` tokens of a text before (``loss``) and after
+    (``ablated_loss``) the ablation, and ``delta_loss``."""
+
+    components: list[str]
+    method: str
+    loss: float
+    ablated_loss: float
+    delta_loss: float
+    n_tokens: int
+
+
+def ablate_text(model, ids, components, *, method: str = "zero") -> TextAblation:
+    """Δloss over the text ``ids`` (every token but the first, in consecutive windows of the
+    context) with ``components`` ablated; mean ablation takes the means over the same text."""
+    inspector = Inspector(model)
+    ids = token_array(ids, inspector.config)
+    patches = ablation_patches(inspector, components, method, ids)
+    loss, count = text_loss(inspector, ids)
+    ablated, _ = text_loss(inspector, ids, patches)
+    names = [component_name(patch) for patch in patches]
+    return TextAblation(names, method, loss, ablated, ablated - loss, count)
+
+
+@dataclass
+class ImportanceTable:
+    """Δloss over a text when each head (``heads``, (L, nh)) or each MLP (``mlps``, (L,)) is
+    ablated alone; ``loss`` is the text's loss with nothing ablated."""
+
+    method: str
+    loss: float
+    heads: np.ndarray
+    mlps: np.ndarray
+    n_tokens: int
+
+
+def head_importance(model, ids, *, method: str = "zero", mlps: bool = True) -> ImportanceTable:
+    """The Δloss of ablating every head alone (and every MLP, unless ``mlps`` is False) over
+    the text ``ids``: which parts the model's predictions lean on."""
+    inspector = Inspector(model)
+    config = inspector.config
+    ids = token_array(ids, config)
+    check_method(method)
+    names = [f"L{l}H{h}" for l in range(config.n_layer) for h in range(config.n_head)]
+    if mlps:
+        names += [f"L{l}MLP" for l in range(config.n_layer)]
+    patches = ablation_patches(inspector, names, method, ids)
+    clean_total, ablated_totals, count = 0.0, np.zeros(len(patches)), 0
+    starts = [f"resid_pre.{layer}" for layer in range(config.n_layer)]
+    per_token = config.vocab_size + config.n_layer * config.n_embd
+    for inputs, targets, _ in text_windows(ids, config.block_size, batch_tokens(config, per_token)):
+        clean = inspector.run(inputs, record=starts, targets=targets)
+        clean_total += float(clean.token_losses.sum(dtype=np.float64))
+        count += targets.size
+        for index, patch in enumerate(
+            patches
+        ):  # each from its own layer on: nothing before changes
+            start = (patch.layer, clean.activations[f"resid_pre.{patch.layer}"])
+            trace = inspector.run(inputs, patches=[patch], targets=targets, start=start)
+            ablated_totals[index] += float(trace.token_losses.sum(dtype=np.float64))
+    loss = clean_total / count
+    deltas = ablated_totals / count - loss
+    n_heads = config.n_layer * config.n_head
+    heads = deltas[:n_heads].reshape(config.n_layer, config.n_head)
+    mlp_deltas = deltas[n_heads:] if mlps else np.full(config.n_layer, np.nan)
+    return ImportanceTable(method, loss, heads, mlp_deltas, count)

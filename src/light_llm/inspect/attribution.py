@@ -1,0 +1,133 @@
+"""Direct logit attribution: a token's logit split into what each part of the model wrote into
+the residual stream (Elhage et al., "A Mathematical Framework for Transformer Circuits", 2021).
+
+In a pre-LN GPT the last residual is a sum (seed 000 §6, the residual connections):
+
+    x_L = embed + pos_embed + Σ_l (Σ_h head_out_l,h + b_O,l) + Σ_l mlp_out_l
+
+and the final norm is affine in x once its scale s = 1/σ(x_L) is held at the value the forward
+computed (TransformerLens does the same: "the final norm's scale frozen"). For LayerNorm,
+LN_f(x) = γ ⊙ (x - mean(x)) s + β, and mean is linear, so the logit of token v is
+
+    z_v = Σ_c  (γ ⊙ (c - mean(c)) s) · W_U[v]  +  β · W_U[v]
+
+one term per component c (for RMSNorm: γ ⊙ c s, and no β). The terms add up to z_v exactly.
+With soft-capped logits, z_v is the logit before the cap (the model outputs cap · tanh(z_v/cap),
+not a sum). A logit difference z_a - z_b splits the same way along W_U[a] - W_U[b].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from light_llm.errors import InspectError
+from light_llm.inspect.inspector import Inspector
+from light_llm.inspect.text import prompt_ids
+from light_llm.interventions import check_index, site_names
+
+
+@dataclass
+class Attribution:
+    """``names`` of the components ("embed", "pos_embed", "L0H1", "L0 attn bias", "L0MLP",
+    "final norm bias") and their ``values`` (the logit each writes, float64), which add up to
+    ``total``; ``logit`` is the model's own (pre-cap) logit or logit difference, computed
+    directly, and ``output_logit`` what the model outputs (after the soft-cap, if any).
+    ``heads`` (L, nh) and ``mlps`` (L,) are the same numbers as tables."""
+
+    names: list[str]
+    values: np.ndarray
+    total: float
+    logit: float
+    output_logit: float
+    heads: np.ndarray
+    mlps: np.ndarray
+    token: int
+    versus: int | None
+    position: int
+
+
+def check_token(name: str, token: object, config) -> int:
+    if not isinstance(token, (int, np.integer)) or isinstance(token, bool):
+        raise InspectError(f"the {name} must be a token id, got {token!r}.")
+    return check_index(f"the {name}", int(token), config.vocab_size, "token ids")
+
+
+def direct_logit_attribution(
+    model, ids, token: int, *, versus: int | None = None, position: int = -1
+) -> Attribution:
+    """The logit of ``token`` (minus that of ``versus`` when given) at ``position`` of the
+    prompt ``ids`` (default: the last, the next-token prediction), split into the direct
+    contributions of the embeddings, every head, every attention bias, every MLP and the
+    final norm's bias. Pre-LN models only (a post-LN model normalises after every sublayer,
+    so its residual stream is no sum of them)."""
+    inspector = Inspector(model)
+    config = inspector.config
+    if config.block_order != "pre":
+        raise InspectError(
+            "direct logit attribution needs a pre-LN model; this one normalises after each "
+            "sublayer (block_order post), so its last residual is not a sum of their outputs."
+        )
+    ids = prompt_ids(ids, config)
+    token = check_token("token", token, config)
+    if versus is not None:
+        versus = check_token("token to compare with", versus, config)
+    if isinstance(position, bool) or not isinstance(position, (int, np.integer)):
+        raise InspectError(f"the position must be an integer, got {position!r}.")
+    t = check_index(
+        "position",
+        int(position) % len(ids) if position < 0 else position,
+        len(ids),
+        "positions (this prompt's tokens)",
+    )
+    last = f"resid_post.{config.n_layer - 1}"
+    record = {"embed", "pos_embed", "final_scale", last} & set(site_names(config))
+    for layer in range(config.n_layer):
+        record |= {f"head_out.{layer}", f"mlp_out.{layer}"}
+    trace = inspector.run(ids[None], record=record)
+    acts = {name: np.asarray(value[0, t], np.float64) for name, value in trace.activations.items()}
+    params = {
+        name: np.asarray(value, np.float64)
+        for name, value in inspector.params.items()
+        if name.startswith("transformer.ln_f") or name.endswith("c_proj.bias")
+    }
+    unembed = np.asarray(inspector.unembedding, np.float64)
+    direction = unembed[token] - (unembed[versus] if versus is not None else 0.0)  # (d,)
+    scale = float(acts["final_scale"][0])
+    gain = params["transformer.ln_f.weight"]
+    layernorm = config.norm == "layernorm"
+
+    def through_final_norm(component: np.ndarray) -> float:
+        centered = component - component.mean(-1, keepdims=True) if layernorm else component
+        return float(((centered * scale * gain) * direction).sum(-1))
+
+    names, values = [], []
+    heads = np.zeros((config.n_layer, config.n_head))
+    mlps = np.zeros(config.n_layer)
+    for name in ("embed", "pos_embed"):
+        if name in acts:
+            names.append(name)
+            values.append(through_final_norm(acts[name]))
+    for layer in range(config.n_layer):
+        for head in range(config.n_head):
+            heads[layer, head] = through_final_norm(acts[f"head_out.{layer}"][head])
+            names.append(f"L{layer}H{head}")
+            values.append(heads[layer, head])
+        bias = params.get(f"transformer.h.{layer}.attn.c_proj.bias")
+        if bias is not None:
+            names.append(f"L{layer} attn bias")
+            values.append(through_final_norm(bias))
+        mlps[layer] = through_final_norm(acts[f"mlp_out.{layer}"])
+        names.append(f"L{layer}MLP")
+        values.append(mlps[layer])
+    if "transformer.ln_f.bias" in params:
+        names.append("final norm bias")
+        values.append(float(params["transformer.ln_f.bias"] @ direction))
+    values = np.array(values)
+    logit = float(inspector.final_norm(acts[last]) @ direction)  # the pre-cap logit itself
+    output = np.asarray(trace.logits[0, t], np.float64)
+    output_logit = float(output[token] - (output[versus] if versus is not None else 0.0))
+    return Attribution(
+        names, values, float(values.sum()), logit, output_logit, heads, mlps, token, versus, t
+    )

@@ -1,0 +1,117 @@
+"""Head roles: scores that name what an attention head does, read off its pattern A (seed 000
+§3), each the mean of one entry of a row over the positions where it exists:
+
+    previous-token score  = mean_t A[t, t-1]      (t >= 1): attends to the token just before
+    first-token score     = mean_t A[t, 0]        (t >= 1): parks its attention on the first token
+    induction score       = mean_t A[t, t-n+1]    over the second copy of a random sequence of
+                            n tokens repeated twice: at token x in the second copy it attends to
+                            the token that followed x's first occurrence (Olsson et al. 2022,
+                            "In-context Learning and Induction Heads")
+
+An induction circuit lets the model predict the second copy from the first, so its loss there
+falls far below the first copy's (random tokens: about ln V), which is reported beside.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from light_llm.errors import InspectError
+from light_llm.inspect.inspector import Inspector
+from light_llm.inspect.text import token_array
+from light_llm.limits import check_seed
+
+
+@dataclass
+class HeadRoles:
+    """(L, nh) scores: ``previous_token``, ``first_token`` (on the text, or the random
+    sequences when no text was given), ``induction``; and the mean loss on the first and the
+    second copy of the repeated random sequences (``n_sequences`` of ``length`` tokens)."""
+
+    previous_token: np.ndarray
+    first_token: np.ndarray
+    induction: np.ndarray
+    loss_first_copy: float
+    loss_second_copy: float
+    length: int
+    n_sequences: int
+
+
+def patterns(inspector: Inspector, ids: np.ndarray) -> np.ndarray:
+    """Every layer's attention weights on ``ids`` (B, T): (L, B, nh, T, T)."""
+    config = inspector.config
+    names = [f"pattern.{layer}" for layer in range(config.n_layer)]
+    trace = inspector.run(ids, record=names)
+    return np.stack([trace.activations[name] for name in names])
+
+
+def diagonal_score(pattern: np.ndarray, offset: int, start: int) -> np.ndarray:
+    """mean over rows t >= ``start`` of A[t, t - offset]: (L, B, nh, T, T) -> (L, nh)."""
+    T = pattern.shape[-1]
+    rows = np.arange(start, T)
+    return pattern[..., rows, rows - offset].mean(axis=(1, 3))
+
+
+def head_roles(
+    model, ids=None, *, length: int | None = None, n_sequences: int = 8, seed: int = 0
+) -> HeadRoles:
+    """Previous-token, first-token and induction scores of every head of a causal GPT.
+    ``ids``: a text (token ids, at most the context long is used) for the first two scores;
+    the induction test draws ``n_sequences`` random sequences of ``length`` tokens (default:
+    half the context, at most 64) with ``seed``, each repeated twice."""
+    inspector = Inspector(model)
+    config = inspector.config
+    check_seed(seed, InspectError)
+    if config.block_size < 4:
+        raise InspectError(
+            f"head roles need a context of at least 4 tokens, this model's is {config.block_size}."
+        )
+    if length is None:
+        length = min(64, config.block_size // 2)
+    if (
+        isinstance(length, bool)
+        or not isinstance(length, int)
+        or not 2 <= length <= config.block_size // 2
+    ):
+        raise InspectError(
+            f"the repeated sequence's length must be an integer from 2 to {config.block_size // 2} "
+            f"(twice it must fit the context of {config.block_size}), got {length!r}."
+        )
+    if (
+        isinstance(n_sequences, bool)
+        or not isinstance(n_sequences, int)
+        or not 1 <= n_sequences <= 1024
+    ):
+        raise InspectError(f"n_sequences must be an integer from 1 to 1024, got {n_sequences!r}.")
+    rng = np.random.default_rng(seed)
+    first = rng.integers(0, config.vocab_size, size=(n_sequences, length))
+    repeated = np.concatenate([first, first], axis=1)  # (n, 2 length)
+    trace = inspector.run(
+        repeated[:, :-1],
+        record=[f"pattern.{l}" for l in range(config.n_layer)],
+        targets=repeated[:, 1:],
+    )
+    pattern = np.stack([trace.activations[f"pattern.{l}"] for l in range(config.n_layer)])
+    induction = diagonal_score(pattern, length - 1, length)
+    losses = trace.token_losses  # position t predicts token t + 1
+    loss_first = float(losses[:, : length - 1].mean())  # tokens 1..n-1 of the first copy
+    loss_second = float(losses[:, length:].mean())  # the tokens an induction head can copy
+    if ids is not None:
+        text = token_array(ids, config, "text", 2)[: config.block_size]
+        pattern = patterns(inspector, text[None])
+    return HeadRoles(
+        diagonal_score(pattern, 1, 1),
+        first_token_score(pattern),
+        induction,
+        loss_first,
+        loss_second,
+        length,
+        n_sequences,
+    )
+
+
+def first_token_score(pattern: np.ndarray) -> np.ndarray:
+    """mean over rows t >= 1 of A[t, 0]: (L, B, nh, T, T) -> (L, nh)."""
+    return pattern[..., 1:, 0].mean(axis=(1, 3))

@@ -1,0 +1,136 @@
+"""The PyTorch GPT's forward pass written once more, as the residual stream, recording what is
+asked for and applying interventions (the names and :class:`~light_llm.interventions.Patch`
+are in :mod:`light_llm.interventions`; the NumPy engine's twin is
+:mod:`light_llm.reference.instrumented`).
+
+It calls the model's own modules (its norms, its fused Q/K/V projection, its MLP) in the order
+of ``GPT.forward`` and ``Block.forward``, and opens up only what must be seen: the attention of
+a layer is split into heads (each head's output through its slice of W_O) only when that layer's
+heads or pattern are recorded or patched; otherwise it is the model's own fused attention, so
+that a forward with nothing asked costs what the plain one does. Dropout is off (the model as
+it is evaluated).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from light_llm.interventions import (
+    Sites,
+    Trace,
+)
+from light_llm.models.gpt import GPT, check_token_ids
+from light_llm.nn.attention import (
+    attention_explicit,
+    attention_mask,
+    causal_linear_attention_weights,
+)
+from light_llm.nn.softcap import soft_cap
+
+
+def as_tensor_like(value, like: torch.Tensor) -> torch.Tensor:
+    """A patch's value as a tensor of ``like``'s dtype and device."""
+    return torch.as_tensor(np.asarray(value), dtype=like.dtype, device=like.device)
+
+
+def run_instrumented(
+    model: GPT,
+    idx: torch.Tensor,
+    *,
+    record=(),
+    patches=(),
+    targets: torch.Tensor | None = None,
+    start: tuple[int, torch.Tensor] | None = None,
+) -> Trace:
+    """The forward of ``model`` on ``idx`` (B, T), recording the sites named in ``record`` (an
+    iterable of names, or True for all) and applying ``patches`` (a list of Patch). Gives the
+    same logits as ``model(idx)`` when nothing is patched. ``start`` = (layer l, resid_pre.l
+    recorded before) begins at layer l with that residual, skipping the work before it (an
+    intervention at layer l changes nothing earlier)."""
+    config = model.config
+    check_token_ids(idx, config.vocab_size)
+    B, T = idx.shape
+    sites = Sites.for_forward(config, T, record, patches, torch.clone, as_tensor_like)
+    layers = model.transformer
+    with torch.no_grad():
+        positions = torch.arange(T, device=model.device)  # (T,)
+        first, x = start if start is not None else (0, None)
+        if start is None:
+            x = sites.visit("embed", layers.wte(idx))  # E[tokens]: (B, T, d)
+            if "wpe" in layers:
+                x = x + sites.visit("pos_embed", layers.wpe(positions).expand_as(x))  # + P[pos]
+        rope = model.rope(positions) if model.rope is not None else None  # cos, sin
+        for layer in range(first, config.n_layer):
+            x = block_forward(layers.h[layer], layer, x, rope, sites)
+        if "ln_f" in layers:
+            sites.visit("final_scale", final_norm_scale(x, layers.ln_f, config.norm))
+            x = layers.ln_f(x)
+        logits = model.lm_head(x)  # (B, T, V)
+        if config.logit_softcap is not None:
+            logits = soft_cap(logits, config.logit_softcap)
+        token_losses = None
+        if targets is not None:
+            check_token_ids(targets, config.vocab_size, "target", idx.shape, ignore_index=-1)
+            token_losses = F.cross_entropy(
+                logits.to(torch.promote_types(logits.dtype, torch.float32)).transpose(1, 2),
+                targets,
+                ignore_index=-1,
+                reduction="none",
+            ).masked_fill(targets == -1, float("nan"))  # (B, T)
+    return Trace(logits, token_losses, sites.activations)
+
+
+def final_norm_scale(x: torch.Tensor, norm: torch.nn.Module, kind: str) -> torch.Tensor:
+    """The factor the final norm divides by, as a multiplier: 1 / sqrt(Var(x) + ε) for
+    LayerNorm, 1 / sqrt(mean(x²) + ε) for RMSNorm (seed 000 §5; seed 001): (B, T, 1)."""
+    spread = x.var(-1, unbiased=False, keepdim=True) if kind == "layernorm" else x.square()
+    if kind != "layernorm":
+        spread = spread.mean(-1, keepdim=True)
+    return torch.rsqrt(spread + norm.eps)
+
+
+def block_forward(block, layer: int, x: torch.Tensor, rope, sites: Sites) -> torch.Tensor:
+    """One block (``nn/blocks.py``), pre-LN or post-LN, its sites visited in order."""
+    name = f".{layer}"
+    x = sites.visit("resid_pre" + name, x)
+    if block.pre_norm:
+        x = sites.visit(
+            "resid_mid" + name, x + attention_forward(block, layer, block.ln_1(x), rope, sites)
+        )
+        hidden = sites.visit("mlp_hidden" + name, block.mlp.hidden(block.ln_2(x)))
+        x = x + sites.visit("mlp_out" + name, block.mlp.c_proj(hidden))
+        return sites.visit("resid_post" + name, x)
+    x = sites.visit(
+        "resid_mid" + name, block.ln_1(x + attention_forward(block, layer, x, rope, sites))
+    )
+    hidden = sites.visit("mlp_hidden" + name, block.mlp.hidden(x))
+    x = block.ln_2(x + sites.visit("mlp_out" + name, block.mlp.c_proj(hidden)))
+    return sites.visit("resid_post" + name, x)
+
+
+def attention_forward(block, layer: int, x: torch.Tensor, rope, sites: Sites) -> torch.Tensor:
+    """The attention sub-layer's output (B, T, d). Split into heads when they are asked for:
+
+        head_out[h] = head_h W_O[:, h hs:(h+1) hs]^T,   attn_out = Σ_h head_out[h] + b_O
+
+    (seed 000 §3: Concat(head_1, ..., head_h) W^O, written as a sum over the heads' slices)."""
+    attn = block.attn
+    if not sites.wanted(f"pattern.{layer}", f"head_out.{layer}"):
+        return sites.visit(f"attn_out.{layer}", attn(x, rope=rope))
+    B, T, d = x.shape
+    q, k, v = attn.queries_keys_values(x, rope)  # (B, nh, T, hs) each
+    if attn.linear:
+        weights = causal_linear_attention_weights(q, k)
+        heads = weights @ v
+    else:
+        allowed = attention_mask(T, T, 0, attn.causal, None, x.device)
+        heads, weights = attention_explicit(q, k, v, allowed)  # (B, nh, T, hs), (B, nh, T, T)
+    sites.visit(f"pattern.{layer}", weights)
+    w_o = attn.c_proj.weight.view(d, attn.n_head, d // attn.n_head)  # (d, nh, hs)
+    head_out = sites.visit(f"head_out.{layer}", torch.einsum("bhte,dhe->bthd", heads, w_o))
+    out = head_out.sum(2)  # (B, T, d)
+    if attn.c_proj.bias is not None:
+        out = out + attn.c_proj.bias
+    return sites.visit(f"attn_out.{layer}", out)

@@ -1,0 +1,117 @@
+"""The logit lens (nostalgebraist, "interpreting GPT: the logit lens", 2020): what the model
+would predict if it stopped after each sublayer.
+
+    logits_s = cap(LN_f(resid_s) W_U^T)      s = the embeddings, then after each attention
+                                             and each MLP; the last s is the model's output
+
+The final norm LN_f takes its statistics from resid_s itself (as TransformerLens's
+``accumulated_resid(apply_ln=True)`` does), so the lens after the last sublayer is exactly the
+model's own logits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from light_llm.errors import InspectError
+from light_llm.inspect.inspector import Inspector
+from light_llm.inspect.text import prompt_ids
+from light_llm.reference.softmax import log_softmax_forward
+
+
+@dataclass
+class LensResult:
+    """``stages`` (S names: "embed", "L0 attn", "L0 mlp", ...), the prompt's ``ids`` (T,),
+    per stage and position: ``top_ids`` / ``top_probs`` (S, T, k) the k most likely next
+    tokens, ``target_ids`` (T,) the token followed (-1 where there is none), its
+    ``target_probs`` and ``target_ranks`` (S, T) (rank 0 = the top; NaN / -1 where no
+    target), and ``log_probs`` (S, T, V) when asked for."""
+
+    stages: list[str]
+    ids: np.ndarray
+    top_ids: np.ndarray
+    top_probs: np.ndarray
+    target_ids: np.ndarray
+    target_probs: np.ndarray
+    target_ranks: np.ndarray
+    log_probs: np.ndarray | None = None
+
+
+def residual_stages(config) -> list[tuple[str, str]]:
+    """(stage label, site name) of the residual stream after each sublayer: the embeddings
+    (resid_pre.0), then each layer's resid_mid (after attention) and resid_post (after the MLP)."""
+    stages = [("embed", "resid_pre.0")]
+    for layer in range(config.n_layer):
+        stages += [
+            (f"L{layer} attn", f"resid_mid.{layer}"),
+            (f"L{layer} mlp", f"resid_post.{layer}"),
+        ]
+    return stages
+
+
+def top_tokens(scores: np.ndarray, k: int) -> np.ndarray:
+    """The ids of the ``k`` largest scores along the last axis, largest first (ties: the
+    smaller id first): a partition, then a sort of only those k."""
+    if k < scores.shape[-1]:
+        candidates = np.argpartition(-scores, k - 1, axis=-1)[..., :k]
+    else:
+        candidates = np.broadcast_to(np.arange(scores.shape[-1]), scores.shape).copy()
+    chosen = np.take_along_axis(scores, candidates, -1)
+    order = np.lexsort((candidates, -chosen), axis=-1)
+    return np.take_along_axis(candidates, order, -1)
+
+
+def logit_lens(
+    model,
+    ids,
+    *,
+    target: int | None = None,
+    top_k: int = 5,
+    keep_log_probs: bool = False,
+) -> LensResult:
+    """The logit lens of ``model`` on the prompt ``ids`` (1-D token ids): at every stage and
+    position, the ``top_k`` tokens and the probability and rank of ``target`` (a token id), or
+    of the actual next token of the prompt when ``target`` is None (the last position then has
+    none)."""
+    inspector = Inspector(model)
+    config = inspector.config
+    ids = prompt_ids(ids, config)
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= config.vocab_size:
+        raise InspectError(
+            f"top_k must be an integer from 1 to {config.vocab_size}, got {top_k!r}."
+        )
+    if target is not None and (
+        not isinstance(target, (int, np.integer)) or not 0 <= target < config.vocab_size
+    ):
+        raise InspectError(
+            f"the target token {target!r} is outside the model's vocabulary (0 to "
+            f"{config.vocab_size - 1})."
+        )
+    stages = residual_stages(config)
+    trace = inspector.run(ids[None], record=[site for _, site in stages])
+    resid = np.stack([trace.activations[site][0] for _, site in stages])  # (S, T, d)
+    log_probs, _ = log_softmax_forward(inspector.lens(resid).astype(np.float64))  # (S, T, V)
+    T = len(ids)
+    if target is None:
+        target_ids = np.append(ids[1:], -1)
+    else:
+        target_ids = np.full(T, int(target))
+    top_ids = top_tokens(log_probs, top_k)  # (S, T, k)
+    top_probs = np.exp(np.take_along_axis(log_probs, top_ids, -1))
+    has_target = target_ids >= 0
+    picked = np.take_along_axis(log_probs, np.maximum(target_ids, 0)[None, :, None], -1)[..., 0]
+    target_probs = np.where(has_target, np.exp(picked), np.nan)
+    ranks = (log_probs > picked[..., None]).sum(-1)  # tokens strictly more likely
+    target_ranks = np.where(has_target, ranks, -1)
+    return LensResult(
+        [label for label, _ in stages],
+        ids,
+        top_ids,
+        top_probs,
+        target_ids,
+        target_probs,
+        target_ranks,
+        log_probs if keep_log_probs else None,
+    )

@@ -1,0 +1,177 @@
+"""The NumPy GPT's forward pass as the residual stream, recording what is asked for and applying
+interventions: the twin of :mod:`light_llm.inspect.instrumented`, read off the NumPy engine's
+own ops (``blocks.py``), where each step is one line. Names and :class:`Patch` are in
+:mod:`light_llm.interventions`; dropout is off.
+
+    x = E[tokens] + P[positions]                                   embed, pos_embed
+    for each layer l:                                              resid_pre.l
+        A_h = softmax(Q_h K_h^T / sqrt(d_k)) (causal)             pattern.l
+        head_out[h] = (A_h V_h) W_O[:, h]^T                        head_out.l
+        x = x + Σ_h head_out[h] + b_O                              attn_out.l, resid_mid.l
+        x = x + σ(LN_2(x) W_1 + b_1) W_2 + b_2                     mlp_hidden.l, mlp_out.l
+    logits = LN_f(x) W_U                                           final_scale
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from light_llm.errors import ConfigError
+from light_llm.interventions import (
+    Sites,
+    Trace,
+)
+from light_llm.reference.activations import activation_forward, swiglu_forward
+from light_llm.reference.attention import attention_forward, attention_mask, split_heads
+from light_llm.reference.blocks import linear_layer_forward, norm_forward
+from light_llm.reference.linear_attention import DENOMINATOR_FLOOR, feature_map_forward
+from light_llm.reference.model import NumpyGPT
+from light_llm.reference.norms import rms_normalize_forward
+from light_llm.reference.positions import rotary_forward
+from light_llm.reference.softcap import softcap_forward
+from light_llm.reference.softmax import log_softmax_forward
+
+
+def as_array_like(value, like: np.ndarray) -> np.ndarray:
+    """A patch's value as an array of ``like``'s dtype."""
+    return np.asarray(value, dtype=like.dtype)
+
+
+def run_instrumented(
+    model: NumpyGPT, idx: np.ndarray, *, record=(), patches=(), targets=None, start=None
+) -> Trace:
+    """The forward of ``model`` on ``idx`` (B, T), recording the sites named in ``record`` (an
+    iterable of names, or True for all) and applying ``patches``. The same logits as
+    ``model.forward(idx)`` when nothing is patched. ``start`` = (layer l, resid_pre.l recorded
+    before) begins at layer l with that residual."""
+    config, params = model.config, model.params
+    idx = np.asarray(idx)
+    if idx.ndim != 2 or not np.issubdtype(idx.dtype, np.integer):
+        raise ConfigError(f"idx must be a (B, T) array of token ids, got shape {idx.shape}.")
+    B, T = idx.shape
+    sites = Sites.for_forward(config, T, record, patches, np.copy, as_array_like)
+    positions = np.arange(T)
+    first, x = start if start is not None else (0, None)
+    if start is None:
+        x = sites.visit("embed", params["transformer.wte.weight"][idx])  # E[tokens]: (B, T, d)
+        if config.positions in ("learned", "sinusoidal"):
+            table = (
+                params["transformer.wpe.weight"]
+                if config.positions == "learned"
+                else model.position_table
+            )
+            x = x + sites.visit("pos_embed", np.broadcast_to(table[positions], x.shape))
+    rope = None
+    if config.positions == "rotary":
+        rope = (model.rope_cos[positions], model.rope_sin[positions])  # (T, hs/2) each
+    for layer in range(first, config.n_layer):
+        x = block_forward(model, layer, x, rope, sites)
+    if config.block_order == "pre":
+        sites.visit("final_scale", final_norm_scale(x, config))
+        x, _ = norm_forward(x, params, "transformer.ln_f", config)
+    logits = x @ model.head_weight.T  # (B, T, V)
+    if config.logit_softcap is not None:
+        logits, _ = softcap_forward(logits, config.logit_softcap)
+    token_losses = None
+    if targets is not None:  # -log softmax(logits_t)[x_{t+1}] (seed 000 §7), each token's
+        targets = np.asarray(targets)
+        log_probs, _ = log_softmax_forward(logits)  # (B, T, V)
+        picked = np.take_along_axis(log_probs, np.maximum(targets, 0)[..., None], -1)[..., 0]
+        token_losses = np.where(targets == -1, np.nan, -picked)
+    return Trace(logits, token_losses, sites.activations)
+
+
+def final_norm_scale(x: np.ndarray, config) -> np.ndarray:
+    """1 / sqrt(Var(x) + ε) (LayerNorm) or 1 / sqrt(mean(x²) + ε) (RMSNorm), (B, T, 1): the
+    factor the final norm multiplies by (seed 000 §5; seed 001)."""
+    if config.norm == "layernorm":
+        spread = x.var(-1, keepdims=True)
+    else:
+        spread = np.mean(x * x, axis=-1, keepdims=True)
+    return 1.0 / np.sqrt(spread + config.norm_eps)
+
+
+def block_forward(model: NumpyGPT, layer: int, x: np.ndarray, rope, sites: Sites) -> np.ndarray:
+    """One block (``blocks.block_forward``), pre-LN or post-LN, its sites visited in order."""
+    config, params = model.config, model.params
+    name, prefix = f".{layer}", f"transformer.h.{layer}"
+    x = sites.visit("resid_pre" + name, x)
+    if config.block_order == "pre":
+        normed, _ = norm_forward(x, params, prefix + ".ln_1", config)
+        x = sites.visit(
+            "resid_mid" + name, x + attention_forward_by_head(model, layer, normed, rope, sites)
+        )
+        normed, _ = norm_forward(x, params, prefix + ".ln_2", config)
+        hidden = sites.visit(
+            "mlp_hidden" + name, mlp_hidden(normed, params, prefix + ".mlp", config)
+        )
+        mlp_out, _ = linear_layer_forward(hidden, params, prefix + ".mlp.c_proj")
+        return sites.visit("resid_post" + name, x + sites.visit("mlp_out" + name, mlp_out))
+    attended = attention_forward_by_head(model, layer, x, rope, sites)
+    x, _ = norm_forward(x + attended, params, prefix + ".ln_1", config)
+    x = sites.visit("resid_mid" + name, x)
+    hidden = sites.visit("mlp_hidden" + name, mlp_hidden(x, params, prefix + ".mlp", config))
+    mlp_out, _ = linear_layer_forward(hidden, params, prefix + ".mlp.c_proj")
+    x, _ = norm_forward(
+        x + sites.visit("mlp_out" + name, mlp_out), params, prefix + ".ln_2", config
+    )
+    return sites.visit("resid_post" + name, x)
+
+
+def mlp_hidden(x: np.ndarray, params, name: str, config) -> np.ndarray:
+    """The FFN's hidden units, before W_2: σ(x W_1 + b_1), or Swish(x W_1) ⊙ (x V) for SwiGLU
+    (``blocks.feedforward_forward``'s first half). (B, T, d) -> (B, T, d_ff)."""
+    if config.activation == "swiglu":
+        gate, _ = linear_layer_forward(x, params, name + ".c_fc")
+        value, _ = linear_layer_forward(x, params, name + ".c_v")
+        return swiglu_forward(gate, value)[0]
+    pre, _ = linear_layer_forward(x, params, name + ".c_fc")
+    return activation_forward(config.activation, pre)[0]
+
+
+def attention_forward_by_head(
+    model: NumpyGPT, layer: int, x: np.ndarray, rope, sites: Sites
+) -> np.ndarray:
+    """The attention sub-layer, head by head (seed 000 §3; seed 002 §8.1):
+
+        Q, K, V = split(x W^QKV + b);  Q, K normalised (QK-norm) and rotated (RoPE)
+        head_h = A_h V_h;   head_out[h] = head_h W_O[:, h hs:(h+1) hs]^T
+        attn_out = Σ_h head_out[h] + b_O
+
+    (B, T, d) -> (B, T, d)."""
+    config, params = model.config, model.params
+    prefix = f"transformer.h.{layer}.attn"
+    B, T, C = x.shape
+    qkv, _ = linear_layer_forward(x, params, prefix + ".c_attn")  # (B, T, 3d)
+    q = split_heads(qkv[..., :C], config.n_head)  # (B, nh, T, hs)
+    k = split_heads(qkv[..., C : 2 * C], config.n_head)
+    v = split_heads(qkv[..., 2 * C :], config.n_head)
+    if config.qk_norm:
+        q, k = (
+            rms_normalize_forward(q, config.norm_eps)[0],
+            rms_normalize_forward(k, config.norm_eps)[0],
+        )
+    if rope is not None:
+        q, k = rotary_forward(q, *rope)[0], rotary_forward(k, *rope)[0]
+    if config.attention == "linear":
+        weights = causal_linear_attention_weights(q, k)
+        heads = weights @ v
+    else:
+        heads, cache = attention_forward(q, k, v, attention_mask(T, T))
+        weights = cache[3]  # A: (B, nh, T, T)
+    sites.visit(f"pattern.{layer}", weights)
+    w_o = params[prefix + ".c_proj.weight"].reshape(C, config.n_head, config.head_dim)
+    head_out = sites.visit(f"head_out.{layer}", np.einsum("bhte,dhe->bthd", heads, w_o))
+    out = head_out.sum(2)  # (B, T, d)
+    if prefix + ".c_proj.bias" in params:
+        out = out + params[prefix + ".c_proj.bias"]
+    return sites.visit(f"attn_out.{layer}", out)
+
+
+def causal_linear_attention_weights(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """a_ij = φ(q_i)·φ(k_j) / Σ_{j'<=i} φ(q_i)·φ(k_j') for j <= i, 0 after (seed 002 §11.3,
+    eq. 48): causal linear attention's output is y_i = Σ_j a_ij v_j. (B, nh, T, T)."""
+    n = q.shape[2]
+    kernel = feature_map_forward(q)[0] @ feature_map_forward(k)[0].swapaxes(-1, -2)
+    kernel = np.where(np.tril(np.ones((n, n), dtype=bool)), kernel, 0.0).astype(q.dtype)
+    return kernel / np.maximum(kernel.sum(-1, keepdims=True), DENOMINATOR_FLOOR)

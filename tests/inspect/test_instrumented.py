@@ -1,0 +1,151 @@
+"""The instrumented forward: the model's own logits, both engines' activations equal, and each
+intervention equal to changing the weights that produce what it replaces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from light_llm.errors import InspectError
+from light_llm.inspect.instrumented import run_instrumented
+from light_llm.interventions import Patch, site_names
+from light_llm.reference.instrumented import run_instrumented as run_numpy
+from tests.conftest import VARIANTS
+from tests.inspect.conftest import numpy_twin, prompt, shaken_gpt
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_gives_the_models_own_logits_with_or_without_recording(variant):
+    model = shaken_gpt(torch.float32, **VARIANTS[variant])
+    idx = torch.as_tensor(np.stack([prompt(12, 1), prompt(12, 2)]))
+    expected, _ = model(idx)
+    assert torch.equal(run_instrumented(model, idx).logits, expected)
+    recorded = run_instrumented(model, idx, record=True)
+    assert torch.allclose(recorded.logits, expected, atol=1e-5)
+    assert set(recorded.activations) == set(site_names(model.config))
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_both_engines_record_the_same_numbers_in_float64(variant):
+    model = shaken_gpt(torch.float64, **VARIANTS[variant])
+    idx = np.stack([prompt(12, 1), prompt(12, 2)])
+    targets = np.roll(idx, -1, axis=1)
+    targets[0, 3] = -1
+    patches = [Patch("head_out", 0, 0.0, head=1), Patch("mlp_hidden", 1, 0.0, neuron=3)]
+    ours = run_instrumented(
+        model, torch.as_tensor(idx), record=True, patches=patches, targets=torch.as_tensor(targets)
+    )
+    twin = run_numpy(numpy_twin(model), idx, record=True, patches=patches, targets=targets)
+    np.testing.assert_allclose(ours.logits.numpy(), twin.logits, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(ours.token_losses.numpy(), twin.token_losses, atol=1e-6, rtol=0)
+    assert np.isnan(twin.token_losses[0, 3])
+    for name, value in ours.activations.items():
+        np.testing.assert_allclose(value.numpy(), twin.activations[name], atol=1e-6, rtol=0)
+
+
+def test_the_residual_stream_adds_up():
+    model = shaken_gpt(torch.float64)
+    trace = run_instrumented(model, torch.as_tensor(prompt()[None]), record=True)
+    acts = trace.activations
+    assert torch.allclose(acts["resid_pre.0"], acts["embed"] + acts["pos_embed"])
+    for layer in range(model.config.n_layer):
+        bias = model.transformer.h[layer].attn.c_proj.bias
+        summed = acts[f"head_out.{layer}"].sum(2) + bias
+        assert torch.allclose(acts[f"attn_out.{layer}"], summed)
+        mid = acts[f"resid_pre.{layer}"] + acts[f"attn_out.{layer}"]
+        assert torch.allclose(acts[f"resid_mid.{layer}"], mid)
+        post = acts[f"resid_mid.{layer}"] + acts[f"mlp_out.{layer}"]
+        assert torch.allclose(acts[f"resid_post.{layer}"], post)
+
+
+def zeroed(model, weights: dict[str, tuple]):
+    """A copy of the NumPy ``model`` with the given slices of weights set to zero."""
+    twin = numpy_twin(model)
+    for name, index in weights.items():
+        twin.params[name][index] = 0.0
+    return twin
+
+
+ABLATIONS = {
+    # patch, the weights whose zeroing removes exactly that part
+    "head": (
+        Patch("head_out", 1, 0.0, head=1),
+        {"transformer.h.1.attn.c_proj.weight": np.s_[:, 8:16]},
+    ),
+    "mlp": (
+        Patch("mlp_out", 0, 0.0),
+        {
+            "transformer.h.0.mlp.c_proj.weight": np.s_[:],
+            "transformer.h.0.mlp.c_proj.bias": np.s_[:],
+        },
+    ),
+    "neuron": (
+        Patch("mlp_hidden", 1, 0.0, neuron=5),
+        {"transformer.h.1.mlp.c_proj.weight": np.s_[:, 5]},
+    ),
+}
+
+
+@pytest.mark.parametrize("part", sorted(ABLATIONS))
+@pytest.mark.parametrize("variant", ["seed", "rotary", "swiglu", "post-ln", "linear-attention"])
+def test_zero_ablation_equals_the_weights_zeroed_in_the_numpy_engine(part, variant):
+    model = shaken_gpt(torch.float64, **VARIANTS[variant])
+    patch, weights = ABLATIONS[part]
+    idx = prompt()[None]
+    ablated = run_numpy(numpy_twin(model), idx, patches=[patch]).logits
+    recomputed, _, _ = zeroed(model, weights).forward(idx)
+    np.testing.assert_allclose(ablated, recomputed, atol=1e-12)
+    plain, _, _ = numpy_twin(model).forward(idx)
+    assert np.abs(ablated - plain).max() > 1e-3  # the part mattered
+
+
+@pytest.mark.parametrize("variant", ["seed", "recipe", "post-ln"])
+def test_patching_a_whole_residual_from_another_run_gives_that_runs_logits(variant):
+    model = shaken_gpt(torch.float64, **VARIANTS[variant])
+    clean, corrupt = torch.as_tensor(prompt(10, 1)[None]), torch.as_tensor(prompt(10, 2)[None])
+    for layer in range(model.config.n_layer):
+        site = f"resid_pre.{layer}"
+        recorded = run_instrumented(model, clean, record=[site]).activations[site]
+        patched = run_instrumented(model, corrupt, patches=[Patch("resid_pre", layer, recorded)])
+        assert torch.allclose(patched.logits, model(clean)[0], atol=1e-12)
+
+
+def test_a_patch_at_one_position_changes_only_that_position_and_later():
+    model = shaken_gpt(torch.float64)
+    idx = torch.as_tensor(prompt(10)[None])
+    plain = run_instrumented(model, idx).logits
+    patched = run_instrumented(model, idx, patches=[Patch("resid_mid", 0, 0.0, position=6)]).logits
+    assert torch.equal(patched[:, :6], plain[:, :6])
+    assert (patched[:, 6:] - plain[:, 6:]).abs().amax(-1).min() > 1e-6
+
+
+BAD_PATCHES = {
+    "layer out of range": (
+        Patch("mlp_out", 2),
+        "layer 2 is out of range: this model's layers run from 0 to 1",
+    ),
+    "head out of range": (Patch("head_out", 0, head=5), "head 5 is out of range"),
+    "neuron out of range": (Patch("mlp_hidden", 0, neuron=64), "run from 0 to 63"),
+    "position out of range": (Patch("resid_pre", 0, position=10), "run from 0 to 9"),
+    "head of an MLP": (Patch("mlp_out", 0, head=0), "only in head_out"),
+    "unknown site": (Patch("pattern", 0), "cannot be patched"),
+    "wrong shape": (Patch("mlp_out", 0, np.zeros(5)), "does not fit its shape (1, 10, 16)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PATCHES))
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_a_patch_that_does_not_fit_is_one_sentence(case, engine):
+    model = shaken_gpt(torch.float64)
+    patch, message = BAD_PATCHES[case]
+    with pytest.raises(InspectError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        if engine == "torch":
+            run_instrumented(model, torch.as_tensor(prompt(10)[None]), patches=[patch])
+        else:
+            run_numpy(numpy_twin(model), prompt(10)[None], patches=[patch])
+
+
+def test_an_unknown_name_to_record_is_one_sentence():
+    with pytest.raises(InspectError, match="'resid_pre.9' is not an activation of this model"):
+        run_instrumented(shaken_gpt(), torch.as_tensor(prompt()[None]), record=["resid_pre.9"])
