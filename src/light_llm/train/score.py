@@ -61,18 +61,23 @@ class Score:
 
     @property
     def perplexity(self) -> float:
+        """PPL = exp(loss) (seed 002 §10.2, eq. 44)."""
         return perplexity(self.val_loss)
 
     @property
     def bits_per_byte(self) -> float:
+        """loss x tokens scored / (ln 2 x bytes of the split's text)."""
         return bits_per_unit(self.val_loss, self.tokens_scored, self.val_bytes)
 
     @property
     def bits_per_char(self) -> float:
+        """loss x tokens scored / (ln 2 x characters of the split's text)."""
         return bits_per_unit(self.val_loss, self.tokens_scored, self.val_chars)
 
     @property
     def nats_per_char(self) -> float:
+        """bits per character x ln 2: the loss per character of text, comparable between a
+        BPE model and a character model."""
         return self.bits_per_char * math.log(2)
 
 
