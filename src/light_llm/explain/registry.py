@@ -16,6 +16,7 @@ from light_llm.explain import (
     dynamics_examples,
     efficiency_examples,
     geometry_examples,
+    inspect_examples,
     language_model_examples,
     layer_examples,
     masking_examples,
@@ -400,6 +401,34 @@ EXAMPLES: dict[str, Example] = {
             "step by step (Keller Jordan's Muon)",
             muon_examples.muon,
             muon_figures,
+        ),
+        Example(
+            "logit-lens",
+            'the logit lens on a tiny GPT after "the cat": p(next) after the embeddings, the '
+            "attention and the MLP; the last is the model's own output",
+            inspect_examples.logit_lens_example,
+            inspect_examples.logit_lens_figures,
+        ),
+        Example(
+            "attribution",
+            "direct logit attribution: a logit difference split into embeddings, heads and "
+            "the MLP, the final norm's scale held fixed; the parts add up to it",
+            inspect_examples.attribution_example,
+            inspect_examples.attribution_figures,
+        ),
+        Example(
+            "ablation",
+            "zero ablation of each head of a tiny GPT: the next-token distribution redrawn, "
+            "checked against the head's slice of W_O set to zero",
+            inspect_examples.ablation_example,
+            inspect_examples.ablation_figures,
+        ),
+        Example(
+            "patching",
+            'activation patching between "the cat sat" and "the dog sat": the fraction of a '
+            "logit difference each clean residual and head restores",
+            inspect_examples.patching_example,
+            inspect_examples.patching_figures,
         ),
         Example(
             "tokenization",
