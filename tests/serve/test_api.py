@@ -32,24 +32,6 @@ from light_llm.train.state import read_trainer_state
 PROMPT = "the king shall"
 
 
-@pytest.fixture(scope="module")
-def gpt(gpt_run):
-    """The run's model and tokenizer, loaded apart from the server's."""
-    return load(gpt_run), load_tokenizer(gpt_run)
-
-
-@pytest.fixture(scope="module")
-def client(gpt_run):
-    with TestClient(create_app(ExplorerModel(gpt_run, "test"))) as test_client:
-        yield test_client
-
-
-@pytest.fixture(scope="module")
-def encoder_client(encoder_folder):
-    with TestClient(create_app(ExplorerModel(encoder_folder, "test"))) as test_client:
-        yield test_client
-
-
 def events(response_text: str) -> list[tuple[str, dict]]:
     """The (event, data) pairs of a server-sent-event stream."""
     parsed = []
