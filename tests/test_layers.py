@@ -26,7 +26,10 @@ LAYERS = [
     ),
     ("generation and training", ("light_llm.generate", "light_llm.train", "light_llm.inspect")),
     ("persistence", ("light_llm.checkpoints",)),
-    ("models and the NumPy engine", ("light_llm.nn", "light_llm.models", "light_llm.reference")),
+    (
+        "models and the NumPy engine",
+        ("light_llm.nn", "light_llm.models", "light_llm.reference", "light_llm.device"),
+    ),
     ("text and data", ("light_llm.tokenizers", "light_llm.data")),
     (
         "foundations",
@@ -44,6 +47,16 @@ LAYERS = [
         ),
     ),
 ]
+# the entry points do not import one another: the two faces (the CLI, the explorer) and the book
+# (the worked examples, which both faces show) are separate, except that the command that starts
+# the explorer imports it
+ENTRY_POINTS = ("light_llm.cli", "light_llm.serve", "light_llm.explain")
+ALLOWED_BETWEEN_ENTRY_POINTS = {
+    ("light_llm.cli.serve", "light_llm.serve"),  # `light-llm serve` starts the explorer
+    ("light_llm.cli.explain", "light_llm.explain"),  # `light-llm explain` prints the book
+    ("light_llm.cli.attention", "light_llm.explain"),  # `light-llm attention` draws its maps
+    ("light_llm.serve", "light_llm.explain"),  # the explorer shows the book and its maps
+}
 TORCH_FREE = ("foundations",)  # layers whose modules never import torch, not even lazily
 TORCH_FREE_MODULES = ("light_llm.reference", "light_llm.checkpoints.numpy_gpt")
 
@@ -152,6 +165,47 @@ def test_the_import_graph_has_no_cycle():
 def test_imports_point_down_the_layers():
     graph, _ = import_graph()
     assert upward_arrows(graph) == []
+
+
+def entry_point(module: str) -> str | None:
+    return next((p for p in ENTRY_POINTS if module == p or module.startswith(p + ".")), None)
+
+
+def arrows_between_entry_points(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from one entry point (cli, serve, explain) into another, except those in
+    ALLOWED_BETWEEN_ENTRY_POINTS (a module, or the package above it, importing a package)."""
+    arrows = []
+    for module, targets in sorted(graph.items()):
+        source = entry_point(module)
+        for target in sorted(targets):
+            into = entry_point(target)
+            if source is None or into is None or into == source:
+                continue
+            allowed = any(
+                (module == importer or module.startswith(importer + ".")) and into == package
+                for importer, package in ALLOWED_BETWEEN_ENTRY_POINTS
+            )
+            if not allowed:
+                arrows.append(f"{module} imports {target}")
+    return arrows
+
+
+def test_entry_points_do_not_import_one_another():
+    graph, _ = import_graph()
+    assert arrows_between_entry_points(graph) == []
+
+
+def test_the_entry_point_check_catches_the_explorer_importing_the_cli():
+    graph, _ = import_graph()
+    graph = {module: set(targets) for module, targets in graph.items()}
+    graph["light_llm.serve.session"].add("light_llm.cli.embed")
+    graph["light_llm.explain.registry"].add("light_llm.serve.app")
+    graph["light_llm.cli.eval"].add("light_llm.serve.app")
+    assert arrows_between_entry_points(graph) == [
+        "light_llm.cli.eval imports light_llm.serve.app",
+        "light_llm.explain.registry imports light_llm.serve.app",
+        "light_llm.serve.session imports light_llm.cli.embed",
+    ]
 
 
 def test_foundations_and_numpy_engine_import_no_torch():

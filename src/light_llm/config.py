@@ -159,7 +159,7 @@ PRESETS: dict[str, ModelConfig] = {
     "nanogpt-cpu": CHAR_BABY,
     # nanoGPT's CPU shape made narrower (96 wide: at equal wall time more steps beat width)
     # with the parts that won the sweep for a 2-core CPU and nanoGPT's CPU recipe's wall time
-    # (benchmarks/recipe_sweep.py, README "The default recipe"): rotary positions, RMSNorm,
+    # (benchmarks/recipe_sweep.py, docs/recipe.md): rotary positions, RMSNorm,
     # ReLU², QK-norm, an untied head, no biases, soft-capped logits; trained with Muon.
     "char-cpu": CHAR_CPU,
     # light-llm's default: the same model over a byte-level BPE of 768 ids (learned from the

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from light_llm.errors import ConfigError, InspectError
-from light_llm.limits import is_integer, is_real
+from light_llm.limits import is_real
 
 # sites inside layer l, named f"{site}.{l}", with their shapes (B batch, T positions,
 # nh heads, d width, d_ff hidden units)
@@ -92,12 +92,13 @@ def check_record(config: Any, record: Any) -> frozenset[str]:
 
 
 def check_index(name: str, value: object, count: int, what: str) -> int:
-    """``value`` if it is an integer in [0, count), else InspectError naming the range."""
-    if not is_integer(value) or not 0 <= value < count:
+    """``value`` as an int if it is an integer (a NumPy one too) in [0, count), else
+    InspectError naming the range."""
+    if isinstance(value, bool) or not hasattr(value, "__index__") or not 0 <= value < count:
         raise InspectError(
             f"{name} {value!r} is out of range: this model's {what} run from 0 to {count - 1}."
         )
-    return value
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -106,8 +107,8 @@ class Patch:
 
     ``site``: one of :data:`PATCHABLE`; ``layer``: its layer (None for ``embed``);
     ``head``: only that head of ``head_out``; ``neuron``: only that unit of ``mlp_hidden``;
-    ``position``: only that position (None: every position). ``value``: 0.0 (zero ablation),
-    or an array that broadcasts to the selected part, whose shape is the site's with the
+    ``position``: only that position (None: every position). ``value``: a number (0.0: zero
+    ablation), or an array that broadcasts to the selected part, whose shape is the site's with the
     chosen head / neuron / position axes removed: (d,) for a mean over a text, (B, T, d) or
     (B, d) for the value recorded on another prompt, (B, T) or () for one neuron."""
 
@@ -151,11 +152,6 @@ def check_patch(config: Any, patch: object, n_positions: int) -> Patch:
         check_index("neuron", patch.neuron, config.ffn_hidden, "MLP units")
     if patch.position is not None:
         check_index("position", patch.position, n_positions, "positions (this prompt's tokens)")
-    if is_real(patch.value) and patch.value != 0:
-        raise InspectError(
-            "a patch's value is 0 (zero ablation) or an array (a mean, or a recorded value), "
-            f"not the number {patch.value!r}."
-        )
     return patch
 
 
@@ -247,7 +243,7 @@ class Sites:
         index = patch_index(patch, value.ndim)
         out = self.copy(value)
         if is_real(patch.value):
-            out[index] = 0.0
+            out[index] = float(patch.value)
             return out
         replacement = self.convert(patch.value, value)
         check_broadcasts(patch, tuple(replacement.shape), tuple(out[index].shape))

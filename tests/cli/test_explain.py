@@ -156,8 +156,8 @@ def test_equations_take_no_example_name(capsys):
 
 
 def test_schedule_of_a_saved_training_run(capsys, tmp_path):
+    from light_llm.checkpoints.run import trainer_state_file
     from light_llm.train.config import TrainConfig
-    from light_llm.train.state import trainer_state_file
 
     config = TrainConfig(lr=3e-3, min_lr=3e-4, warmup_iters=10, max_iters=300).resolve()
     folder = tmp_path / "run" / "checkpoint"

@@ -7,11 +7,11 @@ import signal
 import pytest
 import torch
 
+from light_llm.checkpoints.run import read_trainer_state
 from light_llm.cli import build_parser, main
 from light_llm.cli.train import config_from_args
 from light_llm.config import PRESETS
 from light_llm.models.gpt import GPT
-from light_llm.train.state import read_trainer_state
 from tests.train.helpers import tiny_flags, write_corpus
 
 pytestmark = pytest.mark.usefixtures("one_thread")

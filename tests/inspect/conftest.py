@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from light_llm.inspect.text import text_windows
 from light_llm.models.gpt import GPT
 from light_llm.reference.model import NumpyGPT
 from tests.conftest import VARIANTS, tiny_config
@@ -32,3 +33,18 @@ def numpy_twin(model: GPT) -> NumpyGPT:
 
 def prompt(length: int = 11, seed: int = 1, vocab: int = 37) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, vocab, length)
+
+
+def unit_values(model: GPT, layer: int, unit: int, ids: np.ndarray) -> np.ndarray:
+    """Unit ``unit`` of layer ``layer``'s MLP at every position of the windows of ``ids``,
+    read from the model's own forward (a hook on W_2's input): one value per prediction."""
+    captured = []
+    projection = model.transformer.h[layer].mlp.c_proj
+    handle = projection.register_forward_pre_hook(lambda _, args: captured.append(args[0]))
+    try:
+        with torch.no_grad():
+            for inputs, _, _ in text_windows(ids, model.config.block_size):
+                model(torch.as_tensor(inputs))
+    finally:
+        handle.remove()
+    return torch.cat([hidden[..., unit].reshape(-1) for hidden in captured]).numpy()

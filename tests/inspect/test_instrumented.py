@@ -130,7 +130,6 @@ BAD_PATCHES = {
     "position out of range": (Patch("resid_pre", 0, position=10), "run from 0 to 9"),
     "head of an MLP": (Patch("mlp_out", 0, head=0), "only in head_out"),
     "unknown site": (Patch("pattern", 0), "cannot be patched"),
-    "a number": (Patch("mlp_out", 0, 1.5), "not the number 1.5"),
     "wrong shape": (Patch("mlp_out", 0, np.zeros(5)), "does not fit its shape (1, 10, 16)"),
 }
 

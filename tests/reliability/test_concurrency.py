@@ -13,16 +13,16 @@ import sys
 import pytest
 
 from light_llm.atomic import write_atomically
-from light_llm.train.metrics import MetricsLog
-from light_llm.train.run_folder import LOCK_FILE, RunFolder
+from light_llm.checkpoints.folder import is_light_llm_checkpoint
+from light_llm.checkpoints.run import LOCK_FILE, MetricsLog, RunFolder
 from tests.reliability.conftest import assert_refused, run_cli, snapshot
 from tests.train.helpers import tiny_flags
 
 
 def test_a_second_run_on_a_held_folder_names_the_holder(capsys, tmp_path, corpus):
     out = tmp_path / "out"
-    holder = RunFolder(out, out / "checkpoint")
-    holder.claim(overwrite=False)
+    holder = RunFolder(out)
+    holder.claim(overwrite=False, is_checkpoint=is_light_llm_checkpoint)
     try:
         before = snapshot(out)
         code, _, err = run_cli(capsys, "train", *tiny_flags(corpus, out, max_iters=1))
@@ -38,14 +38,14 @@ def test_a_lock_left_by_a_killed_run_does_not_hold_the_folder(tmp_path):
     out = tmp_path / "out"
     code = (
         "import os, sys; from pathlib import Path; "
-        "from light_llm.train.run_folder import RunFolder; "
-        f"RunFolder(Path({str(out)!r}), Path({str(out)!r}) / 'c').claim(False); os._exit(0)"
+        "from light_llm.checkpoints.run import RunFolder; "
+        f"RunFolder(Path({str(out)!r})).claim(False, lambda folder: False); os._exit(0)"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
     assert (out / LOCK_FILE).exists()  # left behind, as after kill -9
-    folder = RunFolder(out, out / "c")
-    folder.claim(overwrite=False)
+    folder = RunFolder(out)
+    folder.claim(overwrite=False, is_checkpoint=is_light_llm_checkpoint)
     folder.release()
 
 

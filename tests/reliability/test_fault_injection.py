@@ -25,7 +25,7 @@ import pytest
 
 from light_llm.atomic import existing_folder
 from light_llm.checkpoints import load
-from light_llm.train.state import read_trainer_state
+from light_llm.checkpoints.run import read_trainer_state
 from tests.reliability.conftest import run_cli
 from tests.train.helpers import tiny_flags
 

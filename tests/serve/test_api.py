@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from light_llm import explain
 from light_llm.checkpoints import load, load_tokenizer
+from light_llm.checkpoints.run import MetricsLog, evaluation_records, read_trainer_state
 from light_llm.cli import main
 from light_llm.explain.attention_maps import prompt_attention
 from light_llm.explain.registry import EXAMPLES
@@ -26,8 +27,6 @@ from light_llm.models.bert import (
     predict_masked,
 )
 from light_llm.serve import ExplorerModel, create_app
-from light_llm.train.metrics import MetricsLog, evaluation_records
-from light_llm.train.state import read_trainer_state
 
 PROMPT = "the king shall"
 

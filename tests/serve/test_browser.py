@@ -1,6 +1,8 @@
 """The explorer in a real browser: ``light-llm serve`` in a subprocess, driven by headless
 Chromium (Debian's ``chromium`` and ``chromium-driver``; ``.ci/run`` installs them) through
 selenium. The page must show what the API computes, and load nothing from another host.
+Without Chromium the tests skip with one line, unless $LIGHT_LLM_REQUIRE_BROWSER is 1 (``.ci/run``
+sets it), where they fail.
 
 Screenshots go to ``tmp_path`` (and to $LIGHT_LLM_SCREENSHOTS when set, e.g. for the README).
 """
@@ -45,14 +47,35 @@ WAIT_S = 30  # the longest the page may take to show a result (a bound on a hang
 NETWORK_SCHEMES = ("http", "https", "ws", "wss", "ftp")  # the others never leave the browser
 
 
+REQUIRE_BROWSER = "LIGHT_LLM_REQUIRE_BROWSER"  # set to 1 by .ci/run: a missing browser fails
+
+
 def installed(program: str) -> str:
+    """The path of ``program``; when it is missing, the test is skipped with one line, or
+    fails when $LIGHT_LLM_REQUIRE_BROWSER is 1 (CI), so that CI never skips it silently."""
     path = shutil.which(program)
     if path is None:
-        pytest.fail(
+        reason = (
             f"{program} is not installed: apt-get install -y chromium chromium-driver "
             "(.ci/run does it)"
         )
+        if os.environ.get(REQUIRE_BROWSER) == "1":
+            pytest.fail(f"{reason}; ${REQUIRE_BROWSER} is 1")
+        pytest.skip(reason)
     return path
+
+
+def test_a_missing_browser_skips_unless_ci_requires_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no chromium on it
+    monkeypatch.delenv(REQUIRE_BROWSER, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="chromium is not installed"):
+        installed("chromium")
+    monkeypatch.setenv(REQUIRE_BROWSER, "1")
+    with pytest.raises(pytest.fail.Exception, match="LIGHT_LLM_REQUIRE_BROWSER is 1"):
+        installed("chromium")
+    (tmp_path / "chromium").write_text("#!/bin/sh\n")
+    (tmp_path / "chromium").chmod(0o755)
+    assert installed("chromium") == str(tmp_path / "chromium")
 
 
 @pytest.fixture(scope="module")

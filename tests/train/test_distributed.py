@@ -18,7 +18,7 @@ import safetensors.torch
 import torch
 
 import light_llm
-from light_llm.train.metrics import MetricsLog, evaluation_records, training_records
+from light_llm.checkpoints.run import MetricsLog, evaluation_records, training_records
 from tests.train.helpers import tiny_flags
 
 SETTINGS = {"grad_accum": 2, "max_iters": 6, "eval_interval": 2, "dropout": 0.0, "lr": 1e-2}

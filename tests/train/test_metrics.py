@@ -6,13 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from light_llm.train.metrics import (
-    bits_per_unit,
-    evaluation_records,
-    plot_loss_curve,
-    smoothed,
-    training_records,
-)
+from light_llm.checkpoints.run import evaluation_records, training_records
+from light_llm.train.metrics import bits_per_unit, plot_loss_curve, smoothed
 
 
 def test_bits_per_byte_is_the_total_information_in_bits_over_the_bytes():

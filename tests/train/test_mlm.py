@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from light_llm.checkpoints import load, load_config
+from light_llm.checkpoints.run import read_trainer_state
 from light_llm.cli import main
 from light_llm.errors import ConfigError, TokenizerError, TrainingError
 from light_llm.models.bert import (
@@ -31,7 +32,6 @@ from light_llm.train.mlm import (
     mlm_datasets,
     train_mlm,
 )
-from light_llm.train.state import read_trainer_state
 from tests.train.helpers import TINY
 
 VOCAB = 1000

@@ -48,7 +48,7 @@ def test_nanogpt_cpu_recipe_reaches_1_88_on_1mb_of_shakespeare(tmp_path):
 def test_the_default_recipe_beats_nanogpts_on_1mb_of_shakespeare(tmp_path):
     """The default (bpe-cpu: a 768-id BPE learned from the training split, 96 wide, Muon,
     rotary, RMSNorm, ReLU², QK-norm...) in its 820 iterations, which take no longer than
-    nanoGPT's recipe (README, "The default recipe"): measured 1.558 nats per character
+    nanoGPT's recipe (docs/recipe.md): measured 1.558 nats per character
     here by ``light-llm eval`` over the whole split (1.543 with seed 2), against nanoGPT's
     1.876."""
     corpus = tmp_path / "shakespeare-last-1mb.txt"

@@ -13,6 +13,7 @@ import safetensors.torch
 import torch
 
 from light_llm.checkpoints import load, load_config
+from light_llm.checkpoints.run import read_trainer_state
 from light_llm.data import TokenDataset, split_train_val
 from light_llm.errors import TrainingError
 from light_llm.models.gpt import GPT
@@ -22,7 +23,6 @@ from light_llm.train import TrainConfig, train
 from light_llm.train.batches import micro_batch_rng
 from light_llm.train.mlm import train_mlm
 from light_llm.train.optim import clip_grad_norm, configure_adamw
-from light_llm.train.state import read_trainer_state
 from tests.conftest import tiny_config
 from tests.train.helpers import TINY
 

@@ -21,6 +21,7 @@ this module) imports no torch.
     hf_gpt2.py         HuggingFace GPT-2 folders, read and written
     hf_bert.py         HuggingFace BERT folders, read
     lora.py            a LoRA run's adapters over the base model they name
+    run.py             a training run's output folder: its names, lock, records, trainer state
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from __future__ import annotations
 import os
 
 from light_llm.checkpoints.folder import (
-    CHECKPOINT_SUBFOLDER,
     ENCODER_ARCHITECTURE,
     GPT_ARCHITECTURE,
     ModelFolder,
@@ -36,6 +36,7 @@ from light_llm.checkpoints.folder import (
     inspect_folder,
     resolve_checkpoint_dir,
 )
+from light_llm.checkpoints.run import CHECKPOINT_SUBFOLDER
 from light_llm.errors import CheckpointError
 from light_llm.reference.model import NumpyGPT
 

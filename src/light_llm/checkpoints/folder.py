@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from light_llm.atomic import existing_folder, write_folder_atomically
+from light_llm.checkpoints.run import CHECKPOINT_SUBFOLDER
 from light_llm.config import ModelConfig
 from light_llm.errors import CheckpointError, ConfigError
 from light_llm.tokenizers.registry import read_json
@@ -25,7 +26,6 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 SHARDED_WEIGHTS_INDEX = "model.safetensors.index.json"
 PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
-CHECKPOINT_SUBFOLDER = "checkpoint"  # where training writes its checkpoint inside OUT
 FORMAT_NAME = "light-llm"
 GPT_ARCHITECTURE = "gpt"
 ENCODER_ARCHITECTURE = "bert"

@@ -21,6 +21,7 @@ Only safetensors weights are read: a pickled ``pytorch_model.bin`` can run code 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from functools import partial
@@ -189,3 +190,16 @@ def load_hf_bert(folder: str | os.PathLike, device: str | torch.device = "cpu") 
     model = BertEncoder(config)
     load_state(model, state, folder / WEIGHTS_FILE)
     return model.to(device).eval()
+
+
+def sentence_length_limit(folder: Path, block_size: int) -> int:
+    """The max_seq_length of a sentence-transformers folder, else the model's positions."""
+    path = folder / "sentence_bert_config.json"
+    if path.is_file():
+        try:
+            limit = json.loads(path.read_text(encoding="utf-8")).get("max_seq_length")
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+            limit = None
+        if isinstance(limit, int) and limit > 0:
+            return min(limit, block_size)
+    return block_size

@@ -70,19 +70,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def sentence_length_limit(folder: Path, block_size: int) -> int:
-    """The max_seq_length of a sentence-transformers folder, else the model's positions."""
-    path = folder / "sentence_bert_config.json"
-    if path.is_file():
-        try:
-            limit = json.loads(path.read_text(encoding="utf-8")).get("max_seq_length")
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
-            limit = None
-        if isinstance(limit, int) and limit > 0:
-            return min(limit, block_size)
-    return block_size
-
-
 def abbreviate(vector: list[float]) -> str:
     """[ 0.0123 -0.0456  0.0789  0.0012 ... -0.0301  0.0011] (the ends of a long vector)."""
     if len(vector) <= 2 * SHOWN_VALUES:
@@ -103,6 +90,7 @@ def similarity_table(matrix: list[list[float]]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from light_llm.checkpoints import load, load_tokenizer, resolve_checkpoint_dir
+    from light_llm.checkpoints.hf_bert import sentence_length_limit
     from light_llm.limits import MAX_BATCH_SIZE, check_integer
     from light_llm.models.bert import cosine_similarity_matrix, embed_sentences
     from light_llm.tokenizers import BertTokenizer

@@ -8,6 +8,8 @@ import json
 import os
 from pathlib import Path
 
+from light_llm.device import DEVICES
+
 DESCRIPTION = """\
 Print the mean next-token cross-entropy (nats per token) of a checkpoint on the validation
 split (the last 10%) of a corpus, its perplexity exp(loss) (seed 002 §10.2, eq. 44), and the
@@ -59,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--batch-size", type=int, metavar="B", help="sequences per batch (default 32)"
     )
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument("--device", choices=DEVICES, default="auto")
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object, the numbers unrounded"
     )
@@ -70,15 +72,20 @@ def run_eval(args: argparse.Namespace) -> int:
     import math
     import tempfile
 
-    from light_llm.checkpoints import CHECKPOINT_SUBFOLDER, inspect_folder, load_tokenizer
+    from light_llm.checkpoints import inspect_folder, load_tokenizer
+    from light_llm.checkpoints.run import (
+        CHECKPOINT_SUBFOLDER,
+        DATA_SUBFOLDER,
+        TRAINER_STATE_FILE,
+        read_trainer_state,
+    )
     from light_llm.config import check_batch_fits
     from light_llm.data import load_corpus, split_sizes
+    from light_llm.device import resolve_device
     from light_llm.errors import CheckpointError
     from light_llm.limits import MAX_BATCH_SIZE, MAX_EVAL_BATCHES, check_integer
     from light_llm.train.evaluate import unigram_log_probabilities, unigram_loss
     from light_llm.train.metrics import bits_per_unit, perplexity
-    from light_llm.train.precision import resolve_device
-    from light_llm.train.state import TRAINER_STATE_FILE, read_trainer_state
 
     for name, most in (("eval_iters", MAX_EVAL_BATCHES), ("batch_size", MAX_BATCH_SIZE)):
         value = getattr(args, name)
@@ -99,7 +106,7 @@ def run_eval(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="light-llm-eval-") as scratch:
         cache = Path(scratch)
         if trained and data == trained.get("data") and folder.name == CHECKPOINT_SUBFOLDER:
-            cache = folder.parent / "data"  # the run's own token cache: reused, not rebuilt
+            cache = folder.parent / DATA_SUBFOLDER  # the run's own token cache: reused, not rebuilt
         train_tokens, dataset = split_datasets(
             text, tokenizer, cache, model.config.block_size, encoder
         )

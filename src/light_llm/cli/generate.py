@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 
+from light_llm.device import DEVICES
 from light_llm.errors import ConfigError
 
 DESCRIPTION = """\
@@ -88,7 +89,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--device",
-        choices=["auto", "cpu", "cuda"],
+        choices=DEVICES,
         default="auto",
         help="where to run (default auto: cuda if available, else cpu)",
     )
@@ -299,7 +300,7 @@ def load_torch_model(args: argparse.Namespace):
     import torch
 
     from light_llm.checkpoints import load, load_tokenizer, resolve_checkpoint_dir
-    from light_llm.train.precision import resolve_device
+    from light_llm.device import resolve_device
 
     folder = resolve_checkpoint_dir(args.checkpoint)
     model = load(folder, device=resolve_device(args.device))

@@ -17,7 +17,7 @@ prompt's tokens, the next-token distribution under temperature, top-k and top-p 
 §8), the attention of every layer and head, a streamed generation coloured by probability,
 and the model card (config, training, loss curve). For an encoder: attention, fill-mask and
 sentence similarity. Every worked example of `light-llm explain` is a page too, and a JSON API
-under /api serves programs (README: "The explorer").
+under /api serves programs (docs/explorer.md).
 
 Without --checkpoint it serves the newest training run under the current folder, or else the
 packaged MiniLM encoder. Everything the page needs ships with light-llm: it works offline.

@@ -14,6 +14,7 @@ import argparse
 import importlib
 
 from light_llm.config import ACTIVATIONS, ATTENTIONS, BLOCK_ORDERS, NORMS, POSITIONS, PRESETS
+from light_llm.device import DEVICES
 from light_llm.train.config import (
     FINETUNE_RECIPE,
     LORA_DEFAULTS,
@@ -264,7 +265,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="tokens of the final sample (BERT: N > 0 prints fill-mask predictions; 0: none)",
     )
     run.add_argument("--out", metavar="DIR", help="output folder (default ./out-light-llm)")
-    run.add_argument("--device", choices=["auto", "cpu", "cuda"], help="default auto")
+    run.add_argument("--device", choices=DEVICES, help="default auto")
     run.add_argument(
         "--dtype",
         choices=["float32", "bfloat16", "float16"],

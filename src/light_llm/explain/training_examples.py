@@ -13,13 +13,17 @@ import torch
 from torch import nn
 
 from light_llm.checkpoints import resolve_checkpoint_dir
+from light_llm.checkpoints.run import (
+    MetricsLog,
+    evaluation_records,
+    read_trainer_state,
+    training_records,
+)
 from light_llm.errors import CheckpointError
 from light_llm.explain.steps import Step
 from light_llm.schedule import learning_rate
 from light_llm.train.config import TrainConfig
-from light_llm.train.metrics import MetricsLog, evaluation_records, training_records
 from light_llm.train.optim import clip_grad_norm, configure_adamw
-from light_llm.train.state import read_trainer_state
 
 ADAMW_WEIGHT = [[0.5, -0.3, 0.8], [-0.2, 0.4, 0.1]]
 ADAMW_BIAS = [0.1, -0.1]

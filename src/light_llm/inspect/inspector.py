@@ -41,6 +41,12 @@ class Inspector:
             self.params = {name: as_array(tensor) for name, tensor in model.state_dict().items()}
         elif isinstance(model, NumpyGPT):
             self.params = model.state_dict()
+        elif type(model).__name__ == "BertEncoder":
+            raise InspectError(
+                "this analysis needs a GPT: an encoder attends both ways and predicts no next "
+                "token, so it has no previous-token or induction heads, logit lens or "
+                "next-token loss to ablate."
+            )
         else:
             raise InspectError(
                 "looking inside works on a GPT of either engine (light_llm.models.GPT or "

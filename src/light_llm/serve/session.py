@@ -27,13 +27,21 @@ from typing import Any
 import torch
 
 from light_llm.checkpoints import (
-    CHECKPOINT_SUBFOLDER,
     check_tokenizer_matches_model,
     inspect_folder,
     load,
     load_tokenizer,
 )
-from light_llm.cli.embed import sentence_length_limit
+from light_llm.checkpoints.hf_bert import sentence_length_limit
+from light_llm.checkpoints.run import (
+    CHECKPOINT_SUBFOLDER,
+    METRICS_FILE,
+    TRAINER_STATE_FILE,
+    MetricsLog,
+    evaluation_records,
+    read_trainer_state,
+    training_records,
+)
 from light_llm.errors import CheckpointError, LightLLMError
 from light_llm.explain.attention_maps import context_error, model_input_ids, prompt_attention
 from light_llm.generate import generate_text, sampling_distribution
@@ -44,8 +52,6 @@ from light_llm.models.bert import (
     predict_masked,
 )
 from light_llm.tokenizers.bert import packaged_bert_folder
-from light_llm.train.metrics import METRICS_FILE, MetricsLog, evaluation_records, training_records
-from light_llm.train.state import TRAINER_STATE_FILE, read_trainer_state
 
 
 class RequestError(LightLLMError):

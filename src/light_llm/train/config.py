@@ -64,8 +64,8 @@ DEFAULT_PRESETS = {"gpt": "bpe-cpu", "bert": "bert-shakespeare"}
 # by `light-llm tokenizer train` may be given instead of a name.
 MODEL_TOKENIZERS = {"gpt": ("char", "gpt2", "bpe"), "bert": ("bert", "wordpiece")}
 # The default --vocab-size (no flag: this many, or as many as a small training split gives).
-# BPE's is the default preset's, the size that trained the best model in its budget (README,
-# "Which vocabulary size, at equal wall time").
+# BPE's is the default preset's, the size that trained the best model in its budget
+# (docs/tokenizers.md, "Which vocabulary size, at equal wall time").
 TRAINED_TOKENIZER_VOCAB = {"bpe": PRESETS["bpe-cpu"].vocab_size, "wordpiece": 2048}
 DEFAULT_OUT = "out-light-llm"
 OPTIMIZERS = ("adamw", "muon")
@@ -113,10 +113,10 @@ CHAR_CPU_RECIPE = {
 PRESET_RECIPES: dict[str, dict[str, Any]] = {
     "char-baby": NANOGPT_CPU_RECIPE,
     "nanogpt-cpu": NANOGPT_CPU_RECIPE,
-    # measured, not guessed: benchmarks/recipe_sweep.py and its table in the README
+    # measured, not guessed: benchmarks/recipe_sweep.py and its table in docs/recipe.md
     "char-cpu": CHAR_CPU_RECIPE,
     # the default: the same with a byte-level BPE of 768 ids learned from the training split
-    # (benchmarks/tokenizer_sweep.py and its table in the README)
+    # (benchmarks/tokenizer_sweep.py and its table in docs/tokenizers.md)
     # (a sample of 150 tokens is about as much text as nanoGPT's 300 characters)
     "bpe-cpu": {**CHAR_CPU_RECIPE, "tokenizer": "bpe", "sample_tokens": 150},
     "shakespeare-char": {

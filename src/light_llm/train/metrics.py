@@ -1,30 +1,20 @@
-"""The record of a run: ``metrics.jsonl`` and its loss curve.
+"""The numbers and the picture of a run's record (the records themselves, ``metrics.jsonl``,
+are :mod:`light_llm.checkpoints.run`): perplexity, bits per byte, the throughput meter and the
+loss curve.
 
-Two kinds of line, each appended and flushed like a log (a run killed at any moment keeps
-every line written before; a resumed run goes on appending to the same file):
-
-- ``{"kind": "train", "iter", "loss", "lr", "tokens_per_s", "elapsed_s", "bpb", "bpc"}``
-  every ``log_interval`` iterations: the training loss of that iteration's batch;
-- ``{"kind": "eval", "iter", "train_loss", "val_loss", "val_perplexity", "lr", ...,
-  "train_bpb", "val_bpb", ...}`` at every evaluation (a line without "kind", as older runs
-  and the NumPy engine write them, is an evaluation).
-
-Losses are in nats per token; ``bpb`` / ``bpc`` are the same losses in bits per byte / per
-character of the split's text (:func:`bits_per_unit`), comparable across tokenizers.
+Losses are in nats per token; bits per byte / per character are the same losses spread over the
+split's text (:func:`bits_per_unit`), comparable across tokenizers.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-from light_llm.atomic import append_line, atomic_file
+from light_llm.atomic import atomic_file
+from light_llm.checkpoints.run import evaluation_records, training_records
 from light_llm.errors import TrainingError
-
-METRICS_FILE = "metrics.jsonl"
-LOSS_CURVE_FILE = "loss_curve.png"
 
 
 def perplexity(loss: float) -> float:
@@ -50,16 +40,6 @@ def bits_per_unit(loss: float, n_tokens: int, n_units: int) -> float:
     return loss * n_tokens / (math.log(2) * n_units)
 
 
-def evaluation_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The evaluation lines of a metrics log (module docstring)."""
-    return [record for record in records if record.get("kind", "eval") == "eval"]
-
-
-def training_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The training-loss lines of a metrics log (module docstring)."""
-    return [record for record in records if record.get("kind") == "train"]
-
-
 def smoothed(values: list[float], weight: float = 0.9) -> list[float]:
     """Exponential moving average with bias correction: s_k = w s_(k-1) + (1 - w) x_k,
     shown as s_k / (1 - w^k) so that the first values are not pulled towards 0."""
@@ -68,82 +48,6 @@ def smoothed(values: list[float], weight: float = 0.9) -> list[float]:
         average = weight * average + (1 - weight) * value
         out.append(average / (1 - weight**k))
     return out
-
-
-class MetricsLog:
-    """Appends one JSON object a line to ``folder/metrics.jsonl``, in step with the
-    checkpoint: a fresh run (:meth:`start_fresh`) holds its lines until its first checkpoint
-    is written (:meth:`checkpoint_written`), so that an ``--overwrite`` run killed before
-    then leaves the old run's log with the old run's checkpoint; a resumed run first drops
-    the lines written after its checkpoint (:meth:`keep_until`), so that a kill between a
-    line and its checkpoint never duplicates lines."""
-
-    def __init__(self, folder: Path) -> None:
-        self.path = folder / METRICS_FILE
-        self.pending: list[dict[str, Any]] | None = None  # a fresh run's lines, not yet out
-
-    def start_fresh(self) -> None:
-        """Hold this run's lines until its first checkpoint, which replaces the old log."""
-        self.pending = []
-
-    def append(self, record: dict[str, Any]) -> None:
-        if self.pending is not None:
-            self.pending.append(record)
-            return
-        try:
-            append_line(self.path, json.dumps(record))
-        except OSError as exc:
-            raise TrainingError(f"cannot append to {self.path}: {exc.strerror}.") from None
-
-    def checkpoint_written(self) -> None:
-        """The run's checkpoint is on disk: a fresh run's held lines replace the old log
-        (as one atomic write), and later lines are appended as they come."""
-        if self.pending is None:
-            return
-        self.rewrite(self.pending)
-        self.pending = None
-
-    def keep_until(self, iteration: int) -> None:
-        """Drop the lines a resumed run will write again: training lines of iterations
-        ``iteration`` and later, evaluation lines after ``iteration`` (the checkpoint's)."""
-        records = self.records()
-        kept = [
-            record
-            for record in records
-            if isinstance(record.get("iter"), int)
-            and record["iter"] < iteration + (record.get("kind", "eval") == "eval")
-        ]
-        if len(kept) != len(records):
-            self.rewrite(kept)
-
-    def rewrite(self, records: list[dict[str, Any]]) -> None:
-        """Replace the log by ``records``, as one atomic write."""
-        try:
-            with atomic_file(self.path) as file:
-                file.write("".join(json.dumps(r) + "\n" for r in records).encode("utf-8"))
-        except OSError as exc:
-            raise TrainingError(f"cannot write {self.path}: {exc.strerror}.") from None
-
-    def records(self) -> list[dict[str, Any]]:
-        """Every complete line written so far (a line cut short by a kill, or one that is not
-        a JSON object, is skipped)."""
-        if self.pending is not None:  # a fresh run's lines; the file is the old run's
-            return list(self.pending)
-        if not self.path.is_file():
-            return []
-        records = []
-        try:
-            text = self.path.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise TrainingError(f"cannot read {self.path}: {exc.strerror}.") from None
-        for line in text.splitlines():
-            try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, RecursionError):
-                continue
-            if isinstance(record, dict):
-                records.append(record)
-        return records
 
 
 def bits_per_byte_factor(evaluations: list[dict[str, Any]]) -> float | None:
@@ -161,12 +65,10 @@ def plot_loss_curve(records: list[dict[str, Any]], path: Path, title: str = "") 
     (:func:`smoothed`), with the evaluations' train and validation losses on top, against
     iteration, as a PNG written atomically to ``path``; where the evaluations give bits per
     byte, a right-hand axis reads the validation losses in those units."""
-    import matplotlib
+    from matplotlib.figure import Figure  # no pyplot: no global state, no backend to choose
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(7, 4.2), dpi=120)
+    figure = Figure(figsize=(7, 4.2), dpi=120)
+    axes = figure.subplots()
     logged = training_records(records)
     if logged:
         steps, losses = [r["iter"] for r in logged], [r["loss"] for r in logged]
@@ -199,8 +101,6 @@ def plot_loss_curve(records: list[dict[str, Any]], path: Path, title: str = "") 
             figure.savefig(file, format="png")
     except OSError as exc:
         raise TrainingError(f"cannot write the loss curve {path}: {exc.strerror}.") from None
-    finally:
-        plt.close(figure)
 
 
 class ThroughputMeter:

@@ -38,6 +38,13 @@ from light_llm.atomic import check_replaceable, existing_folder
 from light_llm.checkpoints import CHECKPOINT_SUBFOLDER
 from light_llm.checkpoints.folder import is_light_llm_checkpoint
 from light_llm.checkpoints.numpy_gpt import save_numpy_gpt
+from light_llm.checkpoints.run import (
+    DATA_SUBFOLDER,
+    LOSS_CURVE_FILE,
+    MetricsLog,
+    RunFolder,
+    trainer_state_file,
+)
 from light_llm.data import TokenDataset, encode_corpus, load_corpus, token_dtype
 from light_llm.errors import CheckpointError, ConfigError, TokenizerError, TrainingError
 from light_llm.reference.model import NumpyGPT
@@ -47,17 +54,9 @@ from light_llm.schedule import learning_rate
 from light_llm.train.batches import eval_batch_rng, micro_batch_rng
 from light_llm.train.config import TrainConfig
 from light_llm.train.interrupt import StopRequest
-from light_llm.train.metrics import (
-    LOSS_CURVE_FILE,
-    MetricsLog,
-    ThroughputMeter,
-    perplexity,
-    plot_loss_curve,
-)
-from light_llm.train.result import DATA_CACHE_SUBFOLDER, SAMPLE_TEMPERATURE, TrainResult
-from light_llm.train.run_folder import RunFolder
+from light_llm.train.metrics import ThroughputMeter, perplexity, plot_loss_curve
+from light_llm.train.result import SAMPLE_TEMPERATURE, TrainResult
 from light_llm.train.run_tokenizer import fewer_ids_note, tokenizer_for_run
-from light_llm.train.state import trainer_state_file
 
 NUMPY_DTYPES = {None: np.float32, "float32": np.float32, "float64": np.float64}
 
@@ -153,8 +152,8 @@ def train_numpy(config: TrainConfig, *, model: NumpyGPT | None = None) -> TrainR
             f"{out} already holds a checkpoint; pass --overwrite to replace it or use another "
             "--out."
         )
-    run_folder = RunFolder(out, checkpoint_dir)
-    run_folder.claim(cfg.overwrite)
+    run_folder = RunFolder(out)
+    run_folder.claim(cfg.overwrite, is_light_llm_checkpoint)
     try:
         return train_claimed(config, cfg, run_folder, model)
     finally:
@@ -178,7 +177,7 @@ def train_claimed(
 
     text = load_corpus(cfg.data)
     tokenizer = tokenizer_for_run(cfg, text)
-    train_path, val_path = encode_corpus(text, tokenizer, out / DATA_CACHE_SUBFOLDER)
+    train_path, val_path = encode_corpus(text, tokenizer, out / DATA_SUBFOLDER)
     ids_dtype = token_dtype(tokenizer.vocab_size)
     datasets = {
         "train": TokenDataset(train_path, ids_dtype, cfg.block_size),

@@ -1,4 +1,4 @@
-"""Device and number format of training: float32, or mixed precision (seed 002 §13.2).
+"""The number format of training: float32, or mixed precision (seed 002 §13.2).
 
 Mixed precision runs the matrix products of the forward and backward passes in a 16-bit
 format while the weights, their gradients and AdamW's moments stay float32:
@@ -20,21 +20,6 @@ import torch
 from light_llm.errors import ConfigError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-DEVICES = ("auto", "cpu", "cuda")
-
-
-def resolve_device(name: str, local_rank: int = 0) -> torch.device:
-    """``auto`` is the GPU when one is visible, else the CPU; ``cuda`` without one is an error.
-    Under torchrun each process takes GPU number LOCAL_RANK."""
-    if name not in DEVICES:
-        raise ConfigError(f"device must be one of {', '.join(DEVICES)}, got {name!r}.")
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda":
-        if not torch.cuda.is_available():
-            raise ConfigError("--device cuda was asked for, but PyTorch sees no CUDA GPU.")
-        return torch.device("cuda", local_rank)
-    return torch.device("cpu")
 
 
 def cpu_has_native_bfloat16() -> bool:

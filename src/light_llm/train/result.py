@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-DATA_CACHE_SUBFOLDER = "data"
 SAMPLE_TEMPERATURE = 0.8
 
 

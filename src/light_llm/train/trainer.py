@@ -51,9 +51,19 @@ from light_llm.atomic import check_replaceable, existing_folder
 from light_llm.checkpoints import CHECKPOINT_SUBFOLDER, load_config
 from light_llm.checkpoints.folder import is_light_llm_checkpoint
 from light_llm.checkpoints.gpt import load_weights_into, save_gpt
+from light_llm.checkpoints.run import (
+    DATA_SUBFOLDER,
+    LOSS_CURVE_FILE,
+    TRAINER_STATE_FILE,
+    MetricsLog,
+    RunFolder,
+    read_trainer_state,
+    trainer_state_file,
+)
 from light_llm.checkpoints.tensors import read_weights
 from light_llm.config import ModelConfig, check_batch_fits, check_model_fits
 from light_llm.data import TokenDataset, encode_corpus, load_corpus, split_sizes, token_dtype
+from light_llm.device import resolve_device
 from light_llm.errors import (
     CheckpointError,
     ConfigError,
@@ -83,14 +93,7 @@ from light_llm.train.distributed import (
 from light_llm.train.evaluate import sampled_loss
 from light_llm.train.finetune import FineTuning
 from light_llm.train.interrupt import StopRequest
-from light_llm.train.metrics import (
-    LOSS_CURVE_FILE,
-    MetricsLog,
-    ThroughputMeter,
-    bits_per_unit,
-    perplexity,
-    plot_loss_curve,
-)
+from light_llm.train.metrics import ThroughputMeter, bits_per_unit, perplexity, plot_loss_curve
 from light_llm.train.optim import clip_grad_norm, configure_optimizer, set_learning_rate
 from light_llm.train.optimizer_state import (
     capture_rng_states,
@@ -104,18 +107,11 @@ from light_llm.train.precision import (
     check_dtype,
     default_dtype,
     grad_scaler,
-    resolve_device,
 )
-from light_llm.train.result import DATA_CACHE_SUBFOLDER, SAMPLE_TEMPERATURE, TrainResult
-from light_llm.train.run_folder import RunFolder
+from light_llm.train.result import SAMPLE_TEMPERATURE, TrainResult
 from light_llm.train.run_tokenizer import fewer_ids_note, tokenizer_for_run
 from light_llm.train.sizing import sizing_advice, vocabulary_parameters
-from light_llm.train.state import (
-    TRAINER_STATE_FILE,
-    check_fields,
-    read_trainer_state,
-    trainer_state_file,
-)
+from light_llm.train.state import check_fields
 
 TIMED_FORWARDS = 2  # forward passes timed to estimate an evaluation before a --time run
 
@@ -168,7 +164,7 @@ class Trainer:
         if self.device.type == "cpu":
             keep_freed_memory()  # no page faults for the next step's activations
         self.dist: DistributedContext = init_distributed(self.device.type)
-        self.run_folder = RunFolder(Path(config.out), Path(config.out) / CHECKPOINT_SUBFOLDER)
+        self.run_folder = RunFolder(config.out)
         try:
             self._set_up(config)
         except BaseException:
@@ -219,7 +215,7 @@ class Trainer:
             self.eval_seconds = self._check_budget_holds_evaluations()
         self._on_main(lambda: self._prepare_output_folder(fresh=saved is None))
         self.train_data, self.val_data = self.build_datasets(text)
-        self.sizes = split_sizes(self.out / DATA_CACHE_SUBFOLDER) if self.reports_bits else {}
+        self.sizes = split_sizes(self.out / DATA_SUBFOLDER) if self.reports_bits else {}
         if saved:
             self._check_same_run(saved)
 
@@ -330,7 +326,7 @@ class Trainer:
     def _prepare_output_folder(self, fresh: bool) -> None:
         """Claim OUT for this run (created, writable, locked; :class:`RunFolder`) before any
         training; a fresh run's log waits for its first checkpoint (:class:`MetricsLog`)."""
-        self.run_folder.claim(self.config.overwrite)
+        self.run_folder.claim(self.config.overwrite, is_light_llm_checkpoint)
         if fresh:
             self.metrics.start_fresh()
 
@@ -383,7 +379,7 @@ class Trainer:
     def encode_corpus_once(self, text: str) -> Path:
         """Encode the corpus into OUT/data (rank 0 first; the others then reuse its files)
         and return that folder."""
-        cache = self.out / DATA_CACHE_SUBFOLDER
+        cache = self.out / DATA_SUBFOLDER
         self._on_main(lambda: encode_corpus(text, self.tokenizer, cache))
         return cache
 

@@ -1,0 +1,258 @@
+"""The output folder of a training run (``--out``): the one place that names its files, and
+the code that claims it, writes its log and reads its records. Both engines' loops, ``light-llm
+eval`` and the explorer use it.
+
+    OUT/checkpoint/           the latest checkpoint (a model folder, see the package docstring),
+                              with trainer_state.json (and the PyTorch engine's optimizer files)
+    OUT/data/                 the token cache of the corpus (train.bin, val.bin, meta.json)
+    OUT/metrics.jsonl         the run's records, one JSON object a line
+    OUT/loss_curve.png        the loss curve drawn from them
+    OUT/.light-llm.lock       held while a run trains there
+
+``metrics.jsonl`` has two kinds of line, each appended and flushed like a log (a run killed at
+any moment keeps every line written before; a resumed run goes on appending to the same file):
+
+- ``{"kind": "train", "iter", "loss", "bpb", "bpc", "lr", "tokens_per_s", "elapsed_s"}``
+  every ``log_interval`` iterations: the training loss of that iteration's batch;
+- ``{"kind": "eval", "iter", "train_loss", "val_loss", "val_perplexity", "train_bpb", ...,
+  "val_bpb", ..., "lr", "tokens_per_s", "elapsed_s"}`` at every evaluation (a line without
+  "kind", as older runs wrote them, is an evaluation).
+
+Losses are in nats per token; ``bpb`` / ``bpc`` are the same losses in bits per byte / per
+character of the split's text, comparable across tokenizers.
+
+The lock is an advisory lock on ``OUT/.light-llm.lock`` (``fcntl.flock``): the system drops it
+when the process ends however it ends (``kill -9`` included), so a crash never leaves a folder
+locked; a run that ends normally removes the file. The file names its holder (process id,
+machine, start time), which a second run reports instead of the two corrupting each other's
+``metrics.jsonl``.
+
+``trainer_state.json``, inside the checkpoint, is what a run needs besides the weights and the
+optimizer to continue exactly where it stopped: iteration, losses so far, the configuration,
+the random-number generator states of every rank, the data position, the fp16 scaler. Both
+engines write it (no torch needed); nothing is unpickled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from light_llm.atomic import append_line, atomic_file, check_replaceable, why_not
+from light_llm.errors import CheckpointError, TrainingError
+from light_llm.untrusted import read_json_object
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; runs are not guarded against each other
+    fcntl = None
+
+CHECKPOINT_SUBFOLDER = "checkpoint"  # where training writes its checkpoint inside OUT
+DATA_SUBFOLDER = "data"  # the token cache inside OUT
+METRICS_FILE = "metrics.jsonl"
+LOSS_CURVE_FILE = "loss_curve.png"
+LOCK_FILE = ".light-llm.lock"
+TRAINER_STATE_FILE = "trainer_state.json"  # inside the checkpoint
+TRAINER_STATE_FORMAT = "light-llm-trainer"
+TRAINER_STATE_VERSION = 1
+HOLDER_LIMIT = 4096  # bytes of a lock file worth reading
+
+
+# --------------------------------------------------------------------------- the records
+def evaluation_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The evaluation lines of a metrics log (module docstring)."""
+    return [record for record in records if record.get("kind", "eval") == "eval"]
+
+
+def training_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The training-loss lines of a metrics log (module docstring)."""
+    return [record for record in records if record.get("kind") == "train"]
+
+
+class MetricsLog:
+    """Appends one JSON object a line to ``folder/metrics.jsonl``, in step with the
+    checkpoint: a fresh run (:meth:`start_fresh`) holds its lines until its first checkpoint
+    is written (:meth:`checkpoint_written`), so that an ``--overwrite`` run killed before
+    then leaves the old run's log with the old run's checkpoint; a resumed run first drops
+    the lines written after its checkpoint (:meth:`keep_until`), so that a kill between a
+    line and its checkpoint never duplicates lines."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / METRICS_FILE
+        self.pending: list[dict[str, Any]] | None = None  # a fresh run's lines, not yet out
+
+    def start_fresh(self) -> None:
+        """Hold this run's lines until its first checkpoint, which replaces the old log."""
+        self.pending = []
+
+    def append(self, record: dict[str, Any]) -> None:
+        if self.pending is not None:
+            self.pending.append(record)
+            return
+        try:
+            append_line(self.path, json.dumps(record))
+        except OSError as exc:
+            raise TrainingError(f"cannot append to {self.path}: {exc.strerror}.") from None
+
+    def checkpoint_written(self) -> None:
+        """The run's checkpoint is on disk: a fresh run's held lines replace the old log
+        (as one atomic write), and later lines are appended as they come."""
+        if self.pending is None:
+            return
+        self.rewrite(self.pending)
+        self.pending = None
+
+    def keep_until(self, iteration: int) -> None:
+        """Drop the lines a resumed run will write again: training lines of iterations
+        ``iteration`` and later, evaluation lines after ``iteration`` (the checkpoint's)."""
+        records = self.records()
+        kept = [
+            record
+            for record in records
+            if isinstance(record.get("iter"), int)
+            and record["iter"] < iteration + (record.get("kind", "eval") == "eval")
+        ]
+        if len(kept) != len(records):
+            self.rewrite(kept)
+
+    def rewrite(self, records: list[dict[str, Any]]) -> None:
+        """Replace the log by ``records``, as one atomic write."""
+        try:
+            with atomic_file(self.path) as file:
+                file.write("".join(json.dumps(r) + "\n" for r in records).encode("utf-8"))
+        except OSError as exc:
+            raise TrainingError(f"cannot write {self.path}: {exc.strerror}.") from None
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every complete line written so far (a line cut short by a kill, or one that is not
+        a JSON object, is skipped)."""
+        if self.pending is not None:  # a fresh run's lines; the file is the old run's
+            return list(self.pending)
+        if not self.path.is_file():
+            return []
+        records = []
+        try:
+            text = self.path.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise TrainingError(f"cannot read {self.path}: {exc.strerror}.") from None
+        for line in text.splitlines():
+            try:
+                record = json.loads(line)
+            except (json.JSONDecodeError, RecursionError):
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+        return records
+
+
+# --------------------------------------------------------------------------- trainer state
+def trainer_state_file(state: dict[str, Any]) -> dict[str, bytes]:
+    """``trainer_state.json`` holding ``state`` (tagged with its format and version)."""
+    tagged = {"format": TRAINER_STATE_FORMAT, "version": TRAINER_STATE_VERSION, **state}
+    return {TRAINER_STATE_FILE: json.dumps(tagged, indent=1).encode("utf-8")}
+
+
+def read_trainer_state(folder: Path) -> dict[str, Any]:
+    """The JSON object of ``folder/trainer_state.json``; CheckpointError when it is missing,
+    unreadable or of another format."""
+    path = folder / TRAINER_STATE_FILE
+    if not path.is_file():
+        raise CheckpointError(
+            f"{folder} has no {TRAINER_STATE_FILE}, so it is a model, not a training run "
+            "that can be continued."
+        )
+    state = read_json_object(path)
+    if state.get("format") != TRAINER_STATE_FORMAT:
+        raise CheckpointError(f"{path} is not a light-llm trainer state.")
+    if state.get("version") != TRAINER_STATE_VERSION:
+        raise CheckpointError(
+            f"{path} has trainer-state version {state.get('version')}, but this light-llm "
+            f"reads version {TRAINER_STATE_VERSION}."
+        )
+    return state
+
+
+# --------------------------------------------------------------------------- the lock
+class RunFolder:
+    """``out`` claimed for one run; :meth:`release` (or the process's end) frees it."""
+
+    def __init__(self, out: str | os.PathLike) -> None:
+        self.out = Path(out)
+        self.checkpoint_dir = self.out / CHECKPOINT_SUBFOLDER
+        self.data_dir = self.out / DATA_SUBFOLDER
+        self.loss_curve = self.out / LOSS_CURVE_FILE
+        self.lock: IO[bytes] | None = None
+
+    def claim(self, overwrite: bool, is_checkpoint: Callable[[Path], bool]) -> None:
+        """Create OUT, check it is writable, lock it, and refuse a checkpoint folder that holds
+        files light-llm did not write unless ``overwrite`` (TrainingError / OutputError,
+        before any training); ``is_checkpoint`` tells one of light-llm's own checkpoints from
+        before manifests (:func:`light_llm.atomic.check_replaceable`)."""
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=self.out) as probe:
+                probe.write(b"light-llm")
+                probe.flush()
+                os.fsync(probe.fileno())
+        except OSError as exc:
+            raise TrainingError(
+                f"cannot write to the output folder {self.out}: {why_not(self.out, exc)}."
+            ) from None
+        self._lock()
+        try:
+            check_replaceable(self.checkpoint_dir, overwrite, is_checkpoint)
+        except BaseException:
+            self.release()
+            raise
+
+    def _lock(self) -> None:
+        """Take the lock, or TrainingError naming its holder. A lock file removed by its
+        holder's release between our open and our lock is opened again (the lock must be on
+        the file that is at the path)."""
+        if fcntl is None or self.lock is not None:
+            return
+        path = self.out / LOCK_FILE
+        while True:
+            try:
+                lock = open(path, "a+b")  # noqa: SIM115 (held open for the run's length)
+            except OSError as exc:
+                raise TrainingError(f"cannot lock {path}: {why_not(path, exc)}.") from None
+            try:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                lock.seek(0)
+                holder = lock.read(HOLDER_LIMIT).decode("utf-8", "replace").strip()
+                lock.close()
+                raise TrainingError(
+                    f"{self.out} is in use by another training run "
+                    f"({holder or 'holder unknown'}); wait for it to end or choose another --out."
+                ) from None
+            try:
+                same_file = os.stat(path).st_ino == os.fstat(lock.fileno()).st_ino
+            except OSError:
+                same_file = False
+            if same_file:
+                break
+            lock.close()
+        lock.seek(0)
+        lock.truncate()
+        started = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime())
+        lock.write(f"process {os.getpid()} on {socket.gethostname()}, since {started}".encode())
+        lock.flush()
+        self.lock = lock
+
+    def release(self) -> None:
+        """Free the folder: remove the lock file, then close it (which drops the lock). A
+        run killed before this leaves the file, unlocked, for the next run to take."""
+        if self.lock is not None:
+            with contextlib.suppress(OSError):
+                (self.out / LOCK_FILE).unlink()
+            self.lock.close()
+            self.lock = None

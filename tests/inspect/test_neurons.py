@@ -1,0 +1,43 @@
+"""Neurons: the strongest activations of a unit, found position by position from the model's
+own MLP (a hook on W_2's input)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from light_llm.errors import InspectError
+from light_llm.inspect import top_activations
+from tests.conftest import VARIANTS
+from tests.inspect.conftest import numpy_twin, prompt, shaken_gpt, unit_values
+
+TEXT = prompt(41, seed=6)
+
+
+@pytest.mark.parametrize("variant", ["seed", "swiglu", "relu2"])
+def test_the_top_contexts_are_the_units_largest_values(variant):
+    model = shaken_gpt(torch.float64, **VARIANTS[variant])
+    values = unit_values(model, 1, 9, TEXT)  # one per predicted position
+    result = top_activations(model, TEXT, 1, 9, k=4, context=3)
+    order = np.argsort(-values, kind="stable")[:4]
+    assert list(result.positions) == list(order)
+    np.testing.assert_allclose(result.activations, values[order], atol=1e-12)
+    assert result.max == pytest.approx(values.max()) and result.mean == pytest.approx(values.mean())
+    for position, context in zip(result.positions, result.contexts, strict=True):
+        assert list(context) == list(TEXT[max(0, position - 3) : position + 1])
+    twin = top_activations(numpy_twin(model), TEXT, 1, 9, k=4, context=3)
+    assert list(twin.positions) == list(result.positions)
+
+
+@pytest.mark.parametrize(
+    ("layer", "neuron", "options", "message"),
+    [
+        (2, 0, {}, "layer 2 is out of range"),
+        (0, 64, {}, "neuron 64 is out of range: this model's MLP units run from 0 to 63"),
+        (0, 0, {"k": 0}, "k must be an integer from 1"),
+    ],
+)
+def test_bad_input_is_one_sentence(layer, neuron, options, message):
+    with pytest.raises(InspectError, match=message):
+        top_activations(shaken_gpt(), TEXT, layer, neuron, **options)
