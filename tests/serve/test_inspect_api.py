@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from light_llm.checkpoints.run import read_trainer_state
 from light_llm.data import split_train_val
 from light_llm.inspect import (
     ablate_prompt,
@@ -22,7 +23,6 @@ from light_llm.inspect import (
     top_activations,
 )
 from light_llm.serve import ExplorerModel, create_app
-from light_llm.train.state import read_trainer_state
 
 PROMPT = "the king shall"  # 14 characters, one token each; the context is 16
 CLOSE = {"rtol": 1e-6, "atol": 1e-9}

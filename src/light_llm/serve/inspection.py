@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from light_llm.checkpoints.run import DATA_SUBFOLDER
 from light_llm.data import VAL_FILE, token_dtype
 from light_llm.errors import InspectError
 from light_llm.inspect import (
@@ -41,7 +42,6 @@ from light_llm.inspect import (
 )
 from light_llm.limits import check_integer
 from light_llm.serve.session import ExplorerModel, NotForThisModel, RequestError
-from light_llm.train.result import DATA_CACHE_SUBFOLDER
 
 MAX_TEXT_TOKENS = 8192  # tokens of the text an importance table or a neuron reads
 IMPORTANCE_CACHE_SIZE = 16  # tables kept per model (one a method, and one a prompt scored)
@@ -121,7 +121,7 @@ class Inspection:
         the checkpoint comes from no training run or its token cache is gone."""
         run = self.explorer.run_folder
         if self._validation is None and run is not None:
-            path = run / DATA_CACHE_SUBFOLDER / VAL_FILE
+            path = run / DATA_SUBFOLDER / VAL_FILE
             if path.is_file():
                 dtype = token_dtype(self.config.vocab_size)
                 ids = np.fromfile(path, dtype=dtype, count=MAX_TEXT_TOKENS)
