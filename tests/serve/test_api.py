@@ -255,10 +255,11 @@ def test_the_page_and_its_files_are_served_from_the_package(client):
     page = client.get("/")
     assert page.status_code == 200 and "/static/explorer.js" in page.text
     assert client.get("/explain/river").text == page.text
-    for name in ("explorer.js", "explorer.css"):
+    names = ("explorer.js", "inspect.js", "explorer.css")
+    for name in names:
+        assert f"/static/{name}" in page.text
         assert client.get(f"/static/{name}").status_code == 200
-    text = page.text + client.get("/static/explorer.js").text
-    text += client.get("/static/explorer.css").text
+    text = page.text + "".join(client.get(f"/static/{name}").text for name in names)
     assert "http://" not in text.replace("http://www.w3.org/2000/svg", "")
     assert "https://" not in text
 

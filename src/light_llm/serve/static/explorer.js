@@ -247,7 +247,7 @@ async function refreshPrompt() {
     drawChips(tokens);
   } catch (exc) { showError($("#prompt-error"), exc); return; }
   const jobs = [refreshAttention()];
-  if (state.model.capabilities.next_token) jobs.push(refreshNextToken());
+  if (state.model.capabilities.next_token) jobs.push(refreshNextToken(), refreshInspect());
   await Promise.all(jobs);
 }
 
@@ -481,7 +481,7 @@ async function modelPage(app) {
   sections.push(attentionSection(gpt));
   if (gpt) sections.push(generateSection());
   else sections.push(fillMaskSection(model.capabilities.fill_mask), similaritySection());
-  sections.push(cardSection(model));
+  sections.push(...inspectSections(model), cardSection(model)); // inspect.js
   app.replaceChildren(...sections);
   $("#nav-model").classList.add("current");
   if (!gpt) $("#sentences").value = SIMILARITY_PRESET.join("\n");
