@@ -302,6 +302,12 @@ def signed(x: float, digits: int = 4) -> str:
     return ("+" if x >= 0 else "−") + f"{abs(x):.{digits}f}"
 
 
+def fixed(x: float, digits: int) -> str:
+    """``x`` to ``digits`` decimals as the page prints it (inspect.js's fixed: no "-0.00")."""
+    text = f"{x:.{digits}f}"
+    return text.replace("-", "") if float(text) == 0 else text
+
+
 def inspect_api(base_url: str, path: str, body: dict) -> dict:
     response = httpx.post(f"{base_url}api/inspect/{path}", json=body, timeout=60)
     assert response.status_code == 200, response.text
@@ -390,8 +396,8 @@ def test_the_inspect_panels_show_what_the_api_computes(server, browser, tmp_path
         type_into(driver, f"patch-{name}", value)
     driver.find_element(By.ID, "patch").click()
     patching = inspect_api(server, "patching", body)
-    fractions = [f"{x:.2f}" for x in np.ravel(patching["resid"])]
-    heads = [f"{x:.2f}" for x in np.ravel(patching["heads"])]
+    fractions = [fixed(x, 2) for x in np.ravel(patching["resid"])]
+    heads = [fixed(x, 2) for x in np.ravel(patching["heads"])]
     wait_for(driver, lambda d: texts(d, "#patching-resid .patch-cell") == fractions, "patching")
     assert texts(driver, "#patching-heads .patch-cell") == heads
 
@@ -418,7 +424,7 @@ def test_the_inspect_panels_show_what_the_api_computes(server, browser, tmp_path
     # head roles
     roles = inspect_api(server, "head-roles", {"prompt": prompt})
     scores = [
-        f"{x:.2f}"
+        fixed(x, 2)
         for key in ("previous_token", "first_token", "induction")
         for x in np.ravel(roles[key])
     ]

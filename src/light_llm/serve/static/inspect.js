@@ -4,7 +4,7 @@
 "use strict";
 
 const inspectState = { ablated: [], importanceSource: null, neuronSource: null };
-const PATCHING_PRESET = { clean: "To be, or not to be", corrupt: "To go, or not to go", answer: ",", wrong: " the" };
+const PATCHING_PRESET = { clean: "To go, or not to go", corrupt: "To be, or not to be", answer: ".", wrong: " a" };
 
 // a fraction restored (or any signed number scaled to [-1, 1]) -> blue (+) / white / red (-)
 function signedColour(x) {
@@ -20,6 +20,12 @@ function layerTable(attributes, caption, cells, extra = []) {
     el("tr", {}, el("th"), ...Array.from({ length: heads }, (_, h) => el("th", { text: `head ${h}` })),
       ...extra.map((title) => el("th", { text: title }))),
     ...cells.map((row, layer) => el("tr", {}, el("th", { text: `layer ${layer}` }), ...row)));
+}
+
+// x to `digits` decimals, without the sign of a value that rounds to zero ("0.00", not "-0.00")
+function fixed(x, digits) {
+  const text = x.toFixed(digits);
+  return Number(text) === 0 ? text.replace("-", "") : text;
 }
 
 const signed = (x, digits = 4) => (x === null ? "·" : (x >= 0 ? "+" : "−") + Math.abs(x).toFixed(digits));
@@ -226,7 +232,7 @@ async function refreshPatching() {
     const m = (x) => fmt(x, 3);
     $("#patching-summary").replaceChildren(el("span", { id: "patching-metrics",
       text: `z[${JSON.stringify(result.answer.token)}] − z[${JSON.stringify(result.wrong.token)}]: clean ${m(result.clean_metric)}, corrupted ${m(result.corrupt_metric)}` }));
-    const cell = (x, title) => el("td", { class: "patch-cell", style: `background:${x === null ? "#eef0f4" : signedColour(x)}`, title }, x === null ? "·" : x.toFixed(2));
+    const cell = (x, title) => el("td", { class: "patch-cell", style: `background:${x === null ? "#eef0f4" : signedColour(x)}`, title }, x === null ? "·" : fixed(x, 2));
     const labels = result.clean_tokens.map((t, i) => t === result.corrupt_tokens[i] ? visible(t) : `${visible(t)}/${visible(result.corrupt_tokens[i])}`);
     $("#patching-resid").replaceChildren(el("caption", { text: "the residual at each layer's input and position" }),
       el("tr", {}, el("th"), ...labels.map((l) => el("th", { class: "token", text: l }))),
@@ -312,7 +318,7 @@ async function refreshHeadRoles() {
     $("#roles-summary").textContent = `loss on the first copy of ${roles.n_sequences} random sequences of ${roles.length} tokens: ${fmt(roles.loss_first_copy, 3)} nats; on the second copy: ${fmt(roles.loss_second_copy, 3)} (an induction circuit makes it fall)`;
     const tables = [["previous_token", "previous-token"], ["first_token", "first-token"], ["induction", "induction"]].map(([key, title]) =>
       layerTable({ id: `roles-${key}` }, title, roles[key].map((row) => row.map((x) =>
-        el("td", { class: "role-cell", style: `background:${viridis(x)}; color:${x > 0.6 ? "#222" : "#fff"}` }, x.toFixed(2))))));
+        el("td", { class: "role-cell", style: `background:${viridis(x)}; color:${x > 0.6 ? "#222" : "#fff"}` }, fixed(x, 2))))));
     $("#roles-tables").replaceChildren(...tables);
   } catch (exc) { showError(box, exc); }
 }
