@@ -28,7 +28,7 @@ import numpy as np
 
 from light_llm.checkpoints.run import DATA_SUBFOLDER
 from light_llm.data import VAL_FILE, token_dtype
-from light_llm.errors import InspectError
+from light_llm.errors import InspectError, LightLLMError
 from light_llm.inspect import (
     Inspector,
     ablate_prompt,
@@ -57,10 +57,11 @@ def naming(field: str) -> Iterator[None]:
 
 
 def plain(array: Any) -> list:
-    """A NumPy array as nested lists of Python numbers, NaN as None (JSON has no NaN)."""
+    """A NumPy array as nested lists of Python numbers, NaN and ±inf as None (JSON has
+    neither)."""
     array = np.asarray(array)
     if array.dtype.kind == "f":
-        return np.where(np.isnan(array), None, array).tolist()
+        return np.where(np.isfinite(array), array, None).tolist()
     return array.tolist()
 
 
@@ -102,7 +103,10 @@ class Inspection:
     def one_token(self, text: str, field: str) -> int:
         """The id of ``text`` when the tokenizer reads it as exactly one token, else a
         RequestError naming ``field``."""
-        ids = self.tokenizer.encode(text)
+        try:
+            ids = self.tokenizer.encode(text)
+        except LightLLMError as exc:  # a character the tokenizer has never seen
+            raise RequestError(field, str(exc)) from None
         if len(ids) != 1:
             shown = " + ".join(repr(piece) for piece in self.pieces(ids)) or "no token at all"
             raise RequestError(
