@@ -23,6 +23,7 @@ folder should be, a missing permission) rather than "File exists".
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import secrets
 import shutil
@@ -32,7 +33,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
-from light_llm.errors import CheckpointError, OutputError
+from light_llm.errors import CheckpointError, DataError, OutputError
 
 
 def _default_file_mode() -> int:
@@ -131,6 +132,19 @@ def write_atomically(path: str | os.PathLike, data: bytes) -> None:
     """Replace ``path`` by ``data`` as one step (see :func:`atomic_file`)."""
     with atomic_file(path) as file:
         file.write(data)
+
+
+def save_figure(figure, path: str | os.PathLike, dpi: int = 100) -> Path:
+    """Render a matplotlib ``figure`` as PNG in memory and write it to ``path`` as one step;
+    returns the path. DataError (one sentence) when it cannot be written."""
+    path = Path(path)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi)
+    try:
+        write_atomically(path, buffer.getvalue())
+    except OSError as exc:
+        raise DataError(f"cannot write the picture {path}: {exc.strerror or exc}.") from None
+    return path
 
 
 def append_line(path: str | os.PathLike, line: str) -> None:

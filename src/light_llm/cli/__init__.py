@@ -29,6 +29,7 @@ COMMANDS = [
     "fill_mask",
     "explain",
     "attention",
+    "inspect",
     "serve",
     "gradcheck",
 ]

@@ -10,7 +10,6 @@ same folder and renamed over the target.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,8 +17,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from light_llm.atomic import write_atomically
-from light_llm.errors import DataError
+from light_llm.atomic import save_figure
 from light_llm.generate import filter_logits
 from light_llm.nn.feedforward import activation_fn
 from light_llm.nn.positions import rope_angles, sinusoidal_table
@@ -33,18 +31,6 @@ MAX_PANEL_INCHES = 10.0  # a lone attention panel grows with the prompt up to th
 INCHES_PER_TOKEN = 0.25
 TICK_LABEL_POINTS = 9  # vertical room one tick label needs
 WIDE_FIGURE = (10.0, 5.0)  # (width, height) in inches of the single-plot figures
-
-
-def save(figure: Figure, path: str | Path) -> Path:
-    """Render ``figure`` as PNG and write it atomically to ``path``; returns the path."""
-    path = Path(path)
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=DPI)
-    try:
-        write_atomically(path, buffer.getvalue())
-    except OSError as exc:
-        raise DataError(f"cannot write the picture {path}: {exc.strerror or exc}.") from None
-    return path
 
 
 def grid_size_inches(n_rows: int, n_cols: int, panel_inches: float = PANEL_INCHES):
@@ -122,7 +108,7 @@ def heatmap_grid(
                         color="black" if bright else "white",
                     )
     figure.colorbar(image, ax=axes_grid, shrink=0.8)
-    return save(figure, path)
+    return save_figure(figure, path, DPI)
 
 
 def attention_panel_inches(n_panels: int, n_tokens: int) -> float:
@@ -183,7 +169,7 @@ def positional_encoding_heatmap(
     axes.set_xlabel("dimension j (even: sin, odd: cos)")
     axes.set_ylabel("position")
     figure.colorbar(image, ax=axes, shrink=0.8, label="PE(pos, j)")
-    return save(figure, path)
+    return save_figure(figure, path, DPI)
 
 
 def positional_encoding_curves(
@@ -230,7 +216,7 @@ def positional_encoding_curves(
     axes.set_ylabel("PE(pos, j)")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return save(figure, path)
+    return save_figure(figure, path, DPI)
 
 
 def learning_rate_figure(
@@ -272,7 +258,7 @@ def learning_rate_figure(
     axes.set_title(f"{title}\nlinear warmup + cosine decay, max_lr = {max_lr:g}")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8, loc="upper right")
-    return save(figure, path)
+    return save_figure(figure, path, DPI)
 
 
 def distributions_figure(
@@ -322,7 +308,7 @@ def grouped_bars(
     axes.set_title(title)
     axes.grid(alpha=0.3, axis="y")
     axes.legend(fontsize=8)
-    return save(figure, path)
+    return save_figure(figure, path, DPI)
 
 
 def lines_figure(
@@ -353,7 +339,7 @@ def lines_figure(
     axes.set_title(title)
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
-    return save(figure, path)
+    return save_figure(figure, path, DPI)
 
 
 def trajectories_figure(
@@ -377,7 +363,7 @@ def trajectories_figure(
         axes.grid(alpha=0.3)
         axes.legend(fontsize=8)
     figure.suptitle(title)
-    return save(figure, path)
+    return save_figure(figure, path, DPI)
 
 
 def softmax_temperatures_figure(
@@ -410,7 +396,7 @@ def activations_figure(path: str | Path) -> Path:
     axes.set_title("Feed-forward activations: ReLU, GELU, GELU (tanh), Swish")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
-    return save(figure, path)
+    return save_figure(figure, path, DPI)
 
 
 def newton_schulz_figure(
@@ -445,4 +431,4 @@ def newton_schulz_figure(
     right.legend(fontsize=8)
     right.grid(alpha=0.3)
     figure.suptitle(title)
-    return save(figure, path)
+    return save_figure(figure, path, DPI)

@@ -169,12 +169,25 @@ def head_importance(model, ids, *, method: str = "zero", mlps: bool = True) -> I
     config = inspector.config
     ids = token_array(ids, config)
     check_method(method)
-    loss, count = text_loss(inspector, ids)
     names = [f"L{l}H{h}" for l in range(config.n_layer) for h in range(config.n_head)]
     if mlps:
         names += [f"L{l}MLP" for l in range(config.n_layer)]
     patches = ablation_patches(inspector, names, method, ids)
-    deltas = np.array([text_loss(inspector, ids, [patch])[0] - loss for patch in patches])
+    clean_total, ablated_totals, count = 0.0, np.zeros(len(patches)), 0
+    starts = [f"resid_pre.{layer}" for layer in range(config.n_layer)]
+    per_token = config.vocab_size + config.n_layer * config.n_embd
+    for inputs, targets, _ in text_windows(ids, config.block_size, batch_tokens(config, per_token)):
+        clean = inspector.run(inputs, record=starts, targets=targets)
+        clean_total += float(clean.token_losses.sum(dtype=np.float64))
+        count += targets.size
+        for index, patch in enumerate(
+            patches
+        ):  # each from its own layer on: nothing before changes
+            start = (patch.layer, clean.activations[f"resid_pre.{patch.layer}"])
+            trace = inspector.run(inputs, patches=[patch], targets=targets, start=start)
+            ablated_totals[index] += float(trace.token_losses.sum(dtype=np.float64))
+    loss = clean_total / count
+    deltas = ablated_totals / count - loss
     n_heads = config.n_layer * config.n_head
     heads = deltas[:n_heads].reshape(config.n_layer, config.n_head)
     mlp_deltas = deltas[n_heads:] if mlps else np.full(config.n_layer, np.nan)

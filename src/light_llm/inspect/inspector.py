@@ -68,21 +68,26 @@ class Inspector:
         record=(),
         patches: list[Patch] | tuple = (),
         targets: np.ndarray | None = None,
+        start: tuple[int, np.ndarray] | None = None,
     ) -> Trace:
-        """The instrumented forward on ``ids`` (B, T), in NumPy arrays."""
+        """The instrumented forward on ``ids`` (B, T), in NumPy arrays; ``start`` = (layer l,
+        its recorded resid_pre) begins at layer l."""
         ids = np.asarray(ids, dtype=np.int64)
         if self.engine == "numpy":
             return numpy_instrumented.run_instrumented(
-                self.model, ids, record=record, patches=patches, targets=targets
+                self.model, ids, record=record, patches=patches, targets=targets, start=start
             )
         device = self.model.device
         target_tensor = None if targets is None else torch.as_tensor(targets, device=device)
+        if start is not None:
+            start = (start[0], torch.as_tensor(start[1], device=device))
         trace = torch_instrumented.run_instrumented(
             self.model,
             torch.as_tensor(ids, device=device),
             record=record,
             patches=patches,
             targets=target_tensor,
+            start=start,
         )
         return Trace(
             as_array(trace.logits),

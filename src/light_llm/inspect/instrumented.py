@@ -42,10 +42,13 @@ def run_instrumented(
     record=(),
     patches=(),
     targets: torch.Tensor | None = None,
+    start: tuple[int, torch.Tensor] | None = None,
 ) -> Trace:
     """The forward of ``model`` on ``idx`` (B, T), recording the sites named in ``record`` (an
     iterable of names, or True for all) and applying ``patches`` (a list of Patch). Gives the
-    same logits as ``model(idx)`` when nothing is patched."""
+    same logits as ``model(idx)`` when nothing is patched. ``start`` = (layer l, resid_pre.l
+    recorded before) begins at layer l with that residual, skipping the work before it (an
+    intervention at layer l changes nothing earlier)."""
     config = model.config
     check_token_ids(idx, config.vocab_size)
     B, T = idx.shape
@@ -53,12 +56,14 @@ def run_instrumented(
     layers = model.transformer
     with torch.no_grad():
         positions = torch.arange(T, device=model.device)  # (T,)
-        x = sites.visit("embed", layers.wte(idx))  # E[tokens]: (B, T, d)
-        if "wpe" in layers:
-            x = x + sites.visit("pos_embed", layers.wpe(positions).expand_as(x))  # + P[positions]
+        first, x = start if start is not None else (0, None)
+        if start is None:
+            x = sites.visit("embed", layers.wte(idx))  # E[tokens]: (B, T, d)
+            if "wpe" in layers:
+                x = x + sites.visit("pos_embed", layers.wpe(positions).expand_as(x))  # + P[pos]
         rope = model.rope(positions) if model.rope is not None else None  # cos, sin
-        for layer, block in enumerate(layers.h):
-            x = block_forward(block, layer, x, rope, sites)
+        for layer in range(first, config.n_layer):
+            x = block_forward(layers.h[layer], layer, x, rope, sites)
         if "ln_f" in layers:
             sites.visit("final_scale", final_norm_scale(x, layers.ln_f, config.norm))
             x = layers.ln_f(x)

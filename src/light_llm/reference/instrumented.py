@@ -38,11 +38,12 @@ def as_array_like(value, like: np.ndarray) -> np.ndarray:
 
 
 def run_instrumented(
-    model: NumpyGPT, idx: np.ndarray, *, record=(), patches=(), targets=None
+    model: NumpyGPT, idx: np.ndarray, *, record=(), patches=(), targets=None, start=None
 ) -> Trace:
     """The forward of ``model`` on ``idx`` (B, T), recording the sites named in ``record`` (an
     iterable of names, or True for all) and applying ``patches``. The same logits as
-    ``model.forward(idx)`` when nothing is patched."""
+    ``model.forward(idx)`` when nothing is patched. ``start`` = (layer l, resid_pre.l recorded
+    before) begins at layer l with that residual."""
     config, params = model.config, model.params
     idx = np.asarray(idx)
     if idx.ndim != 2 or not np.issubdtype(idx.dtype, np.integer):
@@ -50,18 +51,20 @@ def run_instrumented(
     B, T = idx.shape
     sites = Sites.for_forward(config, T, record, patches, np.copy, as_array_like)
     positions = np.arange(T)
-    x = sites.visit("embed", params["transformer.wte.weight"][idx])  # E[tokens]: (B, T, d)
-    if config.positions in ("learned", "sinusoidal"):
-        table = (
-            params["transformer.wpe.weight"]
-            if config.positions == "learned"
-            else model.position_table
-        )
-        x = x + sites.visit("pos_embed", np.broadcast_to(table[positions], x.shape))
+    first, x = start if start is not None else (0, None)
+    if start is None:
+        x = sites.visit("embed", params["transformer.wte.weight"][idx])  # E[tokens]: (B, T, d)
+        if config.positions in ("learned", "sinusoidal"):
+            table = (
+                params["transformer.wpe.weight"]
+                if config.positions == "learned"
+                else model.position_table
+            )
+            x = x + sites.visit("pos_embed", np.broadcast_to(table[positions], x.shape))
     rope = None
     if config.positions == "rotary":
         rope = (model.rope_cos[positions], model.rope_sin[positions])  # (T, hs/2) each
-    for layer in range(config.n_layer):
+    for layer in range(first, config.n_layer):
         x = block_forward(model, layer, x, rope, sites)
     if config.block_order == "pre":
         sites.visit("final_scale", final_norm_scale(x, config))

@@ -1,0 +1,583 @@
+"""``light-llm inspect``: look inside a trained GPT (the logit lens, direct logit attribution,
+ablation, activation patching, head roles, neurons, surprise), as tables, JSON or pictures."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+DESCRIPTION = """\
+Look inside a GPT that light-llm trained (or a HuggingFace GPT-2 folder): how it computes its
+prediction, not only what it predicts. Layers and heads count from 0; a head is written L1H2,
+an MLP L1MLP, one MLP unit L1N37. Tokens given as text (--token, --answer...) must be exactly
+one token of the model's tokenizer (' the', with its space, for a BPE model).
+
+  lens       what the model would predict after each sublayer (the logit lens)
+  attribute  a next-token logit split into the embeddings, every head and every MLP
+  ablate     remove heads, MLPs or units: Δp of the next token for --prompt, Δloss over a text;
+             without --components, the Δloss of every head and MLP alone (the importance table)
+  patch      which (layer, position) and which heads carry the difference of two prompts
+  heads      previous-token, first-token and induction scores of every head
+  neurons    the contexts of a text that make one MLP unit fire most
+  surprise   each token's loss and the model's top guess
+
+A text (ablate, heads, neurons, surprise) is --text FILE or --prompt TEXT; by default the
+validation split of the corpus the run trained on (Shakespeare for other models), its first
+--max-tokens tokens, scored in consecutive windows of the context.
+"""
+
+EXAMPLES = """\
+examples:
+  light-llm inspect lens --checkpoint out-light-llm --prompt "ROMEO: What say you"
+  light-llm inspect attribute --checkpoint out-light-llm --prompt "ROMEO: What say" --token " you"
+  light-llm inspect ablate --checkpoint out-light-llm --plot importance.png
+  light-llm inspect ablate --checkpoint out-light-llm --components L1H2,L3MLP --prompt "ROMEO:"
+  light-llm inspect patch --checkpoint out --clean "ROMEO: Good" --corrupt "JULIET: Good" \\
+      --answer " night" --wrong " morrow"
+  light-llm inspect heads --checkpoint out-light-llm --json
+  light-llm inspect neurons --checkpoint out-light-llm --layer 2 --neuron 17
+  light-llm inspect surprise --checkpoint out-light-llm --text play.txt --plot surprise.png
+"""
+
+ANALYSES = ("lens", "attribute", "ablate", "patch", "heads", "neurons", "surprise")
+TABLE_ROWS = 64  # rows a table prints before it says how many more there are
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "inspect",
+        help="look inside a GPT: logit lens, attribution, ablation, patching, head roles",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("analysis", choices=ANALYSES, help="what to look at (above)")
+    parser.add_argument(
+        "--checkpoint",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="a light-llm checkpoint or training output folder, or a HuggingFace GPT-2 folder",
+    )
+    parser.add_argument("--prompt", metavar="TEXT", help="the prompt (or, for a text, the text)")
+    parser.add_argument("--text", type=Path, metavar="FILE", help="a UTF-8 text file to read")
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=32_768,
+        metavar="N",
+        help="tokens of a text read at most (default 32768)",
+    )
+    parser.add_argument(
+        "--token", metavar="TOKEN", help="lens, attribute, ablate: the token followed"
+    )
+    parser.add_argument(
+        "--versus", metavar="TOKEN", help="attribute: the logit difference with this token"
+    )
+    parser.add_argument(
+        "--position", type=int, default=-1, metavar="T", help="attribute: position (default: last)"
+    )
+    parser.add_argument(
+        "--top-k", type=int, default=3, metavar="K", help="lens: tokens per cell (default 3)"
+    )
+    parser.add_argument("--components", metavar="PARTS", help="ablate: e.g. L0H1,L2MLP,L1N37")
+    parser.add_argument(
+        "--method", choices=("zero", "mean"), default="zero", help="ablate: zero or mean ablation"
+    )
+    parser.add_argument("--clean", metavar="TEXT", help="patch: the clean prompt")
+    parser.add_argument(
+        "--corrupt", metavar="TEXT", help="patch: the corrupted prompt (same length in tokens)"
+    )
+    parser.add_argument("--answer", metavar="TOKEN", help="patch: the clean prompt's answer")
+    parser.add_argument("--wrong", metavar="TOKEN", help="patch: the corrupted prompt's answer")
+    parser.add_argument("--layer", type=int, metavar="L", help="neurons: the layer")
+    parser.add_argument("--neuron", type=int, metavar="N", help="neurons: the MLP unit")
+    parser.add_argument(
+        "--k", type=int, default=10, metavar="K", help="neurons: contexts shown (default 10)"
+    )
+    parser.add_argument(
+        "--length", type=int, metavar="N", help="heads: length of the repeated random sequence"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="heads: seed of the random sequences")
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object instead of tables"
+    )
+    parser.add_argument("--plot", type=Path, metavar="FILE.png", help="also draw the result")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from light_llm.checkpoints import inspect_folder, load, load_tokenizer
+    from light_llm.device import resolve_device
+    from light_llm.errors import InspectError
+    from light_llm.limits import check_integer
+
+    check_integer("--max-tokens", args.max_tokens, 2, 10_000_000, InspectError)
+    folder = inspect_folder(args.checkpoint)
+    if folder.holds_encoder:
+        raise InspectError(
+            f"{folder.path} holds an encoder; light-llm inspect looks inside a GPT (an encoder "
+            "has no next-token prediction to follow: see light-llm attention and fill-mask)."
+        )
+    model = load(folder.path, device=resolve_device(args.device))
+    tokenizer = load_tokenizer(folder.path, check_model=True)
+    session = Session(args, model, tokenizer, folder.path, np)
+    document = getattr(session, args.analysis)()
+    if args.json:
+        print(json.dumps(document, ensure_ascii=False))
+    if args.plot is not None:
+        print(f"wrote {args.plot}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+class Session:
+    """One ``light-llm inspect`` call: the model, its tokenizer and the arguments; each analysis
+    a method that prints its table (unless --json), draws (with --plot) and returns its JSON."""
+
+    def __init__(self, args, model, tokenizer, folder: Path, np) -> None:
+        self.args, self.model, self.tokenizer, self.folder, self.np = (
+            args,
+            model,
+            tokenizer,
+            folder,
+            np,
+        )
+        self.quiet = args.json
+
+    # ------------------------------------------------------------------ inputs
+    def say(self, line: str = "") -> None:
+        if not self.quiet:
+            print(line)
+
+    def token_text(self, token_id: int) -> str:
+        return self.tokenizer.decode([int(token_id)])
+
+    def prompt(self, field: str = "--prompt", text: str | None = None):
+        from light_llm.errors import InspectError
+        from light_llm.inspect.text import prompt_ids
+
+        text = self.args.prompt if text is None else text
+        if text is None:
+            raise InspectError(f"light-llm inspect {self.args.analysis} needs {field} TEXT.")
+        if not text:
+            raise InspectError(f"{field} is empty: give some text.")
+        ids = self.np.array(self.tokenizer.encode(text))
+        if len(ids) > self.model.config.block_size:
+            raise InspectError(
+                f"{field} is {len(ids)} tokens long, more than the model's context of "
+                f"{self.model.config.block_size} tokens."
+            )
+        return prompt_ids(ids, self.model.config)
+
+    def one(self, text: str | None, field: str) -> int:
+        from light_llm.errors import InspectError
+        from light_llm.inspect.tokens import one_token
+
+        if text is None:
+            raise InspectError(f"light-llm inspect {self.args.analysis} needs {field} TOKEN.")
+        return one_token(self.tokenizer, text, field)
+
+    def text(self):
+        """(token ids, what they are): --text, --prompt, or the validation split."""
+        from light_llm.data import load_corpus
+        from light_llm.errors import InspectError
+        from light_llm.inspect.tokens import text_ids, validation_ids
+
+        if self.args.text is not None:
+            ids = text_ids(self.tokenizer, load_corpus(self.args.text), self.args.max_tokens)
+            what = f"{len(ids):,} tokens of {self.args.text}"
+        elif self.args.prompt is not None:
+            ids = text_ids(self.tokenizer, self.args.prompt, self.args.max_tokens)
+            what = f"the {len(ids)} tokens of --prompt"
+        else:
+            ids, what = validation_ids(self.folder, self.tokenizer, None, self.args.max_tokens)
+        if len(ids) < 2:
+            raise InspectError(f"the text is empty: {what}; it needs at least 2 tokens.")
+        return ids, what
+
+    def plot(self):
+        return self.args.plot
+
+    # ------------------------------------------------------------------ analyses
+    def lens(self) -> dict:
+        from light_llm.inspect import logit_lens
+        from light_llm.inspect.plots import heatmap
+
+        ids = self.prompt()
+        target = None if self.args.token is None else self.one(self.args.token, "--token")
+        result = logit_lens(self.model, ids, target=target, top_k=self.args.top_k)
+        tokens = [self.token_text(i) for i in ids]
+        followed = (
+            "--token " + repr(self.args.token) if target is not None else "the actual next token"
+        )
+        self.say(
+            f"logit lens: the top guess after each sublayer, with its probability; * = {followed}"
+        )
+        header = f"{'pos':>4} {'token':>12} {'next':>10}  " + "".join(
+            f"{s:>16}" for s in result.stages
+        )
+        self.say(header)
+        for t, token in enumerate(tokens[:TABLE_ROWS]):
+            wanted = result.target_ids[t]
+            nxt = repr(self.token_text(wanted)) if wanted >= 0 else "-"
+            cells = ""
+            for s in range(len(result.stages)):
+                top = result.top_ids[s, t, 0]
+                mark = "*" if top == wanted else " "
+                shown = repr(self.token_text(top))[:9]
+                cells += f"{mark}{shown:>9} {result.top_probs[s, t, 0]:.2f}".rjust(16)
+            self.say(f"{t:>4} {repr(token)[:12]:>12} {nxt[:10]:>10}  {cells}")
+        scored = result.target_ranks[:, result.target_ids >= 0]
+        if scored.size:
+            self.say(
+                "top-1 on the followed token, by stage: "
+                + ", ".join(
+                    f"{stage} {np_mean(self.np, row == 0):.0%}"
+                    for stage, row in zip(result.stages, scored, strict=True)
+                )
+            )
+        if self.plot():
+            labels = self.np.vectorize(lambda i: self.token_text(i))(result.top_ids[..., 0])
+            heatmap(
+                self.np.nan_to_num(result.target_probs),
+                result.stages,
+                tokens,
+                self.plot(),
+                f"logit lens: probability of {followed} (cells: top guess)",
+                "probability",
+                annotations=labels,
+            )
+        return {
+            "tokens": tokens,
+            "ids": ids.tolist(),
+            "stages": result.stages,
+            "top_ids": result.top_ids.tolist(),
+            "top_probs": result.top_probs.tolist(),
+            "target_ids": result.target_ids.tolist(),
+            "target_probs": nan_to_none(result.target_probs.tolist()),
+            "target_ranks": result.target_ranks.tolist(),
+        }
+
+    def attribute(self) -> dict:
+        from light_llm.inspect import direct_logit_attribution
+        from light_llm.inspect.plots import bars
+
+        ids = self.prompt()
+        if self.args.token is None:
+            logits = self.model(torch_ids(ids))[0][0, self.args.position]
+            token = int(logits.argmax())
+        else:
+            token = self.one(self.args.token, "--token")
+        versus = None if self.args.versus is None else self.one(self.args.versus, "--versus")
+        result = direct_logit_attribution(
+            self.model, ids, token, versus=versus, position=self.args.position
+        )
+        what = f"logit of {self.token_text(token)!r}"
+        if versus is not None:
+            what += f" minus that of {self.token_text(versus)!r}"
+        capped = " (before the soft-cap)" if self.model.config.logit_softcap is not None else ""
+        self.say(
+            f"{what} at position {result.position} ({self.token_text(ids[result.position])!r}): "
+            f"{result.logit:.4f}{capped} = the sum of the parts below ({result.total:.4f}), "
+            "the final norm's scale held at the value it had"
+        )
+        order = self.np.argsort(-self.np.abs(result.values), kind="stable")
+        scale = max(1e-12, float(self.np.abs(result.values).max()))
+        for index in order[:24]:
+            value = result.values[index]
+            bar = "█" * int(round(20 * abs(value) / scale))
+            self.say(f"  {result.names[index]:>16} {value:+9.4f} {'+' if value >= 0 else '-'}{bar}")
+        if len(order) > 24:
+            rest = float(result.values[order[24:]].sum())
+            self.say(f"  {'the other ' + str(len(order) - 24):>16} {rest:+9.4f}")
+        if self.plot():
+            shown = order[:40]
+            bars(
+                result.values[shown],
+                [result.names[i] for i in shown],
+                self.plot(),
+                f"direct logit attribution: {what}",
+                "contribution to the logit",
+            )
+        return {
+            "token": token,
+            "versus": versus,
+            "position": result.position,
+            "logit": result.logit,
+            "output_logit": result.output_logit,
+            "total": result.total,
+            "names": result.names,
+            "values": result.values.tolist(),
+            "heads": result.heads.tolist(),
+            "mlps": result.mlps.tolist(),
+        }
+
+    def ablate(self) -> dict:
+        from light_llm.inspect import ablate_prompt, ablate_text, head_importance
+        from light_llm.inspect.plots import heatmap
+
+        components = None
+        if self.args.components is not None:
+            components = [part for part in self.args.components.split(",") if part.strip()]
+        if components and self.args.prompt is not None and self.args.text is None:
+            ids = self.prompt()
+            token = None if self.args.token is None else self.one(self.args.token, "--token")
+            result = ablate_prompt(
+                self.model, ids, components, method=self.args.method, token=token
+            )
+            self.say(
+                f"p({self.token_text(result.token)!r} | --prompt) {result.p:.4f} -> "
+                f"{result.ablated_p:.4f} (Δp {result.delta_p:+.4f}) with "
+                f"{', '.join(result.components)} {result.method}-ablated"
+            )
+            for name, probs in (("before", result.probs), ("after", result.ablated_probs)):
+                top = self.np.argsort(-probs, kind="stable")[:5]
+                self.say(
+                    f"  {name}: " + ", ".join(f"{self.token_text(i)!r} {probs[i]:.3f}" for i in top)
+                )
+            return {
+                "components": result.components,
+                "method": result.method,
+                "token": result.token,
+                "p": result.p,
+                "ablated_p": result.ablated_p,
+                "delta_p": result.delta_p,
+                "probs": result.probs.tolist(),
+                "ablated_probs": result.ablated_probs.tolist(),
+            }
+        ids, what = self.text()
+        if components:
+            result = ablate_text(self.model, ids, components, method=self.args.method)
+            self.say(
+                f"loss over {what}: {result.loss:.4f} -> {result.ablated_loss:.4f} "
+                f"(Δloss {result.delta_loss:+.4f}) with {', '.join(result.components)} "
+                f"{result.method}-ablated"
+            )
+            return {
+                "components": result.components,
+                "method": result.method,
+                "loss": result.loss,
+                "ablated_loss": result.ablated_loss,
+                "delta_loss": result.delta_loss,
+                "n_tokens": result.n_tokens,
+            }
+        table = head_importance(self.model, ids, method=self.args.method)
+        config = self.model.config
+        self.say(
+            f"Δloss when each head or MLP is {table.method}-ablated alone, over {what} "
+            f"(loss {table.loss:.4f}); rows are layers"
+        )
+        self.say(
+            "       " + "".join(f"{'H' + str(h):>9}" for h in range(config.n_head)) + f"{'MLP':>9}"
+        )
+        for layer in range(config.n_layer):
+            cells = "".join(f"{v:+9.4f}" for v in table.heads[layer])
+            self.say(f"  L{layer:<4}{cells}{table.mlps[layer]:+9.4f}")
+        flat = [(float(v), f"L{l}H{h}") for (l, h), v in self.np.ndenumerate(table.heads)]
+        top = sorted(flat, reverse=True)[:5]
+        self.say("heads the loss leans on most: " + ", ".join(f"{n} ({v:+.3f})" for v, n in top))
+        if self.plot():
+            matrix = self.np.concatenate([table.heads, table.mlps[:, None]], 1)
+            columns = [f"H{h}" for h in range(config.n_head)] + ["MLP"]
+            heatmap(
+                matrix,
+                [f"L{l}" for l in range(config.n_layer)],
+                columns,
+                self.plot(),
+                f"Δloss, {table.method} ablation",
+                "Δloss (nats per token)",
+                diverging=True,
+            )
+        return {
+            "method": table.method,
+            "loss": table.loss,
+            "n_tokens": table.n_tokens,
+            "text": what,
+            "heads": table.heads.tolist(),
+            "mlps": table.mlps.tolist(),
+        }
+
+    def patch(self) -> dict:
+        from light_llm.inspect import activation_patching
+        from light_llm.inspect.plots import heatmap
+
+        clean = self.prompt("--clean", self.args.clean)
+        corrupt = self.prompt("--corrupt", self.args.corrupt)
+        answer, wrong = self.one(self.args.answer, "--answer"), self.one(self.args.wrong, "--wrong")
+        result = activation_patching(self.model, clean, corrupt, answer, wrong)
+        tokens = [self.token_text(i) for i in clean]
+        metric = f"z[{self.token_text(answer)!r}] - z[{self.token_text(wrong)!r}]"
+        self.say(
+            f"{metric}: clean {result.clean_metric:.4f}, corrupted {result.corrupt_metric:.4f}; "
+            "the fraction restored by each clean activation patched in:"
+        )
+        self.say("residual stream    " + "".join(f"{repr(t)[:8]:>9}" for t in tokens))
+        for label, row in zip(result.resid_labels, result.resid, strict=True):
+            self.say(f"  {label:<16} " + "".join(f"{v:9.2f}" for v in row))
+        self.say(
+            "heads (every position) "
+            + "".join(f"{'H' + str(h):>7}" for h in range(self.model.config.n_head))
+        )
+        for layer, row in enumerate(result.heads):
+            self.say(f"  L{layer:<20} " + "".join(f"{v:7.2f}" for v in row))
+        if self.plot():
+            heatmap(
+                result.resid,
+                result.resid_labels,
+                tokens,
+                self.plot(),
+                f"activation patching: fraction of {metric} restored",
+                "restored",
+                diverging=True,
+            )
+        return {
+            "tokens": tokens,
+            "clean_metric": result.clean_metric,
+            "corrupt_metric": result.corrupt_metric,
+            "resid_labels": result.resid_labels,
+            "resid": nan_to_none(result.resid.tolist()),
+            "heads": nan_to_none(result.heads.tolist()),
+        }
+
+    def heads(self) -> dict:
+        from light_llm.inspect import head_roles
+        from light_llm.inspect.plots import heatmap
+
+        ids, what = self.text()
+        result = head_roles(self.model, ids, length=self.args.length, seed=self.args.seed)
+        config = self.model.config
+        self.say(
+            "head scores: previous-token and first-token on the first "
+            f"{min(len(ids), config.block_size)} "
+            f"tokens of {what}; induction on {result.n_sequences} random sequences of "
+            f"{result.length} tokens, each repeated"
+        )
+        self.say(f"{'head':>6} {'previous':>9} {'first':>9} {'induction':>10}")
+        for layer in range(config.n_layer):
+            for head in range(config.n_head):
+                scores = (
+                    result.previous_token[layer, head],
+                    result.first_token[layer, head],
+                    result.induction[layer, head],
+                )
+                self.say(
+                    f"{'L' + str(layer) + 'H' + str(head):>6} {scores[0]:9.3f} "
+                    f"{scores[1]:9.3f} {scores[2]:10.3f}"
+                )
+        self.say(
+            f"loss on the repeated random tokens: first copy {result.loss_first_copy:.3f}, "
+            f"second copy {result.loss_second_copy:.3f} nats per token"
+        )
+        if self.plot():
+            matrix = self.np.concatenate(
+                [result.previous_token, result.first_token, result.induction], 1
+            )
+            columns = [
+                f"{kind} H{h}" for kind in ("prev", "first", "ind") for h in range(config.n_head)
+            ]
+            heatmap(
+                matrix,
+                [f"L{l}" for l in range(config.n_layer)],
+                columns,
+                self.plot(),
+                "head roles: previous-token, first-token and induction scores",
+                "score",
+            )
+        return {
+            "previous_token": result.previous_token.tolist(),
+            "first_token": result.first_token.tolist(),
+            "induction": result.induction.tolist(),
+            "loss_first_copy": result.loss_first_copy,
+            "loss_second_copy": result.loss_second_copy,
+            "length": result.length,
+            "n_sequences": result.n_sequences,
+        }
+
+    def neurons(self) -> dict:
+        from light_llm.errors import InspectError
+        from light_llm.inspect import top_activations
+
+        if self.args.layer is None or self.args.neuron is None:
+            raise InspectError("light-llm inspect neurons needs --layer L and --neuron N.")
+        ids, what = self.text()
+        result = top_activations(self.model, ids, self.args.layer, self.args.neuron, k=self.args.k)
+        self.say(
+            f"unit {result.neuron} of layer {result.layer}'s MLP over {what}: mean "
+            f"{result.mean:.3f}, max {result.max:.3f}; its strongest contexts ([the token]):"
+        )
+        contexts = []
+        for value, context in zip(result.activations, result.contexts, strict=True):
+            before, last = (
+                self.tokenizer.decode(context[:-1].tolist()),
+                self.token_text(context[-1]),
+            )
+            contexts.append({"before": before, "token": last, "activation": float(value)})
+            self.say(f"  {value:8.3f}  {(before + '[' + last + ']')[-70:]!r}")
+        return {
+            "layer": result.layer,
+            "neuron": result.neuron,
+            "mean": result.mean,
+            "max": result.max,
+            "positions": result.positions.tolist(),
+            "contexts": contexts,
+        }
+
+    def surprise(self) -> dict:
+        from light_llm.inspect import surprise
+        from light_llm.inspect.plots import bars
+
+        ids, what = self.text()
+        result = surprise(self.model, ids)
+        tokens = [self.token_text(i) for i in ids]
+        self.say(
+            f"each token of {what}: its loss -ln p (nats), p, its rank and the model's top guess"
+        )
+        for t in range(min(len(result.losses), TABLE_ROWS)):
+            self.say(
+                f"{t + 1:>6} {repr(tokens[t + 1])[:14]:>14} {result.losses[t]:7.3f} "
+                f"{result.probs[t]:6.3f} {result.ranks[t]:>6}  "
+                f"{self.token_text(result.top_ids[t])!r}"
+            )
+        if len(result.losses) > TABLE_ROWS:
+            self.say(f"... and {len(result.losses) - TABLE_ROWS:,} more (--json gives all)")
+        self.say(f"mean loss {result.mean_loss:.4f} nats per token")
+        if self.plot():
+            shown = slice(0, min(len(result.losses), 200))
+            bars(
+                result.losses[shown],
+                tokens[1:][shown],
+                self.plot(),
+                "surprise: -ln p of each token",
+                "nats",
+            )
+        return {
+            "tokens": tokens,
+            "losses": result.losses.tolist(),
+            "probs": result.probs.tolist(),
+            "ranks": result.ranks.tolist(),
+            "top_ids": result.top_ids.tolist(),
+            "top_tokens": [self.token_text(i) for i in result.top_ids],
+            "mean_loss": result.mean_loss,
+        }
+
+
+def torch_ids(ids):
+    import torch
+
+    return torch.as_tensor(ids[None])
+
+
+def np_mean(np, values) -> float:
+    return float(np.mean(values)) if len(values) else float("nan")
+
+
+def nan_to_none(rows):
+    """Nested lists with NaN written as None (JSON has no NaN)."""
+    if isinstance(rows, list):
+        return [nan_to_none(row) for row in rows]
+    return None if rows != rows else rows

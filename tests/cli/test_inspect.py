@@ -1,0 +1,194 @@
+"""``light-llm inspect`` through ``light_llm.cli.main`` on a small saved character model: every
+analysis's JSON equals the Python API's on the same model and ids, its pictures are PNGs, and
+bad input is one line and exit code 2."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib.image
+import numpy as np
+import pytest
+
+from light_llm.checkpoints import load, load_tokenizer
+from light_llm.cli import main
+from light_llm.inspect import (
+    ablate_prompt,
+    activation_patching,
+    direct_logit_attribution,
+    head_importance,
+    head_roles,
+    logit_lens,
+    surprise,
+    top_activations,
+)
+from tests.conftest import CHAR_CORPUS, save_char_checkpoint
+
+TEXT = (CHAR_CORPUS + " ") * 6
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory):
+    root = tmp_path_factory.mktemp("inspect")
+    folder, _, _ = save_char_checkpoint(root / "checkpoint", block_size=24, n_layer=2, n_embd=16)
+    (root / "text.txt").write_text(TEXT, encoding="utf-8")
+    return root
+
+
+def inspect(capsys, run_folder, *argv):
+    code = main(["inspect", *argv, "--checkpoint", str(run_folder / "checkpoint")])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def as_json(capsys, run_folder, *argv) -> dict:
+    code, out, err = inspect(capsys, run_folder, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def model_and_ids(run_folder, text: str):
+    model = load(run_folder / "checkpoint")
+    return model, np.array(load_tokenizer(run_folder / "checkpoint").encode(text))
+
+
+def test_lens_prints_a_table_and_its_json_is_the_apis(capsys, run_folder, tmp_path):
+    code, out, _ = inspect(
+        capsys, run_folder, "lens", "--prompt", "to be or not", "--plot", str(tmp_path / "l.png")
+    )
+    assert code == 0 and "logit lens" in out and "L1 mlp" in out
+    assert matplotlib.image.imread(tmp_path / "l.png").ndim == 3
+    document = as_json(capsys, run_folder, "lens", "--prompt", "to be or not", "--top-k", "2")
+    model, ids = model_and_ids(run_folder, "to be or not")
+    expected = logit_lens(model, ids, top_k=2)
+    assert document["top_ids"] == expected.top_ids.tolist()
+    np.testing.assert_allclose(document["top_probs"], expected.top_probs)
+    assert document["stages"] == expected.stages and document["target_probs"][-1][-1] is None
+
+
+def test_attribute_follows_the_top_token_or_the_one_given(capsys, run_folder):
+    document = as_json(
+        capsys, run_folder, "attribute", "--prompt", "to be", "--token", "o", "--versus", "t"
+    )
+    model, ids = model_and_ids(run_folder, "to be")
+    tokenizer = load_tokenizer(run_folder / "checkpoint")
+    o, t = tokenizer.encode("o")[0], tokenizer.encode("t")[0]
+    expected = direct_logit_attribution(model, ids, o, versus=t)
+    np.testing.assert_allclose(document["values"], expected.values)
+    assert document["names"] == expected.names
+    top = as_json(capsys, run_folder, "attribute", "--prompt", "to be")
+    logits = model(__import__("torch").as_tensor(ids[None]))[0][0, -1]
+    assert top["token"] == int(logits.argmax())
+
+
+def test_ablate_a_prompt_a_text_and_the_importance_table(capsys, run_folder, tmp_path):
+    model, ids = model_and_ids(run_folder, "to be or")
+    prompt = as_json(
+        capsys, run_folder, "ablate", "--prompt", "to be or", "--components", "L0H1,L1MLP"
+    )
+    expected = ablate_prompt(model, ids, ["L0H1", "L1MLP"])
+    assert prompt["delta_p"] == pytest.approx(expected.delta_p)
+    table = as_json(
+        capsys, run_folder, "ablate", "--text", str(run_folder / "text.txt"), "--method", "mean"
+    )
+    _, text_ids = model_and_ids(run_folder, TEXT)
+    expected = head_importance(model, text_ids, method="mean")
+    np.testing.assert_allclose(table["heads"], expected.heads, atol=1e-9)
+    code, out, _ = inspect(
+        capsys,
+        run_folder,
+        "ablate",
+        "--text",
+        str(run_folder / "text.txt"),
+        "--plot",
+        str(tmp_path / "i.png"),
+    )
+    assert code == 0 and "leans on most" in out and (tmp_path / "i.png").is_file()
+
+
+def test_patch_heads_neurons_and_surprise_equal_the_api(capsys, run_folder):
+    model, clean = model_and_ids(run_folder, "to be or")
+    _, corrupt = model_and_ids(run_folder, "to qe or")
+    tokenizer = load_tokenizer(run_folder / "checkpoint")
+    n, t = tokenizer.encode("n")[0], tokenizer.encode("t")[0]
+    document = as_json(
+        capsys,
+        run_folder,
+        "patch",
+        "--clean",
+        "to be or",
+        "--corrupt",
+        "to qe or",
+        "--answer",
+        "n",
+        "--wrong",
+        "t",
+    )
+    expected = activation_patching(model, clean, corrupt, n, t)
+    np.testing.assert_allclose(document["resid"], expected.resid)
+    _, text_ids = model_and_ids(run_folder, TEXT)
+    heads = as_json(
+        capsys, run_folder, "heads", "--text", str(run_folder / "text.txt"), "--length", "8"
+    )
+    np.testing.assert_allclose(heads["induction"], head_roles(model, text_ids, length=8).induction)
+    neurons = as_json(
+        capsys,
+        run_folder,
+        "neurons",
+        "--text",
+        str(run_folder / "text.txt"),
+        "--layer",
+        "1",
+        "--neuron",
+        "5",
+        "--k",
+        "3",
+    )
+    assert neurons["positions"] == top_activations(model, text_ids, 1, 5, k=3).positions.tolist()
+    scored = as_json(capsys, run_folder, "surprise", "--prompt", TEXT)
+    np.testing.assert_allclose(scored["losses"], surprise(model, text_ids).losses)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["patch", "--clean", "to be", "--corrupt", "to be or", "--answer", "o", "--wrong", "t"],
+            "the clean one has 5 and the corrupted one 8",
+        ),
+        (
+            ["attribute", "--prompt", "to be", "--token", "to"],
+            "'to' is 2 tokens to this model's tokenizer",
+        ),
+        (
+            ["ablate", "--prompt", "to be", "--components", "L5H0"],
+            "layer 5 is out of range: this model's layers run from 0 to 1",
+        ),
+        (
+            ["ablate", "--prompt", "to be", "--components", "L0H9"],
+            "head 9 is out of range: this model's heads run from 0 to 1",
+        ),
+        (
+            ["neurons", "--prompt", "to be", "--layer", "0", "--neuron", "999"],
+            "MLP units run from 0 to 63",
+        ),
+        (["lens", "--prompt", ""], "--prompt is empty"),
+        (["lens"], "needs --prompt TEXT"),
+        (["lens", "--prompt", "to be " * 10], "more than the model's context of 24 tokens"),
+        (["surprise", "--prompt", "t"], "the text is empty"),
+        (["neurons", "--prompt", "to be"], "needs --layer L and --neuron N"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_code_2(capsys, run_folder, argv, message):
+    code, out, err = inspect(capsys, run_folder, *argv)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and message in err, err
+    assert "Traceback" not in err
+
+
+def test_an_encoder_is_refused_in_one_line(capsys, tmp_path):
+    from light_llm.tokenizers.bert import packaged_bert_folder
+
+    code = main(["inspect", "heads", "--checkpoint", str(packaged_bert_folder())])
+    _, err = capsys.readouterr()
+    assert code == 2 and "holds an encoder" in err and len(err.strip().splitlines()) == 1
