@@ -201,7 +201,7 @@ TOO_LONG = "the king shall come to rome"  # 27 tokens, the context is 16
         ("lens", {"prompt": ""}, "prompt", "empty"),
         ("lens", {"prompt": TOO_LONG}, "prompt", "27 tokens"),
         ("lens", {"prompt": PROMPT, "target": " the"}, "target", "' the' is 4 tokens"),
-        ("lens", {"prompt": PROMPT, "target": ""}, "target", "'' is 0 tokens"),
+        ("lens", {"prompt": PROMPT, "target": ""}, "target", "a token written as text"),
         ("lens", {"prompt": PROMPT, "target": "€"}, "target", "€"),
         ("lens", {"prompt": PROMPT, "top_k": 0}, "top_k", ""),
         ("attribution", {"prompt": PROMPT, "token": "ki"}, "token", "'ki' is 2 tokens"),

@@ -13,8 +13,9 @@ on the GPT the explorer holds, as JSON-ready dicts (NaN as null):
 
 The formulas are in those functions' docstrings. The head-importance table and the neuron
 browser read a text: the first :data:`MAX_TEXT_TOKENS` tokens of the run's validation split when
-the checkpoint comes from a training run (``OUT/data/val.bin``, as ``light-llm eval`` scores
-it), else the prompt. A field the analysis cannot take is a :class:`RequestError` naming it.
+the checkpoint comes from a training run (the last 10% of the corpus it trained on, as
+``light-llm eval`` and ``light-llm inspect`` read it), else the prompt. A field the analysis
+cannot take is a :class:`RequestError` naming it.
 """
 
 from __future__ import annotations
@@ -26,9 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from light_llm.checkpoints.run import DATA_SUBFOLDER
-from light_llm.data import VAL_FILE, token_dtype
-from light_llm.errors import InspectError, LightLLMError
+from light_llm.errors import InspectError, LightLLMError, TokenizerError
 from light_llm.inspect import (
     Inspector,
     ablate_prompt,
@@ -40,6 +39,7 @@ from light_llm.inspect import (
     surprise,
     top_activations,
 )
+from light_llm.inspect.tokens import one_token, validation_ids
 from light_llm.limits import check_integer
 from light_llm.serve.session import ExplorerModel, NotForThisModel, RequestError
 
@@ -104,32 +104,25 @@ class Inspection:
         """The id of ``text`` when the tokenizer reads it as exactly one token, else a
         RequestError naming ``field``."""
         try:
-            ids = self.tokenizer.encode(text)
-        except LightLLMError as exc:  # a character the tokenizer has never seen
+            return one_token(self.tokenizer, text, field)
+        except (InspectError, TokenizerError) as exc:  # TokenizerError: a character unknown
             raise RequestError(field, str(exc)) from None
-        if len(ids) != 1:
-            shown = " + ".join(repr(piece) for piece in self.pieces(ids)) or "no token at all"
-            raise RequestError(
-                field,
-                f"{text!r} is {len(ids)} tokens ({shown}); the {field} must be exactly one "
-                "token of the model's vocabulary.",
-            )
-        return ids[0]
 
     def prompt(self, prompt: str, field: str = "prompt") -> np.ndarray:
         """The prompt's ids (refused when empty or longer than the context)."""
         return np.array(self.explorer.prompt_ids(prompt, field), dtype=np.int64)
 
     def validation_ids(self) -> np.ndarray | None:
-        """The first :data:`MAX_TEXT_TOKENS` tokens of the run's validation split; None when
-        the checkpoint comes from no training run or its token cache is gone."""
-        run = self.explorer.run_folder
-        if self._validation is None and run is not None:
-            path = run / DATA_SUBFOLDER / VAL_FILE
-            if path.is_file():
-                dtype = token_dtype(self.config.vocab_size)
-                ids = np.fromfile(path, dtype=dtype, count=MAX_TEXT_TOKENS)
-                self._validation = ids.astype(np.int64)
+        """The first :data:`MAX_TEXT_TOKENS` tokens of the run's validation split (of the
+        corpus it trained on); None when the checkpoint comes from no training run or its
+        corpus cannot be read any more."""
+        if self._validation is None and self.explorer.run_folder is not None:
+            try:
+                self._validation, _ = validation_ids(
+                    self.explorer.folder, self.tokenizer, max_tokens=MAX_TEXT_TOKENS
+                )
+            except LightLLMError:
+                return None
         return self._validation
 
     def text(self, prompt: str) -> tuple[np.ndarray, str]:
