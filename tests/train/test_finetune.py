@@ -124,10 +124,10 @@ def test_only_a_and_b_changed(base, lora_run):
 
 def test_the_optimizer_holds_only_a_and_b(base, new_text, tmp_path):
     trainer = Trainer(run_config(base, new_text, tmp_path / "out", **LORA))
-    held = {id(p) for group in trainer.optimizer.param_groups for p in group["params"]}
+    held = {id(p) for group in trainer.prepared.optimizer.param_groups for p in group["params"]}
     adapters = {
         id(p)
-        for name, p in trainer.raw_model.named_parameters()
+        for name, p in trainer.prepared.raw_model.named_parameters()
         if name.rsplit(".", 1)[-1] in LORA_PARAMETERS
     }
     assert held == adapters and len(adapters) == 2 * 2  # c_attn and c_fc of the one block

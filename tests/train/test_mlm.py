@@ -25,13 +25,8 @@ from light_llm.tokenizers import BertTokenizer, CharTokenizer, load_tokenizer
 from light_llm.train import TrainConfig, train
 from light_llm.train.batches import micro_batch_rng
 from light_llm.train.evaluate import unigram_log_probabilities
-from light_llm.train.mlm import (
-    MaskedLMDataset,
-    MaskedLMTrainer,
-    mask_tokens,
-    mlm_datasets,
-    train_mlm,
-)
+from light_llm.train.mlm import MaskedLMDataset, mask_tokens, mlm_datasets
+from light_llm.train.trainer import Trainer, train_mlm
 from tests.train.helpers import TINY
 
 VOCAB = 1000
@@ -306,7 +301,7 @@ def test_masked_lm_training_learns_the_context_and_writes_an_encoder_checkpoint(
 
 def test_the_mlm_trainer_refuses_another_model_and_a_gpt_run(patterned_corpus, tmp_path):
     with pytest.raises(ConfigError, match="not model 'gpt'"):
-        MaskedLMTrainer(tiny_bert_run(patterned_corpus, tmp_path / "x", model="gpt"))
+        Trainer(tiny_bert_run(patterned_corpus, tmp_path / "x", model="gpt"), architecture="bert")
     gpt_out = tmp_path / "gpt"
     train(TrainConfig(**{**TINY, "data": str(patterned_corpus), "out": str(gpt_out)}))
     with pytest.raises(TrainingError, match="holds a gpt training run, not a bert one"):

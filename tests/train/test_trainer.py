@@ -21,8 +21,8 @@ from light_llm.schedule import learning_rate
 from light_llm.tokenizers import get_tokenizer
 from light_llm.train import TrainConfig, train
 from light_llm.train.batches import micro_batch_rng
-from light_llm.train.mlm import train_mlm
 from light_llm.train.optim import clip_grad_norm, configure_adamw
+from light_llm.train.trainer import train_mlm
 from tests.conftest import tiny_config
 from tests.train.helpers import TINY
 

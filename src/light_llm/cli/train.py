@@ -77,7 +77,7 @@ examples:
 TRAINERS = {
     ("gpt", "torch"): "light_llm.train.trainer:train",
     ("gpt", "numpy"): "light_llm.train.numpy_trainer:train_numpy",
-    ("bert", "torch"): "light_llm.train.mlm:train_mlm",
+    ("bert", "torch"): "light_llm.train.trainer:train_mlm",
 }
 
 

@@ -51,6 +51,18 @@ def residual_stages(config) -> list[tuple[str, str]]:
     return stages
 
 
+def top_tokens(scores: np.ndarray, k: int) -> np.ndarray:
+    """The ids of the ``k`` largest scores along the last axis, largest first (ties: the
+    smaller id first): a partition, then a sort of only those k."""
+    if k < scores.shape[-1]:
+        candidates = np.argpartition(-scores, k - 1, axis=-1)[..., :k]
+    else:
+        candidates = np.broadcast_to(np.arange(scores.shape[-1]), scores.shape).copy()
+    chosen = np.take_along_axis(scores, candidates, -1)
+    order = np.lexsort((candidates, -chosen), axis=-1)
+    return np.take_along_axis(candidates, order, -1)
+
+
 def logit_lens(
     model,
     ids,
@@ -86,7 +98,7 @@ def logit_lens(
         target_ids = np.append(ids[1:], -1)
     else:
         target_ids = np.full(T, int(target))
-    top_ids = np.argsort(-log_probs, axis=-1, kind="stable")[..., :top_k]  # (S, T, k)
+    top_ids = top_tokens(log_probs, top_k)  # (S, T, k)
     top_probs = np.exp(np.take_along_axis(log_probs, top_ids, -1))
     has_target = target_ids >= 0
     picked = np.take_along_axis(log_probs, np.maximum(target_ids, 0)[None, :, None], -1)[..., 0]

@@ -71,21 +71,23 @@ def activation_patching(model, clean_ids, corrupt_ids, answer: int, wrong: int) 
     corrupt_metric = float(logit_difference(corrupt.logits, answer, wrong)[0])
     resid_metrics = np.zeros((L + 1, T))
     rows = np.arange(T)
+    batch = np.repeat(corrupt_ids[None], T, axis=0)
     for row, site in enumerate(sites):
-        # row b of the batch is the corrupted prompt with position b's residual taken clean
+        # row b of the batch is the corrupted residual with position b's taken clean; the run
+        # starts there (layer ``row``; after the last layer for the last row's "out")
         value = np.repeat(corrupt.activations[site], T, axis=0)  # (T, T, d)
         value[rows, rows] = clean.activations[site][0]
-        patch = Patch(site.split(".")[0], int(site.split(".")[1]), value)
-        trace = inspector.run(np.repeat(corrupt_ids[None], T, axis=0), patches=[patch])
+        trace = inspector.run(batch, start=(row, value))
         resid_metrics[row] = logit_difference(trace.logits, answer, wrong)
     head_metrics = np.zeros((L, config.n_head))
     heads_index = np.arange(config.n_head)
+    batch = np.repeat(corrupt_ids[None], config.n_head, axis=0)
     for layer, site in enumerate(heads):
         # row h: the corrupted run with head h's output taken clean (every position)
         value = np.repeat(corrupt.activations[site], config.n_head, axis=0)  # (nh, T, nh, d)
         value[heads_index, :, heads_index] = clean.activations[site][0].transpose(1, 0, 2)
-        patch = Patch("head_out", layer, value)
-        trace = inspector.run(np.repeat(corrupt_ids[None], config.n_head, axis=0), patches=[patch])
+        start = (layer, np.repeat(corrupt.activations[sites[layer]], config.n_head, axis=0))
+        trace = inspector.run(batch, patches=[Patch("head_out", layer, value)], start=start)
         head_metrics[layer] = logit_difference(trace.logits, answer, wrong)
     span = clean_metric - corrupt_metric
     return PatchingResult(

@@ -53,6 +53,7 @@ from light_llm.limits import (
     check_seed,
     is_real,
 )
+from light_llm.schedule import learning_rate
 from light_llm.train.budget import MIN_WARMUP_FOR_BUDGET, parse_duration
 
 MODELS = ("gpt", "bert")
@@ -376,6 +377,12 @@ class TrainConfig:
             return load_config(self.init_from).replace(dropout=self.dropout)
         shape = {key: getattr(self, key) for key in MODEL_FIELDS}
         return model_presets(self.model)[self.preset].replace(vocab_size=vocab_size, **shape)
+
+    def learning_rate(self, step: int) -> float:
+        """The learning rate of optimiser step ``step`` under this (resolved) config's linear
+        warmup and cosine decay (seed 000 §7, seed 002 §4.2; see
+        :func:`light_llm.schedule.learning_rate`)."""
+        return learning_rate(step, self.lr, self.min_lr, self.warmup_iters, self.lr_decay_iters)
 
     def check_types(self) -> None:
         """ConfigError for a setting of the wrong type (a number given as text, a count as a

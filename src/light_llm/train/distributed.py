@@ -10,12 +10,13 @@ every collective below is the identity.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
-from light_llm.errors import TrainingError
+from light_llm.errors import LightLLMError, TrainingError
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,18 @@ class DistributedContext:
             return flag
         value = torch.tensor([1.0 if flag else 0.0], device=device)
         return bool(self.all_reduce_sum(value).item() > 0)
+
+    def on_main(self, action: Callable[[], object], device: torch.device) -> None:
+        """Run ``action`` on rank 0 alone. If it fails with a LightLLMError, every rank raises
+        (rank 0 the error itself), so that no rank is left waiting in a collective."""
+        error: LightLLMError | None = None
+        if self.is_main:
+            try:
+                action()
+            except LightLLMError as exc:
+                error = exc
+        if self.any_rank(error is not None, device):
+            raise error or TrainingError("training stopped: rank 0 failed (see its message).")
 
     def gather_objects(self, value: object) -> list[object]:
         """``value`` of every rank, in rank order (JSON-like values only)."""

@@ -34,6 +34,7 @@ from light_llm.errors import CheckpointError, TokenizerError, TrainingError
 from light_llm.models.gpt import GPT
 from light_llm.nn.lora import parse_targets
 from light_llm.train.config import TrainConfig
+from light_llm.train.subject import GPTSubject
 
 
 def lora_settings(config: TrainConfig) -> LoRASettings | None:
@@ -57,9 +58,10 @@ def check_encodable(text: str, tokenizer, source: str) -> None:
         raise TokenizerError(f"the training text cannot be encoded by {source}: {exc}") from None
 
 
-class FineTuning:
-    """The part of a training run that concerns its starting model (see the module
-    docstring). ``resume_folder`` is the checkpoint being continued, or None for a new run."""
+class FineTuning(GPTSubject):
+    """A GPT trained from a trained model (see the module docstring): the subject of a run
+    with ``init_from``. ``resume_folder`` is the checkpoint being continued, or None for a new
+    run."""
 
     def __init__(self, config: TrainConfig, resume_folder: Path | None, saved: dict | None):
         self.init_from = Path(config.init_from)
@@ -79,11 +81,11 @@ class FineTuning:
         else:
             self.base = BaseReference.of(self.init_from)
 
-    @property
-    def started_from(self) -> dict[str, Any]:
-        return self.base.to_dict()
+    def state_fields(self) -> dict[str, Any]:
+        """Where the run started: the base's folder and the SHA-256 of its weights."""
+        return {"started_from": self.base.to_dict()}
 
-    def tokenizer(self, text: str):
+    def tokenizer(self, config: TrainConfig, text: str):
         """The base's tokenizer, checked against the training text."""
         tokenizer = load_tokenizer(self.base.path)
         check_encodable(text, tokenizer, f"the tokenizer of {self.init_from}")
@@ -98,7 +100,7 @@ class FineTuning:
             with torch.device("meta"):
                 self.lora.apply(GPT(model_config))
 
-    def build_model(self, model_config: ModelConfig) -> GPT:
+    def build_model(self, model_config: ModelConfig, train_data) -> GPT:
         """The model to train: the base's weights (a resumed full fine-tune takes its own
         from its checkpoint instead), with the adapters added for LoRA; in training mode."""
         if self.resuming and self.lora is None:
@@ -118,12 +120,14 @@ class FineTuning:
         else:
             load_weights_into(model, read_weights(folder), folder)
 
-    def save(self, model: GPT, folder: Path, tokenizer, extra_files: dict[str, bytes]) -> None:
+    def save(
+        self, model: GPT, folder: Path, tokenizer, extra_files: dict[str, bytes], overwrite: bool
+    ) -> None:
         """The adapters and the reference to the base (LoRA), or the whole model."""
         if self.lora is not None:
             save_lora_gpt(model, folder, self.lora, self.base, tokenizer, extra_files)
         else:
-            save_gpt(model, folder, tokenizer, extra_files)
+            save_gpt(model, folder, tokenizer, extra_files, overwrite)
 
     def describe(self, model: GPT) -> str:
         """One line for the start of the run: what is trained, from where."""

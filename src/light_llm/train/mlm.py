@@ -15,8 +15,9 @@ from both sides. The rule is BERT's:
 has its ``get_batch(batch_size, generator, device)``, returning ``(inputs, labels)`` in place
 of ``(x, y)``, so the trainer's loop, evaluation and exact resume work unchanged: window
 offsets and masking are drawn from the same generator, one after the other.
-:class:`MaskedLMTrainer` is :class:`~light_llm.train.trainer.Trainer` with a
-:class:`~light_llm.models.bert.BertEncoder` and these batches (``light-llm train --model bert``).
+:class:`EncoderSubject` is what :class:`~light_llm.train.trainer.Trainer` trains for
+``light-llm train --model bert``: a :class:`~light_llm.models.bert.BertEncoder` on these
+batches.
 """
 
 from __future__ import annotations
@@ -43,8 +44,7 @@ from light_llm.models.bert import (
 from light_llm.tokenizers import BertTokenizer
 from light_llm.train.config import TrainConfig
 from light_llm.train.evaluate import unigram_log_probabilities
-from light_llm.train.result import TrainResult
-from light_llm.train.trainer import Trainer
+from light_llm.train.subject import GPTSubject
 
 MASK_PROBABILITY = 0.15  # share of real tokens chosen for prediction
 MASK_TOKEN_SHARE = 0.8  # of the chosen: replaced by [MASK]
@@ -207,67 +207,65 @@ def mlm_datasets(
     )
 
 
-def train_mlm(config: TrainConfig) -> TrainResult:
-    """Train a BERT-style encoder by masked-LM as ``config`` says (``model`` "bert" or not
-    given; see :class:`TrainConfig`) and return what happened, as :func:`~light_llm.train.train`
-    does for the GPT."""
-    return MaskedLMTrainer(config).run()
-
-
-class MaskedLMTrainer(Trainer):
-    """The GPT's trainer (loop, schedule, evaluation, checkpoints, resume, progress) driving
-    a :class:`BertEncoder` with its MLM head on :class:`MaskedLMDataset` batches: the loss is
-    the mean cross-entropy over the masked positions (seed 003 §29). A checkpoint is an
-    encoder checkpoint (:func:`save_encoder`) plus the trainer's state, so ``light-llm
-    fill-mask``, ``embed`` and ``eval`` read it and ``--resume`` continues it exactly."""
+class EncoderSubject(GPTSubject):
+    """What the GPT's loop (schedule, evaluation, checkpoints, resume, progress) trains for
+    ``--model bert``: a :class:`BertEncoder` with its MLM head on :class:`MaskedLMDataset`
+    batches; the loss is the mean cross-entropy over the masked positions (seed 003 §29). A
+    checkpoint is an encoder checkpoint (:func:`save_encoder`) plus the trainer's state, so
+    ``light-llm fill-mask``, ``embed`` and ``eval`` read it and ``--resume`` continues it
+    exactly."""
 
     architecture = "bert"
-    model_label = "BERT-style encoder"
+    label = "BERT-style encoder"
     sample_heading = "fill-mask sample"
     model_class = BertEncoder
     reports_bits = False  # a loss over the masked tokens only, not per byte of the text
 
-    def build_model_config(self) -> EncoderConfig:
-        return super().build_model_config().replace(mlm_head=True)  # masked-LM needs the head
+    def model_config(self, config: TrainConfig, tokenizer) -> EncoderConfig:
+        # masked-LM needs the head
+        return super().model_config(config, tokenizer).replace(mlm_head=True)
 
-    def build_model(self) -> BertEncoder:
+    def build_model(self, model_config: EncoderConfig, train_data: MaskedLMDataset) -> BertEncoder:
         """A fresh encoder whose MLM output bias b starts at the log unigram frequencies of
         the training split (:func:`unigram_log_probabilities`). The other weights start
         small, so the untrained model predicts the unigram distribution (loss near the
         unigram entropy, not log V) and training spends its steps on the context."""
-        model = self.model_class(self.model_config)
+        model = self.model_class(model_config)
         bias = model.mlm_head.decoder.bias
         if bias is not None:
-            tokens = self.train_data.tokens.tokens
+            tokens = train_data.tokens.tokens
             with torch.no_grad():
-                bias.copy_(unigram_log_probabilities(tokens, self.model_config.vocab_size))
+                bias.copy_(unigram_log_probabilities(tokens, model_config.vocab_size))
         return model
 
-    def build_datasets(self, text: str) -> tuple[MaskedLMDataset, MaskedLMDataset]:
-        cache = self.encode_corpus_once(text)
-        return mlm_datasets(text, self.tokenizer, cache, self.config.block_size)
+    def datasets(
+        self, text: str, tokenizer, cache: Path, block_size: int
+    ) -> tuple[MaskedLMDataset, MaskedLMDataset]:
+        return mlm_datasets(text, tokenizer, cache, block_size)
 
     def stored_model_config(self, folder: Path) -> EncoderConfig:
         return load_config(folder, architecture="bert")
 
-    def load_weights(self, folder: Path) -> None:
-        load_state(self.raw_model, read_weights(folder), folder / WEIGHTS_FILE)
+    def load_weights(self, model: BertEncoder, folder: Path) -> None:
+        load_state(model, read_weights(folder), folder / WEIGHTS_FILE)
 
-    def save_checkpoint(self, folder: Path, extra_files: dict[str, bytes]) -> None:
-        save_encoder(self.raw_model, folder, self.tokenizer, extra_files, self.config.overwrite)
+    def save(
+        self, model, folder: Path, tokenizer, extra_files: dict[str, bytes], overwrite: bool
+    ) -> None:
+        save_encoder(model, folder, tokenizer, extra_files, overwrite)
 
-    def sample(self) -> str:
+    def sample(self, model, tokenizer, val_data: MaskedLMDataset, config: TrainConfig) -> str:
         """The five most probable tokens for the [MASK] of each of ``SAMPLE_PROMPTS`` that
         fits in the model's context."""
-        block_size = self.model_config.block_size
-        prompts = [p for p in SAMPLE_PROMPTS if len(self.tokenizer.encode(p)) + 2 <= block_size]
+        block_size = model.config.block_size
+        prompts = [p for p in SAMPLE_PROMPTS if len(tokenizer.encode(p)) + 2 <= block_size]
         if not prompts:
             return f"(none: every sample prompt is longer than the context of {block_size})"
-        self.raw_model.eval()
+        model.eval()
         lines = []
         for prompt in prompts:
-            (candidates,) = predict_masked(self.raw_model, self.tokenizer, prompt)
+            (candidates,) = predict_masked(model, tokenizer, prompt)
             shown = ", ".join(f"{c.token} {c.probability:.1%}" for c in candidates)
             lines.append(f"{prompt}  ->  {shown}")
-        self.raw_model.train()
+        model.train()
         return "\n".join(lines)

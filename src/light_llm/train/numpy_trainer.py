@@ -14,9 +14,12 @@ draws the same batches: the windows of micro-batch (iteration, slot) come from
 weights, the two engines therefore see the same data step by step and their loss curves can
 be compared point for point. The output folder has the same layout: ``OUT/checkpoint`` (a
 light-llm checkpoint either engine loads, with the same ``trainer_state.json`` fields, the
-corpus among them), ``OUT/metrics.jsonl`` and ``OUT/loss_curve.png``; ``tokens_per_s`` means
-the same in both: training tokens per second of training time, evaluation excluded. Nothing
-here needs torch.
+corpus among them), ``OUT/metrics.jsonl`` and ``OUT/loss_curve.png``. What a run prints and
+writes (the training-loss lines, the evaluation records with bits per byte, the trainer state,
+the sample's prompt) is built by :mod:`light_llm.train.records`, as in the PyTorch trainer, so
+both engines' ``metrics.jsonl`` hold the same kinds of line with the same fields;
+``tokens_per_s`` means the same in both: training tokens per second of training time,
+evaluation excluded. Nothing here needs torch.
 
 Options the NumPy engine cannot honour raise ConfigError naming them: a GPU device, a
 half-precision dtype, ``compile``, ``gradient_checkpointing``, ``resume`` and several
@@ -27,7 +30,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -35,26 +37,26 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from light_llm.atomic import check_replaceable, existing_folder
-from light_llm.checkpoints import CHECKPOINT_SUBFOLDER
 from light_llm.checkpoints.folder import is_light_llm_checkpoint
 from light_llm.checkpoints.numpy_gpt import save_numpy_gpt
 from light_llm.checkpoints.run import (
-    DATA_SUBFOLDER,
     LOSS_CURVE_FILE,
     MetricsLog,
     RunFolder,
     trainer_state_file,
 )
-from light_llm.data import TokenDataset, encode_corpus, load_corpus, token_dtype
-from light_llm.errors import CheckpointError, ConfigError, TokenizerError, TrainingError
+from light_llm.data import TokenDataset, encode_corpus, load_corpus, split_sizes, token_dtype
+from light_llm.errors import CheckpointError, ConfigError, TrainingError
 from light_llm.reference.model import NumpyGPT
 from light_llm.reference.optim import AdamW, MuonAdamW, clip_grad_norm, configure_optimizer
 from light_llm.reference.sampling import generate_text
 from light_llm.schedule import learning_rate
 from light_llm.train.batches import eval_batch_rng, micro_batch_rng
+from light_llm.train.budget import seconds_left
 from light_llm.train.config import TrainConfig
 from light_llm.train.interrupt import StopRequest
-from light_llm.train.metrics import ThroughputMeter, perplexity, plot_loss_curve
+from light_llm.train.metrics import ThroughputMeter, plot_loss_curve
+from light_llm.train.records import RunRecord, sample_prompt, trainer_state, training_line
 from light_llm.train.result import SAMPLE_TEMPERATURE, TrainResult
 from light_llm.train.run_tokenizer import fewer_ids_note, tokenizer_for_run
 
@@ -144,15 +146,13 @@ def train_numpy(config: TrainConfig, *, model: NumpyGPT | None = None) -> TrainR
     trained model is in ``OUT/checkpoint``; ``result.evaluations`` holds the loss records."""
     check_numpy_options(config)
     cfg = config.resolve()
-    out = Path(cfg.out)
-    checkpoint_dir = out / CHECKPOINT_SUBFOLDER
-    check_replaceable(checkpoint_dir, cfg.overwrite, is_light_llm_checkpoint)
-    if existing_folder(checkpoint_dir) is not None and not cfg.overwrite:
+    run_folder = RunFolder(cfg.out)
+    check_replaceable(run_folder.checkpoint_dir, cfg.overwrite, is_light_llm_checkpoint)
+    if existing_folder(run_folder.checkpoint_dir) is not None and not cfg.overwrite:
         raise TrainingError(
-            f"{out} already holds a checkpoint; pass --overwrite to replace it or use another "
-            "--out."
+            f"{run_folder.out} already holds a checkpoint; pass --overwrite to replace it or use "
+            "another --out."
         )
-    run_folder = RunFolder(out)
     run_folder.claim(cfg.overwrite, is_light_llm_checkpoint)
     try:
         return train_claimed(config, cfg, run_folder, model)
@@ -173,16 +173,17 @@ def train_claimed(
         save(model, checkpoint_dir, tokenizer, checkpoint_files(), cfg.overwrite)
         metrics.checkpoint_written()
         if record is not None:
-            metrics.append(record)
+            run_record.write_evaluation(record)
 
     text = load_corpus(cfg.data)
     tokenizer = tokenizer_for_run(cfg, text)
-    train_path, val_path = encode_corpus(text, tokenizer, out / DATA_SUBFOLDER)
+    train_path, val_path = encode_corpus(text, tokenizer, run_folder.data_dir)
     ids_dtype = token_dtype(tokenizer.vocab_size)
     datasets = {
         "train": TokenDataset(train_path, ids_dtype, cfg.block_size),
         "val": TokenDataset(val_path, ids_dtype, cfg.block_size),
     }
+    run_record = RunRecord(metrics, split_sizes(run_folder.data_dir))
     model_config = cfg.model_config(tokenizer.vocab_size)
     if model is None:
         model = NumpyGPT(model_config, dtype=NUMPY_DTYPES[cfg.dtype], seed=cfg.seed)
@@ -209,35 +210,30 @@ def train_claimed(
     started = time.perf_counter()
     iteration = 0
     best_val_loss = math.inf
+    eval_seconds = 0.0  # of the latest evaluation (with its checkpoint)
 
     def checkpoint_files() -> dict[str, bytes]:
         """trainer_state.json with the PyTorch trainer's fields (no optimizer files: the
         NumPy engine does not resume)."""
-        state = {
+        progress = {
             "iteration": iteration,
             "last_eval_iteration": result.evaluations[-1]["iter"],
             "best_val_loss": best_val_loss,
             "elapsed_s": time.perf_counter() - started,
             "tokens_seen": iteration * tokens_per_iteration,
-            "config": config.to_dict(),
-            "resolved_config": cfg.to_dict(),
-            "dtype": model.dtype.name,
-            "data": {
-                "corpus": cfg.data or "shakespeare",
-                "tokenizer": tokenizer.name,
-                "train_tokens": len(datasets["train"]),
-                "val_tokens": len(datasets["val"]),
-            },
-            "data_position": {
-                "next_iteration": iteration,
-                "seed": cfg.seed,
-                "grad_accum": cfg.grad_accum,
-                "world_size": 1,
-            },
-            "rng": [{"numpy_dropout": model.rng.bit_generator.state}],
-            "scaler": {},
-            "engine": "numpy",
         }
+        state = trainer_state(
+            progress=progress,
+            given=config,
+            config=cfg,
+            dtype=model.dtype.name,
+            tokenizer_name=tokenizer.name,
+            split_tokens=(len(datasets["train"]), len(datasets["val"])),
+            world_size=1,
+            rng=[{"numpy_dropout": model.rng.bit_generator.state}],
+            scaler={},
+            engine="numpy",
+        )
         return trainer_state_file(state)
 
     with (
@@ -245,33 +241,39 @@ def train_claimed(
         tqdm(total=cfg.max_iters, desc="training (numpy)", unit="it", dynamic_ncols=True) as bar,
     ):
         while True:
+            # evaluation and checkpoint
             if iteration % cfg.eval_interval == 0 or iteration >= cfg.max_iters:
+                evaluation_started = time.perf_counter()
                 losses = estimate_losses(model, datasets, cfg)
-                record = {
-                    "iter": iteration,
-                    "train_loss": losses["train"],
-                    "val_loss": losses["val"],
-                    "val_perplexity": perplexity(losses["val"]),
-                    "lr": learning_rate(
-                        iteration, cfg.lr, cfg.min_lr, cfg.warmup_iters, cfg.lr_decay_iters
-                    ),
-                    "tokens_per_s": meter.rate_since_last_call(),
-                    "elapsed_s": time.perf_counter() - started,
-                }
+                record = run_record.evaluation(
+                    iteration,
+                    losses,
+                    cfg.learning_rate(iteration),
+                    meter.rate_since_last_call(),
+                    time.perf_counter() - started,
+                )
                 best_val_loss = min(best_val_loss, losses["val"])
                 result.evaluations.append(record)
-                tqdm.write(
-                    f"iter {iteration}: train loss {losses['train']:.4f}, val loss "
-                    f"{losses['val']:.4f} (perplexity {record['val_perplexity']:.2f})",
-                    file=sys.stdout,
-                )
                 save_and_log(record)
+                eval_seconds = time.perf_counter() - evaluation_started
             if iteration >= cfg.max_iters:
                 break
+            # learning rate, micro-steps, clipping, optimizer step
             tick = time.perf_counter()
             loss = train_step(model, optimizer, datasets["train"], cfg, iteration)
             meter.add(tokens_per_iteration, time.perf_counter() - tick)
+            # log
             result.losses[iteration] = loss
+            if iteration % cfg.log_interval == 0:
+                elapsed = time.perf_counter() - started
+                lr = cfg.learning_rate(iteration)
+                logged = run_record.training(iteration, loss, lr, meter.recent_rate, elapsed)
+                if bar.disable:  # no progress bar (a log file, CI): a plain line
+                    per_iteration = tokens_per_iteration / max(meter.recent_rate, 1e-9)
+                    left = seconds_left(
+                        iteration + 1, cfg.max_iters, per_iteration, eval_seconds, cfg.eval_interval
+                    )
+                    print(training_line(logged, str(cfg.max_iters), left), flush=True)
             iteration += 1
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
@@ -301,11 +303,7 @@ def save(
 def sample(model: NumpyGPT, tokenizer, val_data: TokenDataset, config: TrainConfig) -> str:
     """A continuation of a newline (or of the validation split's first token) at
     temperature 0.8, as the PyTorch trainer samples."""
-    try:
-        tokenizer.encode("\n")
-        prompt = "\n"
-    except TokenizerError:
-        prompt = tokenizer.decode([int(val_data.tokens[0])])
+    prompt = sample_prompt(tokenizer, int(val_data.tokens[0]))
     continuation = generate_text(
         model,
         tokenizer,

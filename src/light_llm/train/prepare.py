@@ -1,0 +1,383 @@
+"""Everything a PyTorch training run does before its first step, as one function that returns
+the prepared run (:func:`prepare`): the configuration (a resumed run's own, extended or not),
+what is trained (chosen once: :mod:`light_llm.train.subject`), the tokenizer, the model and
+its optimizer, the data, the output folder claimed, the checkpoint restored, and every check
+that must refuse the run before anything is written (memory, a ``--time`` budget too short
+for its evaluations, a resume that differs from the saved run).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from light_llm.atomic import check_replaceable, existing_folder
+from light_llm.checkpoints.folder import is_light_llm_checkpoint
+from light_llm.checkpoints.run import (
+    CHECKPOINT_SUBFOLDER,
+    TRAINER_STATE_FILE,
+    MetricsLog,
+    RunFolder,
+    read_trainer_state,
+)
+from light_llm.config import ModelConfig, check_batch_fits, check_model_fits
+from light_llm.data import encode_corpus, load_corpus, split_sizes
+from light_llm.device import resolve_device
+from light_llm.errors import CheckpointError, ConfigError, TrainingError
+from light_llm.tokenizers import load_tokenizer
+from light_llm.train.batches import rank_slots
+from light_llm.train.budget import parse_duration
+from light_llm.train.config import LORA_FIELDS, TrainConfig
+from light_llm.train.cpu_allocator import keep_freed_memory
+from light_llm.train.distributed import (
+    DistributedContext,
+    environment_world,
+    init_distributed,
+    shutdown_distributed,
+)
+from light_llm.train.finetune import FineTuning
+from light_llm.train.mlm import EncoderSubject
+from light_llm.train.optim import configure_optimizer
+from light_llm.train.optimizer_state import load_optimizer_state, restore_rng_states
+from light_llm.train.precision import autocast, check_dtype, default_dtype, grad_scaler
+from light_llm.train.records import RunRecord
+from light_llm.train.state import check_fields
+from light_llm.train.subject import GPTSubject
+
+TIMED_FORWARDS = 2  # forward passes timed to estimate an evaluation before a --time run
+SUBJECTS = {GPTSubject.architecture: GPTSubject, EncoderSubject.architecture: EncoderSubject}
+
+
+@dataclass
+class Progress:
+    """Where a run stands; saved in its trainer state and restored by a resume."""
+
+    iteration: int = 0
+    last_eval_iteration: int = -1
+    best_val_loss: float = math.inf
+    elapsed_before: float = 0.0  # seconds trained before this process started
+    tokens_seen: int = 0
+
+
+@dataclass
+class PreparedRun:
+    """A run ready for its loop (:class:`light_llm.train.trainer.Trainer`)."""
+
+    given: TrainConfig  # the configuration as given (a --time run's max_iters fixed later)
+    config: TrainConfig  # resolved: every default filled in
+    subject: GPTSubject  # what is trained
+    device: torch.device
+    dist: DistributedContext
+    folder: RunFolder
+    dtype: str
+    slots: list[int]  # this process's micro-batch slots of each step
+    tokenizer: Any
+    model_config: ModelConfig
+    train_data: Any
+    val_data: Any
+    record: RunRecord
+    raw_model: torch.nn.Module
+    model: torch.nn.Module  # raw_model compiled and/or wrapped in DDP
+    optimizer: torch.optim.Optimizer
+    scaler: Any
+    progress: Progress = field(default_factory=Progress)
+    budget_s: float | None = None  # a --time run whose iteration count is not fixed yet
+    eval_seconds: float = 0.0  # of the latest evaluation (with its checkpoint)
+    schedule_note: str = ""  # how a resume beyond the run's end treats the schedule
+    last_saved: tuple[Path, int] | None = None  # the checkpoint folder and its iteration
+
+
+def prepare(config: TrainConfig, architecture: str) -> PreparedRun:
+    """The run ``config`` asks for, of ``architecture`` ("gpt" or "bert"), ready to train;
+    the output folder is claimed (and released again if preparing fails)."""
+    if config.model not in (None, architecture) or config.engine != "torch":
+        raise ConfigError(
+            f"this trainer trains the PyTorch {architecture}, not model {config.model!r} on "
+            f"engine {config.engine!r}."
+        )
+    _, _, local_rank = environment_world()
+    device = resolve_device(config.device, local_rank)
+    if device.type == "cpu":
+        keep_freed_memory()  # no page faults for the next step's activations
+    dist = init_distributed(device.type)
+    folder = RunFolder(config.out)
+    try:
+        return prepare_in(config, architecture, device, dist, folder)
+    except BaseException:
+        folder.release()
+        shutdown_distributed(dist)
+        raise
+
+
+def prepare_in(
+    config: TrainConfig,
+    architecture: str,
+    device: torch.device,
+    dist: DistributedContext,
+    folder: RunFolder,
+) -> PreparedRun:
+    """:func:`prepare` on a chosen device, in ``folder`` (claimed here)."""
+    config.check_time_flags()
+    saved, resume_folder = saved_run(config, folder)
+    schedule_note = ""
+    if saved:
+        check_same_architecture(saved, architecture, folder.out)
+        config, schedule_note = schedule_of_extension(config, saved)
+        config = config.inherit(TrainConfig.from_dict(saved["config"]))
+    given = dataclasses.replace(config, model=architecture)
+    cfg = given.resolve()
+    budget_s = parse_duration(cfg.time) if given.awaits_budget_estimate() else None
+    dtype = cfg.dtype or default_dtype(device)
+    check_dtype(dtype, device)
+    metrics = MetricsLog(folder.out)
+
+    text = load_corpus(cfg.data)
+    if architecture == EncoderSubject.architecture:
+        subject = EncoderSubject()
+    elif cfg.init_from is not None:
+        subject = FineTuning(cfg, resume_folder, saved)
+    else:
+        subject = GPTSubject()
+    if saved:
+        tokenizer = load_tokenizer(resume_folder)
+    else:
+        tokenizer = subject.tokenizer(cfg, text)
+    model_config = subject.model_config(cfg, tokenizer)
+    # weights, gradients and two optimizer moments; a micro-batch's activations
+    check_model_fits(model_config, bytes_per_value=16)
+    check_batch_fits(model_config, cfg.batch_size, cfg.block_size, training=True)
+    subject.check_model(model_config, tokenizer)
+    eval_seconds = 0.0
+    if budget_s is not None:
+        eval_seconds = check_budget_holds_evaluations(
+            subject, model_config, cfg, budget_s, device, dtype, dist
+        )
+
+    def claim() -> None:  # a fresh run's log waits for its first checkpoint (MetricsLog)
+        folder.claim(cfg.overwrite, is_light_llm_checkpoint)
+        if saved is None:
+            metrics.start_fresh()
+
+    dist.on_main(claim, device)
+    # the corpus encoded into OUT/data by rank 0 first; the others then reuse its files
+    dist.on_main(lambda: encode_corpus(text, tokenizer, folder.data_dir), device)
+    train_data, val_data = subject.datasets(text, tokenizer, folder.data_dir, cfg.block_size)
+    sizes = split_sizes(folder.data_dir) if subject.reports_bits else None
+    if saved:
+        check_same_run(saved, subject, model_config, cfg, resume_folder)
+
+    torch.manual_seed(cfg.seed + dist.rank)  # dropout differs between ranks
+    np.random.seed(cfg.seed + dist.rank)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    raw_model = subject.build_model(model_config, train_data).to(device)
+    raw_model.gradient_checkpointing = cfg.gradient_checkpointing
+    optimizer = configure_optimizer(raw_model, cfg, device.type)
+    run = PreparedRun(
+        given=given,
+        config=cfg,
+        subject=subject,
+        device=device,
+        dist=dist,
+        folder=folder,
+        dtype=dtype,
+        slots=rank_slots(dist.rank, dist.world_size, cfg.grad_accum),
+        tokenizer=tokenizer,
+        model_config=model_config,
+        train_data=train_data,
+        val_data=val_data,
+        record=RunRecord(metrics, sizes),
+        raw_model=raw_model,
+        model=raw_model,
+        optimizer=optimizer,
+        scaler=grad_scaler(device, dtype),
+        budget_s=budget_s,
+        eval_seconds=eval_seconds,
+        schedule_note=schedule_note,
+    )
+    if saved:
+        restore(run, saved, resume_folder)
+    if cfg.compile:
+        run.model = torch.compile(raw_model)
+    if dist.enabled:
+        from torch.nn.parallel import DistributedDataParallel
+
+        device_ids = [device.index] if device.type == "cuda" else None
+        run.model = DistributedDataParallel(run.model, device_ids=device_ids)
+    return run
+
+
+def saved_run_config(out: str | Path) -> TrainConfig | None:
+    """The configuration, as given, of the training run saved in ``out``; None when ``out``
+    holds no training checkpoint."""
+    folder = existing_folder(Path(out) / CHECKPOINT_SUBFOLDER)
+    if folder is None or not (folder / TRAINER_STATE_FILE).is_file():
+        return None
+    state = read_trainer_state(folder)
+    check_fields(state, folder / TRAINER_STATE_FILE)
+    return TrainConfig.from_dict(state["config"])
+
+
+def saved_run(config: TrainConfig, folder: RunFolder) -> tuple[dict[str, Any] | None, Path | None]:
+    """The trainer state to resume from and the checkpoint folder holding it, or (None, None)
+    for a fresh run (which must not overwrite another run's checkpoint unless asked to)."""
+    checkpoint = existing_folder(folder.checkpoint_dir)
+    if config.resume:
+        if checkpoint is None:
+            raise TrainingError(f"--resume found no checkpoint in {folder.out} to continue from.")
+        state = read_trainer_state(checkpoint)
+        check_fields(state, checkpoint / TRAINER_STATE_FILE)  # all a resume restores
+        return state, checkpoint
+    check_replaceable(folder.checkpoint_dir, config.overwrite, is_light_llm_checkpoint)
+    if checkpoint is not None and not config.overwrite:
+        raise TrainingError(
+            f"{folder.out} already holds a training checkpoint; continue it with --resume, "
+            "or start afresh with --overwrite or another --out."
+        )
+    return None, None
+
+
+def schedule_of_extension(asked: TrainConfig, saved: dict[str, Any]) -> tuple[TrainConfig, str]:
+    """``asked`` (the flags of a resume) with the end of the cosine pinned when it extends
+    the saved run beyond its end: at the saved run's end (the new iterations run at min_lr),
+    or with ``restretch_schedule`` at the new end; and a note saying which ("" otherwise)."""
+    stored = TrainConfig.from_dict(saved["resolved_config"])
+    stored_given = TrainConfig.from_dict(saved["config"])
+    if (
+        asked.max_iters is None
+        or asked.max_iters <= stored.max_iters
+        or asked.lr_decay_iters is not None
+        or stored_given.awaits_budget_estimate()  # a --time run stopped before its estimate
+    ):
+        return asked, ""
+    if asked.restretch_schedule:
+        note = (
+            f"extending the run from {stored.max_iters} to {asked.max_iters} iterations "
+            f"with the cosine re-stretched to end at {asked.max_iters} "
+            "(--restretch-schedule): the learning rate rises again."
+        )
+        return dataclasses.replace(asked, lr_decay_iters=asked.max_iters), note
+    note = (
+        f"extending the run from {stored.max_iters} to {asked.max_iters} iterations at its "
+        f"final learning rate {stored.min_lr:g} (its cosine ended at "
+        f"{stored.lr_decay_iters}); --restretch-schedule stretches the cosine to "
+        f"{asked.max_iters} instead."
+    )
+    return dataclasses.replace(asked, lr_decay_iters=stored.lr_decay_iters), note
+
+
+def check_same_architecture(saved: dict[str, Any], architecture: str, out: Path) -> None:
+    """TrainingError when the run to resume trained another architecture."""
+    saved_model = saved["resolved_config"].get("model") or architecture
+    if saved_model != architecture:
+        raise TrainingError(
+            f"{out} holds a {saved_model} training run, not a {architecture} one; continue it "
+            f"with --model {saved_model}."
+        )
+
+
+def check_budget_holds_evaluations(
+    subject: GPTSubject,
+    model_config: ModelConfig,
+    cfg: TrainConfig,
+    budget_s: float,
+    device: torch.device,
+    dtype: str,
+    dist: DistributedContext,
+) -> float:
+    """The seconds one evaluation should take (``2 * eval_iters`` forward passes, from
+    :data:`TIMED_FORWARDS` timed ones of an untrained model of the run's shape, the
+    generators left as they were); ConfigError, before anything is written, when the
+    budget cannot hold the evaluations at the start and at the end."""
+    with torch.random.fork_rng(devices=[]):
+        model = subject.model_class(model_config).to(device).eval()
+        shape = (cfg.batch_size, cfg.block_size)
+        generator = torch.Generator().manual_seed(0)
+        x = torch.randint(0, model_config.vocab_size, shape, generator=generator)
+        x = x.to(device)  # (B, T)
+        with torch.no_grad(), autocast(device, dtype):
+            model(x, x)  # the first call pays for allocation
+            tick = time.perf_counter()
+            for _ in range(TIMED_FORWARDS):
+                _, loss = model(x, x)
+            loss.item()  # waits for the device
+            seconds = (time.perf_counter() - tick) / TIMED_FORWARDS
+    del model
+    per_evaluation = 2 * cfg.eval_iters * seconds / dist.world_size
+    if dist.any_rank(2 * per_evaluation >= budget_s, device):
+        raise ConfigError(
+            f"--time {cfg.time} is too short: the evaluations at the start and the end take "
+            f"about {per_evaluation:.2g} s each here ({cfg.eval_iters} batches of each "
+            "split); give more time or fewer --eval-iters."
+        )
+    return per_evaluation
+
+
+def check_same_run(
+    saved: dict[str, Any],
+    subject: GPTSubject,
+    model_config: ModelConfig,
+    config: TrainConfig,
+    checkpoint: Path,
+) -> None:
+    """TrainingError naming every setting in which this run differs from the saved one
+    in a way that continuing cannot honour (the model, the tokenizer, the corpus)."""
+    stored_model = subject.stored_model_config(checkpoint).to_dict()
+    differences = [
+        f"{key} ({stored_model.get(key)!r} saved, {value!r} asked)"
+        for key, value in model_config.to_dict().items()
+        if stored_model.get(key) != value
+    ]
+    # runs saved before --optimizer existed trained with AdamW
+    stored = TrainConfig.from_dict({"optimizer": "adamw", **saved["resolved_config"]})
+    for key in ("data", "tokenizer", "vocab_size", "optimizer", "init_from", *LORA_FIELDS):
+        if getattr(stored, key) != getattr(config, key):
+            saved_value, asked = getattr(stored, key), getattr(config, key)
+            differences.append(f"{key} ({saved_value!r} saved, {asked!r} asked)")
+    if differences:
+        raise TrainingError(
+            f"cannot resume from {checkpoint}: this run differs from the saved one in "
+            f"{', '.join(differences)}; drop those flags to continue it, or train afresh with "
+            "another --out."
+        )
+
+
+def restore(run: PreparedRun, saved: dict[str, Any], checkpoint: Path) -> None:
+    """Weights, optimizer moments, progress, scaler and generators from the checkpoint."""
+    run.subject.load_weights(run.raw_model, checkpoint)
+    load_optimizer_state(run.optimizer, checkpoint)
+    run.progress = Progress(
+        iteration=int(saved["iteration"]),
+        last_eval_iteration=int(saved["last_eval_iteration"]),
+        best_val_loss=float(saved["best_val_loss"]),
+        elapsed_before=float(saved["elapsed_s"]),
+        tokens_seen=int(saved["tokens_seen"]),
+    )
+    run.last_saved = (run.folder.checkpoint_dir, run.progress.iteration)
+    run.dist.on_main(lambda: run.record.metrics.keep_until(run.progress.iteration), run.device)
+    rng_states = saved["rng"]
+    try:
+        if saved["scaler"] and run.scaler.is_enabled():
+            run.scaler.load_state_dict(saved["scaler"])
+        if len(rng_states) == run.dist.world_size:
+            restore_rng_states(rng_states[run.dist.rank])
+    except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
+        raise CheckpointError(
+            f"{checkpoint / TRAINER_STATE_FILE} is damaged: its scaler or random-number "
+            f"states cannot be restored ({type(exc).__name__}: {exc})."
+        ) from None
+    if len(rng_states) != run.dist.world_size and run.dist.is_main:
+        print(
+            f"note: the checkpoint was written by {len(rng_states)} process(es) and this "
+            f"run has {run.dist.world_size}, so dropout draws new random numbers.",
+            file=sys.stderr,
+        )

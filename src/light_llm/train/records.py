@@ -1,0 +1,162 @@
+"""What a training run prints and writes, built in one place for both engines' loops (the
+PyTorch :mod:`~light_llm.train.trainer` and the NumPy :mod:`~light_llm.train.numpy_trainer`):
+the training-loss line, the evaluation record, their printed lines, the trainer state and the
+prompt of the final sample. Their ``metrics.jsonl`` therefore hold the same kinds of line with
+the same fields (:mod:`light_llm.checkpoints.run` describes them), and the explorer draws
+either run's curve. Nothing here needs torch.
+
+Every loss is a mean next-token cross-entropy in nats per token (seed 000 §7); a run whose
+loss is per next token also gives it in bits per byte and per character of the split's text
+(:func:`~light_llm.train.metrics.bits_per_unit`), an encoder's masked-LM loss does not.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from light_llm.checkpoints.run import MetricsLog
+from light_llm.errors import TokenizerError
+from light_llm.train.budget import format_seconds
+from light_llm.train.config import TrainConfig
+from light_llm.train.metrics import bits_per_unit, perplexity
+
+
+class RunRecord:
+    """The records of one run, appended to its ``metrics.jsonl`` (``metrics``). ``sizes`` are
+    the token cache's split sizes (:func:`light_llm.data.split_sizes`: tokens, bytes and
+    characters of each split), or None for a loss that is not per next token."""
+
+    def __init__(self, metrics: MetricsLog, sizes: dict[str, dict[str, int]] | None) -> None:
+        self.metrics = metrics
+        self.sizes = sizes
+
+    def bits(self, loss: float, split: str, prefix: str = "") -> dict[str, float]:
+        """``loss`` (nats per token over ``split``) in bits per byte and per character of the
+        split's text, as ``{prefix + "bpb", prefix + "bpc"}``: bpb = loss x tokens / (ln 2 x
+        bytes); {} without sizes."""
+        if self.sizes is None:
+            return {}
+        size = self.sizes[split]
+        return {
+            f"{prefix}bpb": bits_per_unit(loss, size["tokens"], size["bytes"]),
+            f"{prefix}bpc": bits_per_unit(loss, size["tokens"], size["chars"]),
+        }
+
+    def training(
+        self, iteration: int, loss: float, lr: float, tokens_per_s: float, elapsed_s: float
+    ) -> dict[str, Any]:
+        """The training-loss line of ``iteration`` (the loss of its batch), appended."""
+        record = {
+            "kind": "train",
+            "iter": iteration,
+            "loss": loss,
+            **self.bits(loss, "train"),
+            "lr": lr,
+            "tokens_per_s": tokens_per_s,
+            "elapsed_s": elapsed_s,
+        }
+        self.metrics.append(record)
+        return record
+
+    def evaluation(
+        self,
+        iteration: int,
+        losses: dict[str, float],
+        lr: float,
+        tokens_per_s: float,
+        elapsed_s: float,
+    ) -> dict[str, Any]:
+        """The evaluation record of ``iteration`` from the mean losses of each split, with the
+        validation perplexity exp(loss) (seed 002 §10.2, eq. 44); not yet appended: its line
+        follows its checkpoint (:meth:`write_evaluation`)."""
+        return {
+            "kind": "eval",
+            "iter": iteration,
+            "train_loss": losses["train"],
+            "val_loss": losses["val"],
+            "val_perplexity": perplexity(losses["val"]),
+            **self.bits(losses["train"], "train", "train_"),
+            **self.bits(losses["val"], "val", "val_"),
+            "lr": lr,
+            "tokens_per_s": tokens_per_s,
+            "elapsed_s": elapsed_s,
+        }
+
+    def write_evaluation(self, record: dict[str, Any]) -> None:
+        """Append an evaluation record and print its line."""
+        self.metrics.append(record)
+        tqdm.write(evaluation_line(record), file=sys.stdout)
+
+
+def evaluation_line(record: dict[str, Any]) -> str:
+    """iter 100: train loss 2.1, val loss 2.2 (perplexity 9.03, 3.174 bits/byte)"""
+    in_bits = f", {record['val_bpb']:.3f} bits/byte" if "val_bpb" in record else ""
+    return (
+        f"iter {record['iter']}: train loss {record['train_loss']:.4f}, val loss "
+        f"{record['val_loss']:.4f} (perplexity {record['val_perplexity']:.2f}{in_bits})"
+    )
+
+
+def training_line(record: dict[str, Any], end: str, seconds_left: float) -> str:
+    """iter 10/500: loss 2.3 (3.3 bits/byte), 20,000 tokens/s, 1m40s left: the line printed
+    in place of a progress bar (a log file, CI)."""
+    in_bits = f" ({record['bpb']:.3f} bits/byte)" if "bpb" in record else ""
+    return (
+        f"iter {record['iter']}/{end}: loss {record['loss']:.4f}{in_bits}, "
+        f"{record['tokens_per_s']:,.0f} tokens/s, {format_seconds(seconds_left)} left"
+    )
+
+
+def trainer_state(
+    *,
+    progress: dict[str, Any],
+    given: TrainConfig,
+    config: TrainConfig,
+    dtype: str,
+    tokenizer_name: str,
+    split_tokens: tuple[int, int],
+    world_size: int,
+    rng: list[Any],
+    scaler: dict[str, Any],
+    **extra: Any,
+) -> dict[str, Any]:
+    """The fields of ``trainer_state.json`` that both engines write: ``progress`` (iteration,
+    last_eval_iteration, best_val_loss, elapsed_s, tokens_seen), the configuration as given
+    and resolved, the data and where its batches stand, the generators' states (one entry per
+    process), the fp16 scaler; then ``extra`` (the engine, the torch version, the base a
+    fine-tuning started from)."""
+    return {
+        **progress,
+        "config": given.to_dict(),
+        "resolved_config": config.to_dict(),
+        "dtype": dtype,
+        "data": {
+            "corpus": config.data or "shakespeare",
+            "tokenizer": tokenizer_name,
+            "train_tokens": split_tokens[0],
+            "val_tokens": split_tokens[1],
+        },
+        # the batches of iteration i are a function of (seed, i, slot): see batches.py
+        "data_position": {
+            "next_iteration": progress["iteration"],
+            "seed": config.seed,
+            "grad_accum": config.grad_accum,
+            "world_size": world_size,
+        },
+        "rng": rng,
+        "scaler": scaler,
+        **extra,
+    }
+
+
+def sample_prompt(tokenizer, first_val_token: int) -> str:
+    """What the final sample continues: a newline, or the validation split's first token for a
+    tokenizer that cannot encode one."""
+    try:
+        tokenizer.encode("\n")
+        return "\n"
+    except TokenizerError:
+        return tokenizer.decode([first_val_token])

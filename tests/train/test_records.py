@@ -1,0 +1,58 @@
+"""One record for both engines: a PyTorch run and a NumPy run of the same config write
+metrics.jsonl lines of the same kinds with the same fields, and their bits per byte are the
+loss spread over the bytes of the split's text, counted here from the text itself."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from light_llm.data import split_train_val
+from light_llm.train import TrainConfig
+from light_llm.train.numpy_trainer import train_numpy
+from light_llm.train.trainer import train
+from tests.train.helpers import TINY, write_corpus
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """metrics.jsonl of each engine after 3 steps (a training line each step, evaluations at
+    steps 0 and 3), and the corpus."""
+    folder = tmp_path_factory.mktemp("records")
+    corpus = write_corpus(folder / "corpus.txt", n_lines=300)
+    settings = {**TINY, "tokenizer": "char", "data": str(corpus), "max_iters": 3}
+    settings.update(eval_interval=3, log_interval=1)
+    records = {}
+    for engine, trainer in (("torch", train), ("numpy", train_numpy)):
+        out = folder / engine
+        trainer(TrainConfig(**settings, engine=engine, out=str(out)))
+        lines = (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+        records[engine] = [json.loads(line) for line in lines]
+    return records, corpus
+
+
+def shape(records: list[dict]) -> list[tuple[str, int, list[str]]]:
+    return [(record["kind"], record["iter"], sorted(record)) for record in records]
+
+
+def test_both_engines_write_the_same_kinds_of_line_with_the_same_fields(runs):
+    records, _ = runs
+    assert shape(records["numpy"]) == shape(records["torch"])
+    kinds = [(record["kind"], record["iter"]) for record in records["numpy"]]
+    assert kinds == [("eval", 0), ("train", 0), ("train", 1), ("train", 2), ("eval", 3)]
+    evaluation = records["numpy"][-1]
+    assert {"val_bpb", "val_bpc", "train_bpb", "val_perplexity"} <= set(evaluation)
+    assert {"bpb", "bpc", "loss", "lr"} <= set(records["numpy"][1])
+
+
+def test_a_numpy_runs_bits_per_byte_is_its_loss_over_the_bytes_of_the_text(runs):
+    records, corpus = runs
+    _, val_text = split_train_val(corpus.read_text(encoding="utf-8"))
+    val_bytes = len(val_text.encode("utf-8"))
+    val_tokens = len(val_text)  # a character tokenizer: one token a character
+    for record in (r for r in records["numpy"] if r["kind"] == "eval"):
+        expected = record["val_loss"] * val_tokens / (math.log(2) * val_bytes)
+        assert record["val_bpb"] == pytest.approx(expected, rel=1e-12)
+        assert record["val_perplexity"] == pytest.approx(math.exp(record["val_loss"]))
