@@ -1,6 +1,6 @@
 // The "look inside" panels (issue 22): plain JavaScript over /api/inspect/... (serve/inspect_api.py).
-// Loaded before explorer.js, whose helpers (el, $, api, fmt, visible, showError, viridis,
-// probabilityColour, currentPrompt, state) these functions call once the page has started.
+// Loaded before explorer.js, whose helpers (el, $, api, fmt, visible, debounce, viridis,
+// probabilityColour, probabilityLegend, currentPrompt) these functions call once the page has started.
 "use strict";
 
 const inspectState = { ablated: [], importanceSource: null, neuronSource: null };
@@ -11,6 +11,9 @@ function signedColour(x) {
   const t = Math.min(Math.abs(x), 1);
   return `hsl(${x >= 0 ? 215 : 5}, 80%, ${Math.round(97 - 45 * t)}%)`;
 }
+
+// An error sentence in a panel's box (the offer to cut a long prompt is the prompt panels')
+const say = (box, exc) => box.replaceChildren(exc.message);
 
 // A layers x heads table: a column per head (then the `extra` columns), `cells[layer]` a row.
 function layerTable(attributes, caption, cells, extra = []) {
@@ -53,7 +56,8 @@ function lensSection() {
     el("h2", { text: "Logit lens: softmax(LN_f(residual) W_Uᵀ) after every sublayer" }),
     el("p", { class: "muted", text: "Each cell: the top token the residual would predict at that stage and its probability; the colour is the probability of the token that actually comes next (red unlikely, green likely; or of the token typed here)." }),
     el("div", { class: "row" },
-      el("label", {}, "follow token", el("input", { type: "text", id: "lens-target", placeholder: "the actual next one", style: "width: 12rem", oninput: debounce(refreshLens) }))),
+      el("label", {}, "follow token", el("input", { type: "text", id: "lens-target", placeholder: "the actual next one", style: "width: 12rem", oninput: debounce(refreshLens) })),
+      probabilityLegend()),
     el("div", { class: "scroll" }, el("table", { id: "lens-grid", class: "grid-table" })),
     el("div", { id: "lens-error", class: "error" }));
 }
@@ -79,7 +83,7 @@ async function refreshLens() {
       })));
     const next = el("tr", {}, el("th", { text: "next" }), ...lens.target_tokens.map((t) => el("td", { class: "token muted", text: t === null ? "" : visible(t) })));
     $("#lens-grid").replaceChildren(head, ...rows, next);
-  } catch (exc) { showError(box, exc); }
+  } catch (exc) { say(box, exc); }
 }
 
 // ---------------------------------------------------------------- direct logit attribution
@@ -118,7 +122,7 @@ async function refreshAttribution() {
         el("td", { class: "attr-bar-cell" }, bar), el("td", { class: "attr-value", text: signed(v) }));
     });
     $("#attr-bars").replaceChildren(...rows);
-  } catch (exc) { showError(box, exc); }
+  } catch (exc) { say(box, exc); }
 }
 
 // ---------------------------------------------------------------- ablation
@@ -156,7 +160,7 @@ async function refreshImportance() {
     $("#importance-grid").replaceWith(layerTable({ id: "importance-grid" }, null, cells, ["MLP"]));
     drawImportanceSelection();
     box.replaceChildren();
-  } catch (exc) { showError(box, exc); $("#importance-summary").textContent = ""; }
+  } catch (exc) { say(box, exc); $("#importance-summary").textContent = ""; }
 }
 
 function drawImportanceSelection() {
@@ -200,7 +204,7 @@ async function refreshAblation() {
         el("td", { class: "token", text: visible(t.token) }), el("td", { class: "p-model", text: fmt(t.probability) }),
         el("td", { class: "p-ablated", text: fmt(t.ablated_probability) }),
         el("td", { class: "bar-cell" }, el("div", { class: "bar", style: `width:${(100 * t.ablated_probability / largest).toFixed(1)}%` })))));
-  } catch (exc) { showError(box, exc); }
+  } catch (exc) { say(box, exc); }
 }
 
 // ---------------------------------------------------------------- activation patching
@@ -241,14 +245,14 @@ async function refreshPatching() {
     const heads = result.heads.map((row, layer) =>
       row.map((x, h) => cell(x, `L${layer}H${h}: restores ${x === null ? "nothing to restore" : fmt(x)}`)));
     $("#patching-heads").replaceWith(layerTable({ id: "patching-heads" }, "each head's output, every position", heads));
-  } catch (exc) { showError(box, exc); }
+  } catch (exc) { say(box, exc); }
 }
 
 // ---------------------------------------------------------------- surprise
 function surpriseSection() {
   return el("section", { id: "surprise-section" },
     el("h2", { text: "Surprise: each token of the prompt coloured by p(token | the tokens before)" }),
-    el("div", { id: "surprise-summary", class: "muted" }),
+    el("div", { class: "row" }, el("span", { id: "surprise-summary", class: "muted" }), probabilityLegend()),
     el("div", { id: "surprise-text" }),
     el("div", { id: "surprise-error", class: "error" }));
 }
@@ -267,7 +271,7 @@ async function refreshSurprise() {
         title: `${JSON.stringify(token)}: loss ${fmt(result.losses[j])} nats (p ${fmt(result.probs[j])}, rank ${result.ranks[j]})\nthe model's guess: ${JSON.stringify(result.top_tokens[j])} (p ${fmt(result.top_probs[j])})` }, token);
     });
     $("#surprise-text").replaceChildren(...spans);
-  } catch (exc) { showError(box, exc); }
+  } catch (exc) { say(box, exc); }
 }
 
 // ---------------------------------------------------------------- neurons
@@ -296,7 +300,7 @@ async function refreshNeuron() {
     $("#neuron-examples").replaceChildren(el("tr", {}, el("th", { text: "activation" }), el("th", { text: "position" }), el("th", { text: "context (the unit fires on the last token)" })),
       ...result.examples.map((e) => el("tr", {}, el("td", { class: "activation", text: fmt(e.activation, 3) }), el("td", { text: String(e.position) }),
         el("td", { class: "token" }, e.tokens.slice(0, -1).join(""), el("mark", { text: e.tokens[e.tokens.length - 1] })))));
-  } catch (exc) { showError(box, exc); }
+  } catch (exc) { say(box, exc); }
 }
 
 // ---------------------------------------------------------------- head roles
@@ -320,5 +324,5 @@ async function refreshHeadRoles() {
       layerTable({ id: `roles-${key}` }, title, roles[key].map((row) => row.map((x) =>
         el("td", { class: "role-cell", style: `background:${viridis(x)}; color:${x > 0.6 ? "#222" : "#fff"}` }, fixed(x, 2))))));
     $("#roles-tables").replaceChildren(...tables);
-  } catch (exc) { showError(box, exc); }
+  } catch (exc) { say(box, exc); }
 }
