@@ -12,7 +12,7 @@ on the GPT the explorer holds, as JSON-ready dicts (NaN as null):
     surprise      surprise: each token's loss -ln p and the model's top guess
 
 The formulas are in those functions' docstrings. The head-importance table and the neuron
-browser read a text: the first :data:`MAX_TEXT_TOKENS` tokens of the run's validation split when
+browser read a text: the first :data:`PAGE_TEXT_TOKENS` tokens of the run's validation split when
 the checkpoint comes from a training run (the last 10% of the corpus it trained on, as
 ``light-llm eval`` and ``light-llm inspect`` read it), else the prompt. A field the analysis
 cannot take is a :class:`RequestError` naming it.
@@ -43,7 +43,7 @@ from light_llm.inspect.tokens import one_token, validation_ids
 from light_llm.limits import check_integer
 from light_llm.serve.session import ExplorerModel, NotForThisModel, RequestError
 
-MAX_TEXT_TOKENS = 8192  # tokens of the text an importance table or a neuron reads
+PAGE_TEXT_TOKENS = 8192  # tokens an importance table or a neuron reads: seconds (CLI: 32k)
 IMPORTANCE_CACHE_SIZE = 16  # tables kept per model (one a method, and one a prompt scored)
 
 
@@ -113,13 +113,13 @@ class Inspection:
         return np.array(self.explorer.prompt_ids(prompt, field), dtype=np.int64)
 
     def validation_ids(self) -> np.ndarray | None:
-        """The first :data:`MAX_TEXT_TOKENS` tokens of the run's validation split (of the
+        """The first :data:`PAGE_TEXT_TOKENS` tokens of the run's validation split (of the
         corpus it trained on); None when the checkpoint comes from no training run or its
         corpus cannot be read any more."""
         if self._validation is None and self.explorer.run_folder is not None:
             try:
                 self._validation, _ = validation_ids(
-                    self.explorer.folder, self.tokenizer, max_tokens=MAX_TEXT_TOKENS
+                    self.explorer.folder, self.tokenizer, max_tokens=PAGE_TEXT_TOKENS
                 )
             except LightLLMError:
                 return None
@@ -130,7 +130,7 @@ class Inspection:
         validation = self.validation_ids()
         if validation is not None and len(validation) >= 2:
             return validation, "validation split"
-        ids = self.explorer.encode(prompt)[:MAX_TEXT_TOKENS]
+        ids = self.explorer.encode(prompt)[:PAGE_TEXT_TOKENS]
         return np.array(ids, dtype=np.int64), "prompt"
 
     # ------------------------------------------------------------------ the analyses
@@ -336,9 +336,9 @@ class Inspection:
         """surprise: each token's loss -ln p(x_t | x_<t) and the model's top guess there."""
         inspector = self.inspector
         ids = self.explorer.encode(text, "text")
-        if len(ids) > MAX_TEXT_TOKENS:
+        if len(ids) > PAGE_TEXT_TOKENS:
             raise RequestError(
-                "text", f"the text is {len(ids):,} tokens long; at most {MAX_TEXT_TOKENS:,} here."
+                "text", f"the text is {len(ids):,} tokens long; at most {PAGE_TEXT_TOKENS:,} here."
             )
         with self.explorer.forward_lock, naming("text"):
             scored = surprise(inspector, ids)
