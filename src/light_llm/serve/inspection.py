@@ -20,7 +20,6 @@ cannot take is a :class:`RequestError` naming it.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -74,8 +73,7 @@ class Inspection:
         self.tokenizer = explorer.tokenizer
         self._inspector: Inspector | None = None
         self._validation: np.ndarray | None = None
-        self.importance_cache: dict[tuple, dict[str, Any]] = {}
-        self.cache_lock = threading.Lock()
+        self.importance_cache: dict[tuple, dict[str, Any]] = {}  # under the forward lock
 
     # ------------------------------------------------------------------ the model and its text
     @property
@@ -236,29 +234,27 @@ class Inspection:
         }
 
     def importance(self, prompt: str, method: str) -> dict[str, Any]:
-        """head_importance over :meth:`text`, cached per method and text."""
+        """head_importance over :meth:`text`, cached per method and text (looked up under the
+        forward lock, so that a request arriving while the table is computed waits for it
+        instead of computing it again)."""
         inspector = self.inspector
-        ids, source = self.text(prompt)
-        key = (method, source, ids.tobytes() if source == "prompt" else None)
-        with self.cache_lock:
-            cached = self.importance_cache.get(key)
-        if cached is not None:
-            return cached
-        with self.explorer.forward_lock, naming("prompt"):
-            table = head_importance(inspector, ids, method=method)
-        answer = {
-            "method": table.method,
-            "source": source,
-            "n_tokens": table.n_tokens,
-            "loss": table.loss,
-            "heads": plain(table.heads),
-            "mlps": plain(table.mlps),
-        }
-        with self.cache_lock:
-            if len(self.importance_cache) >= IMPORTANCE_CACHE_SIZE:
-                self.importance_cache.pop(next(iter(self.importance_cache)))
-            self.importance_cache[key] = answer
-        return answer
+        with self.explorer.forward_lock:
+            ids, source = self.text(prompt)
+            key = (method, source, ids.tobytes() if source == "prompt" else None)
+            if key not in self.importance_cache:
+                with naming("prompt"):
+                    table = head_importance(inspector, ids, method=method)
+                if len(self.importance_cache) >= IMPORTANCE_CACHE_SIZE:
+                    self.importance_cache.pop(next(iter(self.importance_cache)))
+                self.importance_cache[key] = {
+                    "method": table.method,
+                    "source": source,
+                    "n_tokens": table.n_tokens,
+                    "loss": table.loss,
+                    "heads": plain(table.heads),
+                    "mlps": plain(table.mlps),
+                }
+            return self.importance_cache[key]
 
     def patching(self, clean: str, corrupt: str, answer: str, wrong: str) -> dict[str, Any]:
         """activation_patching of the clean prompt's activations into the corrupted one's run,
@@ -315,8 +311,8 @@ class Inspection:
             check_integer("layer", layer, 0, config.n_layer - 1, InspectError)
         with naming("neuron"):
             check_integer("neuron", neuron, 0, config.ffn_hidden - 1, InspectError)
-        ids, source = self.text(prompt)
         with self.explorer.forward_lock, naming("prompt"):
+            ids, source = self.text(prompt)
             found = top_activations(inspector, ids, layer, neuron, k=k, context=context)
         return {
             "layer": found.layer,
