@@ -23,6 +23,7 @@ from light_llm.inspect import (
     top_activations,
 )
 from light_llm.serve import ExplorerModel, create_app
+from light_llm.serve.inspection import page_tokens
 from tests.conftest import save_char_checkpoint
 
 PROMPT = "the king shall"  # 14 characters, one token each; the context is 16
@@ -190,6 +191,14 @@ def test_surprise_equals_surprise(client, gpt):
     assert body["ranks"] == scored.ranks.tolist()
     assert body["top_tokens"] == [tokenizer.decode([i]) for i in scored.top_ids]
     assert body["mean_loss"] == pytest.approx(scored.mean_loss, rel=1e-6)
+
+
+def test_the_text_read_shrinks_with_the_model_so_the_page_answers_in_seconds():
+    # the default recipe (590,688 parameters, 4 x 4 heads: 22 passes) reads all 8192 tokens
+    assert page_tokens(590_688, 4 * (4 + 1) + 2) == 8192
+    # GPT-2 small's table (124M parameters, 12 x 13 parts and the clean pass): 64 tokens
+    assert page_tokens(124_000_000, 12 * 13 + 1) == 64
+    assert 64 < page_tokens(124_000_000, 1) < 8192  # one pass over its text reads more
 
 
 TOO_LONG = "the king shall come to rome"  # 27 tokens, the context is 16

@@ -135,7 +135,7 @@ def inspect_router(inspection: Inspection) -> APIRouter:
     @router.post("/importance")
     def importance(body: ImportanceBody) -> dict[str, Any]:
         """Δloss of ablating each head and each MLP alone, over the run's validation split
-        (its first 8192 tokens), else over the prompt."""
+        (its first 8192 tokens, fewer on a large model), else over the prompt."""
         return inspection.importance(body.prompt, body.method)
 
     @router.post("/patching")

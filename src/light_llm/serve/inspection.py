@@ -12,9 +12,10 @@ on the GPT the explorer holds, as JSON-ready dicts (NaN as null):
     surprise      surprise: each token's loss -ln p and the model's top guess
 
 The formulas are in those functions' docstrings. The head-importance table and the neuron
-browser read a text: the first :data:`PAGE_TEXT_TOKENS` tokens of the run's validation split when
-the checkpoint comes from a training run (the last 10% of the corpus it trained on, as
-``light-llm eval`` and ``light-llm inspect`` read it), else the prompt. A field the analysis
+browser read a text: the run's validation split when the checkpoint comes from a training run
+(the last 10% of the corpus it trained on, as ``light-llm eval`` and ``light-llm inspect`` read
+it), else the prompt; its first :func:`page_tokens` tokens, so that the page answers in seconds
+(all 8192 on the default model, fewer on a larger one). A field the analysis
 cannot take is a :class:`RequestError` naming it.
 """
 
@@ -42,7 +43,9 @@ from light_llm.inspect.tokens import one_token, validation_ids
 from light_llm.limits import check_integer
 from light_llm.serve.session import ExplorerModel, NotForThisModel, RequestError
 
-PAGE_TEXT_TOKENS = 8192  # tokens an importance table or a neuron reads: seconds (CLI: 32k)
+PAGE_TEXT_TOKENS = 8192  # tokens an importance table or a neuron reads at most (CLI: 32k)
+PAGE_BUDGET = 1.2e11  # parameters x tokens x forward passes a text analysis may cost: seconds
+PAGE_TEXT_TOKENS_AT_LEAST = 64  # ... but never fewer tokens than this, however large the model
 IMPORTANCE_CACHE_SIZE = 16  # tables kept per model (one a method, and one a prompt scored)
 
 
@@ -53,6 +56,15 @@ def naming(field: str) -> Iterator[None]:
         yield
     except InspectError as exc:
         raise RequestError(field, str(exc)) from None
+
+
+def page_tokens(n_parameters: int, passes: int) -> int:
+    """How many tokens of a text an analysis of ``passes`` forward passes over it reads on a
+    model of ``n_parameters``: a forward costs about 2 x parameters x tokens operations, so
+    tokens = PAGE_BUDGET / (parameters x passes), between :data:`PAGE_TEXT_TOKENS_AT_LEAST`
+    and :data:`PAGE_TEXT_TOKENS`."""
+    affordable = int(PAGE_BUDGET // (max(1, n_parameters) * max(1, passes)))
+    return max(PAGE_TEXT_TOKENS_AT_LEAST, min(PAGE_TEXT_TOKENS, affordable))
 
 
 def plain(array: Any) -> list:
@@ -123,13 +135,14 @@ class Inspection:
                 return None
         return self._validation
 
-    def text(self, prompt: str) -> tuple[np.ndarray, str]:
-        """(ids, what they are) of the text an importance table or a neuron reads."""
+    def text(self, prompt: str, passes: int) -> tuple[np.ndarray, str]:
+        """(ids, what they are) of the text an analysis of ``passes`` forward passes over it
+        reads: its first :func:`page_tokens` tokens."""
+        keep = page_tokens(self.explorer.model.num_parameters(), passes)
         validation = self.validation_ids()
         if validation is not None and len(validation) >= 2:
-            return validation, "validation split"
-        ids = self.explorer.encode(prompt)[:PAGE_TEXT_TOKENS]
-        return np.array(ids, dtype=np.int64), "prompt"
+            return validation[:keep], "validation split"
+        return np.array(self.explorer.encode(prompt)[:keep], dtype=np.int64), "prompt"
 
     # ------------------------------------------------------------------ the analyses
     def lens(self, prompt: str, target: str | None, top_k: int) -> dict[str, Any]:
@@ -239,8 +252,10 @@ class Inspection:
         instead of computing it again)."""
         inspector = self.inspector
         with self.explorer.forward_lock:
-            ids, source = self.text(prompt)
-            key = (method, source, ids.tobytes() if source == "prompt" else None)
+            config = inspector.config
+            passes = config.n_layer * (config.n_head + 1) + (2 if method == "mean" else 1)
+            ids, source = self.text(prompt, passes)  # a pass per part, the clean one, the means
+            key = (method, source, ids.tobytes())
             if key not in self.importance_cache:
                 with naming("prompt"):
                     table = head_importance(inspector, ids, method=method)
@@ -312,7 +327,7 @@ class Inspection:
         with naming("neuron"):
             check_integer("neuron", neuron, 0, config.ffn_hidden - 1, InspectError)
         with self.explorer.forward_lock, naming("prompt"):
-            ids, source = self.text(prompt)
+            ids, source = self.text(prompt, 1)
             found = top_activations(inspector, ids, layer, neuron, k=k, context=context)
         return {
             "layer": found.layer,
@@ -332,10 +347,10 @@ class Inspection:
         """surprise: each token's loss -ln p(x_t | x_<t) and the model's top guess there."""
         inspector = self.inspector
         ids = self.explorer.encode(text, "text")
-        if len(ids) > PAGE_TEXT_TOKENS:
-            raise RequestError(
-                "text", f"the text is {len(ids):,} tokens long; at most {PAGE_TEXT_TOKENS:,} here."
-            )
+        most = page_tokens(self.explorer.model.num_parameters(), 1)
+        if len(ids) > most:
+            message = f"the text is {len(ids):,} tokens long; at most {most:,} here."
+            raise RequestError("text", message)
         with self.explorer.forward_lock, naming("text"):
             scored = surprise(inspector, ids)
         return {
