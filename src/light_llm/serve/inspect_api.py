@@ -36,6 +36,7 @@ from light_llm.serve.fields import Body, Prompt
 from light_llm.serve.inspection import Inspection
 
 OneToken = Annotated[str, Field(max_length=1000, description="text that is exactly one token")]
+Component = Annotated[str, Field(max_length=64, description="L1H2, L1MLP, L1ATTN or L1N37")]
 Method = Annotated[
     Literal["zero", "mean"],
     Field(description="zero: replace by 0; mean: by its mean over the prompt (or the text)"),
@@ -62,7 +63,7 @@ class AttributionBody(Body):
 
 class AblateBody(Body):
     prompt: Prompt
-    components: Annotated[list[str], Field(max_length=4096)] = Field(
+    components: Annotated[list[Component], Field(max_length=4096)] = Field(
         description="parts to remove: L1H2 (a head), L1MLP, L1ATTN, L1N37 (an MLP unit)"
     )
     method: Method = "zero"
