@@ -10,6 +10,7 @@ import pytest
 from light_llm import explain
 from light_llm.errors import DataError
 from light_llm.explain import plots
+from light_llm.inspect import plots as inspect_plots
 
 WIDE = (int(plots.WIDE_FIGURE[1] * plots.DPI), int(plots.WIDE_FIGURE[0] * plots.DPI))
 
@@ -17,6 +18,11 @@ WIDE = (int(plots.WIDE_FIGURE[1] * plots.DPI), int(plots.WIDE_FIGURE[0] * plots.
 def grid_pixels(n_rows: int, n_cols: int, panel: float = plots.PANEL_INCHES) -> tuple[int, int]:
     width = max(plots.MIN_WIDTH_INCHES, panel * n_cols + plots.MARGIN_INCHES)
     height = panel * n_rows + plots.MARGIN_INCHES
+    return round(height * plots.DPI), round(width * plots.DPI)
+
+
+def heatmap_pixels(n_rows: int, n_cols: int) -> tuple[int, int]:
+    width, height = inspect_plots.size(n_cols, n_rows)
     return round(height * plots.DPI), round(width * plots.DPI)
 
 
@@ -58,6 +64,10 @@ EXPECTED = {  # example -> {file name: (height, width) in pixels}
     "mixed-precision": {"mixed_precision_rounding.png": WIDE},
     "bert-masking": {"bert_masking_shares.png": WIDE},
     "bpe": {"bpe_merges.png": WIDE},
+    "logit-lens": {"logit_lens.png": heatmap_pixels(3, 6)},  # stages x tokens
+    "attribution": {"attribution.png": (300, 800)},  # 5 bars: the 3-inch minimum height
+    "ablation": {"ablation.png": heatmap_pixels(3, 6)},
+    "patching": {"patching.png": heatmap_pixels(2, 3)},
 }
 
 

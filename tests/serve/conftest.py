@@ -1,15 +1,17 @@
 """Models for the explorer's tests: a GPT trained for a few iterations by ``light-llm train``
 (so that it has a trainer state and a metrics log) and a tiny random encoder with a masked-LM
-head, both saved as folders the server loads."""
+head, both saved as folders the server loads; test clients of the server on each."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from fastapi.testclient import TestClient
 
-from light_llm.checkpoints import save
+from light_llm.checkpoints import load, load_tokenizer, save
 from light_llm.cli import main
 from light_llm.models.bert import BertEncoder, EncoderConfig
+from light_llm.serve import ExplorerModel, create_app
 from light_llm.tokenizers import BertTokenizer
 from tests.train.helpers import tiny_flags, write_corpus
 
@@ -46,3 +48,21 @@ def encoder_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("encoder") / "checkpoint"
     save(BertEncoder(config).eval(), folder, tokenizer=tokenizer)
     return folder
+
+
+@pytest.fixture(scope="module")
+def gpt(gpt_run):
+    """The run's model and tokenizer, loaded apart from the server's."""
+    return load(gpt_run), load_tokenizer(gpt_run)
+
+
+@pytest.fixture(scope="module")
+def client(gpt_run):
+    with TestClient(create_app(ExplorerModel(gpt_run, "test"))) as test_client:
+        yield test_client
+
+
+@pytest.fixture(scope="module")
+def encoder_client(encoder_folder):
+    with TestClient(create_app(ExplorerModel(encoder_folder, "test"))) as test_client:
+        yield test_client

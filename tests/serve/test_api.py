@@ -31,24 +31,6 @@ from light_llm.serve import ExplorerModel, create_app
 PROMPT = "the king shall"
 
 
-@pytest.fixture(scope="module")
-def gpt(gpt_run):
-    """The run's model and tokenizer, loaded apart from the server's."""
-    return load(gpt_run), load_tokenizer(gpt_run)
-
-
-@pytest.fixture(scope="module")
-def client(gpt_run):
-    with TestClient(create_app(ExplorerModel(gpt_run, "test"))) as test_client:
-        yield test_client
-
-
-@pytest.fixture(scope="module")
-def encoder_client(encoder_folder):
-    with TestClient(create_app(ExplorerModel(encoder_folder, "test"))) as test_client:
-        yield test_client
-
-
 def events(response_text: str) -> list[tuple[str, dict]]:
     """The (event, data) pairs of a server-sent-event stream."""
     parsed = []
@@ -273,10 +255,11 @@ def test_the_page_and_its_files_are_served_from_the_package(client):
     page = client.get("/")
     assert page.status_code == 200 and "/static/explorer.js" in page.text
     assert client.get("/explain/river").text == page.text
-    for name in ("explorer.js", "explorer.css"):
+    names = ("explorer.js", "inspect.js", "explorer.css")
+    for name in names:
+        assert f"/static/{name}" in page.text
         assert client.get(f"/static/{name}").status_code == 200
-    text = page.text + client.get("/static/explorer.js").text
-    text += client.get("/static/explorer.css").text
+    text = page.text + "".join(client.get(f"/static/{name}").text for name in names)
     assert "http://" not in text.replace("http://www.w3.org/2000/svg", "")
     assert "https://" not in text
 

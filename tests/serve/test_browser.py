@@ -288,3 +288,147 @@ def test_an_explain_page_shows_the_examples_steps(server, browser, tmp_path):
     driver.get(server + "explain")
     wait_for(driver, lambda d: len(texts(d, "#examples li")) == len(explain.names()), "list")
     assert_all_local(driver, server)
+
+
+# ---------------------------------------------------------------------- looking inside
+def visible(token: str) -> str:
+    """A token as the page prints it (explorer.js's visible)."""
+    shown = token.replace(" ", "␣").replace("\n", "⏎").replace("\t", "⇥")
+    return shown or "''"
+
+
+def signed(x: float, digits: int = 4) -> str:
+    """A signed number as the page prints it (inspect.js's signed)."""
+    return ("+" if x >= 0 else "−") + f"{abs(x):.{digits}f}"
+
+
+def fixed(x: float, digits: int) -> str:
+    """``x`` to ``digits`` decimals as the page prints it (inspect.js's fixed: no "-0.00")."""
+    text = f"{x:.{digits}f}"
+    return text.replace("-", "") if float(text) == 0 else text
+
+
+def inspect_api(base_url: str, path: str, body: dict) -> dict:
+    response = httpx.post(f"{base_url}api/inspect/{path}", json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def type_into(driver, field: str, text: str) -> None:
+    box = driver.find_element(By.ID, field)
+    box.clear()
+    box.send_keys(text)
+
+
+def test_the_inspect_panels_show_what_the_api_computes(server, browser, tmp_path):
+    driver = browser
+    driver.get(server)
+    wait_for(driver, page_ready, "the page never got ready")
+    prompt = "the king shall"
+    type_into(driver, "prompt", prompt)
+
+    # the logit lens: a layers x positions grid of top tokens and their probabilities
+    lens = inspect_api(server, "lens", {"prompt": prompt})
+    tops = [visible(t[0]) for row in lens["top_tokens"] for t in row]
+    probabilities = [f"{p[0]:.2f}" for row in lens["top_probs"] for p in row]
+    wait_for(driver, lambda d: texts(d, ".lens-cell .token") == tops, "the lens's top tokens")
+    assert texts(driver, ".lens-cell .p") == probabilities
+    assert len(tops) == len(lens["stages"]) * len(prompt)
+
+    # attribution: one bar per component, the top guess against the runner-up
+    attribution = inspect_api(server, "attribution", {"prompt": prompt})
+    values = [signed(v) for v in attribution["values"]]
+    wait_for(driver, lambda d: texts(d, "#attr-bars .attr-value") == values, "attribution bars")
+    assert texts(driver, "#attr-bars th") == attribution["names"]
+    type_into(driver, "attr-token", "e")  # a token typed: its logit against the top guess
+    typed = inspect_api(server, "attribution", {"prompt": prompt, "token": "e"})
+    assert typed["token"]["token"] == "e"
+    typed_values = [signed(v) for v in typed["values"]]
+    wait_for(driver, lambda d: texts(d, "#attr-bars .attr-value") == typed_values, "typed token")
+
+    # ablation: the Δloss heatmap; clicking heads ablates them and redraws the distribution
+    table = inspect_api(server, "importance", {"prompt": prompt})
+    cells = [
+        signed(v, 3)
+        for layer, row in enumerate(table["heads"])
+        for v in [*row, table["mlps"][layer]]
+    ]
+    wait_for(driver, lambda d: texts(d, ".importance-cell") == cells, "the importance heatmap")
+
+    def click(component: str) -> None:
+        selector = f'.importance-cell[data-component="{component}"]'
+        driver.find_element(By.CSS_SELECTOR, selector).click()
+
+    def shown_ablation(components: list[str]) -> bool:
+        table = driver.find_element(By.ID, "ablation-table")
+        if table.get_attribute("data-components") != ",".join(components):
+            return False
+        result = inspect_api(server, "ablate", {"prompt": prompt, "components": components})
+        line = (
+            f"P({json.dumps(result['token']['token'])}) {result['p']:.4f} → "
+            f"{result['ablated_p']:.4f} (Δp {signed(result['delta_p'])})"
+        )
+        after = [f"{t['ablated_probability']:.4f}" for t in result["tokens"]]
+        return (
+            driver.find_element(By.ID, "ablation-delta").text == line
+            and texts(driver, "#ablation-table .p-ablated") == after
+        )
+
+    click("L0H1")
+    wait_for(driver, lambda d: shown_ablation(["L0H1"]), "L0H1 ablated")
+    click("L1H0")
+    wait_for(driver, lambda d: shown_ablation(["L0H1", "L1H0"]), "two heads ablated")
+    marked = driver.find_elements(By.CSS_SELECTOR, ".importance-cell.ablated")
+    assert [cell.get_attribute("data-component") for cell in marked] == ["L0H1", "L1H0"]
+    click("L0H1")  # again: restored
+    wait_for(driver, lambda d: shown_ablation(["L1H0"]), "L0H1 restored")
+    driver.find_element(By.ID, "ablation-clear").click()
+    model = api_table(server, prompt, 1.0)
+    wait_for(
+        driver,
+        lambda d: texts(d, "#ablation-table .p-model") == [before for before, _ in model[:10]],
+        "nothing ablated: the model's own distribution",
+    )
+
+    # patching: two prompts of the same length, answer and wrong token
+    body = {"clean": prompt, "corrupt": "the lord shall", "answer": " ", "wrong": "e"}
+    for name, value in body.items():
+        type_into(driver, f"patch-{name}", value)
+    driver.find_element(By.ID, "patch").click()
+    patching = inspect_api(server, "patching", body)
+    fractions = [fixed(x, 2) for x in np.ravel(patching["resid"])]
+    heads = [fixed(x, 2) for x in np.ravel(patching["heads"])]
+    wait_for(driver, lambda d: texts(d, "#patching-resid .patch-cell") == fractions, "patching")
+    assert texts(driver, "#patching-heads .patch-cell") == heads
+
+    # surprise: the prompt's tokens coloured by their loss, the loss and top guess on hover
+    scored = inspect_api(server, "surprise", {"text": prompt})
+    wait_for(driver, lambda d: texts(d, ".surprise-token") == list(prompt), "surprise")
+    spans = driver.find_elements(By.CSS_SELECTOR, ".surprise-token")[1:]
+    losses = [float(span.get_attribute("data-loss")) for span in spans]
+    np.testing.assert_allclose(losses, scored["losses"], rtol=1e-12)
+    guess = json.dumps(scored["top_tokens"][0])
+    assert f"the model's guess: {guess}" in spans[0].get_attribute("title")
+
+    # the neuron browser: layer 1, unit 7
+    driver.find_element(By.CSS_SELECTOR, "#neuron-layer option[value='1']").click()
+    type_into(driver, "neuron-unit", "7")
+    neuron = inspect_api(
+        server, "neuron", {"prompt": prompt, "layer": 1, "neuron": 7, "k": 8, "context": 16}
+    )
+    activations = [f"{e['activation']:.3f}" for e in neuron["examples"]]
+    wait_for(driver, lambda d: texts(d, "#neuron-examples .activation") == activations, "neuron")
+    contexts = ["".join(e["tokens"]) for e in neuron["examples"]]
+    assert texts(driver, "#neuron-examples td.token") == contexts
+
+    # head roles
+    roles = inspect_api(server, "head-roles", {"prompt": prompt})
+    scores = [
+        fixed(x, 2)
+        for key in ("previous_token", "first_token", "induction")
+        for x in np.ravel(roles[key])
+    ]
+    wait_for(driver, lambda d: texts(d, ".role-cell") == scores, "head roles")
+
+    screenshot(driver, tmp_path, "explorer-inspect.png")
+    assert_all_local(driver, server)

@@ -55,7 +55,7 @@ def mean_values(inspector: Inspector, ids: np.ndarray, patches: list[Patch]) -> 
     means = []
     for patch in patches:
         mean = sums[site_of(patch)] / count  # the site's mean per position: (nh, d), (d,)...
-        part = mean[patch_index(patch, mean.ndim + 2)[2:]]  # the chosen head or unit
+        part = np.asarray(mean[patch_index(patch, mean.ndim + 2)[2:]])  # a head or a unit: ()
         means.append(dataclasses.replace(patch, value=part))
     return means
 

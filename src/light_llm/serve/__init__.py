@@ -4,9 +4,12 @@
 >>> app = create_app(ExplorerModel("out-light-llm", "my run"))   # a FastAPI application
 
 session.py     the model served and every number the page shows
+inspection.py  the numbers of the "look inside" panels (light_llm.inspect on that model)
 app.py         the FastAPI application: the page and the JSON API under /api
+inspect_api.py the look-inside endpoints under /api/inspect
+fields.py      what every request body shares
 discovery.py   which model to serve when none is named
-static/        the page: HTML, script and style (no CDN; it works offline)
+static/        the page: HTML, script (explorer.js, inspect.js) and style (no CDN; offline)
 """
 
 from light_llm.serve.app import create_app

@@ -12,6 +12,8 @@ package, nothing from another host) and the JSON API under it.
     GET  /api/model                                                 -> config, training facts
     GET  /api/explain, /api/explain/{name}                          -> as ``explain --json``
     GET  /api/explain/{name}/figures/{file}                         -> the example's PNGs
+    POST /api/inspect/...  lens, attribution, ablate, importance, patching, head-roles,
+                           neuron, surprise: looking inside a GPT (inspect_api.py)
 
 A field out of range is answered 422 with the field named in ``detail[i].loc`` and one
 sentence in ``detail[i].msg``, as FastAPI does for every validation error.
@@ -33,24 +35,21 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from light_llm import explain
 from light_llm.errors import ConfigError, LightLLMError
 from light_llm.explain.render import needs_scientific
+from light_llm.serve.fields import Body, Prompt
+from light_llm.serve.inspect_api import inspect_router
+from light_llm.serve.inspection import Inspection
 from light_llm.serve.session import ExplorerModel, NotForThisModel, RequestError, event_stream
 
 STATIC = resources.files("light_llm.serve") / "static"
 PAGE_ROUTES = ("/", "/explain", "/explain/{name}")
-MAX_PROMPT_CHARACTERS = 100_000
 
 
 # ---------------------------------------------------------------------- request bodies
-class Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-Prompt = Annotated[str, Field(max_length=MAX_PROMPT_CHARACTERS)]
 Temperature = Annotated[float, Field(ge=0.0, le=100.0, allow_inf_nan=False)]
 TopK = Annotated[int | None, Field(ge=1)]
 TopP = Annotated[float | None, Field(gt=0.0, le=1.0, allow_inf_nan=False)]
@@ -160,6 +159,7 @@ def create_app(explorer: ExplorerModel) -> FastAPI:
     )
     app.state.explorer = explorer
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+    app.include_router(inspect_router(Inspection(explorer)))
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -210,15 +210,15 @@ class ExplorerModel:
         except LightLLMError as exc:
             raise RequestError(field, str(exc)) from None
 
-    def prompt_ids(self, prompt: str) -> list[int]:
+    def prompt_ids(self, prompt: str, field: str = "prompt") -> list[int]:
         """:meth:`encode`, refused when longer than the context, with the offer to keep the
-        last ``block_size`` tokens (``kept_prompt``: their text)."""
-        ids = self.encode(prompt)
+        last ``block_size`` tokens (``kept_prompt``: their text); errors name ``field``."""
+        ids = self.encode(prompt, field)
         if len(ids) > self.block_size:
             keep = self.block_size - (2 if self.is_encoder else 0)  # [CLS], [SEP] count
             kept = self.tokenizer.encode(prompt)[-keep:]
             raise RequestError(
-                "prompt",
+                field,
                 context_error(len(ids), self.block_size) + f" Keep the last {keep} tokens?",
                 keep_last=keep,
                 kept_prompt=self.tokenizer.decode(kept),

@@ -85,6 +85,11 @@ function viridis(t) {
 // probability -> a background from pale red (unlikely) to pale green (likely)
 const probabilityColour = (p) => `hsl(${Math.round(120 * Math.min(Math.max(p, 0), 1))}, 75%, 82%)`;
 
+// the key to probabilityColour: "P: 0 [pale red ... pale green] 1"
+const probabilityLegend = () => el("span", { class: "legend" }, "P: 0",
+  el("span", { class: "scale", style: `background: linear-gradient(to right, ${probabilityColour(0)}, ${probabilityColour(0.5)}, ${probabilityColour(1)})` }),
+  "1");
+
 // ---------------------------------------------------------------- model page
 function promptSection(presets) {
   const select = el("select", { id: "preset", onchange: (e) => {
@@ -143,9 +148,7 @@ function generateSection() {
       el("label", {}, "new tokens", el("input", { type: "number", id: "max-new-tokens", min: "1", max: "4096", value: "80" })),
       el("label", {}, "seed", el("input", { type: "number", id: "seed", min: "0", value: "1337" })),
       el("button", { id: "generate", text: "generate", onclick: startGeneration }),
-      el("span", { class: "legend" }, "P: 0",
-        el("span", { class: "scale", style: `background: linear-gradient(to right, ${probabilityColour(0)}, ${probabilityColour(0.5)}, ${probabilityColour(1)})` }),
-        "1"),
+      probabilityLegend(),
       el("span", { id: "generate-status", class: "muted" })),
     el("div", { id: "generated" }),
     el("div", { id: "generate-error", class: "error" }));
@@ -247,7 +250,7 @@ async function refreshPrompt() {
     drawChips(tokens);
   } catch (exc) { showError($("#prompt-error"), exc); return; }
   const jobs = [refreshAttention()];
-  if (state.model.capabilities.next_token) jobs.push(refreshNextToken());
+  if (state.model.capabilities.next_token) jobs.push(refreshNextToken(), refreshInspect());
   await Promise.all(jobs);
 }
 
@@ -481,7 +484,7 @@ async function modelPage(app) {
   sections.push(attentionSection(gpt));
   if (gpt) sections.push(generateSection());
   else sections.push(fillMaskSection(model.capabilities.fill_mask), similaritySection());
-  sections.push(cardSection(model));
+  sections.push(...inspectSections(model), cardSection(model)); // inspect.js
   app.replaceChildren(...sections);
   $("#nav-model").classList.add("current");
   if (!gpt) $("#sentences").value = SIMILARITY_PRESET.join("\n");

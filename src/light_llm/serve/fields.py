@@ -1,0 +1,18 @@
+"""What every request body of the explorer's API shares: unknown fields are refused (a typo is
+a 422 naming it, not a silently ignored option), and a text is at most
+:data:`MAX_PROMPT_CHARACTERS` long."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_PROMPT_CHARACTERS = 100_000
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+Prompt = Annotated[str, Field(max_length=MAX_PROMPT_CHARACTERS)]
