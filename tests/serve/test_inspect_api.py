@@ -285,18 +285,20 @@ def test_an_encoder_is_told_these_analyses_read_a_gpt(encoder_client):
     }
     for path, body in bodies.items():
         response = encoder_client.post(f"/api/inspect/{path}", json=body)
-        assert response.status_code == 409, path
-        assert "encoder" in response.json()["detail"]
+        assert response.status_code == 422, path
+        (error,) = response.json()["detail"]
+        assert error["loc"] == ["body", "model"] and "encoder" in error["msg"]
 
 
 def test_attribution_on_a_post_ln_model_says_why_not(tmp_path):
     """A post-LN residual is no sum of the sublayers' outputs: attribution is refused with the
-    library's sentence (409), while the lens still answers."""
+    library's sentence (a 422 naming the model), while the lens still answers."""
     folder, _, _ = save_char_checkpoint(
         tmp_path / "post", n_layer=2, n_embd=16, block_size=16, block_order="post"
     )
     with TestClient(create_app(ExplorerModel(folder, "test"))) as client:
         response = client.post("/api/inspect/attribution", json={"prompt": "to be"})
-        assert response.status_code == 409
-        assert "pre-LN" in response.json()["detail"]
+        assert response.status_code == 422
+        (error,) = response.json()["detail"]
+        assert error["loc"] == ["body", "model"] and "pre-LN" in error["msg"]
         assert client.post("/api/inspect/lens", json={"prompt": "to be"}).status_code == 200

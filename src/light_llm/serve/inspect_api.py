@@ -22,7 +22,8 @@
 A token given as text (target, token, versus, answer, wrong) must be exactly one token. A
 field the model cannot take (an empty text, a prompt longer than the context, a layer, head,
 neuron or position out of range, patching prompts of different lengths) is a 422 naming it;
-an encoder is answered 409 (these analyses read a GPT).
+an analysis that does not apply to the model (any of them on an encoder, attribution on a
+post-LN GPT) is a 422 naming the field ``model``.
 """
 
 from __future__ import annotations

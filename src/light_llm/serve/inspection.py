@@ -41,7 +41,7 @@ from light_llm.inspect import (
 )
 from light_llm.inspect.tokens import one_token, validation_ids
 from light_llm.limits import check_integer
-from light_llm.serve.session import ExplorerModel, NotForThisModel, RequestError
+from light_llm.serve.session import ExplorerModel, RequestError
 
 PAGE_TEXT_TOKENS = 8192  # tokens an importance table or a neuron reads at most (CLI: 32k)
 PAGE_BUDGET = 1.2e11  # parameters x tokens x forward passes a text analysis may cost: seconds
@@ -91,9 +91,10 @@ class Inspection:
     @property
     def inspector(self) -> Inspector:
         if self.explorer.is_encoder:
-            raise NotForThisModel(
+            raise RequestError(
+                "model",
                 "looking inside (the logit lens, attribution, ablation, patching, head roles, "
-                "neurons, surprise) works on a GPT; this model is an encoder."
+                "neurons, surprise) works on a GPT; this model is an encoder.",
             )
         if self._inspector is None:
             self._inspector = Inspector(self.explorer.model)
@@ -199,9 +200,8 @@ class Inspection:
                     inspector, ids, token_id, versus=versus_id, position=t
                 )
             except InspectError as exc:
-                if inspector.config.block_order != "pre":
-                    raise NotForThisModel(str(exc)) from None
-                raise RequestError("prompt", str(exc)) from None
+                field = "model" if inspector.config.block_order != "pre" else "prompt"
+                raise RequestError(field, str(exc)) from None
         return {
             "tokens": self.pieces(ids),
             "position": result.position,
