@@ -1,19 +1,22 @@
-"""HuggingFace Llama and Qwen3 export, checked against ``transformers``' own LlamaForCausalLM and
-Qwen3ForCausalLM (loaded through AutoModelForCausalLM, no remote code) and AutoTokenizer;
-nothing is downloaded. The models are small, their weights shaken off their initial values
-so that the logits are far from uniform."""
+"""HuggingFace Llama and Qwen3 export and import, checked against ``transformers``' own
+LlamaForCausalLM and Qwen3ForCausalLM (through AutoModelForCausalLM, no remote code) and
+AutoTokenizer; nothing is downloaded. The models are small, their weights shaken off their
+initial values so that the logits are far from uniform."""
 
 import json
 
+import numpy as np
 import pytest
+import safetensors.torch
 import torch
 import transformers
 
+from light_llm.checkpoints import load, load_config
 from light_llm.checkpoints.hf_architectures import hf_architecture
 from light_llm.checkpoints.hf_gpt2 import export_hf_gpt2
 from light_llm.checkpoints.hf_llama import export_hf_llama
 from light_llm.config import ModelConfig, preset
-from light_llm.errors import ConfigError
+from light_llm.errors import CheckpointError, ConfigError
 from light_llm.generate import generate
 from light_llm.models.gpt import GPT
 from light_llm.tokenizers import CharTokenizer
@@ -167,3 +170,94 @@ def test_the_nearest_architecture_is_the_one_with_fewest_blockers(changes, archi
     config = ModelConfig(vocab_size=40, **{"block_size": 16, "n_head": 2, "n_embd": 8, **changes})
     with pytest.raises(ConfigError, match=f"it would export as {architecture} "):
         hf_architecture(config)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"tie_embeddings": False},
+        {"tie_embeddings": True, "position_base": 500.0, "norm_eps": 1e-6},
+        {"qk_norm": True, "tie_embeddings": False, "n_inner": 40},
+        {"qk_norm": True, "tie_embeddings": True, "dropout": 0.1},
+    ],
+)
+def test_out_and_back_in_gives_bit_identical_weights(tmp_path, bpe, changes):
+    config = ModelConfig(vocab_size=bpe.vocab_size, **{**LLAMA_SHAPE, **changes})
+    ours = shaken(config)
+    export_hf_llama(ours, tmp_path / "hf", bpe)
+    assert load_config(tmp_path / "hf") == config
+    back = load(tmp_path / "hf")
+    assert set(back.state_dict()) == set(ours.state_dict())
+    for name, tensor in ours.state_dict().items():
+        assert torch.equal(back.state_dict()[name], tensor), name
+    numpy_engine = load(tmp_path / "hf", engine="numpy")
+    for name, array in numpy_engine.params.items():
+        assert np.array_equal(array, ours.state_dict()[name].numpy()), name
+
+
+@pytest.mark.parametrize("model_type", ["llama", "qwen3"])
+def test_a_folder_transformers_saved_loads_with_its_logits(tmp_path, model_type):
+    torch.manual_seed(5)
+    shape = dict(
+        vocab_size=61,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        head_dim=8,
+        max_position_embeddings=24,
+        rms_norm_eps=1e-5,
+        rope_parameters={"rope_type": "default", "rope_theta": 1000.0},
+    )
+    hf_config = transformers.AutoConfig.for_model(model_type, **shape)
+    theirs = transformers.AutoModelForCausalLM.from_config(hf_config).eval()
+    with torch.no_grad():
+        for name, parameter in theirs.named_parameters():
+            if not name.endswith(("q_norm.weight", "k_norm.weight")):
+                parameter.add_(0.3 * torch.randn_like(parameter))
+    theirs.save_pretrained(tmp_path)
+    ours = load(tmp_path)
+    assert ours.config.qk_norm == (model_type == "qwen3")
+    idx = torch.randint(0, 61, (2, 24))
+    assert max_logit_difference(ours, theirs, idx) <= 1e-4
+
+
+def test_a_damaged_folder_names_the_tensor_and_both_shapes(tmp_path, bpe):
+    export_hf_llama(shaken(ModelConfig(vocab_size=bpe.vocab_size, **LLAMA_SHAPE)), tmp_path, bpe)
+    tensors = safetensors.torch.load_file(tmp_path / "model.safetensors")
+    tensors["model.layers.1.mlp.up_proj.weight"] = torch.zeros(80, 32)
+    safetensors.torch.save_file(tensors, tmp_path / "model.safetensors")
+    with pytest.raises(CheckpointError) as refusal:
+        load(tmp_path)
+    assert "model.layers.1.mlp.up_proj.weight has shape (80, 32) but the config needs (88, 32)" in (
+        str(refusal.value)
+    )
+
+
+def test_a_qwen3_norm_gain_light_llm_lacks_is_refused(tmp_path, bpe):
+    config = ModelConfig(vocab_size=bpe.vocab_size, qk_norm=True, **LLAMA_SHAPE)
+    export_hf_llama(shaken(config), tmp_path, bpe)
+    tensors = safetensors.torch.load_file(tmp_path / "model.safetensors")
+    tensors["model.layers.0.self_attn.k_norm.weight"][3] = 1.5
+    safetensors.torch.save_file(tensors, tmp_path / "model.safetensors")
+    with pytest.raises(CheckpointError, match="k_norm.weight is not all ones"):
+        load(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("num_key_value_heads", 2),
+        ("hidden_act", "gelu"),
+        ("attention_bias", True),
+        ("rope_parameters", {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}),
+    ],
+)
+def test_llama_options_light_llm_does_not_compute_are_named(tmp_path, bpe, option, value):
+    export_hf_llama(shaken(ModelConfig(vocab_size=bpe.vocab_size, **LLAMA_SHAPE)), tmp_path, bpe)
+    hf_config = json.loads((tmp_path / "config.json").read_text())
+    hf_config[option] = value
+    (tmp_path / "config.json").write_text(json.dumps(hf_config))
+    with pytest.raises(CheckpointError, match="cannot be loaded: .*(not supported|RoPE scaling)"):
+        load(tmp_path)

@@ -28,13 +28,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from light_llm.checkpoints.folder import LLAMA_MODEL_TYPES
 from light_llm.checkpoints.hf_architectures import LLAMA, QWEN3, llama_family
 from light_llm.checkpoints.hf_gpt2_config import special_token_ids
 from light_llm.config import ModelConfig
 from light_llm.errors import CheckpointError, ConfigError
 from light_llm.limits import check_flag
 
-MODEL_TYPES = {"llama": LLAMA, "qwen3": QWEN3}  # config.json's model_type -> architecture
+MODEL_TYPES = dict(zip(LLAMA_MODEL_TYPES, (LLAMA, QWEN3), strict=True))  # model_type -> name
 CLASS_NAMES = {LLAMA: "LlamaForCausalLM", QWEN3: "Qwen3ForCausalLM"}
 
 # per-layer tensors that map one to one (light-llm's name -> HuggingFace's)
@@ -217,9 +218,11 @@ def tensors_from_hf_llama(
     lm_head.weight dropped. CheckpointError when a Qwen3 q_norm or k_norm gain is not 1:
     light-llm's QK-norm has none."""
     rows = interleaved_rows(config.n_head, config.head_dim)
-    tensors = {name: hf_tensors[hf_name] for name, hf_name in MODEL_NAMES.items()}
-    if config.tie_embeddings:
-        del tensors["lm_head.weight"]
+    tensors = {
+        name: hf_tensors[hf_name]
+        for name, hf_name in MODEL_NAMES.items()
+        if not (config.tie_embeddings and name == "lm_head.weight")
+    }
     for i in range(config.n_layer):
         hf_layer, layer = f"model.layers.{i}.", f"transformer.h.{i}."
         for name, hf_name in LAYER_NAMES.items():

@@ -116,7 +116,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--init-from",
         metavar="DIR",
         help="start from this model folder (a light-llm checkpoint or training output, or a "
-        "HuggingFace GPT-2 folder) on --data",
+        "HuggingFace GPT-2, Llama or Qwen3 folder) on --data",
     )
     tune.add_argument(
         "--lora-rank",
