@@ -21,6 +21,7 @@ from light_llm.generate import generate
 from light_llm.models.gpt import GPT
 from light_llm.tokenizers import CharTokenizer
 from light_llm.tokenizers.bpe import train_bpe
+from tests.conftest import shaken
 
 CORPUS = (
     "The quick brown fox jumps over the lazy dog, and the dog sleeps on. "
@@ -51,12 +52,8 @@ def bpe():
     return train_bpe(CORPUS, 320)
 
 
-def shaken(config: ModelConfig) -> GPT:
-    model = GPT(config).eval()
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(0.3 * torch.randn_like(parameter))
-    return model
+def shaken_gpt(config: ModelConfig) -> GPT:
+    return shaken(GPT(config).eval())
 
 
 def their_model(folder):
@@ -78,7 +75,7 @@ def test_exported_logits_equal_transformers(tmp_path, bpe, qk_norm, class_name, 
     config = ModelConfig(
         vocab_size=bpe.vocab_size, qk_norm=qk_norm, tie_embeddings=tied, **LLAMA_SHAPE
     )
-    ours = shaken(config)
+    ours = shaken_gpt(config)
     export_hf_llama(ours, tmp_path / "hf", bpe)
     theirs = their_model(tmp_path / "hf")
     assert type(theirs).__name__ == class_name
@@ -90,7 +87,7 @@ def test_exported_logits_equal_transformers(tmp_path, bpe, qk_norm, class_name, 
 @pytest.mark.parametrize("qk_norm", [False, True])
 def test_greedy_text_equals_transformers_generate(tmp_path, bpe, qk_norm):
     config = ModelConfig(vocab_size=bpe.vocab_size, qk_norm=qk_norm, **LLAMA_SHAPE)
-    ours = shaken(config)
+    ours = shaken_gpt(config)
     export_hf_llama(ours, tmp_path / "hf", bpe)
     theirs = their_model(tmp_path / "hf")
     prompt = torch.tensor([bpe.encode("The quick brown")])
@@ -108,7 +105,9 @@ def test_greedy_text_equals_transformers_generate(tmp_path, bpe, qk_norm):
 
 
 def test_auto_tokenizer_gives_the_ids_of_a_learned_bpe(tmp_path, bpe):
-    export_hf_llama(shaken(ModelConfig(vocab_size=bpe.vocab_size, **LLAMA_SHAPE)), tmp_path, bpe)
+    export_hf_llama(
+        shaken_gpt(ModelConfig(vocab_size=bpe.vocab_size, **LLAMA_SHAPE)), tmp_path, bpe
+    )
     theirs = transformers.AutoTokenizer.from_pretrained(tmp_path)
     ids = bpe.encode(UNSEEN)
     assert theirs(UNSEEN)["input_ids"] == ids
@@ -119,7 +118,7 @@ def test_auto_tokenizer_gives_the_ids_of_a_learned_bpe(tmp_path, bpe):
 def test_auto_tokenizer_gives_the_ids_of_a_char_tokenizer(tmp_path):
     tokenizer = CharTokenizer.from_text(UNSEEN + CORPUS)
     config = ModelConfig(vocab_size=tokenizer.vocab_size, **LLAMA_SHAPE)
-    export_hf_llama(shaken(config), tmp_path, tokenizer)
+    export_hf_llama(shaken_gpt(config), tmp_path, tokenizer)
     theirs = transformers.AutoTokenizer.from_pretrained(tmp_path)
     text = "dog — 你好 🎉, naïve\n\tthe fox"
     assert theirs(text)["input_ids"] == tokenizer.encode(text)
@@ -183,7 +182,7 @@ def test_the_nearest_architecture_is_the_one_with_fewest_blockers(changes, archi
 )
 def test_out_and_back_in_gives_bit_identical_weights(tmp_path, bpe, changes):
     config = ModelConfig(vocab_size=bpe.vocab_size, **{**LLAMA_SHAPE, **changes})
-    ours = shaken(config)
+    ours = shaken_gpt(config)
     export_hf_llama(ours, tmp_path / "hf", bpe)
     assert load_config(tmp_path / "hf") == config
     back = load(tmp_path / "hf")
@@ -224,7 +223,9 @@ def test_a_folder_transformers_saved_loads_with_its_logits(tmp_path, model_type)
 
 
 def test_a_damaged_folder_names_the_tensor_and_both_shapes(tmp_path, bpe):
-    export_hf_llama(shaken(ModelConfig(vocab_size=bpe.vocab_size, **LLAMA_SHAPE)), tmp_path, bpe)
+    export_hf_llama(
+        shaken_gpt(ModelConfig(vocab_size=bpe.vocab_size, **LLAMA_SHAPE)), tmp_path, bpe
+    )
     tensors = safetensors.torch.load_file(tmp_path / "model.safetensors")
     tensors["model.layers.1.mlp.up_proj.weight"] = torch.zeros(80, 32)
     safetensors.torch.save_file(tensors, tmp_path / "model.safetensors")
@@ -237,7 +238,7 @@ def test_a_damaged_folder_names_the_tensor_and_both_shapes(tmp_path, bpe):
 
 def test_a_qwen3_norm_gain_light_llm_lacks_is_refused(tmp_path, bpe):
     config = ModelConfig(vocab_size=bpe.vocab_size, qk_norm=True, **LLAMA_SHAPE)
-    export_hf_llama(shaken(config), tmp_path, bpe)
+    export_hf_llama(shaken_gpt(config), tmp_path, bpe)
     tensors = safetensors.torch.load_file(tmp_path / "model.safetensors")
     tensors["model.layers.0.self_attn.k_norm.weight"][3] = 1.5
     safetensors.torch.save_file(tensors, tmp_path / "model.safetensors")
@@ -255,7 +256,9 @@ def test_a_qwen3_norm_gain_light_llm_lacks_is_refused(tmp_path, bpe):
     ],
 )
 def test_llama_options_light_llm_does_not_compute_are_named(tmp_path, bpe, option, value):
-    export_hf_llama(shaken(ModelConfig(vocab_size=bpe.vocab_size, **LLAMA_SHAPE)), tmp_path, bpe)
+    export_hf_llama(
+        shaken_gpt(ModelConfig(vocab_size=bpe.vocab_size, **LLAMA_SHAPE)), tmp_path, bpe
+    )
     hf_config = json.loads((tmp_path / "config.json").read_text())
     hf_config[option] = value
     (tmp_path / "config.json").write_text(json.dumps(hf_config))

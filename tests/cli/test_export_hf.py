@@ -15,47 +15,27 @@ from light_llm.cli import main
 from light_llm.config import ModelConfig, preset
 from light_llm.models.gpt import GPT
 from light_llm.tokenizers.bpe import train_bpe
+from tests.checkpoints.test_hf_llama import LLAMA_SHAPE, _offline  # noqa: F401 (a fixture)
 from tests.cli.test_finetune import RUN, error_line
+from tests.conftest import shaken
 from tests.train.helpers import write_corpus
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-QWEN3_SHAPE = dict(
-    block_size=16,
-    n_layer=1,
-    n_head=2,
-    n_embd=16,
-    bias=False,
-    positions="rotary",
-    norm="rmsnorm",
-    activation="swiglu",
-    qk_norm=True,
-    tie_embeddings=False,
-)
-
-
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+QWEN3_SHAPE = {**LLAMA_SHAPE, "block_size": 16, "n_layer": 1, "n_head": 2, "n_embd": 16,
+               "qk_norm": True}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return write_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt", n_lines=300)
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory, corpus):
-    """A light-llm checkpoint of a Qwen3-shaped model over a BPE learned from the corpus, its
-    weights shaken off their initial values (so that greedy decoding is not a near tie)."""
+def checkpoint(tmp_path_factory):
+    """(a light-llm checkpoint of a Qwen3-shaped model over a BPE learned from a corpus, its
+    weights shaken off their initial values; that corpus)."""
+    root = tmp_path_factory.mktemp("qwen3")
+    corpus = write_corpus(root / "corpus.txt", n_lines=300)
     tokenizer = train_bpe(corpus.read_text(), 300)
-    model = GPT(ModelConfig(vocab_size=tokenizer.vocab_size, **QWEN3_SHAPE))
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(0.3 * torch.randn_like(parameter))
-    folder = tmp_path_factory.mktemp("qwen3") / "checkpoint"
-    save(model, folder, tokenizer)
-    return folder
+    model = shaken(GPT(ModelConfig(vocab_size=tokenizer.vocab_size, **QWEN3_SHAPE)))
+    save(model, root / "checkpoint", tokenizer)
+    return root / "checkpoint", corpus
 
 
 def export(checkpoint, out) -> int:
@@ -68,7 +48,8 @@ def max_logit_difference(folder, ours, idx) -> float:
         return (theirs(idx).logits - ours(idx)[0]).abs().max().item()
 
 
-def test_out_fine_tuned_and_out_again(checkpoint, corpus, tmp_path, capsys):
+def test_out_fine_tuned_and_out_again(checkpoint, tmp_path, capsys):
+    checkpoint, corpus = checkpoint
     assert export(checkpoint, tmp_path / "hf") == 0
     assert "as a HuggingFace Qwen3 folder (Qwen3ForCausalLM)" in capsys.readouterr().out
     run = tmp_path / "run"
@@ -81,7 +62,8 @@ def test_out_fine_tuned_and_out_again(checkpoint, corpus, tmp_path, capsys):
     assert max_logit_difference(tmp_path / "hf", tuned, idx) > 1e-3  # it trained
 
 
-def test_generate_and_eval_read_an_exported_folder(checkpoint, corpus, tmp_path, capsys):
+def test_generate_and_eval_read_an_exported_folder(checkpoint, tmp_path, capsys):
+    checkpoint, corpus = checkpoint
     assert export(checkpoint, tmp_path / "hf") == 0
     capsys.readouterr()
     argv = ["--checkpoint", str(tmp_path / "hf")]
@@ -98,6 +80,7 @@ def test_generate_and_eval_read_an_exported_folder(checkpoint, corpus, tmp_path,
 
 
 def test_a_folder_with_other_files_is_not_replaced(checkpoint, tmp_path, capsys):
+    checkpoint, _ = checkpoint
     (tmp_path / "notes.txt").write_text("mine")
     assert export(checkpoint, tmp_path) == 2
     assert "folder" in error_line(capsys, "export")
@@ -114,6 +97,7 @@ def test_a_model_no_architecture_expresses_is_refused(tmp_path, capsys):
 
 
 def test_a_damaged_folder_given_back_is_one_sentence(checkpoint, tmp_path, capsys):
+    checkpoint, _ = checkpoint
     assert export(checkpoint, tmp_path / "hf") == 0
     weights = tmp_path / "hf" / "model.safetensors"
     tensors = safetensors.torch.load_file(weights)
