@@ -264,3 +264,29 @@ def test_llama_options_light_llm_does_not_compute_are_named(tmp_path, bpe, optio
     (tmp_path / "config.json").write_text(json.dumps(hf_config))
     with pytest.raises(CheckpointError, match="cannot be loaded: .*(not supported|RoPE scaling)"):
         load(tmp_path)
+
+
+@pytest.mark.parametrize("qk_norm", [False, True])
+def test_transformer_lens_reads_an_export_with_the_same_logits_and_patterns(tmp_path, bpe, qk_norm):
+    """TransformerLens 4's bridge over the exported folder: its logits, and each layer's
+    attention pattern (hook_pattern, after TransformerLens's own RoPE), equal light-llm's."""
+    import transformer_lens  # here: a second or so to import, which other tests need not pay
+
+    config = ModelConfig(vocab_size=bpe.vocab_size, qk_norm=qk_norm, **LLAMA_SHAPE)
+    ours = shaken_gpt(config)
+    export_hf_llama(ours, tmp_path, bpe)
+    bridge = transformer_lens.TransformerBridge.boot_transformers(
+        str(tmp_path),
+        hf_model=their_model(tmp_path),
+        tokenizer=transformers.AutoTokenizer.from_pretrained(tmp_path),
+        device="cpu",
+    )
+    idx = torch.randint(0, config.vocab_size, (2, config.block_size))
+    for block in ours.transformer.h:
+        block.attn.record_weights = True
+    with torch.no_grad():
+        logits, cache = bridge.run_with_cache(idx)
+        assert (logits - ours(idx)[0]).abs().max().item() <= 1e-4
+    for i, block in enumerate(ours.transformer.h):
+        pattern = cache[f"blocks.{i}.attn.hook_pattern"]
+        assert (pattern - block.attn.last_weights).abs().max().item() <= 1e-5
