@@ -11,8 +11,9 @@ import torch
 import transformers
 
 from light_llm.checkpoints import load, save
+from light_llm.checkpoints.hf_architectures import hf_architecture
 from light_llm.cli import main
-from light_llm.config import ModelConfig, preset
+from light_llm.config import ModelConfig, count_parameters, preset
 from light_llm.models.gpt import GPT
 from light_llm.tokenizers.bpe import train_bpe
 from tests.checkpoints.test_hf_llama import LLAMA_SHAPE, _offline  # noqa: F401 (a fixture)
@@ -113,3 +114,19 @@ def test_a_damaged_folder_given_back_is_one_sentence(checkpoint, tmp_path, capsy
     assert not (tmp_path / "again").exists()
     assert main(["generate", "--checkpoint", str(tmp_path / "hf"), "--prompt", "the"]) == 2
     assert "k_proj.weight has shape (16, 12)" in error_line(capsys, "generate")
+
+
+def test_the_exportable_preset_trains_and_leaves_as_qwen3(checkpoint, tmp_path, capsys):
+    _, corpus = checkpoint
+    assert hf_architecture(preset("qwen3-cpu")) == "Qwen3"
+    default, exportable = count_parameters(preset("bpe-cpu")), count_parameters(preset("qwen3-cpu"))
+    assert exportable["total"] == default["total"]  # SwiGLU's 3 matrices hold ReLU²'s 2
+    run = tmp_path / "run"
+    small = ["--n-layer", "1", "--n-embd", "16", "--n-head", "2", "--block-size", "16"]
+    argv = ["train", "--preset", "qwen3-cpu", "--data", str(corpus), "--out", str(run)]
+    assert main([*argv, *small, *RUN]) == 0
+    assert export(run, tmp_path / "hf") == 0
+    assert "(Qwen3ForCausalLM)" in capsys.readouterr().out
+    trained = load(run)
+    idx = torch.randint(0, trained.config.vocab_size, (2, 16))
+    assert max_logit_difference(tmp_path / "hf", trained, idx) <= 1e-4
