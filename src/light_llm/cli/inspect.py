@@ -119,12 +119,8 @@ def run(args: argparse.Namespace) -> int:
 
     check_integer("--max-tokens", args.max_tokens, 2, 10_000_000, InspectError)
     folder = inspect_folder(args.checkpoint)
-    if folder.holds_encoder:
-        raise InspectError(
-            f"{folder.path} holds an encoder; light-llm inspect looks inside a GPT (an encoder "
-            "has no next-token prediction to follow: see light-llm attention and fill-mask)."
-        )
-    model = load(folder.path, device=resolve_device(args.device))
+    architecture = "bert" if folder.holds_encoder else "gpt"
+    model = load(folder.path, architecture=architecture, device=resolve_device(args.device))
     tokenizer = load_tokenizer(folder.path, check_model=True)
     session = Session(args, model, tokenizer, folder.path, np)
     document = getattr(session, args.analysis)()
@@ -148,6 +144,7 @@ class Session:
             np,
         )
         self.quiet = args.json
+        self.encoder = getattr(model.config, "type_vocab_size", None) is not None
 
     # ------------------------------------------------------------------ inputs
     def say(self, line: str = "") -> None:
@@ -166,7 +163,10 @@ class Session:
             raise InspectError(f"light-llm inspect {self.args.analysis} needs {field} TEXT.")
         if not text:
             raise InspectError(f"{field} is empty: give some text.")
-        ids = self.np.array(self.tokenizer.encode(text))
+        if self.encoder:  # [CLS] text [SEP], as the encoder was trained
+            ids = self.np.array(self.tokenizer.encode_plus(text, truncation=False)["input_ids"])
+        else:
+            ids = self.np.array(self.tokenizer.encode(text))
         if len(ids) > self.model.config.block_size:
             raise InspectError(
                 f"{field} is {len(ids)} tokens long, more than the model's context of "
@@ -202,6 +202,17 @@ class Session:
 
     def plot(self):
         return self.args.plot
+
+    def mask_position(self, ids) -> int:
+        """The position of the prompt's [MASK], whose prediction an encoder's ablation follows."""
+        from light_llm.errors import InspectError
+
+        found = self.np.flatnonzero(ids == self.tokenizer.mask_id)
+        if not len(found):
+            raise InspectError(
+                "put a [MASK] in --prompt: an encoder's ablation follows its prediction there."
+            )
+        return int(found[0])
 
     # ------------------------------------------------------------------ analyses
     def lens(self) -> dict:
@@ -327,8 +338,14 @@ class Session:
         if components and self.args.prompt is not None and self.args.text is None:
             ids = self.prompt()
             token = None if self.args.token is None else self.one(self.args.token, "--token")
+            position = self.mask_position(ids) if self.encoder else -1
             result = ablate_prompt(
-                self.model, ids, components, method=self.args.method, token=token
+                self.model,
+                ids,
+                components,
+                method=self.args.method,
+                token=token,
+                position=position,
             )
             self.say(
                 f"p({self.token_text(result.token)!r} | --prompt) {result.p:.4f} -> "
@@ -352,7 +369,9 @@ class Session:
             }
         ids, what = self.text()
         if components:
-            result = ablate_text(self.model, ids, components, method=self.args.method)
+            result = ablate_text(
+                self.model, ids, components, method=self.args.method, tokenizer=self.tokenizer
+            )
             self.say(
                 f"loss over {what}: {result.loss:.4f} -> {result.ablated_loss:.4f} "
                 f"(Δloss {result.delta_loss:+.4f}) with {', '.join(result.components)} "
@@ -366,7 +385,7 @@ class Session:
                 "delta_loss": result.delta_loss,
                 "n_tokens": result.n_tokens,
             }
-        table = head_importance(self.model, ids, method=self.args.method)
+        table = head_importance(self.model, ids, method=self.args.method, tokenizer=self.tokenizer)
         config = self.model.config
         self.say(
             f"Δloss when each head or MLP is {table.method}-ablated alone, over {what} "

@@ -62,6 +62,11 @@ def head_roles(
     the induction test draws ``n_sequences`` random sequences of ``length`` tokens (default:
     half the context, at most 64) with ``seed``, each repeated twice."""
     inspector = Inspector(model)
+    inspector.require_gpt(
+        "head roles",
+        "previous-token, first-token and induction heads belong to causal attention; an "
+        "encoder attends both ways.",
+    )
     config = inspector.config
     check_seed(seed, InspectError)
     if config.block_size < 4:

@@ -74,7 +74,8 @@ def logit_lens(
     """The logit lens of ``model`` on the prompt ``ids`` (1-D token ids): at every stage and
     position, the ``top_k`` tokens and the probability and rank of ``target`` (a token id), or
     of the actual next token of the prompt when ``target`` is None (the last position then has
-    none)."""
+    none). For an encoder the lens reads each residual through the masked-LM head, and the
+    token followed by default is the one at the position itself."""
     inspector = Inspector(model)
     config = inspector.config
     ids = prompt_ids(ids, config)
@@ -94,7 +95,9 @@ def logit_lens(
     resid = np.stack([trace.activations[site][0] for _, site in stages])  # (S, T, d)
     log_probs, _ = log_softmax_forward(inspector.lens(resid).astype(np.float64))  # (S, T, V)
     T = len(ids)
-    if target is None:
+    if target is None and inspector.encoder:
+        target_ids = ids.copy()  # a masked-LM head predicts the token at its own position
+    elif target is None:
         target_ids = np.append(ids[1:], -1)
     else:
         target_ids = np.full(T, int(target))
