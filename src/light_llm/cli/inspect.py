@@ -14,7 +14,8 @@ prediction, not only what it predicts. Layers and heads count from 0; a head is 
 an MLP L1MLP, one MLP unit L1N37. Tokens given as text (--token, --answer...) must be exactly
 one token of the model's tokenizer (' the', with its space, for a BPE model).
 
-  lens       what the model would predict after each sublayer (the logit lens)
+  lens       what the model would predict after each sublayer (the logit lens); without
+             --prompt, over a text: each stage's top-1 accuracy on the next token
   attribute  a next-token logit split into the embeddings, every head and every MLP
   ablate     remove heads, MLPs or units: Δp of the next token for --prompt, Δloss over a text;
              without --components, the Δloss of every head and MLP alone (the importance table)
@@ -219,6 +220,8 @@ class Session:
         from light_llm.inspect import logit_lens
         from light_llm.inspect.plots import heatmap
 
+        if self.args.prompt is None:
+            return self.lens_over_text()
         ids = self.prompt()
         target = None if self.args.token is None else self.one(self.args.token, "--token")
         result = logit_lens(self.model, ids, target=target, top_k=self.args.top_k)
@@ -272,6 +275,37 @@ class Session:
             "target_ids": result.target_ids.tolist(),
             "target_probs": nan_to_none(result.target_probs.tolist()),
             "target_ranks": result.target_ranks.tolist(),
+        }
+
+    def lens_over_text(self) -> dict:
+        from light_llm.inspect import lens_over_text
+        from light_llm.inspect.plots import bars
+
+        ids, what = self.text()
+        result = lens_over_text(self.model, ids, tokenizer=self.tokenizer)
+        followed = "masked token" if self.encoder else "next token"
+        self.say(
+            f"logit lens over {what} ({result.n_tokens:,} {followed}s scored): how often "
+            f"each stage's top guess is the {followed}, and the mean log-probability it gives"
+        )
+        for stage, top1, log_prob in zip(
+            result.stages, result.top1, result.mean_log_prob, strict=True
+        ):
+            self.say(f"  {stage:>10}  top-1 {top1:6.1%}   mean log p {log_prob:8.3f}")
+        if self.plot():
+            bars(
+                result.top1,
+                result.stages,
+                self.plot(),
+                f"logit lens: top-1 accuracy on the {followed}, by stage",
+                "top-1 accuracy",
+            )
+        return {
+            "stages": result.stages,
+            "top1": result.top1.tolist(),
+            "mean_log_prob": result.mean_log_prob.tolist(),
+            "n_tokens": result.n_tokens,
+            "text": what,
         }
 
     def attribute(self) -> dict:
@@ -472,9 +506,9 @@ class Session:
         config = self.model.config
         self.say(
             "head scores: previous-token and first-token on the first "
-            f"{min(len(ids), config.block_size)} "
-            f"tokens of {what}; induction on {result.n_sequences} random sequences of "
-            f"{result.length} tokens, each repeated"
+            f"{result.n_sequences} windows of {config.block_size} tokens (at most) of {what}; "
+            f"induction on {result.n_sequences} random sequences of {result.length} tokens, "
+            "each repeated"
         )
         self.say(f"{'head':>6} {'previous':>9} {'first':>9} {'induction':>10}")
         for layer in range(config.n_layer):
