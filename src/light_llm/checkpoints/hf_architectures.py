@@ -20,6 +20,8 @@ from light_llm.checkpoints.hf_gpt2_config import ACTIVATIONS_TO_HF
 from light_llm.config import ModelConfig
 from light_llm.errors import ConfigError
 
+LLAMA_MODEL_TYPES = ("llama", "qwen3")  # config.json model_type of the Llama family read
+
 GPT2 = "GPT-2"
 LLAMA = "Llama"
 QWEN3 = "Qwen3"

@@ -28,8 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from light_llm.checkpoints.folder import LLAMA_MODEL_TYPES
-from light_llm.checkpoints.hf_architectures import LLAMA, QWEN3, llama_family
+from light_llm.checkpoints.hf_architectures import LLAMA, LLAMA_MODEL_TYPES, QWEN3, llama_family
 from light_llm.checkpoints.hf_gpt2_config import special_token_ids
 from light_llm.config import ModelConfig
 from light_llm.errors import CheckpointError, ConfigError
