@@ -42,14 +42,20 @@ def tiny_config(**overrides) -> ModelConfig:
 CHAR_CORPUS = "to be or not to be, that is the question"
 
 
-def save_char_checkpoint(folder: Path, **shape) -> tuple[Path, GPT, CharTokenizer]:
-    """A small character-level GPT over CHAR_CORPUS's characters, its weights moved off their
-    initial values (so that its outputs are not near-uniform), saved to ``folder``."""
-    tokenizer = CharTokenizer.from_text(CHAR_CORPUS)
-    model = GPT(ModelConfig(vocab_size=tokenizer.vocab_size, n_head=2, **shape)).eval()
+def shaken(model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` with its weights moved off their initial values by N(0, 0.3²) each (so that
+    its outputs are not near-uniform and greedy decoding is not a near tie)."""
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.add_(0.3 * torch.randn_like(parameter))
+    return model
+
+
+def save_char_checkpoint(folder: Path, **shape) -> tuple[Path, GPT, CharTokenizer]:
+    """A small character-level GPT over CHAR_CORPUS's characters, its weights moved off their
+    initial values (:func:`shaken`), saved to ``folder``."""
+    tokenizer = CharTokenizer.from_text(CHAR_CORPUS)
+    model = shaken(GPT(ModelConfig(vocab_size=tokenizer.vocab_size, n_head=2, **shape)).eval())
     save(model, folder, tokenizer)
     return folder, model, tokenizer
 

@@ -55,12 +55,13 @@ PATCHABLE = (
 )
 
 
-def site_names(config: Any) -> list[str]:
+def site_names(config: Any, encoder: bool = False) -> list[str]:
     """Every name the instrumented forward of a model of ``config`` can record, in the order
     the forward computes them (``pos_embed`` only with learned or sinusoidal positions,
-    ``final_scale`` only with a final norm)."""
+    ``final_scale`` only with a final norm). An ``encoder``'s ``embed`` is its embedding
+    layer's output, LN(E[tokens] + P[positions] + S[types]): no ``pos_embed`` of its own."""
     names = ["embed"]
-    if config.positions in ("learned", "sinusoidal"):
+    if config.positions in ("learned", "sinusoidal") and not encoder:
         names.append("pos_embed")
     for layer in range(config.n_layer):
         names.extend(f"{site}.{layer}" for site in LAYER_SITES)
@@ -69,16 +70,16 @@ def site_names(config: Any) -> list[str]:
     return names
 
 
-def check_record(config: Any, record: Any) -> frozenset[str]:
+def check_record(config: Any, record: Any, encoder: bool = False) -> frozenset[str]:
     """The set of names to record: ``record`` is an iterable of site names, or True for all of
     them. InspectError naming the first unknown name and the forms that exist."""
     if record is True:
-        return frozenset(site_names(config))
+        return frozenset(site_names(config, encoder))
     if record is None or record is False:
         return frozenset()
     if isinstance(record, str):
         record = (record,)
-    known = set(site_names(config))
+    known = set(site_names(config, encoder))
     names = frozenset(record)
     for name in sorted(names):
         if name not in known:
@@ -216,16 +217,19 @@ class Sites:
         self.activations: dict[str, Any] = {}
 
     @classmethod
-    def for_forward(cls, config: Any, n_positions: int, record, patches, copy, convert) -> Sites:
+    def for_forward(
+        cls, config: Any, n_positions: int, record, patches, copy, convert, encoder=False
+    ) -> Sites:
         """The Sites of a forward over ``n_positions`` tokens, its record and patches checked
-        against ``config`` (ConfigError for a sequence longer than the context)."""
+        against ``config`` (ConfigError for a sequence longer than the context); ``encoder``
+        for a BERT-style encoder's forward."""
         if n_positions > config.block_size:
             raise ConfigError(
                 f"sequence of {n_positions} tokens is longer than the context of "
                 f"{config.block_size} (block_size)."
             )
         checked = [check_patch(config, patch, n_positions) for patch in patches]
-        return cls(check_record(config, record), checked, copy, convert)
+        return cls(check_record(config, record, encoder), checked, copy, convert)
 
     def wanted(self, *names: str) -> bool:
         """Whether any of ``names`` is recorded or patched."""

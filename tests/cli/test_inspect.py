@@ -173,7 +173,7 @@ def test_patch_heads_neurons_and_surprise_equal_the_api(capsys, run_folder):
             "MLP units run from 0 to 63",
         ),
         (["lens", "--prompt", ""], "--prompt is empty"),
-        (["lens"], "needs --prompt TEXT"),
+        (["attribute"], "needs --prompt TEXT"),
         (["lens", "--prompt", "to be " * 10], "more than the model's context of 24 tokens"),
         (["surprise", "--prompt", "t"], "the text is empty"),
         (["neurons", "--prompt", "to be"], "needs --layer L and --neuron N"),
@@ -186,9 +186,55 @@ def test_bad_input_is_one_line_and_exit_code_2(capsys, run_folder, argv, message
     assert "Traceback" not in err
 
 
-def test_an_encoder_is_refused_in_one_line(capsys, tmp_path):
+def test_the_packaged_minilm_has_no_masked_lm_head_to_look_through(capsys):
     from light_llm.tokenizers.bert import packaged_bert_folder
 
-    code = main(["inspect", "heads", "--checkpoint", str(packaged_bert_folder())])
+    code = main(["inspect", "lens", "--prompt", "hi", "--checkpoint", str(packaged_bert_folder())])
     _, err = capsys.readouterr()
-    assert code == 2 and "holds an encoder" in err and len(err.strip().splitlines()) == 1
+    assert code == 2 and "no masked-LM head" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.fixture(scope="module")
+def encoder_folder(tmp_path_factory):
+    from light_llm.checkpoints import save
+    from light_llm.models.bert import BertEncoder, EncoderConfig
+    from light_llm.tokenizers import BertTokenizer
+    from light_llm.tokenizers.bert import SPECIAL_TOKENS
+
+    tokenizer = BertTokenizer([*SPECIAL_TOKENS, *"to be or not that is the question".split()])
+    config = EncoderConfig(
+        vocab_size=tokenizer.vocab_size, block_size=16, n_layer=2, n_head=2, n_embd=16, dropout=0.0
+    )
+    folder = tmp_path_factory.mktemp("encoder") / "bert"
+    save(BertEncoder(config).eval(), folder, tokenizer)
+    (folder.parent / "text.txt").write_text("to be or not to be that is the question " * 8)
+    return folder
+
+
+def test_an_encoder_is_looked_at_through_its_masked_lm_head(capsys, encoder_folder):
+    from light_llm.inspect import ablate_prompt, ablate_text
+
+    model = load(encoder_folder, architecture="bert")
+    tokenizer = load_tokenizer(encoder_folder)
+
+    def run(*argv):
+        code = main(["inspect", *argv, "--checkpoint", str(encoder_folder), "--json"])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        return json.loads(out)
+
+    lens = run("lens", "--prompt", "to be or [MASK]")
+    ids = np.array(tokenizer.encode_plus("to be or [MASK]")["input_ids"])
+    np.testing.assert_allclose(lens["top_probs"], logit_lens(model, ids, top_k=3).top_probs)
+    prompt = run("ablate", "--prompt", "to be or [MASK]", "--components", "L0H1")
+    expected = ablate_prompt(model, ids, ["L0H1"], position=4)
+    assert prompt["delta_p"] == pytest.approx(expected.delta_p)
+    text = encoder_folder.parent / "text.txt"
+    loss = run("ablate", "--text", str(text), "--components", "L1MLP")
+    text_ids = np.array(tokenizer.encode(text.read_text()))
+    assert loss["delta_loss"] == pytest.approx(
+        ablate_text(model, text_ids, ["L1MLP"], tokenizer=tokenizer).delta_loss
+    )
+    code = main(["inspect", "heads", "--checkpoint", str(encoder_folder)])
+    _, err = capsys.readouterr()
+    assert code == 2 and "head roles needs a GPT" in err

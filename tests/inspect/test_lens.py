@@ -69,3 +69,22 @@ def test_both_engines_give_the_same_lens(variant):
 def test_bad_input_is_one_sentence(ids, options, message):
     with pytest.raises(InspectError, match=message):
         logit_lens(shaken_gpt(), ids, **options)
+
+
+@pytest.mark.parametrize("variant", ["seed", "recipe"])
+def test_the_lens_over_a_text_ends_at_the_models_accuracy_and_loss(variant):
+    from light_llm.inspect import ablate_text, lens_over_text
+    from light_llm.inspect.text import text_windows
+
+    model = shaken_gpt(torch.float64, **VARIANTS[variant])
+    text = prompt(40, seed=9)
+    result = lens_over_text(model, text)
+    hits, count = 0, 0
+    for inputs, targets, _ in text_windows(text, 16, 1000):
+        logits = model(torch.as_tensor(inputs))[0].detach().numpy()
+        hits += int((logits.argmax(-1) == targets).sum())
+        count += targets.size
+    assert result.n_tokens == count == 39
+    assert result.top1[-1] == pytest.approx(hits / count)
+    loss = ablate_text(model, text, ["L0H0"]).loss  # the text's plain loss
+    assert result.mean_log_prob[-1] == pytest.approx(-loss, abs=1e-10)

@@ -2,8 +2,9 @@
 
     load(path)             a GPT (or with architecture="bert" an encoder) from any folder a
                            user may give: a light-llm checkpoint, a training output folder, a
-                           HuggingFace GPT-2 or BERT folder (a sentence-transformers model is one),
-                           a LoRA run's adapters (its base loaded, checked and adapted)
+                           HuggingFace GPT-2, Llama, Qwen3 or BERT folder (a
+                           sentence-transformers model is one), a LoRA run's adapters (its
+                           base loaded, checked and adapted)
     load_config(path)      its validated config, without reading the weights
     save(model, folder)    a light-llm checkpoint folder, written as a unit
     load_tokenizer(path)   the tokenizer that goes with it
@@ -17,11 +18,15 @@ this module) imports no torch.
     gpt.py             the PyTorch GPT
     encoder.py         the PyTorch BERT-style encoder
     numpy_gpt.py       the NumPy engine's GPT
-    hf_gpt2_config.py  GPT-2's config.json and tensor names <-> light-llm's
-    hf_gpt2.py         HuggingFace GPT-2 folders, read and written
-    hf_bert.py         HuggingFace BERT folders, read
-    lora.py            a LoRA run's adapters over the base model they name
-    run.py             a training run's output folder: its names, lock, records, trainer state
+    hf_architectures.py  which HuggingFace architecture computes what a config computes
+    hf_gpt2_config.py    GPT-2's config.json and tensor names <-> light-llm's
+    hf_gpt2.py           HuggingFace GPT-2 folders, read and written
+    hf_llama_config.py   Llama's and Qwen3's config.json and tensor names <-> light-llm's
+    hf_llama.py          HuggingFace Llama and Qwen3 folders, written (read by load)
+    hf_tokenizer.py      a tokenizer as transformers' AutoTokenizer reads it
+    hf_bert.py           HuggingFace BERT folders, read
+    lora.py              a LoRA run's adapters over the base model they name
+    run.py               a training run's output folder: its names, lock, records, trainer state
 """
 
 from __future__ import annotations
@@ -72,10 +77,10 @@ def load(
 ):
     """The model in the folder ``path`` names, in eval mode.
 
-    ``architecture`` "gpt" (a light-llm or HuggingFace GPT-2 GPT) or "bert" (a light-llm or
-    HuggingFace BERT encoder) says which kind is wanted; a folder holding the other kind is a
-    CheckpointError saying what it holds. ``engine="numpy"`` gives a
-    :class:`NumpyGPT` (``dtype`` float32 or float64, by default that of the weights);
+    ``architecture`` "gpt" (a light-llm GPT or a HuggingFace GPT-2, Llama or Qwen3) or
+    "bert" (a light-llm or HuggingFace BERT encoder) says which kind is wanted; a folder
+    holding the other kind is a CheckpointError saying what it holds. ``engine="numpy"``
+    gives a :class:`NumpyGPT` (``dtype`` float32 or float64, by default that of the weights);
     ``device`` is the PyTorch engine's.
     """
     check_architecture(architecture)

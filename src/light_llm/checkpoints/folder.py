@@ -1,6 +1,7 @@
 """What a folder holds, decided once: a light-llm checkpoint (GPT or encoder), a training
-output folder (its checkpoint is ``OUT/checkpoint``), a HuggingFace GPT-2 folder, or a
-HuggingFace BERT folder (a sentence-transformers model is one, with its pooling files beside).
+output folder (its checkpoint is ``OUT/checkpoint``), a HuggingFace GPT-2, Llama or Qwen3
+folder, or a HuggingFace BERT folder (a sentence-transformers model is one, with its pooling
+files beside).
 
 :func:`inspect_folder` resolves the path a user gave and reads its ``config.json`` once; the
 loaders then only ask the :class:`ModelFolder` what it is. A config is checked here, before
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from light_llm.atomic import existing_folder, write_folder_atomically
+from light_llm.checkpoints.hf_architectures import LLAMA_MODEL_TYPES
 from light_llm.checkpoints.run import CHECKPOINT_SUBFOLDER
 from light_llm.config import ModelConfig
 from light_llm.errors import CheckpointError, ConfigError
@@ -77,6 +79,11 @@ class ModelFolder:
         return self.config_json.get("model_type") == "gpt2"
 
     @property
+    def is_hf_llama(self) -> bool:
+        """A HuggingFace Llama or Qwen3 folder (:mod:`~light_llm.checkpoints.hf_llama_config`)."""
+        return self.config_json.get("model_type") in LLAMA_MODEL_TYPES
+
+    @property
     def is_hf_bert(self) -> bool:
         return self.config_json.get("model_type") == "bert"
 
@@ -120,13 +127,15 @@ def model_settings(folder: ModelFolder, config_class):
 
 
 def gpt_config(folder: ModelFolder) -> ModelConfig:
-    """The validated GPT ModelConfig a folder describes (light-llm or HF GPT-2);
-    CheckpointError naming what the folder holds instead."""
-    if folder.is_hf_gpt2:
+    """The validated GPT ModelConfig a folder describes (light-llm, HF GPT-2, Llama or
+    Qwen3); CheckpointError naming what the folder holds instead."""
+    if folder.is_hf_gpt2 or folder.is_hf_llama:
         from light_llm.checkpoints.hf_gpt2_config import config_from_hf
+        from light_llm.checkpoints.hf_llama_config import config_from_hf_llama
 
+        read = config_from_hf if folder.is_hf_gpt2 else config_from_hf_llama
         try:
-            return config_from_hf(folder.config_json)
+            return read(folder.config_json)
         except ConfigError as exc:
             raise CheckpointError(f"{folder.path} cannot be loaded: {exc}") from None
     if not folder.is_light_llm:
@@ -138,7 +147,8 @@ def gpt_config(folder: ModelFolder) -> ModelConfig:
             )
         raise CheckpointError(
             f'{folder.path / CONFIG_FILE} is neither a light-llm checkpoint ("format": '
-            f'"{FORMAT_NAME}") nor a HuggingFace GPT-2 one ("model_type": "gpt2").'
+            f'"{FORMAT_NAME}") nor a HuggingFace GPT-2, Llama or Qwen3 one ("model_type": '
+            '"gpt2", "llama" or "qwen3").'
         )
     if folder.architecture == ENCODER_ARCHITECTURE:
         raise CheckpointError(

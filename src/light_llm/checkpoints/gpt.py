@@ -1,5 +1,5 @@
 """The PyTorch GPT in a model folder: loaded from a light-llm checkpoint or a HuggingFace
-GPT-2 folder, saved as a light-llm checkpoint::
+GPT-2, Llama or Qwen3 folder, saved as a light-llm checkpoint::
 
     config.json           {"format": "light-llm", "architecture": "gpt", "model": {ModelConfig}}
     model.safetensors     the weights, by GPT-2's names; a tied lm_head.weight is stored once
@@ -18,6 +18,7 @@ import torch
 from light_llm.checkpoints.folder import GPT_ARCHITECTURE, ModelFolder, gpt_config, write_checkpoint
 from light_llm.checkpoints.header import StoredTensor, check_gpt_weights, check_stored_tensors
 from light_llm.checkpoints.hf_gpt2_config import tensors_from_hf
+from light_llm.checkpoints.hf_llama_config import tensors_from_hf_llama
 from light_llm.checkpoints.tensors import read_weights
 from light_llm.config import check_model_fits
 from light_llm.errors import CheckpointError
@@ -71,14 +72,16 @@ def contiguous_transpose(tensor: torch.Tensor) -> torch.Tensor:
 
 def load_gpt(folder: ModelFolder, device: str | torch.device = "cpu") -> GPT:
     """A :class:`~light_llm.models.gpt.GPT` in eval mode, on ``device``, from a light-llm
-    checkpoint or a HuggingFace GPT-2 folder (its config validated before anything is
-    allocated)."""
+    checkpoint or a HuggingFace GPT-2, Llama or Qwen3 folder (its config validated before
+    anything is allocated)."""
     config = gpt_config(folder)
     check_model_fits(config)  # before the weights are read
     check_gpt_weights(folder, config)  # names and shapes, from the safetensors header
     tensors = read_weights(folder.path)
     if folder.is_hf_gpt2:
         tensors = tensors_from_hf(tensors, config.tie_embeddings, contiguous_transpose)
+    elif folder.is_hf_llama:
+        tensors = tensors_from_hf_llama(tensors, config, torch.cat, folder.weights_path)
     model = GPT(config)
     load_weights_into(model, tensors, folder.weights_path)
     return model.to(device).eval()

@@ -20,6 +20,7 @@ import safetensors
 
 from light_llm.checkpoints.folder import SHARDED_WEIGHTS_INDEX
 from light_llm.checkpoints.hf_gpt2_config import tensors_from_hf
+from light_llm.checkpoints.hf_llama_config import hf_llama_shapes
 from light_llm.checkpoints.tensors import describe_names, weight_files
 from light_llm.errors import CheckpointError
 from light_llm.reference.model import parameter_shapes
@@ -140,10 +141,15 @@ def check_stored_tensors(
 
 
 def check_gpt_weights(folder, config) -> None:
-    """The header of a GPT folder (light-llm or HuggingFace GPT-2, ``folder`` a
-    :class:`~light_llm.checkpoints.folder.ModelFolder`) against its ``config``'s parameters,
-    before the weights are read (:func:`check_stored_tensors`)."""
+    """The header of a GPT folder (light-llm or HuggingFace GPT-2, Llama or Qwen3, ``folder``
+    a :class:`~light_llm.checkpoints.folder.ModelFolder`) against its ``config``'s
+    parameters, before the weights are read (:func:`check_stored_tensors`). A Llama or Qwen3
+    folder is checked by its own tensor names, which the sentence then names."""
     stored = stored_tensors(folder.path)
+    if folder.is_hf_llama:
+        tied = ["lm_head.weight"] if config.tie_embeddings else []
+        check_stored_tensors(stored, hf_llama_shapes(config), folder.weights_path, tied)
+        return
     if folder.is_hf_gpt2:
         stored = tensors_from_hf(stored, config.tie_embeddings, StoredTensor.transposed)
     check_stored_tensors(stored, parameter_shapes(config), folder.weights_path)

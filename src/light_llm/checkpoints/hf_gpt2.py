@@ -14,21 +14,16 @@ import safetensors.torch
 import torch
 
 from light_llm.atomic import write_folder_atomically
-from light_llm.checkpoints.folder import (
-    CONFIG_FILE,
-    WEIGHTS_FILE,
-    ModelFolder,
-    read_config_json,
-    tokenizer_files,
-)
+from light_llm.checkpoints.folder import CONFIG_FILE, WEIGHTS_FILE, ModelFolder, read_config_json
 from light_llm.checkpoints.gpt import load_gpt
+from light_llm.checkpoints.hf_architectures import GPT2, check_exportable
 from light_llm.checkpoints.hf_gpt2_config import (
     GPT2_END_OF_TEXT_ID,
     GPT2_VOCAB_SIZE,
-    check_exportable,
     hf_config_from,
     is_conv1d_weight,
 )
+from light_llm.checkpoints.hf_tokenizer import exported_tokenizer_files
 from light_llm.errors import CheckpointError
 from light_llm.models.gpt import GPT
 from light_llm.tokenizers.gpt2 import gpt2_vocabulary_files
@@ -60,28 +55,27 @@ def export_hf_gpt2(
     names them (vocab.json, merges.txt: OpenAI's encoder.json and vocab.bpe), so that
     ``GPT2TokenizerFast.from_pretrained`` loads it too; with one, its
     ``light_tokenizer.json`` is written, which light-llm reads first (a character-level model
-    exported this way keeps its vocabulary). The folder is replaced as a unit; a folder
-    holding files light-llm did not write, only with ``overwrite``. ConfigError if the model
-    uses a variant GPT-2 cannot express.
+    exported this way keeps its vocabulary), and its tokenizer.json where ``tokenizers`` can
+    express it (:mod:`~light_llm.checkpoints.hf_tokenizer`), so that ``AutoTokenizer`` loads
+    it too. config.json names only special-token ids the vocabulary holds. The folder is
+    replaced as a unit; a folder holding files light-llm did not write, only with
+    ``overwrite``. ConfigError if the model uses a variant GPT-2 cannot express.
     """
     config = model.config
-    check_exportable(config)
+    check_exportable(config, GPT2)
     tensors = {}
     for name, tensor in model.state_dict().items():
         if config.tie_embeddings and name == "lm_head.weight":
             continue  # GPT-2 ties it to wte itself
         tensor = tensor.detach().cpu()
         tensors[name] = (tensor.t() if is_conv1d_weight(name) else tensor).contiguous()
-    if tokenizer is not None:
-        eos_id = tokenizer.eos_id
-    else:
-        eos_id = GPT2_END_OF_TEXT_ID if config.vocab_size > GPT2_END_OF_TEXT_ID else None
+    eos_id = GPT2_END_OF_TEXT_ID if tokenizer is None else tokenizer.eos_id
     files = {
         CONFIG_FILE: json.dumps(hf_config_from(config, eos_id), indent=2).encode("utf-8"),
         WEIGHTS_FILE: safetensors.torch.save(tensors, metadata={"format": "pt"}),
     }
     if tokenizer is not None:
-        files.update(tokenizer_files(tokenizer))
+        files.update(exported_tokenizer_files(tokenizer, config.block_size))
     elif config.vocab_size == GPT2_VOCAB_SIZE:
         encoder_file, merges_file = gpt2_vocabulary_files()
         files.update(

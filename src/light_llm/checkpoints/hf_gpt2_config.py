@@ -27,6 +27,18 @@ ACTIVATIONS_FROM_HF = {
 }
 ACTIVATIONS_TO_HF = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
 
+
+def special_token_ids(eos_id: int | None, vocab_size: int) -> dict[str, int | None]:
+    """The special-token ids of an exported config.json: ``eos_id`` (the tokenizer's
+    end-of-text) as bos and eos, as GPT-2 names its <|endoftext|>, and no padding; only an
+    id the vocabulary of ``vocab_size`` holds. None is written out as null, because
+    transformers' configs default to ids of their own (GPT-2's 50256, Llama's 1 and 2) that
+    a smaller vocabulary does not hold."""
+    if eos_id is not None and not 0 <= eos_id < vocab_size:
+        eos_id = None
+    return {"bos_token_id": eos_id, "eos_token_id": eos_id, "pad_token_id": None}
+
+
 # GPT-2 options that change the function the model computes, with the value light-llm assumes
 UNSUPPORTED_OPTIONS = {
     "scale_attn_by_inverse_layer_idx": False,  # scores also divided by the layer number
@@ -107,30 +119,9 @@ def tensors_from_hf(hf_tensors: dict, tied: bool, transpose: Callable) -> dict:
     return tensors
 
 
-def check_exportable(config: ModelConfig) -> None:
-    """ConfigError naming the first setting a GPT-2 config cannot express."""
-    reasons = {
-        "positions": (config.positions != "learned", "GPT-2 has learned positions only"),
-        "norm": (config.norm != "layernorm", "GPT-2 has LayerNorm only"),
-        "activation": (
-            config.activation not in ACTIVATIONS_TO_HF,
-            f"GPT-2's MLP knows only {', '.join(ACTIVATIONS_TO_HF)}",
-        ),
-        "block_order": (config.block_order != "pre", "GPT-2 is pre-LN only"),
-        "attention": (config.attention != "softmax", "GPT-2 has softmax attention only"),
-        "bias": (not config.bias, "GPT-2 always has biases"),
-        "qk_norm": (config.qk_norm, "GPT-2 has no normalisation of queries and keys"),
-        "logit_softcap": (config.logit_softcap is not None, "GPT-2 does not cap its logits"),
-    }
-    for field, (refused, why) in reasons.items():
-        if refused:
-            raise ConfigError(
-                f"cannot export {field}={getattr(config, field)!r} to GPT-2 format: {why}."
-            )
-
-
 def hf_config_from(config: ModelConfig, eos_id: int | None) -> dict[str, Any]:
-    """The HuggingFace GPT-2 ``config.json`` of ``config`` (the inverse of config_from_hf)."""
+    """The HuggingFace GPT-2 ``config.json`` of ``config`` (the inverse of config_from_hf),
+    naming ``eos_id`` as its bos and eos token, or no special token at all when None."""
     hf_config: dict[str, Any] = {
         "architectures": ["GPT2LMHeadModel"],
         "model_type": "gpt2",
@@ -152,7 +143,5 @@ def hf_config_from(config: ModelConfig, eos_id: int | None) -> dict[str, Any]:
         "tie_word_embeddings": config.tie_embeddings,
         "use_cache": True,
     }
-    if eos_id is not None:
-        hf_config["bos_token_id"] = eos_id
-        hf_config["eos_token_id"] = eos_id
+    hf_config.update(special_token_ids(eos_id, config.vocab_size))
     return hf_config

@@ -2,11 +2,11 @@
 the light-llm format the PyTorch engine reads and writes too: ``config.json`` ({"format":
 "light-llm", "architecture": "gpt", "model": {...}}), ``model.safetensors`` (by the GPT's
 parameter names, a tied lm_head.weight stored once) and the tokenizer's files. A HuggingFace
-GPT-2 folder loads as well.
+GPT-2, Llama or Qwen3 folder loads as well.
 
 Weights go through ``safetensors``' NumPy side, and the folder layout, the config parsing and
-the GPT-2 mapping are the ones the PyTorch loader uses, so the two engines cannot drift apart;
-nothing here needs torch.
+the HuggingFace mappings are the ones the PyTorch loader uses, so the two engines cannot drift
+apart; nothing here needs torch.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import safetensors.numpy
 from light_llm.checkpoints.folder import GPT_ARCHITECTURE, ModelFolder, gpt_config, write_checkpoint
 from light_llm.checkpoints.header import check_gpt_weights
 from light_llm.checkpoints.hf_gpt2_config import tensors_from_hf
+from light_llm.checkpoints.hf_llama_config import tensors_from_hf_llama
 from light_llm.checkpoints.tensors import read_weights
 from light_llm.config import check_model_fits
 from light_llm.reference.model import NumpyGPT
@@ -46,7 +47,8 @@ def save_numpy_gpt(
 
 
 def load_numpy_gpt(folder: ModelFolder, dtype=None) -> NumpyGPT:
-    """A NumpyGPT from a light-llm GPT checkpoint or a HuggingFace GPT-2 folder. The dtype
+    """A NumpyGPT from a light-llm GPT checkpoint or a HuggingFace GPT-2, Llama or Qwen3
+    folder. The dtype
     follows the stored weights (float64 stays float64, anything else becomes float32) unless
     given. Weights that do not match the folder's config are a CheckpointError naming the
     tensor."""
@@ -56,6 +58,8 @@ def load_numpy_gpt(folder: ModelFolder, dtype=None) -> NumpyGPT:
     tensors = read_weights(folder.path, framework="numpy")
     if folder.is_hf_gpt2:
         tensors = tensors_from_hf(tensors, config.tie_embeddings, contiguous_transpose)
+    elif folder.is_hf_llama:
+        tensors = tensors_from_hf_llama(tensors, config, np.concatenate, folder.weights_path)
     if dtype is None:
         first = tensors.get("transformer.wte.weight")
         dtype = first.dtype if first is not None and first.dtype == np.float64 else np.float32

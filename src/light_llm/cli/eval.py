@@ -48,7 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         required=True,
         type=Path,
         metavar="DIR",
-        help="a checkpoint folder, a training output folder, or a HuggingFace GPT-2 folder",
+        help="a checkpoint folder, a training output folder, or a HuggingFace GPT-2, Llama or "
+        "Qwen3 folder",
     )
     parser.add_argument("--data", type=Path, metavar="PATH", help="a UTF-8 text file")
     parser.add_argument(

@@ -1,5 +1,8 @@
-"""``light-llm export``: write a light-llm GPT in another library's format (HuggingFace
-GPT-2, :func:`light_llm.checkpoints.hf_gpt2.export_hf_gpt2`)."""
+"""``light-llm export``: write a light-llm GPT in another library's format: the HuggingFace
+architecture that computes exactly what it computes
+(:func:`light_llm.checkpoints.hf_architectures.hf_architecture`): GPT-2
+(:func:`~light_llm.checkpoints.hf_gpt2.export_hf_gpt2`), Llama or Qwen3
+(:func:`~light_llm.checkpoints.hf_llama.export_hf_llama`)."""
 
 from __future__ import annotations
 
@@ -8,25 +11,29 @@ import argparse
 FORMATS = ("hf",)
 
 DESCRIPTION = """\
-Write a GPT as a HuggingFace GPT-2 folder (config.json and model.safetensors, the projection
-weights transposed to GPT-2's Conv1D layout) that transformers.GPT2LMHeadModel.from_pretrained
-loads. Any GPT-2-shaped model exports: learned positions, LayerNorm, GELU (or ReLU), pre-LN,
-softmax attention, biases, no QK-norm, no logit cap; a LoRA run's adapters are merged first.
-A model with a tokenizer other than GPT-2's keeps it as light_tokenizer.json beside.
+Write a GPT as the HuggingFace folder (config.json, model.safetensors, the tokenizer) of the
+architecture that computes exactly what it computes, which
+transformers.AutoModelForCausalLM.from_pretrained loads:
+  GPT-2  learned positions, LayerNorm, GELU (or ReLU), biases, pre-LN, no QK-norm, no logit cap
+  Llama  rotary positions, RMSNorm, SwiGLU, no biases, pre-norm, no logit cap
+  Qwen3  the same with QK-norm
+A LoRA run's adapters are merged first. The tokenizer is kept as light_tokenizer.json and,
+for a bpe or char tokenizer, written as tokenizer.json for transformers.AutoTokenizer. Any
+other model is refused, naming the switch that blocks it and the architecture it is nearest.
 """
 
 EXAMPLES = """\
 examples:
   light-llm export --checkpoint out-ft --format hf --out hf-model
   light-llm export --checkpoint out-lora --format hf --out hf-model   # adapters merged
-  python -c "import transformers; transformers.GPT2LMHeadModel.from_pretrained('hf-model')"
+  python -c "import transformers; transformers.AutoModelForCausalLM.from_pretrained('hf-model')"
 """
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "export",
-        help="write a GPT as a HuggingFace GPT-2 folder",
+        help="write a GPT as a HuggingFace GPT-2, Llama or Qwen3 folder",
         description=DESCRIPTION,
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -35,10 +42,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--checkpoint",
         required=True,
         metavar="DIR",
-        help="light-llm checkpoint, training output folder (LoRA runs too), or GPT-2 folder",
+        help="light-llm checkpoint, training output folder (LoRA runs too), or HuggingFace folder",
     )
     parser.add_argument(
-        "--format", required=True, choices=FORMATS, help="hf: a HuggingFace GPT-2 folder"
+        "--format",
+        required=True,
+        choices=FORMATS,
+        help="hf: a HuggingFace GPT-2, Llama or Qwen3 folder",
     )
     parser.add_argument("--out", required=True, metavar="DIR", help="the folder to write")
     parser.set_defaults(func=run)
@@ -47,17 +57,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from light_llm.checkpoints import inspect_folder, load, load_config, load_tokenizer
     from light_llm.checkpoints.folder import check_replaceable
+    from light_llm.checkpoints.hf_architectures import CLASS_NAMES, GPT2, hf_architecture
     from light_llm.checkpoints.hf_gpt2 import export_hf_gpt2
-    from light_llm.checkpoints.hf_gpt2_config import check_exportable
+    from light_llm.checkpoints.hf_llama import export_hf_llama
+    from light_llm.checkpoints.hf_tokenizer import hf_engine
     from light_llm.nn.lora import merge_lora
 
     folder = inspect_folder(args.checkpoint)
-    check_exportable(load_config(folder.path))  # before any weight is read
+    architecture = hf_architecture(load_config(folder.path))  # before any weight is read
     check_replaceable(args.out, folder.path)
+    tokenizer = load_tokenizer(folder.path, check_model=True)
     model = merge_lora(load(folder.path))
-    tokenizer = load_tokenizer(folder.path)
-    # a GPT-2 folder implies GPT-2's tokenizer; any other is written beside
-    export_hf_gpt2(model, args.out, None if tokenizer.name == "gpt2" else tokenizer)
+    if architecture == GPT2:  # a GPT-2 folder implies GPT-2's tokenizer; any other is written
+        export_hf_gpt2(model, args.out, None if tokenizer.name == "gpt2" else tokenizer)
+    else:
+        export_hf_llama(model, args.out, tokenizer)
     merged = " (its LoRA adapters merged)" if folder.holds_adapters else ""
-    print(f"exported {folder.path}{merged} as a HuggingFace GPT-2 folder: {args.out}")
+    print(
+        f"exported {folder.path}{merged} as a HuggingFace {architecture} folder "
+        f"({CLASS_NAMES[architecture]}): {args.out}"
+    )
+    gpt2_files = architecture == GPT2 and tokenizer.name == "gpt2"  # vocab.json, merges.txt
+    if hf_engine(tokenizer) is None and not gpt2_files:
+        print(
+            f"note: its {tokenizer.name} tokenizer is written only as light_tokenizer.json; "
+            "transformers' AutoTokenizer cannot load it."
+        )
     return 0

@@ -20,7 +20,8 @@ optionally cut to the top-k tokens or to the nucleus of mass top-p (seed 000 §8
 with a KV cache (seed 002 §11.2). A single prompt is streamed to the terminal as the tokens
 arrive; several prompts are decoded together as one batch and printed one after the other.
 --checkpoint takes a light-llm checkpoint, a training output folder, or a HuggingFace GPT-2
-folder (config.json + model.safetensors; it implies the GPT-2 tokenizer).
+folder (config.json + model.safetensors; it implies the GPT-2 tokenizer), or a Llama or Qwen3
+folder that light-llm exported (its tokenizer beside it).
 """
 
 EXAMPLES = """\
@@ -47,7 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--checkpoint",
         required=True,
         metavar="DIR",
-        help="light-llm checkpoint, training output folder, or HuggingFace GPT-2 folder",
+        help="light-llm checkpoint, training output folder, or HuggingFace GPT-2, Llama or "
+        "Qwen3 folder",
     )
     parser.add_argument(
         "--prompt",

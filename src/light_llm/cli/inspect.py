@@ -14,7 +14,8 @@ prediction, not only what it predicts. Layers and heads count from 0; a head is 
 an MLP L1MLP, one MLP unit L1N37. Tokens given as text (--token, --answer...) must be exactly
 one token of the model's tokenizer (' the', with its space, for a BPE model).
 
-  lens       what the model would predict after each sublayer (the logit lens)
+  lens       what the model would predict after each sublayer (the logit lens); without
+             --prompt, over a text: each stage's top-1 accuracy on the next token
   attribute  a next-token logit split into the embeddings, every head and every MLP
   ablate     remove heads, MLPs or units: Δp of the next token for --prompt, Δloss over a text;
              without --components, the Δloss of every head and MLP alone (the importance table)
@@ -119,12 +120,8 @@ def run(args: argparse.Namespace) -> int:
 
     check_integer("--max-tokens", args.max_tokens, 2, 10_000_000, InspectError)
     folder = inspect_folder(args.checkpoint)
-    if folder.holds_encoder:
-        raise InspectError(
-            f"{folder.path} holds an encoder; light-llm inspect looks inside a GPT (an encoder "
-            "has no next-token prediction to follow: see light-llm attention and fill-mask)."
-        )
-    model = load(folder.path, device=resolve_device(args.device))
+    architecture = "bert" if folder.holds_encoder else "gpt"
+    model = load(folder.path, architecture=architecture, device=resolve_device(args.device))
     tokenizer = load_tokenizer(folder.path, check_model=True)
     session = Session(args, model, tokenizer, folder.path, np)
     document = getattr(session, args.analysis)()
@@ -148,6 +145,7 @@ class Session:
             np,
         )
         self.quiet = args.json
+        self.encoder = getattr(model.config, "type_vocab_size", None) is not None
 
     # ------------------------------------------------------------------ inputs
     def say(self, line: str = "") -> None:
@@ -166,7 +164,10 @@ class Session:
             raise InspectError(f"light-llm inspect {self.args.analysis} needs {field} TEXT.")
         if not text:
             raise InspectError(f"{field} is empty: give some text.")
-        ids = self.np.array(self.tokenizer.encode(text))
+        if self.encoder:  # [CLS] text [SEP], as the encoder was trained
+            ids = self.np.array(self.tokenizer.encode_plus(text, truncation=False)["input_ids"])
+        else:
+            ids = self.np.array(self.tokenizer.encode(text))
         if len(ids) > self.model.config.block_size:
             raise InspectError(
                 f"{field} is {len(ids)} tokens long, more than the model's context of "
@@ -203,11 +204,24 @@ class Session:
     def plot(self):
         return self.args.plot
 
+    def mask_position(self, ids) -> int:
+        """The position of the prompt's [MASK], whose prediction an encoder's ablation follows."""
+        from light_llm.errors import InspectError
+
+        found = self.np.flatnonzero(ids == self.tokenizer.mask_id)
+        if not len(found):
+            raise InspectError(
+                "put a [MASK] in --prompt: an encoder's ablation follows its prediction there."
+            )
+        return int(found[0])
+
     # ------------------------------------------------------------------ analyses
     def lens(self) -> dict:
         from light_llm.inspect import logit_lens
         from light_llm.inspect.plots import heatmap
 
+        if self.args.prompt is None:
+            return self.lens_over_text()
         ids = self.prompt()
         target = None if self.args.token is None else self.one(self.args.token, "--token")
         result = logit_lens(self.model, ids, target=target, top_k=self.args.top_k)
@@ -261,6 +275,37 @@ class Session:
             "target_ids": result.target_ids.tolist(),
             "target_probs": nan_to_none(result.target_probs.tolist()),
             "target_ranks": result.target_ranks.tolist(),
+        }
+
+    def lens_over_text(self) -> dict:
+        from light_llm.inspect import lens_over_text
+        from light_llm.inspect.plots import bars
+
+        ids, what = self.text()
+        result = lens_over_text(self.model, ids, tokenizer=self.tokenizer)
+        followed = "masked token" if self.encoder else "next token"
+        self.say(
+            f"logit lens over {what} ({result.n_tokens:,} {followed}s scored): how often "
+            f"each stage's top guess is the {followed}, and the mean log-probability it gives"
+        )
+        for stage, top1, log_prob in zip(
+            result.stages, result.top1, result.mean_log_prob, strict=True
+        ):
+            self.say(f"  {stage:>10}  top-1 {top1:6.1%}   mean log p {log_prob:8.3f}")
+        if self.plot():
+            bars(
+                result.top1,
+                result.stages,
+                self.plot(),
+                f"logit lens: top-1 accuracy on the {followed}, by stage",
+                "top-1 accuracy",
+            )
+        return {
+            "stages": result.stages,
+            "top1": result.top1.tolist(),
+            "mean_log_prob": result.mean_log_prob.tolist(),
+            "n_tokens": result.n_tokens,
+            "text": what,
         }
 
     def attribute(self) -> dict:
@@ -327,8 +372,14 @@ class Session:
         if components and self.args.prompt is not None and self.args.text is None:
             ids = self.prompt()
             token = None if self.args.token is None else self.one(self.args.token, "--token")
+            position = self.mask_position(ids) if self.encoder else -1
             result = ablate_prompt(
-                self.model, ids, components, method=self.args.method, token=token
+                self.model,
+                ids,
+                components,
+                method=self.args.method,
+                token=token,
+                position=position,
             )
             self.say(
                 f"p({self.token_text(result.token)!r} | --prompt) {result.p:.4f} -> "
@@ -352,7 +403,9 @@ class Session:
             }
         ids, what = self.text()
         if components:
-            result = ablate_text(self.model, ids, components, method=self.args.method)
+            result = ablate_text(
+                self.model, ids, components, method=self.args.method, tokenizer=self.tokenizer
+            )
             self.say(
                 f"loss over {what}: {result.loss:.4f} -> {result.ablated_loss:.4f} "
                 f"(Δloss {result.delta_loss:+.4f}) with {', '.join(result.components)} "
@@ -366,7 +419,7 @@ class Session:
                 "delta_loss": result.delta_loss,
                 "n_tokens": result.n_tokens,
             }
-        table = head_importance(self.model, ids, method=self.args.method)
+        table = head_importance(self.model, ids, method=self.args.method, tokenizer=self.tokenizer)
         config = self.model.config
         self.say(
             f"Δloss when each head or MLP is {table.method}-ablated alone, over {what} "
@@ -453,9 +506,9 @@ class Session:
         config = self.model.config
         self.say(
             "head scores: previous-token and first-token on the first "
-            f"{min(len(ids), config.block_size)} "
-            f"tokens of {what}; induction on {result.n_sequences} random sequences of "
-            f"{result.length} tokens, each repeated"
+            f"{result.n_sequences} windows of {config.block_size} tokens (at most) of {what}; "
+            f"induction on {result.n_sequences} random sequences of {result.length} tokens, "
+            "each repeated"
         )
         self.say(f"{'head':>6} {'previous':>9} {'first':>9} {'induction':>10}")
         for layer in range(config.n_layer):

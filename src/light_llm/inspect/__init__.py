@@ -3,7 +3,7 @@ and accepts interventions (:mod:`instrumented`, and the NumPy engine's twin
 ``light_llm.reference.instrumented``), and the analyses built on it, each a function returning
 NumPy arrays with its formula in its docstring:
 
-    logit_lens                 what each sublayer's residual would predict       lens.py
+    logit_lens, lens_over_text what each sublayer's residual would predict       lens.py
     direct_logit_attribution   a logit split into heads, MLPs and embeddings     attribution.py
     ablate_prompt, ablate_text, head_importance
                                what is lost when a part is removed               ablation.py
@@ -17,7 +17,7 @@ from light_llm.inspect.ablation import ablate_prompt, ablate_text, head_importan
 from light_llm.inspect.attribution import direct_logit_attribution
 from light_llm.inspect.heads import head_roles
 from light_llm.inspect.inspector import Inspector
-from light_llm.inspect.lens import logit_lens
+from light_llm.inspect.lens import lens_over_text, logit_lens
 from light_llm.inspect.neurons import top_activations
 from light_llm.inspect.patching import activation_patching
 from light_llm.inspect.surprise import surprise
@@ -32,6 +32,7 @@ __all__ = [
     "direct_logit_attribution",
     "head_importance",
     "head_roles",
+    "lens_over_text",
     "logit_lens",
     "surprise",
     "top_activations",

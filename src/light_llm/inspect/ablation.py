@@ -22,7 +22,13 @@ import numpy as np
 from light_llm.errors import InspectError
 from light_llm.inspect.components import component_name, component_patch
 from light_llm.inspect.inspector import Inspector
-from light_llm.inspect.text import batch_tokens, prompt_ids, text_loss, text_windows, token_array
+from light_llm.inspect.text import (
+    check_position,
+    prompt_ids,
+    scoring_batches,
+    text_loss,
+    token_array,
+)
 from light_llm.interventions import Patch, patch_index
 
 METHODS = ("zero", "mean")
@@ -38,7 +44,9 @@ def site_of(patch: Patch) -> str:
     return f"{patch.site}.{patch.layer}"
 
 
-def mean_values(inspector: Inspector, ids: np.ndarray, patches: list[Patch]) -> list[Patch]:
+def mean_values(
+    inspector: Inspector, ids: np.ndarray, patches: list[Patch], tokenizer=None
+) -> list[Patch]:
     """``patches`` with each value set to the mean of the part it replaces over every position
     of the text ``ids`` (in windows of the context): (d,) for a head or an MLP, () for a unit."""
     sites = sorted({site_of(patch) for patch in patches})
@@ -46,7 +54,7 @@ def mean_values(inspector: Inspector, ids: np.ndarray, patches: list[Patch]) -> 
     count = 0
     config = inspector.config
     per_token = config.n_layer * (config.n_head + 2) * config.n_embd + config.ffn_hidden
-    for inputs, _, _ in text_windows(ids, config.block_size, batch_tokens(config, per_token)):
+    for inputs, _, _ in scoring_batches(inspector, ids, tokenizer, per_token):
         trace = inspector.run(inputs, record=sites)
         for site in sites:
             value = trace.activations[site]
@@ -61,7 +69,7 @@ def mean_values(inspector: Inspector, ids: np.ndarray, patches: list[Patch]) -> 
 
 
 def ablation_patches(
-    inspector: Inspector, components, method: str, mean_over: np.ndarray | None
+    inspector: Inspector, components, method: str, mean_over: np.ndarray | None, tokenizer=None
 ) -> list[Patch]:
     """The patches that ablate ``components`` (names, e.g. ["L0H1", "L2MLP"]): zeros, or the
     means over ``mean_over`` (token ids)."""
@@ -74,7 +82,7 @@ def ablation_patches(
     if method == "mean":
         if mean_over is None:
             raise InspectError("mean ablation needs a text to take the means over.")
-        patches = mean_values(inspector, mean_over, patches)
+        patches = mean_values(inspector, mean_over, patches, tokenizer)
     return patches
 
 
@@ -101,18 +109,27 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def ablate_prompt(
-    model, ids, components, *, method: str = "zero", mean_over=None, token: int | None = None
+    model,
+    ids,
+    components,
+    *,
+    method: str = "zero",
+    mean_over=None,
+    token: int | None = None,
+    position: int = -1,
 ) -> PromptAblation:
     """Δp of the next token for the prompt ``ids`` with ``components`` ablated (zero, or mean
-    over the text ``mean_over``, the prompt itself when None)."""
+    over the text ``mean_over``, the prompt itself when None): the distribution at
+    ``position`` (the last by default; for an encoder, its [MASK]'s position)."""
     inspector = Inspector(model)
     config = inspector.config
     ids = prompt_ids(ids, config)
+    t = check_position(position, len(ids))
     text = ids if mean_over is None else token_array(mean_over, config, "text", 1)
     patches = ablation_patches(inspector, components, method, text)
-    probs = softmax(np.asarray(inspector.run(ids[None]).logits[0, -1], np.float64))
+    probs = softmax(np.asarray(inspector.run(ids[None]).logits[0, t], np.float64))
     ablated = softmax(
-        np.asarray(inspector.run(ids[None], patches=patches).logits[0, -1], np.float64)
+        np.asarray(inspector.run(ids[None], patches=patches).logits[0, t], np.float64)
     )
     if token is None:
         token = int(probs.argmax())
@@ -138,14 +155,15 @@ class TextAblation:
     n_tokens: int
 
 
-def ablate_text(model, ids, components, *, method: str = "zero") -> TextAblation:
-    """Δloss over the text ``ids`` (every token but the first, in consecutive windows of the
-    context) with ``components`` ablated; mean ablation takes the means over the same text."""
+def ablate_text(model, ids, components, *, method: str = "zero", tokenizer=None) -> TextAblation:
+    """Δloss over the text ``ids`` (a GPT: every token but the first, in consecutive windows
+    of the context; an encoder: its masked-LM loss over masked windows, which needs its
+    ``tokenizer``) with ``components`` ablated; mean ablation takes the means over the text."""
     inspector = Inspector(model)
     ids = token_array(ids, inspector.config)
-    patches = ablation_patches(inspector, components, method, ids)
-    loss, count = text_loss(inspector, ids)
-    ablated, _ = text_loss(inspector, ids, patches)
+    patches = ablation_patches(inspector, components, method, ids, tokenizer)
+    loss, count = text_loss(inspector, ids, tokenizer=tokenizer)
+    ablated, _ = text_loss(inspector, ids, patches, tokenizer)
     names = [component_name(patch) for patch in patches]
     return TextAblation(names, method, loss, ablated, ablated - loss, count)
 
@@ -162,9 +180,12 @@ class ImportanceTable:
     n_tokens: int
 
 
-def head_importance(model, ids, *, method: str = "zero", mlps: bool = True) -> ImportanceTable:
+def head_importance(
+    model, ids, *, method: str = "zero", mlps: bool = True, tokenizer=None
+) -> ImportanceTable:
     """The Δloss of ablating every head alone (and every MLP, unless ``mlps`` is False) over
-    the text ``ids``: which parts the model's predictions lean on."""
+    the text ``ids``: which parts the model's predictions lean on (an encoder: its masked-LM
+    loss, with its ``tokenizer``)."""
     inspector = Inspector(model)
     config = inspector.config
     ids = token_array(ids, config)
@@ -172,20 +193,19 @@ def head_importance(model, ids, *, method: str = "zero", mlps: bool = True) -> I
     names = [f"L{l}H{h}" for l in range(config.n_layer) for h in range(config.n_head)]
     if mlps:
         names += [f"L{l}MLP" for l in range(config.n_layer)]
-    patches = ablation_patches(inspector, names, method, ids)
+    patches = ablation_patches(inspector, names, method, ids, tokenizer)
     clean_total, ablated_totals, count = 0.0, np.zeros(len(patches)), 0
     starts = [f"resid_pre.{layer}" for layer in range(config.n_layer)]
     per_token = config.vocab_size + config.n_layer * config.n_embd
-    for inputs, targets, _ in text_windows(ids, config.block_size, batch_tokens(config, per_token)):
+    for inputs, targets, _ in scoring_batches(inspector, ids, tokenizer, per_token):
         clean = inspector.run(inputs, record=starts, targets=targets)
-        clean_total += float(clean.token_losses.sum(dtype=np.float64))
-        count += targets.size
-        for index, patch in enumerate(
-            patches
-        ):  # each from its own layer on: nothing before changes
+        scored = targets != -1
+        clean_total += float(clean.token_losses[scored].sum(dtype=np.float64))
+        count += int(scored.sum())
+        for index, patch in enumerate(patches):  # from its own layer: nothing before changes
             start = (patch.layer, clean.activations[f"resid_pre.{patch.layer}"])
             trace = inspector.run(inputs, patches=[patch], targets=targets, start=start)
-            ablated_totals[index] += float(trace.token_losses.sum(dtype=np.float64))
+            ablated_totals[index] += float(trace.token_losses[scored].sum(dtype=np.float64))
     loss = clean_total / count
     deltas = ablated_totals / count - loss
     n_heads = config.n_layer * config.n_head

@@ -24,7 +24,7 @@ import numpy as np
 
 from light_llm.errors import InspectError
 from light_llm.inspect.inspector import Inspector
-from light_llm.inspect.text import prompt_ids
+from light_llm.inspect.text import check_position, prompt_ids
 from light_llm.interventions import check_index, site_names
 
 
@@ -64,6 +64,11 @@ def direct_logit_attribution(
     so its residual stream is no sum of them)."""
     inspector = Inspector(model)
     config = inspector.config
+    inspector.require_gpt(
+        "direct logit attribution",
+        "an encoder's masked-LM head (dense, GELU, LayerNorm) is not linear, so its logits do "
+        "not split into the parts of the residual.",
+    )
     if config.block_order != "pre":
         raise InspectError(
             "direct logit attribution needs a pre-LN model; this one normalises after each "
@@ -73,14 +78,7 @@ def direct_logit_attribution(
     token = check_token("token", token, config)
     if versus is not None:
         versus = check_token("token to compare with", versus, config)
-    if isinstance(position, bool) or not isinstance(position, (int, np.integer)):
-        raise InspectError(f"the position must be an integer, got {position!r}.")
-    t = check_index(
-        "position",
-        int(position) % len(ids) if position < 0 else position,
-        len(ids),
-        "positions (this prompt's tokens)",
-    )
+    t = check_position(position, len(ids))
     last = f"resid_post.{config.n_layer - 1}"
     record = {"embed", "pos_embed", "final_scale", last} & set(site_names(config))
     for layer in range(config.n_layer):

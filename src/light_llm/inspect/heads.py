@@ -58,10 +58,16 @@ def head_roles(
     model, ids=None, *, length: int | None = None, n_sequences: int = 8, seed: int = 0
 ) -> HeadRoles:
     """Previous-token, first-token and induction scores of every head of a causal GPT.
-    ``ids``: a text (token ids, at most the context long is used) for the first two scores;
+    ``ids``: a text (token ids: its first ``n_sequences`` windows of the context) for the first
+    two scores;
     the induction test draws ``n_sequences`` random sequences of ``length`` tokens (default:
     half the context, at most 64) with ``seed``, each repeated twice."""
     inspector = Inspector(model)
+    inspector.require_gpt(
+        "head roles",
+        "previous-token, first-token and induction heads belong to causal attention; an "
+        "encoder attends both ways.",
+    )
     config = inspector.config
     check_seed(seed, InspectError)
     if config.block_size < 4:
@@ -98,9 +104,11 @@ def head_roles(
     losses = trace.token_losses  # position t predicts token t + 1
     loss_first = float(losses[:, : length - 1].mean())  # tokens 1..n-1 of the first copy
     loss_second = float(losses[:, length:].mean())  # the tokens an induction head can copy
-    if ids is not None:
-        text = token_array(ids, config, "text", 2)[: config.block_size]
-        pattern = patterns(inspector, text[None])
+    if ids is not None:  # up to n_sequences consecutive windows of the text
+        text = token_array(ids, config, "text", 2)
+        width = min(config.block_size, len(text))
+        rows = max(1, min(n_sequences, len(text) // width))
+        pattern = patterns(inspector, text[: rows * width].reshape(rows, width))
     return HeadRoles(
         diagonal_score(pattern, 1, 1),
         first_token_score(pattern),

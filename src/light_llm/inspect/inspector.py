@@ -16,10 +16,13 @@ import torch
 from light_llm.errors import InspectError
 from light_llm.inspect import instrumented as torch_instrumented
 from light_llm.interventions import Patch, Trace
+from light_llm.models.bert import BertEncoder
 from light_llm.models.gpt import GPT
 from light_llm.nn.lora import lora_layers, merge_lora
 from light_llm.reference import instrumented as numpy_instrumented
+from light_llm.reference.activations import gelu_forward
 from light_llm.reference.blocks import norm_forward
+from light_llm.reference.linear import linear_forward
 from light_llm.reference.model import NumpyGPT
 from light_llm.reference.softcap import softcap_forward
 
@@ -34,32 +37,39 @@ class Inspector:
     def __init__(self, model: object) -> None:
         if isinstance(model, Inspector):
             model = model.model
-        if isinstance(model, GPT):
+        if isinstance(model, BertEncoder) and model.mlm_head is None:
+            raise InspectError(
+                "this encoder has no masked-LM head (a sentence-embedding model), so it "
+                "predicts no token to look inside of."
+            )
+        if isinstance(model, (GPT, BertEncoder)):
             if lora_layers(model):
                 model = merge_lora(copy.deepcopy(model))
             model.eval()
             self.params = {name: as_array(tensor) for name, tensor in model.state_dict().items()}
         elif isinstance(model, NumpyGPT):
             self.params = model.state_dict()
-        elif type(model).__name__ == "BertEncoder":
-            raise InspectError(
-                "this analysis needs a GPT: an encoder attends both ways and predicts no next "
-                "token, so it has no previous-token or induction heads, logit lens or "
-                "next-token loss to ablate."
-            )
         else:
             raise InspectError(
                 "looking inside works on a GPT of either engine (light_llm.models.GPT or "
-                f"light_llm.reference.NumpyGPT), not a {type(model).__name__}."
+                "light_llm.reference.NumpyGPT) or an encoder with its masked-LM head, not a "
+                f"{type(model).__name__}."
             )
         self.model = model
         self.config = model.config
         self.engine = "numpy" if isinstance(model, NumpyGPT) else "torch"
+        self.encoder = isinstance(model, BertEncoder)
+
+    def require_gpt(self, analysis: str, why: str) -> None:
+        """InspectError when the model is an encoder, saying why ``analysis`` needs a GPT."""
+        if self.encoder:
+            raise InspectError(f"{analysis} needs a GPT: {why}")
 
     @property
     def unembedding(self) -> np.ndarray:
-        """W_U: (V, d), the output head (the token table when tied)."""
-        return self.params["lm_head.weight"]
+        """W_U: (V, d), the output head (the token table when tied; an encoder's masked-LM
+        decoder)."""
+        return self.params["mlm_head.decoder.weight" if self.encoder else "lm_head.weight"]
 
     def run(
         self,
@@ -100,12 +110,26 @@ class Inspector:
         the identity for a post-LN model, which has none."""
         if self.config.block_order != "pre":
             return resid
-        return norm_forward(resid, self.params, "transformer.ln_f", self.config)[0]
+        name = "ln_f" if self.encoder else "transformer.ln_f"
+        return norm_forward(resid, self.params, name, self.config)[0]
 
     def lens(self, resid: np.ndarray) -> np.ndarray:
         """logits = cap(LN_f(resid) W_U^T): what the model would predict if ``resid`` were its
-        last residual (nostalgebraist's logit lens, 2020). (..., d) -> (..., V)."""
-        logits = self.final_norm(resid) @ self.unembedding.T
+        last residual (nostalgebraist's logit lens, 2020); for an encoder, its masked-LM head
+        LN(GELU(x W_t + b_t)) E^T + b (seed 003 §29). (..., d) -> (..., V)."""
+        x = self.final_norm(resid)
+        if self.encoder:
+            hidden, _ = linear_forward(
+                x, self.params["mlm_head.dense.weight"], self.params.get("mlm_head.dense.bias")
+            )
+            hidden, _ = norm_forward(
+                gelu_forward(hidden)[0], self.params, "mlm_head.ln", self.config
+            )
+            decoded, _ = linear_forward(
+                hidden, self.unembedding, self.params.get("mlm_head.decoder.bias")
+            )
+            return decoded
+        logits = x @ self.unembedding.T
         if self.config.logit_softcap is not None:
             logits = softcap_forward(logits, self.config.logit_softcap)[0]
         return logits

@@ -21,6 +21,7 @@ from light_llm.interventions import (
     Sites,
     Trace,
 )
+from light_llm.models.bert import BertEncoder
 from light_llm.models.gpt import GPT, check_token_ids
 from light_llm.nn.attention import (
     attention_explicit,
@@ -36,7 +37,7 @@ def as_tensor_like(value, like: torch.Tensor) -> torch.Tensor:
 
 
 def run_instrumented(
-    model: GPT,
+    model: GPT | BertEncoder,
     idx: torch.Tensor,
     *,
     record=(),
@@ -44,32 +45,37 @@ def run_instrumented(
     targets: torch.Tensor | None = None,
     start: tuple[int, torch.Tensor] | None = None,
 ) -> Trace:
-    """The forward of ``model`` on ``idx`` (B, T), recording the sites named in ``record`` (an
-    iterable of names, or True for all) and applying ``patches`` (a list of Patch). Gives the
-    same logits as ``model(idx)`` when nothing is patched. ``start`` = (layer l, resid_pre.l
-    recorded before) begins at layer l with that residual, skipping the work before it (an
-    intervention at layer l changes nothing earlier)."""
+    """The forward of ``model`` (a GPT, or a BERT-style encoder with its masked-LM head) on
+    ``idx`` (B, T), recording the sites named in ``record`` (an iterable of names, or True for
+    all) and applying ``patches`` (a list of Patch). Gives the same logits as ``model(idx)``
+    when nothing is patched. ``targets``: next tokens (a GPT) or masked-LM labels (an
+    encoder), -1 where nothing is scored. ``start`` = (layer l, resid_pre.l recorded before)
+    begins at layer l with that residual, skipping the work before it (an intervention at
+    layer l changes nothing earlier)."""
+    encoder = isinstance(model, BertEncoder)
     config = model.config
     check_token_ids(idx, config.vocab_size)
     B, T = idx.shape
-    sites = Sites.for_forward(config, T, record, patches, torch.clone, as_tensor_like)
-    layers = model.transformer
+    sites = Sites.for_forward(config, T, record, patches, torch.clone, as_tensor_like, encoder)
+    blocks = model.h if encoder else model.transformer.h
+    final_norm = model.ln_f if encoder else getattr(model.transformer, "ln_f", None)
     with torch.no_grad():
-        positions = torch.arange(T, device=model.device)  # (T,)
+        positions = torch.arange(T, device=idx.device)  # (T,)
         first, x = start if start is not None else (0, None)
         if start is None:
-            x = sites.visit("embed", layers.wte(idx))  # E[tokens]: (B, T, d)
-            if "wpe" in layers:
-                x = x + sites.visit("pos_embed", layers.wpe(positions).expand_as(x))  # + P[pos]
+            x = embed(model, idx, positions, sites)
         rope = model.rope(positions) if model.rope is not None else None  # cos, sin
         for layer in range(first, config.n_layer):
-            x = block_forward(layers.h[layer], layer, x, rope, sites)
-        if "ln_f" in layers:
-            sites.visit("final_scale", final_norm_scale(x, layers.ln_f, config.norm))
-            x = layers.ln_f(x)
-        logits = model.lm_head(x)  # (B, T, V)
-        if config.logit_softcap is not None:
-            logits = soft_cap(logits, config.logit_softcap)
+            x = block_forward(blocks[layer], layer, x, rope, sites)
+        if final_norm is not None:
+            sites.visit("final_scale", final_norm_scale(x, final_norm, config.norm))
+            x = final_norm(x)
+        if encoder:
+            logits = model.mlm_head(x)  # (B, T, V)
+        else:
+            logits = model.lm_head(x)  # (B, T, V)
+            if config.logit_softcap is not None:
+                logits = soft_cap(logits, config.logit_softcap)
         token_losses = None
         if targets is not None:
             check_token_ids(targets, config.vocab_size, "target", idx.shape, ignore_index=-1)
@@ -80,6 +86,18 @@ def run_instrumented(
                 reduction="none",
             ).masked_fill(targets == -1, float("nan"))  # (B, T)
     return Trace(logits, token_losses, sites.activations)
+
+
+def embed(model, idx: torch.Tensor, positions: torch.Tensor, sites: Sites) -> torch.Tensor:
+    """The residual stream's start: E[tokens] + P[positions] (a GPT, seed 000 §2), or an
+    encoder's embedding layer LN(E[tokens] + P[positions] + S[types]), all types 0."""
+    if isinstance(model, BertEncoder):
+        return sites.visit("embed", model.embeddings(idx, torch.zeros_like(idx)))
+    layers = model.transformer
+    x = sites.visit("embed", layers.wte(idx))  # E[tokens]: (B, T, d)
+    if "wpe" in layers:
+        x = x + sites.visit("pos_embed", layers.wpe(positions).expand_as(x))  # + P[positions]
+    return x
 
 
 def final_norm_scale(x: torch.Tensor, norm: torch.nn.Module, kind: str) -> torch.Tensor:

@@ -17,7 +17,7 @@ import numpy as np
 
 from light_llm.errors import InspectError
 from light_llm.inspect.inspector import Inspector
-from light_llm.inspect.text import prompt_ids
+from light_llm.inspect.text import prompt_ids, scoring_batches, token_array
 from light_llm.reference.softmax import log_softmax_forward
 
 
@@ -74,7 +74,8 @@ def logit_lens(
     """The logit lens of ``model`` on the prompt ``ids`` (1-D token ids): at every stage and
     position, the ``top_k`` tokens and the probability and rank of ``target`` (a token id), or
     of the actual next token of the prompt when ``target`` is None (the last position then has
-    none)."""
+    none). For an encoder the lens reads each residual through the masked-LM head, and the
+    token followed by default is the one at the position itself."""
     inspector = Inspector(model)
     config = inspector.config
     ids = prompt_ids(ids, config)
@@ -94,7 +95,9 @@ def logit_lens(
     resid = np.stack([trace.activations[site][0] for _, site in stages])  # (S, T, d)
     log_probs, _ = log_softmax_forward(inspector.lens(resid).astype(np.float64))  # (S, T, V)
     T = len(ids)
-    if target is None:
+    if target is None and inspector.encoder:
+        target_ids = ids.copy()  # a masked-LM head predicts the token at its own position
+    elif target is None:
         target_ids = np.append(ids[1:], -1)
     else:
         target_ids = np.full(T, int(target))
@@ -115,3 +118,39 @@ def logit_lens(
         target_ranks,
         log_probs if keep_log_probs else None,
     )
+
+
+@dataclass
+class LensOverText:
+    """Over every scored token of a text: per stage, how often the lens's top token is the
+    token followed (``top1``) and the mean log-probability it gives that token
+    (``mean_log_prob``); ``n_tokens`` scored."""
+
+    stages: list[str]
+    top1: np.ndarray
+    mean_log_prob: np.ndarray
+    n_tokens: int
+
+
+def lens_over_text(model, ids, tokenizer=None) -> LensOverText:
+    """The logit lens over the text ``ids`` in its scoring windows (a GPT: each next token; an
+    encoder: each masked token, which needs its ``tokenizer``): at which stage the model's
+    prediction forms."""
+    inspector = Inspector(model)
+    config = inspector.config
+    ids = token_array(ids, config)
+    stages = residual_stages(config)
+    hits, log_probs, count = np.zeros(len(stages)), np.zeros(len(stages)), 0
+    per_token = config.vocab_size * (len(stages) + 1) + len(stages) * config.n_embd
+    for inputs, targets, _ in scoring_batches(inspector, ids, tokenizer, per_token):
+        trace = inspector.run(inputs, record=[site for _, site in stages])
+        scored = targets != -1
+        wanted = targets[scored]  # (N,)
+        for index, (_, site) in enumerate(stages):
+            stage_log_probs, _ = log_softmax_forward(
+                inspector.lens(trace.activations[site][scored]).astype(np.float64)
+            )  # (N, V)
+            hits[index] += float((stage_log_probs.argmax(-1) == wanted).sum())
+            log_probs[index] += float(stage_log_probs[np.arange(len(wanted)), wanted].sum())
+        count += len(wanted)
+    return LensOverText([label for label, _ in stages], hits / count, log_probs / count, count)

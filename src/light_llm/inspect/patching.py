@@ -52,6 +52,10 @@ def activation_patching(model, clean_ids, corrupt_ids, answer: int, wrong: int) 
     """Patch the clean run's residual at every (layer, position), and each head's output, into
     the corrupted run; the fraction of the metric z[answer] - z[wrong] restored by each."""
     inspector = Inspector(model)
+    inspector.require_gpt(
+        "activation patching",
+        "its metric is a difference of next-token logits, and an encoder predicts no next token.",
+    )
     config = inspector.config
     clean_ids = prompt_ids(clean_ids, config)
     corrupt_ids = prompt_ids(corrupt_ids, config)

@@ -35,6 +35,11 @@ def surprise(model, ids) -> Surprise:
     """Each token's loss, probability and rank under ``model``, and the model's top guess, over
     the text ``ids`` (in consecutive windows of the context, as ``light-llm eval`` scores)."""
     inspector = Inspector(model)
+    inspector.require_gpt(
+        "surprise",
+        "it scores each token from the tokens before it; an encoder predicts no next token "
+        "(its masked-LM loss is in ablate_text).",
+    )
     ids = token_array(ids, inspector.config, "text", 2)
     n = len(ids) - 1
     losses, probs, ranks = np.empty(n), np.empty(n), np.empty(n, dtype=np.int64)

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from light_llm.errors import InspectError
+from light_llm.interventions import check_index
 
 BATCH_TOKENS = 16_384  # tokens per forward pass when a text is scored in windows
 BATCH_VALUES = 2**25  # values (logits, recorded activations) one such forward may hold
@@ -32,6 +33,15 @@ def prompt_ids(ids: object, config, at_least: int = 1) -> np.ndarray:
             f"{config.block_size} tokens."
         )
     return array
+
+
+def check_position(position: object, length: int) -> int:
+    """``position`` (negative counts from the end) as an index into a prompt of ``length``
+    tokens, else InspectError naming the range."""
+    if isinstance(position, bool) or not isinstance(position, (int, np.integer)):
+        raise InspectError(f"the position must be an integer, got {position!r}.")
+    index = int(position) + length if position < 0 else int(position)
+    return check_index("position", index, length, "positions (this prompt's tokens)")
 
 
 def token_array(ids: object, config, what: str = "text", at_least: int = 2) -> np.ndarray:
@@ -74,13 +84,72 @@ def text_windows(
         yield ids[None, start : start + tail], ids[None, start + 1 :], np.array([start])
 
 
-def text_loss(inspector, ids: np.ndarray, patches=()) -> tuple[float, int]:
-    """(mean next-token loss over every token of ``ids`` but the first, tokens scored), under
-    ``patches``: L = -(1/N) Σ_t log p(x_{t+1} | x_{<=t} in its window) (seed 000 §7)."""
-    total, count = 0.0, 0
+def masked_windows(
+    ids: np.ndarray, block_size: int, tokenizer, tokens_per_batch: int = BATCH_TOKENS
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Batches (inputs, labels, start) for an encoder: ``[CLS] w [SEP]`` for consecutive
+    windows w of ``block_size`` - 2 ids, masked by BERT's rule (15% chosen; of those 80%
+    [MASK], 10% a random id, 10% kept: seed 003 §29), window k with the generator seeded
+    (0, k) as ``light-llm eval`` masks, so the masks depend on nothing else. Labels are the
+    chosen positions' ids, -1 elsewhere."""
+    from light_llm.train.mlm import SEQUENTIAL_MASK_SEED, mask_tokens
+
+    if getattr(tokenizer, "mask_id", None) is None:
+        raise InspectError(
+            "the masked-LM loss needs the encoder's WordPiece tokenizer (with [MASK])."
+        )
+    n = block_size - 2
+    special = frozenset(
+        {tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id, tokenizer.mask_id, tokenizer.unk_id}
+    )
+    windows = [ids[start : start + n] for start in range(0, len(ids) - 1, n)]
+    per_batch = max(1, tokens_per_batch // block_size)
+    for first in range(0, len(windows), per_batch):
+        rows, labels, starts = [], [], []
+        for k in range(first, min(len(windows), first + per_batch)):
+            example = np.concatenate([[tokenizer.cls_id], windows[k], [tokenizer.sep_id]])
+            inputs, chosen = mask_tokens(
+                torch_ids(example),
+                mask_id=tokenizer.mask_id,
+                vocab_size=tokenizer.vocab_size,
+                special_ids=special,
+                generator=np.random.default_rng([SEQUENTIAL_MASK_SEED, k]),
+            )
+            rows.append(inputs[0].numpy())
+            labels.append(chosen[0].numpy())
+            starts.append(k * n)
+        width = max(len(row) for row in rows)
+        if any(len(row) != width for row in rows):  # the short tail window: a batch of its own
+            for row, label, start in zip(rows, labels, starts, strict=True):
+                yield row[None], label[None], np.array([start])
+            continue
+        yield np.stack(rows), np.stack(labels), np.array(starts)
+
+
+def torch_ids(example: np.ndarray):
+    import torch
+
+    return torch.as_tensor(example[None], dtype=torch.int64)
+
+
+def scoring_batches(inspector, ids: np.ndarray, tokenizer=None, values_per_token=None):
+    """The batches a text is scored in: next-token windows for a GPT (:func:`text_windows`),
+    masked windows for an encoder (:func:`masked_windows`, which needs its ``tokenizer``)."""
     config = inspector.config
-    for inputs, targets, _ in text_windows(ids, config.block_size, batch_tokens(config)):
+    tokens = batch_tokens(config, values_per_token)
+    if inspector.encoder:
+        return masked_windows(ids, config.block_size, tokenizer, tokens)
+    return text_windows(ids, config.block_size, tokens)
+
+
+def text_loss(inspector, ids: np.ndarray, patches=(), tokenizer=None) -> tuple[float, int]:
+    """(mean loss, tokens scored) over the text ``ids`` under ``patches``: a GPT's next-token
+    loss L = -(1/N) Σ_t log p(x_{t+1} | x_{<=t} in its window) over every token but the first
+    (seed 000 §7); an encoder's masked-LM loss over the masked positions (seed 003 §29)."""
+    total, count = 0.0, 0
+    for inputs, targets, _ in scoring_batches(inspector, ids, tokenizer):
         losses = inspector.run(inputs, patches=patches, targets=targets).token_losses
-        total += float(np.sum(losses, dtype=np.float64))
-        count += losses.size
-    return total / count, count
+        scored = ~np.isnan(losses)
+        total += float(np.sum(losses[scored], dtype=np.float64))
+        count += int(scored.sum())
+    return total / max(count, 1), count

@@ -117,6 +117,12 @@ class BPETokenizer(Tokenizer):
         self._engine.add_special_tokens(self.special_tokens)
 
     @property
+    def engine(self) -> TokenizerEngine:
+        """The HuggingFace ``tokenizers`` pipeline that encodes (its ``to_str()`` is a
+        ``tokenizer.json``)."""
+        return self._engine
+
+    @property
     def n_merges(self) -> int:
         return len(self.merges)
 

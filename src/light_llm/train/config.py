@@ -120,6 +120,8 @@ PRESET_RECIPES: dict[str, dict[str, Any]] = {
     # (benchmarks/tokenizer_sweep.py and its table in docs/tokenizers.md)
     # (a sample of 150 tokens is about as much text as nanoGPT's 300 characters)
     "bpe-cpu": {**CHAR_CPU_RECIPE, "tokenizer": "bpe", "sample_tokens": 150},
+    # the default made exportable as Qwen3 (light_llm.config.PRESETS), with the default's recipe
+    "qwen3-cpu": {**CHAR_CPU_RECIPE, "tokenizer": "bpe", "sample_tokens": 150},
     "shakespeare-char": {
         "batch_size": 64,
         "max_iters": 5000,

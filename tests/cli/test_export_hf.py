@@ -1,0 +1,132 @@
+"""``light-llm export --format hf`` for Llama- and Qwen3-shaped models, and the folders it writes
+taken back by ``generate``, ``eval`` and ``train --init-from``: a model goes out, is fine-tuned
+from there, and goes out again with transformers' logits equal to light-llm's. Bad input is one
+sentence, exit 2, nothing written."""
+
+import json
+
+import pytest
+import safetensors.torch
+import torch
+import transformers
+
+from light_llm.checkpoints import load, save
+from light_llm.checkpoints.hf_architectures import hf_architecture
+from light_llm.cli import main
+from light_llm.config import ModelConfig, count_parameters, preset
+from light_llm.models.gpt import GPT
+from light_llm.tokenizers.bpe import train_bpe
+from tests.checkpoints.test_hf_llama import LLAMA_SHAPE, _offline  # noqa: F401 (a fixture)
+from tests.cli.test_finetune import RUN, error_line
+from tests.conftest import shaken
+from tests.train.helpers import write_corpus
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+QWEN3_SHAPE = {**LLAMA_SHAPE, "block_size": 16, "n_layer": 1, "n_head": 2, "n_embd": 16,
+               "qk_norm": True}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """(a light-llm checkpoint of a Qwen3-shaped model over a BPE learned from a corpus, its
+    weights shaken off their initial values; that corpus)."""
+    root = tmp_path_factory.mktemp("qwen3")
+    corpus = write_corpus(root / "corpus.txt", n_lines=300)
+    tokenizer = train_bpe(corpus.read_text(), 300)
+    model = shaken(GPT(ModelConfig(vocab_size=tokenizer.vocab_size, **QWEN3_SHAPE)))
+    save(model, root / "checkpoint", tokenizer)
+    return root / "checkpoint", corpus
+
+
+def export(checkpoint, out) -> int:
+    return main(["export", "--checkpoint", str(checkpoint), "--format", "hf", "--out", str(out)])
+
+
+def max_logit_difference(folder, ours, idx) -> float:
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    with torch.no_grad():
+        return (theirs(idx).logits - ours(idx)[0]).abs().max().item()
+
+
+def test_out_fine_tuned_and_out_again(checkpoint, tmp_path, capsys):
+    checkpoint, corpus = checkpoint
+    assert export(checkpoint, tmp_path / "hf") == 0
+    assert "as a HuggingFace Qwen3 folder (Qwen3ForCausalLM)" in capsys.readouterr().out
+    run = tmp_path / "run"
+    argv = ["train", "--init-from", str(tmp_path / "hf"), "--data", str(corpus), "--out", str(run)]
+    assert main([*argv, *RUN]) == 0
+    assert export(run, tmp_path / "hf-tuned") == 0
+    tuned = load(run)
+    idx = torch.randint(0, tuned.config.vocab_size, (2, 16))
+    assert max_logit_difference(tmp_path / "hf-tuned", tuned, idx) <= 1e-4
+    assert max_logit_difference(tmp_path / "hf", tuned, idx) > 1e-3  # it trained
+
+
+def test_generate_and_eval_read_an_exported_folder(checkpoint, tmp_path, capsys):
+    checkpoint, corpus = checkpoint
+    assert export(checkpoint, tmp_path / "hf") == 0
+    capsys.readouterr()
+    argv = ["--checkpoint", str(tmp_path / "hf")]
+    assert main(["generate", *argv, "--prompt", "the king", "--max-new-tokens", "4",
+                 "--temperature", "0", "--json"]) == 0  # fmt: skip
+    expected = main(["generate", "--checkpoint", str(checkpoint), "--prompt", "the king",
+                     "--max-new-tokens", "4", "--temperature", "0", "--json"])  # fmt: skip
+    first, second = capsys.readouterr().out.strip().splitlines()
+    assert expected == 0 and first == second
+    assert main(["eval", *argv, "--data", str(corpus), "--json"]) == 0
+    loss = json.loads(capsys.readouterr().out)["val_loss"]
+    assert main(["eval", "--checkpoint", str(checkpoint), "--data", str(corpus), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["val_loss"] == loss
+
+
+def test_a_folder_with_other_files_is_not_replaced(checkpoint, tmp_path, capsys):
+    checkpoint, _ = checkpoint
+    (tmp_path / "notes.txt").write_text("mine")
+    assert export(checkpoint, tmp_path) == 2
+    assert "folder" in error_line(capsys, "export")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_a_model_no_architecture_expresses_is_refused(tmp_path, capsys):
+    tokenizer = train_bpe("the king shall come to rome " * 20, 270)
+    save(GPT(preset("bpe-cpu", vocab_size=tokenizer.vocab_size)), tmp_path / "ck", tokenizer)
+    assert export(tmp_path / "ck", tmp_path / "hf") == 2
+    line = error_line(capsys, "export")
+    assert "activation='relu2'" in line and "it would export as Qwen3 (Qwen3ForCausalLM)." in line
+    assert not (tmp_path / "hf").exists()
+
+
+def test_a_damaged_folder_given_back_is_one_sentence(checkpoint, tmp_path, capsys):
+    checkpoint, _ = checkpoint
+    assert export(checkpoint, tmp_path / "hf") == 0
+    weights = tmp_path / "hf" / "model.safetensors"
+    tensors = safetensors.torch.load_file(weights)
+    tensors["model.layers.0.self_attn.k_proj.weight"] = torch.zeros(16, 12)
+    safetensors.torch.save_file(tensors, weights)
+    capsys.readouterr()
+    assert export(tmp_path / "hf", tmp_path / "again") == 2
+    line = error_line(capsys, "export")
+    assert (
+        "model.layers.0.self_attn.k_proj.weight has shape (16, 12) but the config needs (16, 16)"
+        in line
+    )
+    assert not (tmp_path / "again").exists()
+    assert main(["generate", "--checkpoint", str(tmp_path / "hf"), "--prompt", "the"]) == 2
+    assert "k_proj.weight has shape (16, 12)" in error_line(capsys, "generate")
+
+
+def test_the_exportable_preset_trains_and_leaves_as_qwen3(checkpoint, tmp_path, capsys):
+    _, corpus = checkpoint
+    assert hf_architecture(preset("qwen3-cpu")) == "Qwen3"
+    default, exportable = count_parameters(preset("bpe-cpu")), count_parameters(preset("qwen3-cpu"))
+    assert exportable["total"] == default["total"]  # SwiGLU's 3 matrices hold ReLU²'s 2
+    run = tmp_path / "run"
+    small = ["--n-layer", "1", "--n-embd", "16", "--n-head", "2", "--block-size", "16"]
+    argv = ["train", "--preset", "qwen3-cpu", "--data", str(corpus), "--out", str(run)]
+    assert main([*argv, *small, *RUN]) == 0
+    assert export(run, tmp_path / "hf") == 0
+    assert "(Qwen3ForCausalLM)" in capsys.readouterr().out
+    trained = load(run)
+    idx = torch.randint(0, trained.config.vocab_size, (2, 16))
+    assert max_logit_difference(tmp_path / "hf", trained, idx) <= 1e-4

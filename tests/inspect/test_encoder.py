@@ -1,0 +1,118 @@
+"""Looking inside an encoder with its masked-LM head: the instrumented forward gives its own
+logits, the lens after the last layer is its masked-LM output, ablation measures its masked-LM
+loss (checked against the encoder's own loss with the ablated weights zeroed), and what needs a
+GPT says so."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from light_llm.checkpoints import load_tokenizer
+from light_llm.errors import InspectError
+from light_llm.inspect import (
+    ablate_text,
+    activation_patching,
+    direct_logit_attribution,
+    head_importance,
+    head_roles,
+    logit_lens,
+    surprise,
+)
+from light_llm.inspect.instrumented import run_instrumented
+from light_llm.inspect.text import masked_windows
+from light_llm.models.bert import BertEncoder, EncoderConfig
+from light_llm.tokenizers.bert import packaged_bert_folder
+
+SHAPES = {
+    "bert": {},
+    "rotary": {"positions": "rotary"},
+    "pre-ln-rmsnorm": {"block_order": "pre", "norm": "rmsnorm"},
+}
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer(packaged_bert_folder())
+
+
+def shaken_encoder(vocab_size: int, **overrides) -> BertEncoder:
+    torch.manual_seed(0)
+    config = EncoderConfig(
+        vocab_size=vocab_size,
+        block_size=16,
+        n_layer=2,
+        n_head=2,
+        n_embd=16,
+        dropout=0.0,
+        **overrides,
+    )
+    model = BertEncoder(config).double().eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.3 * torch.randn_like(parameter))
+    return model
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_the_forward_and_the_lens_are_the_encoders_own(shape, tokenizer):
+    model = shaken_encoder(tokenizer.vocab_size, **SHAPES[shape])
+    ids = np.array(tokenizer.encode_plus("to be or not to [MASK]")["input_ids"])
+    own = model(torch.as_tensor(ids[None]))[0]
+    trace = run_instrumented(model, torch.as_tensor(ids[None]), record=True)
+    assert torch.allclose(trace.logits, own, atol=1e-10)
+    lens = logit_lens(model, ids, keep_log_probs=True)
+    np.testing.assert_allclose(
+        lens.log_probs[-1], torch.log_softmax(own[0], -1).detach().numpy(), atol=1e-10
+    )
+    assert list(lens.target_ids) == list(ids)  # each position's own token
+
+
+def masked_lm_loss(model, batches) -> float:
+    total, count = 0.0, 0
+    for inputs, labels, _ in batches:
+        _, loss = model(torch.as_tensor(inputs), torch.as_tensor(labels))
+        n = int((labels != -1).sum())
+        total += loss.item() * n
+        count += n
+    return total / count
+
+
+def test_ablation_measures_the_masked_lm_loss(tokenizer):
+    model = shaken_encoder(tokenizer.vocab_size)
+    text = np.array(tokenizer.encode("to be, or not to be, that is the question: " * 6))
+    result = ablate_text(model, text, ["L1H0"], tokenizer=tokenizer)
+    batches = list(masked_windows(text, 16, tokenizer))
+    assert result.loss == pytest.approx(masked_lm_loss(model, batches), abs=1e-6)  # its float32
+    zeroed = copy.deepcopy(model)
+    with torch.no_grad():
+        zeroed.h[1].attn.c_proj.weight[:, :8] = 0.0
+    assert result.ablated_loss == pytest.approx(masked_lm_loss(zeroed, batches), abs=1e-6)
+    table = head_importance(model, text, tokenizer=tokenizer)
+    assert table.heads[1, 0] == pytest.approx(result.delta_loss, abs=1e-10)
+
+
+def test_what_needs_a_gpt_says_so(tokenizer):
+    model = shaken_encoder(tokenizer.vocab_size)
+    ids = np.array(tokenizer.encode_plus("to be or not")["input_ids"])
+    calls = [
+        lambda: head_roles(model),
+        lambda: surprise(model, ids),
+        lambda: direct_logit_attribution(model, ids, 5),
+        lambda: activation_patching(model, ids, ids, 5, 6),
+        lambda: ablate_text(model, ids, ["L0H0"]),  # no tokenizer to mask with
+    ]
+    for call in calls:
+        with pytest.raises(InspectError, match="needs a GPT|needs the encoder's WordPiece"):
+            call()
+
+
+def test_an_encoder_without_a_masked_lm_head_is_one_sentence(tokenizer):
+    config = EncoderConfig(
+        vocab_size=50, block_size=8, n_layer=1, n_head=2, n_embd=8, mlm_head=False
+    )
+    with pytest.raises(InspectError, match="no masked-LM head"):
+        logit_lens(BertEncoder(config), [1, 2, 3])
