@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from light_llm.atomic import existing_folder, write_folder_atomically
+from light_llm.checkpoints.hf_architectures import LLAMA_MODEL_TYPES
 from light_llm.checkpoints.run import CHECKPOINT_SUBFOLDER
 from light_llm.config import ModelConfig
 from light_llm.errors import CheckpointError, ConfigError
@@ -27,7 +28,6 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 SHARDED_WEIGHTS_INDEX = "model.safetensors.index.json"
 PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
-LLAMA_MODEL_TYPES = ("llama", "qwen3")  # the keys of hf_llama_config.MODEL_TYPES
 FORMAT_NAME = "light-llm"
 GPT_ARCHITECTURE = "gpt"
 ENCODER_ARCHITECTURE = "bert"

@@ -24,6 +24,7 @@ GPT2 = "GPT-2"
 LLAMA = "Llama"
 QWEN3 = "Qwen3"
 CLASS_NAMES = {GPT2: "GPT2LMHeadModel", LLAMA: "LlamaForCausalLM", QWEN3: "Qwen3ForCausalLM"}
+LLAMA_MODEL_TYPES = {"llama": LLAMA, "qwen3": QWEN3}  # config.json's model_type -> architecture
 GPT2_ACTIVATIONS = tuple(ACTIVATIONS_TO_HF)  # the MLPs GPT-2's activation_function names
 
 
