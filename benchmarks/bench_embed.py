@@ -21,8 +21,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from light_llm.checkpoints.hf_bert import load_hf_bert, packaged_minilm_path  # noqa: E402
-from light_llm.data import shakespeare_text  # noqa: E402
 from light_llm.models.bert import embed_sentences  # noqa: E402
+from light_llm.shakespeare import shakespeare_text  # noqa: E402
 from light_llm.tokenizers import BertTokenizer  # noqa: E402
 
 

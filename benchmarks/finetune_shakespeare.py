@@ -8,7 +8,7 @@ play's validation text, in one invocation.
 Steps (each is one ``light-llm`` command; the script prints them):
 
 1. write ``DIR/without-PLAY.txt`` (every other play) and ``DIR/PLAY.txt``
-   (:func:`light_llm.data.shakespeare_plays`);
+   (:func:`light_llm.shakespeare.shakespeare_plays`);
 2. ``light-llm train --data without-PLAY.txt --max-iters BASE`` (the default char-cpu recipe,
    its cosine ending at BASE);
 3. ``light-llm train --init-from base --data PLAY.txt`` (every weight) and the same with
@@ -25,7 +25,7 @@ import argparse
 import time
 from pathlib import Path
 
-from light_llm.data import shakespeare_plays
+from light_llm.shakespeare import shakespeare_plays
 from light_llm.train.config import TrainConfig
 from light_llm.train.trainer import train
 

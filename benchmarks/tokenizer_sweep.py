@@ -26,7 +26,7 @@ pre-tokenisation regex, the rule ``light_llm.tokenizers.bpe`` uses, and the time
     PYTHONPATH=src python benchmarks/tokenizer_sweep.py pretokenizer --data SLICE
 
 (``--data shakespeare`` is the whole corpus, the main job's; without ``--data``, its first
-megabyte, ``data.shakespeare_slice()``; both written to a temporary file.)
+megabyte, ``shakespeare.shakespeare_slice()``; both written to a temporary file.)
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ CANDIDATES: dict[str, list[str]] = {
 def corpus_path(data: str | None) -> str:
     """``data``; "shakespeare": the whole corpus (the main job's), or by default its first
     megabyte, written to a temporary file."""
-    from light_llm.data import shakespeare_slice, shakespeare_text
+    from light_llm.shakespeare import shakespeare_slice, shakespeare_text
 
     if data and data != "shakespeare":
         return data

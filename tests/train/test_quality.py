@@ -9,9 +9,9 @@ decay 0.1, clipping 1.0, dropout 0, evaluation over 20 batches) on its 1 MB
 tiny-shakespeare; these are exactly the settings of ``--preset nanogpt-cpu``.
 
 Which megabyte matters. The slice here is the LAST 1,000,000 bytes of
-``data.shakespeare_text()`` (from Cymbeline's "BELARIUS:" on: the romances and tragedies),
+``shakespeare.shakespeare_text()`` (from Cymbeline's "BELARIUS:" on: the romances and tragedies),
 cut to start at a whole speech: its 90/10 split trains and validates on the same kind of
-play. ``data.shakespeare_slice(1_000_000)`` is the FIRST megabyte instead, whose training
+play. ``shakespeare.shakespeare_slice(1_000_000)`` is the FIRST megabyte instead, whose training
 90% is eight comedies and whose validation 10% is a history (Edward III, 1 Henry IV); the
 same recipe ends there at 1.910 (train loss 1.730), above the bar. Measured once each, on a
 shared 2-core machine (seed 1337): last megabyte 1.8732 (bfloat16, 1 min 43 s) and 1.8738
@@ -23,7 +23,7 @@ import math
 
 import pytest
 
-from light_llm.data import shakespeare_text
+from light_llm.shakespeare import shakespeare_text
 from light_llm.train import TrainConfig, train
 
 

@@ -68,7 +68,7 @@ def check_architecture(architecture: str) -> None:
 
 
 def load(
-    path: str | os.PathLike,
+    path: str | os.PathLike | ModelFolder,
     *,
     architecture: str = GPT_ARCHITECTURE,
     engine: str = "torch",
@@ -118,7 +118,7 @@ def load(
     return load_encoder(folder, device)
 
 
-def load_config(path: str | os.PathLike, architecture: str = GPT_ARCHITECTURE):
+def load_config(path: str | os.PathLike | ModelFolder, architecture: str = GPT_ARCHITECTURE):
     """The validated config of the model in ``path`` (a GPT's :class:`ModelConfig`, or with
     ``architecture="bert"`` a light-llm encoder's EncoderConfig), without reading weights."""
     check_architecture(architecture)
@@ -159,17 +159,19 @@ def save(
     save_gpt(model, folder, tokenizer, extra_files, overwrite)
 
 
-def load_tokenizer(path: str | os.PathLike, check_model: bool = False):
+def load_tokenizer(path: str | os.PathLike | ModelFolder, check_model: bool = False):
     """The tokenizer of the model folder ``path`` names: a checkpoint, a training output
-    folder (its checkpoint's tokenizer) or a HuggingFace folder. ``check_model``: a
-    CheckpointError unless it has as many ids as the folder's model
-    (:func:`check_tokenizer_matches_model`; what every command that runs the model asks)."""
+    folder (its checkpoint's tokenizer) or a HuggingFace folder (or one inspected already,
+    :func:`inspect_folder`). ``check_model``: a CheckpointError unless it has as many ids as
+    the folder's model (:func:`check_tokenizer_matches_model`; what every command that runs
+    the model asks)."""
     from light_llm.tokenizers import load_tokenizer as load_tokenizer_files
 
-    folder = resolve_checkpoint_dir(path)
+    folder = path.path if isinstance(path, ModelFolder) else resolve_checkpoint_dir(path)
     tokenizer = load_tokenizer_files(folder)
     if check_model:
-        check_tokenizer_matches_model(tokenizer, model_vocab_size(inspect_folder(folder)), folder)
+        vocab_size = model_vocab_size(inspect_folder(path))
+        check_tokenizer_matches_model(tokenizer, vocab_size, folder)
     return tokenizer
 
 
@@ -181,7 +183,7 @@ def model_vocab_size(folder: ModelFolder) -> int:
 
         return encoder_config_from_hf(folder.config_json, False, folder.path).vocab_size
     architecture = ENCODER_ARCHITECTURE if folder.holds_encoder else GPT_ARCHITECTURE
-    return load_config(folder.path, architecture).vocab_size
+    return load_config(folder, architecture).vocab_size
 
 
 def check_tokenizer_matches_model(tokenizer, vocab_size: int, folder) -> None:

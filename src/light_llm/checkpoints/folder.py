@@ -102,9 +102,12 @@ class ModelFolder:
         return self.is_light_llm and isinstance(self.config_json.get("lora"), dict)
 
 
-def inspect_folder(path: str | os.PathLike) -> ModelFolder:
+def inspect_folder(path: str | os.PathLike | ModelFolder) -> ModelFolder:
     """The model folder ``path`` names (see :func:`resolve_checkpoint_dir`), its config.json
-    read once."""
+    read once; a folder inspected already is returned as it is, so that a command that hands
+    it on to the loaders reads its config.json once."""
+    if isinstance(path, ModelFolder):
+        return path
     folder = resolve_checkpoint_dir(path)
     return ModelFolder(folder, read_config_json(folder))
 

@@ -120,8 +120,7 @@ def run(args: argparse.Namespace) -> int:
     if args.run is None:
         steps = example.steps()
     else:
-        from light_llm.explain.registry import schedule_figure
-        from light_llm.explain.training_examples import lr_schedule, run_schedule
+        from light_llm.explain.training_examples import lr_schedule, run_schedule, schedule_figure
 
         if example.name != "lr-schedule":
             raise ConfigError("--run applies to the lr-schedule example only.")

@@ -278,14 +278,14 @@ def generate_with_numpy(args: argparse.Namespace, printer, options: dict) -> lis
     """The NumPy engine (light_llm.reference): one prompt at a time, on the CPU."""
     import numpy as np
 
-    from light_llm.checkpoints import load, load_tokenizer, resolve_checkpoint_dir
+    from light_llm.checkpoints import inspect_folder, load, load_tokenizer
     from light_llm.reference.sampling import generate_text as generate_text_numpy
 
     if args.device == "cuda":
         raise ConfigError("the numpy engine runs on the CPU only: drop --device cuda.")
     if args.dtype not in ("float32", "float64"):
         raise ConfigError(f"the numpy engine computes in float32 or float64, not {args.dtype}.")
-    folder = resolve_checkpoint_dir(args.checkpoint)
+    folder = inspect_folder(args.checkpoint)  # its config.json read once, for both
     model = load(folder, engine="numpy", dtype=np.dtype(args.dtype))
     tokenizer = load_tokenizer(folder, check_model=True)
     on_text = (lambda piece: printer(0, piece)) if printer is not None else None
@@ -301,10 +301,10 @@ def load_torch_model(args: argparse.Namespace):
     """The PyTorch engine: the checkpoint's GPT on --device in --dtype, and its tokenizer."""
     import torch
 
-    from light_llm.checkpoints import load, load_tokenizer, resolve_checkpoint_dir
+    from light_llm.checkpoints import inspect_folder, load, load_tokenizer
     from light_llm.device import resolve_device
 
-    folder = resolve_checkpoint_dir(args.checkpoint)
+    folder = inspect_folder(args.checkpoint)  # its config.json read once, for both
     model = load(folder, device=resolve_device(args.device))
     model = model.to(getattr(torch, args.dtype))
     tokenizer = load_tokenizer(folder, check_model=True)

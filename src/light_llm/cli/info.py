@@ -10,16 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from light_llm.config import (
-    ACTIVATIONS,
-    ATTENTIONS,
-    BLOCK_ORDERS,
-    NORMS,
-    POSITIONS,
-    PRESETS,
-    ModelConfig,
-    preset,
-)
+from light_llm.cli.model_flags import add_model_flags, given_model_fields
+from light_llm.config import PRESETS, ModelConfig, preset
 from light_llm.errors import ConfigError
 
 DESCRIPTION = """\
@@ -38,26 +30,6 @@ examples:
 """
 
 BYTES_PER_VALUE = {"float32": 4, "bfloat16": 2, "float16": 2}
-
-# (flag, config field, type, choices, help) of the overrides applied on top of the config
-OVERRIDES = [
-    ("--n-layer", "n_layer", int, None, "number of blocks L"),
-    ("--n-head", "n_head", int, None, "attention heads n_h (must divide n_embd)"),
-    ("--n-embd", "n_embd", int, None, "model width d_model"),
-    ("--block-size", "block_size", int, None, "context length T_max"),
-    ("--vocab-size", "vocab_size", int, None, "vocabulary size V"),
-    ("--positions", "positions", str, POSITIONS, "position encoding"),
-    ("--norm", "norm", str, NORMS, "normalisation layer"),
-    ("--activation", "activation", str, ACTIVATIONS, "FFN non-linearity"),
-    ("--block-order", "block_order", str, BLOCK_ORDERS, "pre-LN (GPT-2) or post-LN"),
-    ("--attention", "attention", str, ATTENTIONS, "softmax or causal linear attention"),
-]
-# (flag, config field, value it sets, help) of the on/off overrides
-SWITCHES = [
-    ("--untie-embeddings", "tie_embeddings", False, "an output head of its own (V x d more)"),
-    ("--no-bias", "bias", False, "no biases in linear layers and LayerNorms"),
-    ("--qk-norm", "qk_norm", True, "RMS-normalised queries and keys (no parameters)"),
-]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -91,13 +63,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
     overrides = parser.add_argument_group("overrides (applied on top of the preset/checkpoint)")
-    for flag, field, kind, choices, help_text in OVERRIDES:
-        metavar = None if choices else "N"
-        overrides.add_argument(
-            flag, dest=field, type=kind, choices=choices, metavar=metavar, help=help_text
-        )
-    for flag, field, value, help_text in SWITCHES:
-        overrides.add_argument(flag, dest=field, action="store_const", const=value, help=help_text)
+    add_model_flags(overrides)
+    overrides.add_argument(
+        "--vocab-size", dest="vocab_size", type=int, metavar="V", help="vocabulary size V"
+    )
     parser.set_defaults(func=run)
 
 
@@ -130,9 +99,9 @@ def chosen_config(args: argparse.Namespace) -> tuple[ModelConfig, str]:
     else:
         name = args.preset or "seed-30m"
         config = preset(name)
-    fields = [entry[1] for entry in OVERRIDES + SWITCHES]
-    changes = {field: getattr(args, field) for field in fields}
-    changes = {field: value for field, value in changes.items() if value is not None}
+    changes = given_model_fields(args)
+    if args.vocab_size is not None:
+        changes["vocab_size"] = args.vocab_size
     if changes:
         name += " with " + ", ".join(f"{field}={value}" for field, value in changes.items())
     return config.replace(**changes), name

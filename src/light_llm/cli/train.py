@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from light_llm.config import ACTIVATIONS, ATTENTIONS, BLOCK_ORDERS, NORMS, POSITIONS, PRESETS
+from light_llm.cli.model_flags import add_model_flags
+from light_llm.config import PRESETS
 from light_llm.device import DEVICES
 from light_llm.train.config import (
     FINETUNE_RECIPE,
@@ -154,45 +155,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--preset",
         help="model shape and its recipe (default bpe-cpu; with --model bert, bert-shakespeare)",
     )
-    for flag, meta, text in (
-        ("--n-layer", "L", "transformer blocks"),
-        ("--n-head", "H", "attention heads"),
-        ("--n-embd", "D", "model width d_model"),
-        ("--block-size", "T", "context length in tokens"),
-    ):
-        model.add_argument(flag, type=int, metavar=meta, help=text)
-    model.add_argument("--dropout", type=float, metavar="P", help="dropout probability")
-    model.add_argument("--positions", choices=POSITIONS, help="position encoding")
-    model.add_argument("--norm", choices=NORMS, help="normalisation layer")
-    model.add_argument("--activation", choices=ACTIVATIONS, help="feed-forward activation")
-    model.add_argument("--block-order", choices=BLOCK_ORDERS, help="pre-LN or post-LN blocks")
-    model.add_argument("--attention", choices=ATTENTIONS, help="softmax or linear attention")
-    model.add_argument(
-        "--qk-norm",
-        action="store_const",
-        const=True,
-        help="RMS-normalise each head's queries and keys (no gain) before rotary and Q K^T",
-    )
-    model.add_argument(
-        "--logit-softcap",
-        type=float,
-        metavar="C",
-        help="cap the output logits smoothly: C tanh(logits / C), C > 0 (default: no cap)",
-    )
-    model.add_argument(
-        "--untie-embeddings",
-        dest="tie_embeddings",
-        action="store_const",
-        const=False,
-        help="an output head of its own instead of the token table (V x d more parameters)",
-    )
-    model.add_argument(
-        "--no-bias",
-        dest="bias",
-        action="store_const",
-        const=False,
-        help="no biases in the linear layers and LayerNorms",
-    )
+    add_model_flags(model)
 
     optim = parser.add_argument_group("optimisation")
     optim.add_argument("--batch-size", type=int, metavar="B", help="sequences per micro-batch")

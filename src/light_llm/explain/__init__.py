@@ -13,9 +13,9 @@ exact one. :func:`write_figures` writes an example's pictures as PNG files;
 :mod:`light_llm.explain.plots` draws them (and the attention maps of a checkpoint).
 """
 
-from light_llm.explain.registry import EXAMPLES, Example, get, names, run, write_figures
+from light_llm.explain.registry import EXAMPLES, get, names, run, write_figures
 from light_llm.explain.render import example_json, example_text
-from light_llm.explain.steps import Step
+from light_llm.explain.steps import Example, Step
 
 __all__ = [
     "EXAMPLES",

@@ -11,11 +11,13 @@ transposed.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import torch
 
 from light_llm.config import ModelConfig
-from light_llm.explain.steps import Step
+from light_llm.explain import plots
+from light_llm.explain.steps import Example, Step, value_of
 from light_llm.nn.attention import SelfAttention, attention_explicit, attention_mask
 from light_llm.reference.softmax import softmax_backward
 
@@ -70,6 +72,7 @@ def cat_sat() -> list[Step]:
             q[0, 0],
             f"{SEED_001_ATTENTION}, Step 1",
             rows=tokens,
+            key="q-k-queries-and-keys-d-k-3",
         ),
         Step(
             "V (values, d_v = 4)",
@@ -77,6 +80,7 @@ def cat_sat() -> list[Step]:
             v[0, 0],
             f"{SEED_001_ATTENTION}, Step 5",
             rows=tokens,
+            key="v-values-d-v-4",
         ),
         Step(
             "Scores = Q·K^T",
@@ -87,6 +91,7 @@ def cat_sat() -> list[Step]:
             f"{SEED_001_ATTENTION}, Step 1",
             seed_value=[[1.05, 0.74, 0.49], [0.74, 2.66, 1.51], [0.49, 1.51, 3.53]],
             **square,
+            key="scores-q-k-t",
         ),
         Step(
             "Scaled scores = Q·K^T / sqrt(d_k)",
@@ -96,6 +101,7 @@ def cat_sat() -> list[Step]:
             f"{SEED_001_ATTENTION}, Step 2",
             seed_value=[[0.61, 0.43, 0.28], [0.43, 1.54, 0.87], [0.28, 0.87, 2.04]],
             **square,
+            key="scaled-scores-q-k-t-sqrt-d-k",
         ),
         Step(
             "Causal mask (GPT): future positions set to -inf",
@@ -105,6 +111,7 @@ def cat_sat() -> list[Step]:
             f"{SEED_001_ATTENTION}, Step 3",
             seed_value=[[0.61, -INF, -INF], [0.43, 1.54, -INF], [0.28, 0.87, 2.04]],
             **square,
+            key="causal-mask-gpt-future-positions-set-to-inf",
         ),
         Step(
             "Attention weights, GPT (causal softmax)",
@@ -116,6 +123,7 @@ def cat_sat() -> list[Step]:
             f"{SEED_001_ATTENTION}, Step 4",
             seed_value=[[1.00, 0.00, 0.00], [0.23, 0.77, 0.00], [0.11, 0.29, 0.60]],
             **square,
+            key="attention-weights-gpt-causal-softmax",
         ),
         Step(
             "Attention weights, BERT (no mask)",
@@ -126,6 +134,7 @@ def cat_sat() -> list[Step]:
             f"{SEED_001_ATTENTION}, Step 4",
             seed_value=[[0.40, 0.35, 0.25], [0.13, 0.69, 0.18], [0.10, 0.24, 0.66]],
             **square,
+            key="attention-weights-bert-no-mask",
         ),
         Step(
             "Output = A·V, GPT (every token)",
@@ -133,6 +142,7 @@ def cat_sat() -> list[Step]:
             gpt_output[0, 0],
             f"{SEED_001_ATTENTION}, Step 5",
             rows=tokens,
+            key="output-a-v-gpt-every-token",
         ),
         Step(
             "BERT output = A·V (every token)",
@@ -140,6 +150,7 @@ def cat_sat() -> list[Step]:
             bert_output[0, 0],
             f"{SEED_001_ATTENTION}, Step 5",
             rows=tokens,
+            key="bert-output-a-v-every-token",
         ),
         Step(
             'The seed\'s weights (0.11, 0.29, 0.60) times V, for "sat"',
@@ -148,6 +159,7 @@ def cat_sat() -> list[Step]:
             seed_weights_sat @ v[0, 0],
             f"{SEED_001_ATTENTION}, Step 5",
             seed_value=[0.46, 0.61, 0.86, 0.50],
+            key="the-seed-s-weights-0-11-0",
         ),
         Step(
             'Output for "sat" (GPT)',
@@ -156,6 +168,7 @@ def cat_sat() -> list[Step]:
             gpt_output[0, 0, 2],
             f"{SEED_001_ATTENTION}, Step 5",
             seed_value=[0.46, 0.61, 0.86, 0.50],
+            key="output-for-sat-gpt",
         ),
     ]
 
@@ -203,6 +216,7 @@ def multi_head() -> list[Step]:
             x[0],
             f"{SEED_001_MULTIHEAD}",
             rows=tokens,
+            key="x-input-d-model-4",
         ),
     ]
     for head in range(config.n_head):
@@ -215,6 +229,7 @@ def multi_head() -> list[Step]:
                 q[0, head],
                 f"{SEED_001_MULTIHEAD}, Multi-Head Reshaping",
                 rows=tokens,
+                key=f"q-head-{head + 1}",
             ),
             Step(
                 f"Attention weights of {name} (causal)",
@@ -222,6 +237,7 @@ def multi_head() -> list[Step]:
                 weights[0, head],
                 f"{SEED_001_MULTIHEAD}, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)",
                 **square,
+                key=f"weights-head-{head + 1}",
             ),
             Step(
                 f"Output of {name}",
@@ -229,6 +245,7 @@ def multi_head() -> list[Step]:
                 heads[0, head],
                 f"{SEED_001_MULTIHEAD}, head_i",
                 rows=tokens,
+                key=f"output-head-{head + 1}",
             ),
         ]
     steps += [
@@ -239,6 +256,7 @@ def multi_head() -> list[Step]:
             f"{SEED_001_MULTIHEAD}, Multi-Head Concatenation",
             rows=tokens,
             columns=head_columns,
+            key="concat-head-1-head-2",
         ),
         Step(
             "W^O (output projection, in x out)",
@@ -247,6 +265,7 @@ def multi_head() -> list[Step]:
             matrix(MULTI_HEAD_W_O),
             f"{SEED_001_MULTIHEAD}, Final projection (W_O)",
             rows=head_columns,
+            key="w-o-output-projection-in-x-out",
         ),
         Step(
             "Concat · W^O",
@@ -254,6 +273,7 @@ def multi_head() -> list[Step]:
             projected[0],
             f"{SEED_001_MULTIHEAD}, MultiHead(Q, K, V)",
             rows=tokens,
+            key="concat-w-o",
         ),
         Step(
             "The attention layer in one call",
@@ -262,6 +282,7 @@ def multi_head() -> list[Step]:
             module_output[0],
             f"{SEED_001_MULTIHEAD}",
             rows=tokens,
+            key="the-attention-layer-in-one-call",
         ),
     ]
     return steps
@@ -300,6 +321,7 @@ def tiny_attention() -> list[Step]:
             f"{SEED_002_TINY}, Step 1",
             seed_value=[[1, 2], [1, 1]],
             **square,
+            key="q-k-t",
         ),
         Step(
             "S = Q·K^T / sqrt(3)",
@@ -307,6 +329,7 @@ def tiny_attention() -> list[Step]:
             scores[0, 0] / math.sqrt(3),
             f"{SEED_002_TINY}, Step 1",
             **square,
+            key="s-q-k-t-sqrt-3",
         ),
         Step(
             "A = softmax(S)",
@@ -315,6 +338,7 @@ def tiny_attention() -> list[Step]:
             f"{SEED_002_TINY}, Step 2",
             seed_value=[[0.38, 0.62], [0.5, 0.5]],
             **square,
+            key="a-softmax-s",
         ),
         Step(
             "O = A·V",
@@ -323,6 +347,7 @@ def tiny_attention() -> list[Step]:
             f"{SEED_002_TINY}, Step 3",
             seed_value=[[1.38, 0.62, 0.38], [1.5, 0.5, 0.5]],
             rows=tokens,
+            key="o-a-v",
         ),
         Step(
             "dL/dO (given)",
@@ -330,6 +355,7 @@ def tiny_attention() -> list[Step]:
             grad_output,
             "seed 002 §14.2",
             rows=tokens,
+            key="dl-do-given",
         ),
         Step(
             "dL/dV = A^T · dL/dO",
@@ -340,6 +366,7 @@ def tiny_attention() -> list[Step]:
             "seed 002 §14.2",
             seed_value=[[0.38, 0.5, 0.38], [0.62, 0.5, 0.62]],
             rows=tokens,
+            key="dl-dv-a-t-dl-do",
         ),
         Step(
             "dL/dA = dL/dO · V^T",
@@ -349,6 +376,7 @@ def tiny_attention() -> list[Step]:
             grad_weights,
             "seed 002 §7.3 (G_P = G_O V^T)",
             **square,
+            key="dl-da-dl-do-v-t",
         ),
         Step(
             "dL/dS = A ⊙ (dL/dA - rowsum(dL/dA ⊙ A))",
@@ -358,6 +386,7 @@ def tiny_attention() -> list[Step]:
             grad_scores,
             "seed 002 §7.3 (G_S), eq. 25; seed 001, Gradient of Softmax",
             **square,
+            key="dl-ds-a-dl-da-rowsum-dl-da-a",
         ),
         Step(
             "dL/dQ = dL/dS · K / sqrt(d_k)",
@@ -366,6 +395,7 @@ def tiny_attention() -> list[Step]:
             q.grad[0, 0],
             "seed 002 §7.3",
             rows=tokens,
+            key="dl-dq-dl-ds-k-sqrt-d-k",
         ),
         Step(
             "dL/dK = dL/dS^T · Q / sqrt(d_k)",
@@ -373,6 +403,7 @@ def tiny_attention() -> list[Step]:
             k.grad[0, 0],
             "seed 002 §7.3",
             rows=tokens,
+            key="dl-dk-dl-ds-t-q-sqrt-d-k",
         ),
     ]
 
@@ -438,6 +469,7 @@ def river() -> list[Step]:
             x[0],
             f"{SEED_003} §16",
             rows=tokens,
+            key="embeddings-x-d-3",
         ),
         Step(
             "W_Q, W_K, W_V (in x out)",
@@ -446,6 +478,7 @@ def river() -> list[Step]:
             torch.cat([matrix(RIVER_W_Q), matrix(RIVER_W_K), matrix(RIVER_W_V)], dim=1),
             f"{SEED_003} §16",
             columns=("Q1", "Q2", "Q3", "K1", "K2", "K3", "V1", "V2", "V3"),
+            key="w-q-w-k-w-v-in-x-out",
         ),
         Step(
             "Keys K = x W_K",
@@ -463,6 +496,7 @@ def river() -> list[Step]:
                 [NAN] * 3,
             ],
             rows=tokens,
+            key="keys-k-x-w-k",
         ),
         Step(
             'Query of "river" q = x_river W_Q',
@@ -471,6 +505,7 @@ def river() -> list[Step]:
             f"{SEED_003} §19",
             seed_value=[0.0, 13.8, -11.8],
             seed_decimals=1,
+            key="query-of-river-q-x-river-w-q",
         ),
         Step(
             "Raw scores q_river · k_j",
@@ -481,6 +516,7 @@ def river() -> list[Step]:
             seed_value=seed_raw,
             seed_decimals=3,
             columns=columns,
+            key="raw-scores-q-river-k-j",
         ),
         Step(
             "Raw scores with the seed's rounded query [0, 13.8, -11.8]",
@@ -490,6 +526,7 @@ def river() -> list[Step]:
             seed_value=seed_raw,
             seed_decimals=3,
             columns=columns,
+            key="raw-scores-with-the-seed-s-rounded",
         ),
         Step(
             "Attention weights without scaling: softmax(q·k)",
@@ -501,6 +538,7 @@ def river() -> list[Step]:
             seed_value=SEED_RIVER_WEIGHTS,
             seed_decimals=4,
             columns=columns,
+            key="attention-weights-without-scaling-softmax-q-k",
         ),
         Step(
             "Attention weights without scaling, from the seed's rounded query",
@@ -510,6 +548,7 @@ def river() -> list[Step]:
             seed_value=SEED_RIVER_WEIGHTS,
             seed_decimals=4,
             columns=columns,
+            key="attention-weights-without-scaling-from-the-seed",
         ),
         Step(
             "Attention weights with scaling: softmax(q·k / sqrt(3))",
@@ -517,6 +556,7 @@ def river() -> list[Step]:
             scaled_weights[0, 0, 0],
             f"{SEED_003} §22-23",
             columns=columns,
+            key="attention-weights-with-scaling-softmax-q-k",
         ),
         Step(
             "Values V = x W_V",
@@ -535,6 +575,7 @@ def river() -> list[Step]:
                 [NAN] * 3,
             ],
             rows=tokens,
+            key="values-v-x-w-v",
         ),
         Step(
             "Weighted values a_j v_j (without scaling)",
@@ -552,6 +593,7 @@ def river() -> list[Step]:
             ],
             seed_decimals=4,
             rows=tokens,
+            key="weighted-values-a-j-v-j-without-scaling",
         ),
         Step(
             'Output for "river" without scaling: Σ a_j v_j',
@@ -560,6 +602,7 @@ def river() -> list[Step]:
             f"{SEED_003} §25",
             seed_value=[1.5094, 1.6410, 1.7726],
             seed_decimals=4,
+            key="output-for-river-without-scaling-sigma-a-j-v-j",
         ),
         Step(
             'Output for "river" without scaling, from the seed\'s rounded query',
@@ -569,12 +612,14 @@ def river() -> list[Step]:
             f"{SEED_003} §25",
             seed_value=[1.5094, 1.6410, 1.7726],
             seed_decimals=4,
+            key="output-for-river-without-scaling-from-the",
         ),
         Step(
             'Output for "river" with scaling',
             "softmax(q·k / sqrt(3)) V: the value a BERT layer computes (before W^O).",
             scaled_out[0, 0, 0],
             f"{SEED_003} §25",
+            key="output-for-river-with-scaling",
         ),
         Step(
             'The attention layer in one call, row "river"',
@@ -582,5 +627,104 @@ def river() -> list[Step]:
             "in one call: the same as the scaled output.",
             module_out,
             f"{SEED_003} §25-26",
+            key="the-attention-layer-in-one-call-row-river",
         ),
     ]
+
+
+def cat_sat_figures(folder: Path) -> list[Path]:
+    steps = cat_sat()
+    tokens = CAT_SAT_TOKENS
+    panels = [
+        [
+            ("GPT (causal mask)", value_of(steps, "attention-weights-gpt-causal-softmax")),
+            ("BERT (no mask)", value_of(steps, "attention-weights-bert-no-mask")),
+        ]
+    ]
+    title = 'Attention weights for "The cat sat" (seed 001, d_k = 3)'
+    return [plots.heatmap_grid(folder / "cat_sat_attention.png", panels, tokens, tokens, title)]
+
+
+def multi_head_figures(folder: Path) -> list[Path]:
+    steps = multi_head()
+    tokens = CAT_SAT_TOKENS
+    panels = [[(f"head {h}", value_of(steps, f"weights-head-{h}")) for h in (1, 2)]]
+    title = 'Multi-head attention on "The cat sat": weights per head (d_model = 4, h = 2)'
+    return [plots.heatmap_grid(folder / "multi_head_attention.png", panels, tokens, tokens, title)]
+
+
+def tiny_attention_figures(folder: Path) -> list[Path]:
+    steps = tiny_attention()
+    tokens = ("token 1", "token 2")
+    panels = [
+        [
+            ("S = Q·K^T / sqrt(3)", value_of(steps, "s-q-k-t-sqrt-3")),
+            ("A = softmax(S)", value_of(steps, "a-softmax-s")),
+        ],
+        [
+            ("dL/dA = dL/dO · V^T", value_of(steps, "dl-da-dl-do-v-t")),
+            (
+                "dL/dS (softmax backward)",
+                value_of(steps, "dl-ds-a-dl-da-rowsum-dl-da-a"),
+            ),
+        ],
+    ]
+    title = "Tiny attention (seed 002 §14): forward (top) and backward (bottom)"
+    return [
+        plots.heatmap_grid(
+            folder / "tiny_attention.png", panels, tokens, tokens, title, value_range=None
+        )
+    ]
+
+
+def river_figures(folder: Path) -> list[Path]:
+    steps = river()
+    distributions = [
+        (
+            "softmax(q·k) (seed 003)",
+            value_of(steps, "attention-weights-without-scaling-softmax-q-k"),
+        ),
+        (
+            "softmax(q·k / sqrt(3))",
+            value_of(steps, "attention-weights-with-scaling-softmax-q-k"),
+        ),
+    ]
+    title = 'Attention of "river" over "The bank of the river was flooded!" (seed 003 §23)'
+    return [
+        plots.distributions_figure(
+            folder / "river_attention.png", distributions, RIVER_TOKENS, title
+        )
+    ]
+
+
+# the worked examples of this module, in the order light-llm explain lists them
+EXAMPLES = (
+    Example(
+        "cat-sat",
+        'attention on "The cat sat": Q·K^T, scaling, causal mask, softmax '
+        "for GPT and BERT, A·V (seed 001)",
+        cat_sat,
+        cat_sat_figures,
+    ),
+    Example(
+        "multi-head",
+        "multi-head split, per-head attention, concat and W^O with "
+        "d_model = 4, h = 2 (seed 001, 000 §3)",
+        multi_head,
+        multi_head_figures,
+    ),
+    Example(
+        "tiny-attention",
+        "the tiny attention forward pass and its backward pass "
+        "dL/dV, dL/dA, dL/dS, dL/dQ, dL/dK (seed 002 §14, §7.3)",
+        tiny_attention,
+        tiny_attention_figures,
+    ),
+    Example(
+        "river",
+        'attention for "river" in "The bank of the river was flooded!", with '
+        "and without 1/sqrt(d_k) (seed 003 §16-25)",
+        river,
+        river_figures,
+    ),
+)

@@ -28,7 +28,7 @@ import numpy as np
 import regex
 
 from light_llm.explain import plots
-from light_llm.explain.steps import Step
+from light_llm.explain.steps import Example, Step
 from light_llm.tokenizers.gpt2 import GPT2_SPLIT_PATTERN, bytes_to_unicode
 
 SEED = "seed 003 §2 (subword tokenization)"
@@ -152,6 +152,7 @@ def bpe() -> list[Step]:
                 for chunk in chunks
             ],
             columns=["count"],
+            key="chunks-of-the-text-and-their-counts",
         )
     ]
     for number, (pair, counts) in enumerate(zip(merges, history, strict=True), start=1):
@@ -168,6 +169,7 @@ def bpe() -> list[Step]:
                 SEED,
                 rows=[f"{tokens[a]} + {tokens[b]} ({a}, {b})" for a, b in shown],
                 columns=["count"],
+                key=f"merge-{number}",
             )
         )
     ids, stages = encode_chunk(NEW_WORD, merges)
@@ -181,6 +183,7 @@ def bpe() -> list[Step]:
             SEED,
             rows=[tokens[token] for token in ids],
             columns=["id"],
+            key="encoding-the-new-word",
         )
     )
     return steps
@@ -207,3 +210,15 @@ def bpe_figures(folder: Path) -> list[Path]:
             value_format="%d",
         )
     ]
+
+
+# the worked examples of this module, in the order light-llm explain lists them
+EXAMPLES = (
+    Example(
+        "bpe",
+        "byte-level BPE learned merge by merge on a tiny text (the pair counts, the chosen "
+        "pair, the new token), then a new word encoded with it (seed 003 §2)",
+        bpe,
+        bpe_figures,
+    ),
+)

@@ -14,7 +14,7 @@ import numpy as np
 from scipy.linalg import expm
 
 from light_llm.explain import plots
-from light_llm.explain.steps import Step
+from light_llm.explain.steps import Example, Step
 from light_llm.reference.optim import SGD
 
 SEED_002_FLOW = "seed 002 §3.1"
@@ -97,6 +97,7 @@ def gradient_flow() -> list[Step]:
             SEED_002_FLOW,
             rows=("θ_1", "θ_2"),
             columns=("θ_1", "θ_2"),
+            key="loss-l-theta-theta-t-h-theta",
         ),
         Step(
             "Gradient descent θ_{t+1} = θ_t - η ∇L, η = 0.1",
@@ -106,6 +107,7 @@ def gradient_flow() -> list[Step]:
             f"{SEED_002_FLOW}, eq. 3",
             rows=step_labels,
             columns=("θ_1", "θ_2"),
+            key="gradient-descent-theta-t-1-theta-t",
         ),
         Step(
             "Gradient flow θ(t) = e^{-Ht} θ_0 at t = kη",
@@ -116,6 +118,7 @@ def gradient_flow() -> list[Step]:
             f"{SEED_002_FLOW}, eq. 3",
             rows=step_labels,
             columns=("θ_1", "θ_2"),
+            key="gradient-flow-theta-t-e-ht-theta-0-at-t-k-eta",
         ),
         Step(
             f"Distance from the flow at t = {FLOW_TIME:g}, for shrinking η",
@@ -124,6 +127,7 @@ def gradient_flow() -> list[Step]:
             errors,
             SEED_002_FLOW,
             columns=tuple(f"η={lr:g}" for lr in STEP_SIZES),
+            key="distance-from-the-flow",
         ),
         Step(
             "Momentum: v_t = β v_{t-1} + (1-β) ∇L, θ_t = θ_{t-1} - η v_t",
@@ -134,6 +138,7 @@ def gradient_flow() -> list[Step]:
             "seed 002 §4.1, eqs. 5-6",
             rows=step_labels,
             columns=("θ_1", "θ_2"),
+            key="momentum-v-t-beta-v-t-1",
         ),
         Step(
             "Residual stream: h_{l+1} = h_l + F(h_l), L = 10 layers",
@@ -144,6 +149,7 @@ def gradient_flow() -> list[Step]:
             f"{SEED_002_RESIDUAL}, eq. 4",
             rows=tuple(f"l={layer}" for layer in (0, 1, 2, 5, 10)),
             columns=("h_1", "h_2"),
+            key="residual-stream-h-l-1-h-l-f-h-l-l-10-layers",
         ),
         Step(
             "Output h_L of the stream against the ODE's h(1) = e^A h_0",
@@ -153,6 +159,7 @@ def gradient_flow() -> list[Step]:
             f"{SEED_002_RESIDUAL}, eq. 4",
             rows=(*(f"L={depth}" for depth in DEPTHS), "ODE h(1)"),
             columns=("h_1", "h_2"),
+            key="output-h-l-of-the-stream-against",
         ),
     ]
 
@@ -183,3 +190,15 @@ def gradient_flow_figures(folder: Path) -> list[Path]:
             "coordinate 2",
         )
     ]
+
+
+# the worked examples of this module, in the order light-llm explain lists them
+EXAMPLES = (
+    Example(
+        "gradient-flow",
+        "gradient descent and momentum as discretised gradient flow, and the residual "
+        "stream as Euler steps of dh/dt = F(h) (seed 002 §3, §4.1)",
+        gradient_flow,
+        gradient_flow_figures,
+    ),
+)

@@ -21,7 +21,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from light_llm.config import ModelConfig, model_counts, preset
 from light_llm.explain import plots
-from light_llm.explain.steps import Step
+from light_llm.explain.steps import Example, Step
 from light_llm.models.gpt import GPT
 from light_llm.nn.attention import (
     LinearAttentionState,
@@ -117,6 +117,7 @@ def kv_cache() -> list[Step]:
             full[0],
             SEED_002_CACHE,
             columns=(*positions[:-1], "new"),
+            key="prompt-ids-and-the-new-token",
         ),
         Step(
             "K_cache before the step (layer 0, head 0)",
@@ -124,6 +125,7 @@ def kv_cache() -> list[Step]:
             keys_before,
             SEED_002_CACHE,
             rows=positions[:-1],
+            key="k-cache-before-the-step-layer-0-head-0",
         ),
         Step(
             "k_new = LayerNorm(E[new] + P[6]) W^K (layer 0, head 0)",
@@ -131,6 +133,7 @@ def kv_cache() -> list[Step]:
             "key projection.",
             k_new,
             SEED_002_CACHE,
+            key="k-new-layernorm-e-new-p-6-w-k-layer-0-head-0",
         ),
         Step(
             "K_cache after the step: [K_cache; k_new]",
@@ -139,6 +142,7 @@ def kv_cache() -> list[Step]:
             keys_after,
             f"{SEED_002_CACHE}, eq. 45",
             rows=positions,
+            key="k-cache-after-the-step-k-cache-k-new",
         ),
         Step(
             "V_cache after the step: [V_cache; v_new]",
@@ -146,6 +150,7 @@ def kv_cache() -> list[Step]:
             values_after,
             f"{SEED_002_CACHE}, eq. 46",
             rows=positions,
+            key="v-cache-after-the-step-v-cache-v-new",
         ),
         Step(
             "Largest change of the cached prompt rows",
@@ -157,6 +162,7 @@ def kv_cache() -> list[Step]:
                 )
             ),
             SEED_002_CACHE,
+            key="largest-change-of-the-cached-prompt-rows",
         ),
         Step(
             "Next-token logits with the cache",
@@ -164,12 +170,14 @@ def kv_cache() -> list[Step]:
             "values, through both layers; the first 8 of the 32 logits.",
             cached_logits[0, -1, :8],
             f"{SEED_002_CACHE}, eq. 47",
+            key="next-token-logits-with-the-cache",
         ),
         Step(
             "Next-token logits without the cache (all 7 tokens recomputed)",
             "The same numbers, to float64 rounding: the cache changes the work, not the result.",
             full_logits[0, -1, :8],
             SEED_002_CACHE,
+            key="next-token-logits-without-the-cache-all",
         ),
         Step(
             "Work for the logits of token n: FLOPs without and with the cache",
@@ -182,6 +190,7 @@ def kv_cache() -> list[Step]:
             f"{SEED_002_CACHE}; §11.1",
             rows=tuple(f"n={n}" for n in CACHE_LENGTHS),
             columns=("without", "with cache", "ratio"),
+            key="work-for-the-logits-of-token-n",
         ),
     ]
 
@@ -252,6 +261,7 @@ def linear_attention() -> list[Step]:
                 *(f"k{j}" for j in range(4)),
                 *(f"v{j}" for j in range(4)),
             ),
+            key="q-k-v-t-6-tokens-d-4-one-head",
         ),
         Step(
             "Kernel φ(Q) φ(K)^T ⊙ M, φ(x) = elu(x) + 1",
@@ -260,6 +270,7 @@ def linear_attention() -> list[Step]:
             kernel,
             f"{SEED_002_LINEAR}, eq. 48",
             **square,
+            key="kernel-phi-q-phi-k-t-m-phi-x-elu-x-1",
         ),
         Step(
             "Outputs, quadratic form: (φ(Q)φ(K)^T ⊙ M) V / row sums",
@@ -267,6 +278,7 @@ def linear_attention() -> list[Step]:
             quadratic,
             f"{SEED_002_LINEAR}, eq. 48",
             rows=tokens,
+            key="outputs-quadratic-form-phi-q-phi-k",
         ),
         Step(
             "Running state, token by token",
@@ -275,6 +287,7 @@ def linear_attention() -> list[Step]:
             running,
             f"{SEED_002_LINEAR}, eq. 48",
             rows=tokens,
+            key="running-state-token-by-token",
         ),
         Step(
             "State after the last token: S = Σ φ(k) v^T (d x d) and z = Σ φ(k)",
@@ -283,6 +296,7 @@ def linear_attention() -> list[Step]:
             torch.cat([state.kv[0, 0], state.k_sum[0, 0][None]]),
             SEED_002_LINEAR,
             rows=(*(f"S row {j}" for j in range(4)), "z"),
+            key="state-after-the-last-token-s-sigma",
         ),
         Step(
             "Largest difference: running state against quadratic form",
@@ -290,6 +304,7 @@ def linear_attention() -> list[Step]:
             "rounding, the associativity eq. 48 relies on.",
             float((running - quadratic).abs().max()),
             SEED_002_LINEAR,
+            key="largest-difference-running-state-against-quadratic-form",
         ),
         Step(
             "Weights of linear attention (kernel / row sum)",
@@ -298,6 +313,7 @@ def linear_attention() -> list[Step]:
             linear_weights,
             SEED_002_LINEAR,
             **square,
+            key="weights-of-linear-attention-kernel-row-sum",
         ),
         Step(
             "Weights of softmax attention, same Q and K",
@@ -306,17 +322,18 @@ def linear_attention() -> list[Step]:
             softmax_weights[0, 0],
             SEED_002_LINEAR,
             **square,
+            key="weights-of-softmax-attention-same-q-and-k",
         ),
     ]
 
 
 def linear_attention_figures(folder: Path) -> list[Path]:
-    steps = {step.title: np.asarray(step.value) for step in linear_attention()}
+    steps = {step.key: np.asarray(step.value) for step in linear_attention()}
     tokens = [f"t{i}" for i in range(LINEAR_TOKENS)]
     panels = [
         [
-            ("linear: φ(q)·φ(k) / Σ", steps["Weights of linear attention (kernel / row sum)"]),
-            ("softmax(q·k / sqrt d)", steps["Weights of softmax attention, same Q and K"]),
+            ("linear: φ(q)·φ(k) / Σ", steps["weights-of-linear-attention-kernel-row-sum"]),
+            ("softmax(q·k / sqrt d)", steps["weights-of-softmax-attention-same-q-and-k"]),
         ]
     ]
     return [
@@ -436,6 +453,7 @@ def checkpointing() -> list[Step]:
             SEED_001_CHECKPOINT,
             rows=tuple(f"L={layers}" for layers in CHECKPOINT_LAYERS),
             columns=("without", "with", "info: L·T·d", "compute ratio"),
+            key="kept-for-the-backward-pass-kib-and",
         ),
         Step(
             "Memory per extra layer (KiB)",
@@ -451,6 +469,7 @@ def checkpointing() -> list[Step]:
                 for a, b in zip(CHECKPOINT_LAYERS, CHECKPOINT_LAYERS[1:], strict=False)
             ),
             columns=("without", "with"),
+            key="memory-per-extra-layer-kib",
         ),
         Step(
             "Extra compute of checkpointing",
@@ -463,6 +482,7 @@ def checkpointing() -> list[Step]:
             rows[-1, 3] - 1.0,
             f"{SEED_001_CHECKPOINT}, Compute: +33%",
             seed_value=0.33,
+            key="extra-compute-of-checkpointing",
         ),
         Step(
             "The seed's model (seed 000) at T = 1024: residual stream L·T·d, per sequence (MiB)",
@@ -475,6 +495,7 @@ def checkpointing() -> list[Step]:
             [seed_counts.activation_bytes / 2**20, seed_counts.attention_matrix_bytes / 2**20],
             SEED_001_CHECKPOINT,
             columns=("L·T·d (kept)", "attention weights, 1 layer"),
+            key="the-seed-s-model-seed-000-at",
         ),
     ]
 
@@ -504,3 +525,29 @@ def checkpointing_figures(folder: Path) -> list[Path]:
             "KiB",
         )
     ]
+
+
+# the worked examples of this module, in the order light-llm explain lists them
+EXAMPLES = (
+    Example(
+        "kv-cache",
+        "one decoding step with and without the KV cache: the cache grows by one key and "
+        "value, the logits agree, the work is counted (seed 002 §11.2)",
+        kv_cache,
+        kv_cache_figures,
+    ),
+    Example(
+        "linear-attention",
+        "causal linear attention: its running state equals its quadratic form; its "
+        "weights beside softmax's (seed 002 §11.3)",
+        linear_attention,
+        linear_attention_figures,
+    ),
+    Example(
+        "checkpointing",
+        "gradient checkpointing: activations kept for the backward pass with and without "
+        "it, from the model's counts and measured, and the extra compute (seed 001)",
+        checkpointing,
+        checkpointing_figures,
+    ),
+)

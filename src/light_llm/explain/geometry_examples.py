@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from light_llm.explain import plots
-from light_llm.explain.steps import Step
+from light_llm.explain.steps import Example, Step
 from light_llm.nn.attention import attention_explicit
 
 SEED = 0
@@ -120,6 +120,7 @@ def high_dimensions() -> list[Step]:
             SEED_002_GEOMETRY,
             rows=dims,
             columns=("mean |cos|", "std cos", "1/sqrt(d)", "dist/sqrt(2d)", "contrast"),
+            key="cosine-similarity-and-distance-of-random-vectors",
         ),
         Step(
             "For unit vectors: ||u - v||² = 2 - 2 cos(u, v)",
@@ -129,6 +130,7 @@ def high_dimensions() -> list[Step]:
             [float(np.sum((unit[0] - unit[1]) ** 2)), float(2 - 2 * unit[0] @ unit[1])],
             "seed 002 §6.1",
             columns=("||u - v||²", "2 - 2 cos"),
+            key="for-unit-vectors-u-v-2-2-2-cos-u-v",
         ),
         Step(
             "Keys v_i and query q (d = 4)",
@@ -136,6 +138,7 @@ def high_dimensions() -> list[Step]:
             torch.cat([keys, query[None]]),
             "seed 002 §6.2",
             rows=(*key_names, "q"),
+            key="keys-v-i-and-query-q-d-4",
         ),
         Step(
             "Inner products q · v_i",
@@ -143,12 +146,14 @@ def high_dimensions() -> list[Step]:
             scores,
             "seed 002 §6.2; §7.1, eq. 20",
             columns=key_names,
+            key="inner-products-q-v-i",
         ),
         Step(
             "MIPS: v* = argmax_v q · v",
             f"Maximum inner product search returns one key, here v{best}: hard attention.",
             keys[best],
             "seed 002 §6.2",
+            key="mips-v-argmax-v-q-v",
         ),
         Step(
             "softmax(β q · v_i) for growing β",
@@ -158,6 +163,7 @@ def high_dimensions() -> list[Step]:
             "seed 002 §6.2; §7.1, eq. 21",
             rows=tuple(f"β={b:g}" for b in MIPS_SHARPNESS),
             columns=key_names,
+            key="softmax-beta-q-v-i-for-growing-beta",
         ),
         Step(
             "Attention output Σ α_i v_i for each β",
@@ -165,6 +171,7 @@ def high_dimensions() -> list[Step]:
             outputs,
             "seed 002 §6.2; §7.1, eq. 22",
             rows=tuple(f"β={b:g}" for b in MIPS_SHARPNESS),
+            key="attention-output-sigma-alpha-i-v-i-for-each-beta",
         ),
     ]
 
@@ -187,8 +194,8 @@ def high_dimensions_figures(folder: Path) -> list[Path]:
         log_x=True,
         log_y=True,
     )
-    steps = {step.title: np.asarray(step.value) for step in high_dimensions()}
-    weights = steps["softmax(β q · v_i) for growing β"]
+    steps = {step.key: np.asarray(step.value) for step in high_dimensions()}
+    weights = steps["softmax-beta-q-v-i-for-growing-beta"]
     bars = plots.distributions_figure(
         folder / "mips_hard_attention.png",
         [(f"β = {b:g}", weights[i]) for i, b in enumerate(MIPS_SHARPNESS)],
@@ -262,6 +269,7 @@ def score_variance() -> list[Step]:
             "seed 002 §7.2, eq. 24",
             rows=tuple(f"σ={s:g}, d_k={d}" for s in VARIANCE_SIGMAS for d in VARIANCE_DIMS),
             columns=("measured", "d_k σ⁴", "ratio", "Var(q·k/sqrt d_k)"),
+            key="var-q-k-measured-against-d-k-sigma-4",
         ),
         Step(
             "Entropy of the attention weights, without and with scaling",
@@ -274,14 +282,15 @@ def score_variance() -> list[Step]:
             "seed 002 §7.2; §15.2",
             rows=tuple(f"d_k={d}" for d in VARIANCE_DIMS),
             columns=("H unscaled", "max w unscaled", "H scaled", "max w scaled"),
+            key="entropy-of-the-attention-weights-without-and",
         ),
     ]
 
 
 def score_variance_figures(folder: Path) -> list[Path]:
-    steps = {step.title: np.asarray(step.value) for step in score_variance()}
-    variances = steps["Var(q·k) measured against d_k σ⁴"]
-    entropies = steps["Entropy of the attention weights, without and with scaling"]
+    steps = {step.key: np.asarray(step.value) for step in score_variance()}
+    variances = steps["var-q-k-measured-against-d-k-sigma-4"]
+    entropies = steps["entropy-of-the-attention-weights-without-and"]
     dims = np.array(VARIANCE_DIMS, dtype=float)
     n = len(VARIANCE_DIMS)
     variance_plot = plots.lines_figure(
@@ -314,3 +323,22 @@ def score_variance_figures(folder: Path) -> list[Path]:
         log_x=True,
     )
     return [variance_plot, entropy_plot]
+
+
+# the worked examples of this module, in the order light-llm explain lists them
+EXAMPLES = (
+    Example(
+        "high-dimensions",
+        "cosine similarity and distance of random vectors as d grows (concentration of "
+        "measure), and maximum inner product search as hard attention (seed 002 §6)",
+        high_dimensions,
+        high_dimensions_figures,
+    ),
+    Example(
+        "score-variance",
+        "Var(q·k) = d_k σ⁴ measured for several d_k, and the entropy of the softmax with "
+        "and without 1/sqrt(d_k) (seed 002 §7.2)",
+        score_variance,
+        score_variance_figures,
+    ),
+)

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from light_llm.config import ModelConfig
-from light_llm.explain.steps import Step
+from light_llm.explain.steps import Example, Step, by_key, value_of
 from light_llm.inspect import (
     Inspector,
     ablate_prompt,
@@ -70,6 +70,7 @@ def residual_steps(model: GPT) -> tuple[list[Step], dict[str, np.ndarray]]:
             SOURCE,
             rows=tokens,
             columns=dims,
+            key="x-0-e-tokens-p-positions",
         ),
     ]
     for head in range(2):
@@ -82,6 +83,7 @@ def residual_steps(model: GPT) -> tuple[list[Step], dict[str, np.ndarray]]:
                 SOURCE,
                 rows=tokens,
                 columns=dims,
+                key=f"head-{head}-output",
             )
         )
     steps += [
@@ -93,6 +95,7 @@ def residual_steps(model: GPT) -> tuple[list[Step], dict[str, np.ndarray]]:
             SOURCE,
             rows=tokens,
             columns=dims,
+            key="x-mid-x-0-head-0-head-1",
         ),
         Step(
             "x_1 = x_mid + MLP(LN_2(x_mid))",
@@ -101,6 +104,7 @@ def residual_steps(model: GPT) -> tuple[list[Step], dict[str, np.ndarray]]:
             SOURCE,
             rows=tokens,
             columns=dims,
+            key="x-1-x-mid-mlp-ln-2-x-mid",
         ),
     ]
     return steps, acts
@@ -123,6 +127,7 @@ def logit_lens_example() -> list[Step]:
             SOURCE,
             rows=lens.stages,
             columns=WORDS,
+            key="p-next-residual-after-each-stage-at-cat",
         ),
         Step(
             "The model's own next-token distribution",
@@ -131,6 +136,7 @@ def logit_lens_example() -> list[Step]:
             own,
             SOURCE,
             columns=WORDS,
+            key="the-model-s-own-next-token-distribution",
         ),
     ]
     return steps
@@ -155,6 +161,7 @@ def attribution_example() -> list[Step]:
             "LN_f(x) = γ ⊙ (x - mean(x)) s is linear in x, so it splits over the parts of x.",
             scale,
             SOURCE,
+            key="the-final-norm-s-scale-at-cat",
         ),
         Step(
             f"z[{WORDS[first]}] - z[{WORDS[second]}] by part",
@@ -163,6 +170,7 @@ def attribution_example() -> list[Step]:
             result.values,
             SOURCE,
             columns=result.names,
+            key="logit-difference-by-part",
         ),
         Step(
             "Their sum, and the logit difference itself",
@@ -170,6 +178,7 @@ def attribution_example() -> list[Step]:
             np.array([result.total, float(logits[first] - logits[second])]),
             SOURCE,
             columns=["sum of the parts", "z[a] - z[b]"],
+            key="their-sum-and-the-logit-difference-itself",
         ),
     ]
     return steps
@@ -189,7 +198,14 @@ def ablation_example() -> list[Step]:
         recomputed.transformer.h[0].attn.c_proj.weight[:, 0:2] = 0.0  # head 0's slice of W_O
     by_weights = softmax(recomputed(torch.tensor([PROMPT]))[0][0, -1].detach().numpy())
     return [
-        Step("p(next) after 'the cat'", "The model as it is.", base.probs, SOURCE, columns=WORDS),
+        Step(
+            "p(next) after 'the cat'",
+            "The model as it is.",
+            base.probs,
+            SOURCE,
+            columns=WORDS,
+            key="p-next-after-the-cat",
+        ),
         Step(
             "p(next) with one head's output set to zero",
             "Row h: head h removed (its output through W_O replaced by 0) in the same forward.",
@@ -197,6 +213,7 @@ def ablation_example() -> list[Step]:
             SOURCE,
             rows=HEADS,
             columns=WORDS,
+            key="p-next-with-one-head-s-output-set-to-zero",
         ),
         Step(
             f"Δp({WORDS[base.token]}) for each head removed",
@@ -204,6 +221,7 @@ def ablation_example() -> list[Step]:
             np.array(deltas),
             SOURCE,
             columns=HEADS,
+            key="change-of-p-answer-per-head",
         ),
         Step(
             "Check: head 0 removed by zeroing its columns of W_O",
@@ -211,6 +229,7 @@ def ablation_example() -> list[Step]:
             by_weights,
             SOURCE,
             columns=WORDS,
+            key="check-head-0-removed-by-zeroing-its",
         ),
     ]
 
@@ -233,6 +252,7 @@ def patching_example() -> list[Step]:
             np.array([result.clean_metric, result.corrupt_metric]),
             SOURCE,
             columns=["the cat sat", "the dog sat"],
+            key="metric-on-both-prompts",
         ),
         Step(
             "m with one clean residual patched into the 'the dog sat' run",
@@ -242,6 +262,7 @@ def patching_example() -> list[Step]:
             SOURCE,
             rows=result.resid_labels,
             columns=PATCH_COLUMNS,
+            key="m-with-one-clean-residual-patched-into",
         ),
         Step(
             "Fraction restored = (m_patched - m_dog) / (m_cat - m_dog)",
@@ -253,6 +274,7 @@ def patching_example() -> list[Step]:
             SOURCE,
             rows=result.resid_labels,
             columns=PATCH_COLUMNS,
+            key="fraction-restored-m-patched-m-dog-m-cat-m-dog",
         ),
         Step(
             "Fraction restored by each head's output (all positions)",
@@ -262,6 +284,7 @@ def patching_example() -> list[Step]:
             result.heads[0],
             SOURCE,
             columns=HEADS,
+            key="fraction-restored-by-each-head-s-output",
         ),
     ]
 
@@ -293,7 +316,12 @@ def attribution_figures(folder: Path) -> list[Path]:
 
 def ablation_figures(folder: Path) -> list[Path]:
     steps = ablation_example()
-    rows = np.vstack([steps[0].value, steps[1].value])
+    rows = np.vstack(
+        [
+            value_of(steps, "p-next-after-the-cat"),
+            value_of(steps, "p-next-with-one-head-s-output-set-to-zero"),
+        ]
+    )
     return [
         heatmap(
             rows,
@@ -307,7 +335,7 @@ def ablation_figures(folder: Path) -> list[Path]:
 
 
 def patching_figures(folder: Path) -> list[Path]:
-    step = patching_example()[2]
+    step = by_key(patching_example())["fraction-restored-m-patched-m-dog-m-cat-m-dog"]
     return [
         heatmap(
             step.value,
@@ -319,3 +347,36 @@ def patching_figures(folder: Path) -> list[Path]:
             diverging=True,
         )
     ]
+
+
+# the worked examples of this module, in the order light-llm explain lists them
+EXAMPLES = (
+    Example(
+        "logit-lens",
+        'the logit lens on a tiny GPT after "the cat": p(next) after the embeddings, the '
+        "attention and the MLP; the last is the model's own output",
+        logit_lens_example,
+        logit_lens_figures,
+    ),
+    Example(
+        "attribution",
+        "direct logit attribution: a logit difference split into embeddings, heads and "
+        "the MLP, the final norm's scale held fixed; the parts add up to it",
+        attribution_example,
+        attribution_figures,
+    ),
+    Example(
+        "ablation",
+        "zero ablation of each head of a tiny GPT: the next-token distribution redrawn, "
+        "checked against the head's slice of W_O set to zero",
+        ablation_example,
+        ablation_figures,
+    ),
+    Example(
+        "patching",
+        'activation patching between "the cat sat" and "the dog sat": the fraction of a '
+        "logit difference each clean residual and head restores",
+        patching_example,
+        patching_figures,
+    ),
+)

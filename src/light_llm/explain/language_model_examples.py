@@ -20,10 +20,10 @@ import numpy as np
 import torch
 
 from light_llm.config import ModelConfig, count_parameters
-from light_llm.data import shakespeare_slice
 from light_llm.explain import plots
-from light_llm.explain.steps import Step
+from light_llm.explain.steps import Example, Step
 from light_llm.models.gpt import GPT
+from light_llm.shakespeare import shakespeare_slice
 from light_llm.tokenizers import CharTokenizer
 from light_llm.train.optim import configure_adamw
 
@@ -122,6 +122,7 @@ def perplexity() -> list[Step]:
             [trained.loss_before, trained.loss_after],
             SEED_002_OBJECTIVE,
             columns=("first step", "last steps"),
+            key="training-loss-at-the-first-and-the-last-steps",
         ),
         Step(
             "p(x_t | x_<t) of each next character",
@@ -131,6 +132,7 @@ def perplexity() -> list[Step]:
             np.exp(-per_token[:shown]),
             f"{SEED_002_OBJECTIVE}.1",
             columns=columns,
+            key="p-x-t-x-t-of-each-next-character",
         ),
         Step(
             "Cross-entropy of each next token: -log p(x_t | x_<t)",
@@ -139,6 +141,7 @@ def perplexity() -> list[Step]:
             per_token[:shown],
             f"{SEED_002_OBJECTIVE}.1; seed 002 §2.3, eq. 2",
             columns=columns,
+            key="cross-entropy-of-each-next-token-log-p-x-t-x-t",
         ),
         Step(
             "Mean cross-entropy (the training loss)",
@@ -146,6 +149,7 @@ def perplexity() -> list[Step]:
             "line, as the model's forward pass computes it with targets.",
             mean_loss,
             f"{SEED_002_OBJECTIVE}.1, eq. 41",
+            key="mean-cross-entropy-the-training-loss",
         ),
         Step(
             "Perplexity exp(mean cross-entropy)",
@@ -153,6 +157,7 @@ def perplexity() -> list[Step]:
             "characters at every step.",
             math.exp(mean_loss),
             f"{SEED_002_OBJECTIVE}.2, eq. 44",
+            key="perplexity-exp-mean-cross-entropy",
         ),
         Step(
             "Perplexity: untrained model, uniform guess, trained model",
@@ -161,6 +166,7 @@ def perplexity() -> list[Step]:
             [math.exp(untrained_loss), float(vocab), math.exp(mean_loss)],
             f"{SEED_002_OBJECTIVE}.2, eq. 44",
             columns=("untrained", "uniform", "trained"),
+            key="perplexity-untrained-model-uniform-guess-trained-model",
         ),
         Step(
             "Check: exp of the mean of -log p equals the mean loss's exp",
@@ -169,6 +175,7 @@ def perplexity() -> list[Step]:
             [math.exp(per_token.mean()), math.exp(untrained_tokens.mean())],
             f"{SEED_002_OBJECTIVE}.2, eq. 44",
             columns=("trained", "untrained"),
+            key="check-exp-of-the-mean-of-log",
         ),
     ]
 
@@ -239,6 +246,7 @@ def weight_tying() -> list[Step]:
             ],
             f"{SEED_002_OBJECTIVE}.2",
             columns=("same storage", "V", "d"),
+            key="the-head-and-the-embedding-table-one-tensor",
         ),
         Step(
             "Parameters with and without tying",
@@ -252,6 +260,7 @@ def weight_tying() -> list[Step]:
             ],
             f"{SEED_002_OBJECTIVE}.2",
             columns=("tied", "untied", "saved"),
+            key="parameters-with-and-without-tying",
         ),
         Step(
             "softmax(E h): the next-token distribution",
@@ -261,12 +270,14 @@ def weight_tying() -> list[Step]:
             top.values,
             f"{SEED_002_OBJECTIVE}.2, eq. 43",
             columns=top_chars,
+            key="softmax-e-h-the-next-token-distribution",
         ),
         Step(
             "Largest difference between E h and the model's logits",
             "The model's forward pass gives the same scores (its head is E).",
             float((logits_by_hand - logits[0, -1]).abs().max()),
             f"{SEED_002_OBJECTIVE}.2, eq. 43",
+            key="largest-difference-between-e-h-and-the",
         ),
         Step(
             "Gradient of the shared table: input use + output use",
@@ -281,6 +292,7 @@ def weight_tying() -> list[Step]:
             ],
             f"{SEED_002_OBJECTIVE}.2",
             columns=("tied", "as input", "as head", "|difference|"),
+            key="gradient-of-the-shared-table-input-use",
         ),
     ]
 
@@ -338,3 +350,22 @@ def weight_tying_figures(folder: Path) -> list[Path]:
             value_format="%d",
         )
     ]
+
+
+# the worked examples of this module, in the order light-llm explain lists them
+EXAMPLES = (
+    Example(
+        "perplexity",
+        "next-token cross-entropy and perplexity of a small GPT trained here on "
+        "Shakespeare, on a line of Hamlet (seed 002 §10, eqs. 2, 41, 44)",
+        perplexity,
+        perplexity_figures,
+    ),
+    Example(
+        "weight-tying",
+        "weight tying: the output head is the embedding table (one tensor), softmax(E h), "
+        "the parameters saved, the shared gradient (seed 002 §10.2, eq. 43)",
+        weight_tying,
+        weight_tying_figures,
+    ),
+)

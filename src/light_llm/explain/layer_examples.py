@@ -4,11 +4,14 @@ the ReLU feed-forward network and SwiGLU (seed 001), computed by ``light_llm.nn.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F
 
 from light_llm.config import ModelConfig
-from light_llm.explain.steps import Step
+from light_llm.explain import plots
+from light_llm.explain.steps import Example, Step, value_of
 from light_llm.nn.feedforward import MLP, SwiGLU, activation_fn
 from light_llm.nn.norms import LayerNorm, RMSNorm
 
@@ -30,7 +33,13 @@ def norms() -> list[Step]:
     variance = x.var(unbiased=False)
     mean_square = (x * x).mean()
     return [
-        Step("x (one token, d_model = 4)", "The input vector.", x, SEED_001_NORM),
+        Step(
+            "x (one token, d_model = 4)",
+            "The input vector.",
+            x,
+            SEED_001_NORM,
+            key="x-one-token-d-model-4",
+        ),
         Step(
             "μ = mean(x)",
             "(1 + 3 + 2 + 4) / 4.",
@@ -38,6 +47,7 @@ def norms() -> list[Step]:
             f"{SEED_001_NORM}, Step 1",
             seed_value=2.5,
             seed_decimals=1,
+            key="mu-mean-x",
         ),
         Step(
             "σ² = mean((x - μ)²)",
@@ -45,6 +55,7 @@ def norms() -> list[Step]:
             variance,
             f"{SEED_001_NORM}, Step 1",
             seed_value=1.25,
+            key="sigma-2-mean-x-mu-2",
         ),
         Step(
             "σ = sqrt(σ²)",
@@ -54,6 +65,7 @@ def norms() -> list[Step]:
             f"{SEED_001_NORM}, Step 1",
             seed_value=1.118,
             seed_decimals=3,
+            key="sigma-sqrt-sigma-2",
         ),
         Step(
             "LayerNorm(x) = γ (x - μ) / sqrt(σ² + ε) + β",
@@ -62,6 +74,7 @@ def norms() -> list[Step]:
             normalized,
             f"{SEED_001_NORM}, Steps 2-3",
             seed_value=[-1.34, 0.45, -0.45, 1.34],
+            key="layernorm-x-gamma-x-mu-sqrt-sigma-2-eps-beta",
         ),
         Step(
             "mean and variance of LayerNorm(x)",
@@ -69,6 +82,7 @@ def norms() -> list[Step]:
             torch.stack([normalized.mean(), normalized.var(unbiased=False)]),
             f"{SEED_001_NORM}, Properties",
             columns=("mean", "variance"),
+            key="mean-and-variance-of-layernorm-x",
         ),
         Step(
             "mean(x²)",
@@ -77,6 +91,7 @@ def norms() -> list[Step]:
             "seed 001, RMSNorm",
             seed_value=7.5,
             seed_decimals=1,
+            key="mean-x-2",
         ),
         Step(
             "RMS(x) = sqrt(mean(x²) + ε)",
@@ -84,6 +99,7 @@ def norms() -> list[Step]:
             (mean_square + rms_norm.eps).sqrt(),
             "seed 001, RMSNorm",
             seed_value=2.74,
+            key="rms-x-sqrt-mean-x-2-eps",
         ),
         Step(
             "RMSNorm(x) = γ x / RMS(x)",
@@ -93,6 +109,7 @@ def norms() -> list[Step]:
             rms_normalized,
             "seed 001, RMSNorm",
             seed_value=[0.36, 1.09, 0.73, 1.46],
+            key="rmsnorm-x-gamma-x-rms-x",
         ),
     ]
 
@@ -157,8 +174,15 @@ def feedforward() -> list[Step]:
             "16x4, so d_ff = 4) and no biases, b_1 = b_2 = 0, since the seed gives none.",
             x,
             SEED_001_FFN,
+            key="x",
         ),
-        Step("W_1 (in x out)", "The seed's simplified first layer.", FFN_W1, SEED_001_FFN),
+        Step(
+            "W_1 (in x out)",
+            "The seed's simplified first layer.",
+            FFN_W1,
+            SEED_001_FFN,
+            key="w-1-in-x-out",
+        ),
         Step(
             "h = x W_1 + b_1",
             "The first linear layer of the feed-forward block. The seed's h is 'after bias' with "
@@ -167,12 +191,14 @@ def feedforward() -> list[Step]:
             hidden,
             f"{SEED_001_FFN}, Step 1",
             seed_value=SEED_FFN_HIDDEN,
+            key="h-x-w-1-b-1",
         ),
         Step(
             "b_1 the seed's h implies (seed h - x W_1)",
             "Not used below: just what bias the seed's numbers would need.",
             implied_b1,
             f"{SEED_001_FFN}, Step 1",
+            key="b-1-the-seed-s-h-implies-seed-h-x-w-1",
         ),
         Step(
             "ReLU(h) = max(0, h)",
@@ -180,14 +206,22 @@ def feedforward() -> list[Step]:
             activated,
             f"{SEED_001_FFN}, Step 2",
             seed_value=SEED_FFN_HIDDEN,
+            key="relu-h-max-0-h",
         ),
-        Step("W_2 (in x out)", "The seed's simplified second layer.", FFN_W2, SEED_001_FFN),
+        Step(
+            "W_2 (in x out)",
+            "The seed's simplified second layer.",
+            FFN_W2,
+            SEED_001_FFN,
+            key="w-2-in-x-out",
+        ),
         Step(
             "output = ReLU(h) W_2 + b_2",
             "The second linear layer, with b_2 = 0.",
             output,
             f"{SEED_001_FFN}, Step 3",
             seed_value=SEED_FFN_OUTPUT,
+            key="output-relu-h-w-2-b-2",
         ),
         Step(
             "The seed's h times W_2",
@@ -195,6 +229,7 @@ def feedforward() -> list[Step]:
             seed_hidden_through_w2,
             f"{SEED_001_FFN}, Step 3",
             seed_value=SEED_FFN_OUTPUT,
+            key="the-seed-s-h-times-w-2",
         ),
         Step(
             "The feed-forward layer in one call",
@@ -202,6 +237,7 @@ def feedforward() -> list[Step]:
             "call: the same as the steps above.",
             module_output,
             SEED_001_FFN,
+            key="the-feed-forward-layer-in-one-call",
         ),
     ]
 
@@ -234,21 +270,30 @@ def swiglu() -> list[Step]:
             "print, so they are not compared; their product is checked at the end.",
             x,
             SEED_001_SWIGLU,
+            key="x",
         ),
-        Step("x W_1", "The gate's linear projection.", gate_input, SEED_001_SWIGLU),
+        Step("x W_1", "The gate's linear projection.", gate_input, SEED_001_SWIGLU, key="x-w-1"),
         Step(
             "Gate: Swish(x W_1) = z σ(z)",
             "Swish (SiLU) lets small negative values through, scaled down.",
             gate,
             SEED_001_SWIGLU,
+            key="gate-swish-x-w-1-z-sigma-z",
         ),
-        Step("Value: x V", "A second linear projection, not gated.", value, SEED_001_SWIGLU),
+        Step(
+            "Value: x V",
+            "A second linear projection, not gated.",
+            value,
+            SEED_001_SWIGLU,
+            key="value-x-v",
+        ),
         Step(
             "SwiGLU(x) = Swish(x W_1) ⊙ (x V)",
             "The models' SwiGLU layer (light_llm/nn/feedforward.py) with W_2 = I, so its "
             "output is the gated product itself.",
             module_output,
             SEED_001_SWIGLU,
+            key="swiglu-x-swish-x-w-1-x-v",
         ),
         Step(
             "The seed's gate ⊙ the seed's value",
@@ -256,5 +301,45 @@ def swiglu() -> list[Step]:
             seed_product,
             SEED_001_SWIGLU,
             seed_value=[0.29, 0.06, 0.12, 0.32],
+            key="the-seed-s-gate-the-seed-s-value",
         ),
     ]
+
+
+def norms_figures(folder: Path) -> list[Path]:
+    steps = norms()
+    series = [
+        ("x", value_of(steps, "x-one-token-d-model-4")),
+        ("LayerNorm(x)", value_of(steps, "layernorm-x-gamma-x-mu-sqrt-sigma-2-eps-beta")),
+        ("RMSNorm(x)", value_of(steps, "rmsnorm-x-gamma-x-rms-x")),
+    ]
+    labels = [f"feature {i}" for i in range(len(NORM_INPUT))]
+    title = "LayerNorm centres and scales x = [1, 3, 2, 4]; RMSNorm only scales it (seed 001)"
+    return [plots.grouped_bars(folder / "norms.png", series, labels, title, "value", annotate=True)]
+
+
+def activation_figures(folder: Path) -> list[Path]:
+    return [plots.activations_figure(folder / "activations.png")]
+
+
+# the worked examples of this module, in the order light-llm explain lists them
+EXAMPLES = (
+    Example(
+        "norms",
+        "LayerNorm and RMSNorm of [1, 3, 2, 4] (seed 001)",
+        norms,
+        norms_figures,
+    ),
+    Example(
+        "ffn",
+        "the ReLU feed-forward network with the seed's 4x4 W_1, W_2 (seed 001)",
+        feedforward,
+        activation_figures,
+    ),
+    Example(
+        "swiglu",
+        "SwiGLU: Swish(x W_1) ⊙ (x V) (seed 001)",
+        swiglu,
+        activation_figures,
+    ),
+)

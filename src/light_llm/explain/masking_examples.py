@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from light_llm.explain import plots
-from light_llm.explain.steps import Step
+from light_llm.explain.steps import Example, Step
 from light_llm.models.bert import IGNORE_INDEX
 from light_llm.tokenizers import BertTokenizer
 from light_llm.train.mlm import (
@@ -116,6 +116,7 @@ def bert_masking() -> list[Step]:
             ids,
             SEED_003_MLM,
             columns=tokens,
+            key="the-sentence-s-wordpiece-ids",
         ),
         Step(
             "Chosen positions (1 = chosen), four masked copies",
@@ -126,6 +127,7 @@ def bert_masking() -> list[Step]:
             SEED_003_MLM,
             rows=copies,
             columns=tokens,
+            key="chosen-positions-1-chosen-four-masked-copies",
         ),
         Step(
             "What a chosen token becomes: 1 [MASK], 2 random token, 3 unchanged",
@@ -137,6 +139,7 @@ def bert_masking() -> list[Step]:
             SEED_003_MLM,
             rows=copies,
             columns=tokens,
+            key="what-a-chosen-token-becomes-1-mask",
         ),
         Step(
             "Inputs after masking (ids)",
@@ -145,6 +148,7 @@ def bert_masking() -> list[Step]:
             SEED_003_MLM,
             rows=copies,
             columns=tokens,
+            key="inputs-after-masking-ids",
         ),
         Step(
             "Labels: the original id where chosen, -1 elsewhere",
@@ -153,6 +157,7 @@ def bert_masking() -> list[Step]:
             SEED_003_MLM,
             rows=copies,
             columns=tokens,
+            key="labels-the-original-id-where-chosen-1-elsewhere",
         ),
         Step(
             f"Shares over {COUNT_DRAWS} masked copies against the rule",
@@ -168,6 +173,7 @@ def bert_masking() -> list[Step]:
             SEED_003_MLM,
             rows=("measured", "rule"),
             columns=("chosen", "[MASK]", "random", "unchanged"),
+            key="shares-against-the-rule",
         ),
     ]
 
@@ -193,3 +199,15 @@ def bert_masking_figures(folder: Path) -> list[Path]:
             annotate=True,
         )
     ]
+
+
+# the worked examples of this module, in the order light-llm explain lists them
+EXAMPLES = (
+    Example(
+        "bert-masking",
+        "BERT's masking rule on a sentence: which tokens are chosen, which become [MASK], "
+        "random or stay, with a fixed seed; the shares measured (seed 003 §29)",
+        bert_masking,
+        bert_masking_figures,
+    ),
+)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from light_llm.explain import plots
-from light_llm.explain.steps import Step
+from light_llm.explain.steps import Example, Step
 from light_llm.reference.activations import activation_backward, activation_forward
 from light_llm.reference.linear import linear_backward, linear_forward
 
@@ -59,8 +59,16 @@ def mlp_backprop() -> list[Step]:
             x[0],
             SEED_002_MLP,
             columns=inputs,
+            key="x-w1-b1-w2-b2-and-the-target-y",
         ),
-        Step("W1 (in x hidden)", "The first layer's weights.", w1, SEED_002_MLP, rows=inputs),
+        Step(
+            "W1 (in x hidden)",
+            "The first layer's weights.",
+            w1,
+            SEED_002_MLP,
+            rows=inputs,
+            key="w1-in-x-hidden",
+        ),
         Step(
             "z1 = x W1 + b1",
             "Eq. 13: each hidden unit's weighted sum of the inputs plus its bias, by the NumPy "
@@ -68,6 +76,7 @@ def mlp_backprop() -> list[Step]:
             z1[0],
             f"{SEED_002_MLP}.1, eq. 13",
             columns=hidden,
+            key="z1-x-w1-b1",
         ),
         Step(
             "h1 = σ(z1), σ = GELU",
@@ -76,6 +85,7 @@ def mlp_backprop() -> list[Step]:
             h1[0],
             f"{SEED_002_MLP}.1, eq. 14",
             columns=hidden,
+            key="h1-sigma-z1-sigma-gelu",
         ),
         Step(
             "z2 = h1 W2 + b2",
@@ -83,12 +93,14 @@ def mlp_backprop() -> list[Step]:
             z2[0],
             f"{SEED_002_MLP}.1, eq. 15",
             columns=outputs,
+            key="z2-h1-w2-b2",
         ),
         Step(
             "Loss L = ½ ||ŷ - y||²",
             "Squared error against the target.",
             loss,
             SEED_002_MLP,
+            key="loss-l-y-hat-y-2",
         ),
         Step(
             "∂L/∂z2 = ∂L/∂ŷ = ŷ - y",
@@ -97,6 +109,7 @@ def mlp_backprop() -> list[Step]:
             grad_z2[0],
             f"{SEED_002_MLP}.2, eq. 16",
             columns=outputs,
+            key="d-l-d-z2-d-l-d-y-hat-y-hat-y",
         ),
         Step(
             "∂L/∂W2 = h1^T ∂L/∂z2",
@@ -106,6 +119,7 @@ def mlp_backprop() -> list[Step]:
             f"{SEED_002_MLP}.2, eq. 17",
             rows=hidden,
             columns=outputs,
+            key="d-l-d-w2-h1-t-d-l-d-z2",
         ),
         Step(
             "∂L/∂b2 = ∂L/∂z2",
@@ -113,6 +127,7 @@ def mlp_backprop() -> list[Step]:
             grad_b2,
             f"{SEED_002_MLP}.2",
             columns=outputs,
+            key="d-l-d-b2-d-l-d-z2",
         ),
         Step(
             "∂L/∂h1 = ∂L/∂z2 W2^T",
@@ -120,6 +135,7 @@ def mlp_backprop() -> list[Step]:
             grad_h1[0],
             f"{SEED_002_MLP}.2, eq. 18",
             columns=hidden,
+            key="d-l-d-h1-d-l-d-z2-w2-t",
         ),
         Step(
             "σ'(z1): the slope of GELU at z1",
@@ -127,6 +143,7 @@ def mlp_backprop() -> list[Step]:
             slope[0],
             f"{SEED_002_MLP}.2, eq. 18",
             columns=hidden,
+            key="sigma-z1-the-slope-of-gelu-at-z1",
         ),
         Step(
             "∂L/∂z1 = ∂L/∂h1 ⊙ σ'(z1)",
@@ -134,6 +151,7 @@ def mlp_backprop() -> list[Step]:
             grad_z1[0],
             f"{SEED_002_MLP}.2, eq. 18",
             columns=hidden,
+            key="d-l-d-z1-d-l-d-h1-sigma-z1",
         ),
         Step(
             "∂L/∂W1 = x^T (∂L/∂z2 W2^T ⊙ σ'(z1))",
@@ -142,6 +160,7 @@ def mlp_backprop() -> list[Step]:
             f"{SEED_002_MLP}.2, eq. 18",
             rows=inputs,
             columns=hidden,
+            key="d-l-d-w1-x-t-d-l-d-z2-w2-t-sigma-z1",
         ),
         Step(
             "∂L/∂b1 = ∂L/∂z1",
@@ -149,6 +168,7 @@ def mlp_backprop() -> list[Step]:
             grad_b1,
             f"{SEED_002_MLP}.2",
             columns=hidden,
+            key="d-l-d-b1-d-l-d-z1",
         ),
         Step(
             "∂L/∂x = ∂L/∂z1 W1^T",
@@ -156,18 +176,31 @@ def mlp_backprop() -> list[Step]:
             grad_x[0],
             f"{SEED_002_MLP}.2",
             columns=inputs,
+            key="d-l-d-x-d-l-d-z1-w1-t",
         ),
     ]
 
 
 def mlp_figures(folder: Path) -> list[Path]:
-    steps = {step.title: np.asarray(step.value) for step in mlp_backprop()}
+    steps = {step.key: np.asarray(step.value) for step in mlp_backprop()}
     labels = [f"hidden unit {j}" for j in range(4)]
     series = [
-        ("z1 (before σ)", steps["z1 = x W1 + b1"]),
-        ("h1 = GELU(z1)", steps["h1 = σ(z1), σ = GELU"]),
-        ("σ'(z1)", steps["σ'(z1): the slope of GELU at z1"]),
-        ("∂L/∂z1", steps["∂L/∂z1 = ∂L/∂h1 ⊙ σ'(z1)"]),
+        ("z1 (before σ)", steps["z1-x-w1-b1"]),
+        ("h1 = GELU(z1)", steps["h1-sigma-z1-sigma-gelu"]),
+        ("σ'(z1)", steps["sigma-z1-the-slope-of-gelu-at-z1"]),
+        ("∂L/∂z1", steps["d-l-d-z1-d-l-d-h1-sigma-z1"]),
     ]
     title = "Two-layer MLP (seed 002 §5): the hidden layer forward, and the gradient through it"
     return [plots.grouped_bars(folder / "mlp_hidden_layer.png", series, labels, title, "value")]
+
+
+# the worked examples of this module, in the order light-llm explain lists them
+EXAMPLES = (
+    Example(
+        "mlp-backprop",
+        "a two-layer MLP forward (eqs. 13-15) and backward (eqs. 16-18) by the NumPy "
+        "engine's layers (seed 002 §5)",
+        mlp_backprop,
+        mlp_figures,
+    ),
+)

@@ -5,10 +5,13 @@ the function the optimizer calls, in float64; the singular values by an SVD."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import torch
 
-from light_llm.explain.steps import Step
+from light_llm.explain import plots
+from light_llm.explain.steps import Example, Step
 from light_llm.muon_spec import NS_COEFFICIENTS, NS_STEPS
 from light_llm.train.muon import newton_schulz
 
@@ -54,6 +57,7 @@ def muon() -> list[Step]:
             SOURCE,
             rows=rows,
             columns=cols,
+            key="g-the-momentum-to-orthogonalise",
         ),
         Step(
             "Singular values of G",
@@ -62,6 +66,7 @@ def muon() -> list[Step]:
             s,
             SOURCE,
             columns=sigma_labels,
+            key="singular-values-of-g",
         ),
         Step(
             "X_0 = G / ||G||_F",
@@ -72,6 +77,7 @@ def muon() -> list[Step]:
             SOURCE,
             rows=rows,
             columns=cols,
+            key="x-0-g-g-f",
         ),
         Step(
             "Singular values of X_0",
@@ -79,6 +85,7 @@ def muon() -> list[Step]:
             singular_values(xs[0]),
             SOURCE,
             columns=sigma_labels,
+            key="singular-values-of-x-0",
         ),
     ]
     for k in range(1, NS_STEPS + 1):
@@ -91,6 +98,7 @@ def muon() -> list[Step]:
                 singular_values(xs[k]),
                 SOURCE,
                 columns=sigma_labels,
+                key=f"singular-values-of-x-{k}",
             )
         )
     orthogonal = u @ vt
@@ -103,6 +111,7 @@ def muon() -> list[Step]:
             SOURCE,
             rows=rows,
             columns=cols,
+            key="x-5-muon-s-update-direction",
         ),
         Step(
             "U Vᵀ from the SVD of G",
@@ -112,6 +121,7 @@ def muon() -> list[Step]:
             SOURCE,
             rows=rows,
             columns=cols,
+            key="u-v-t-from-the-svd-of-g",
         ),
         Step(
             "Uᵀ X_5 V",
@@ -120,6 +130,7 @@ def muon() -> list[Step]:
             SOURCE,
             rows=sigma_labels,
             columns=sigma_labels,
+            key="u-t-x-5-v",
         ),
     ]
     return steps
@@ -128,3 +139,26 @@ def muon() -> list[Step]:
 def singular_value_history() -> np.ndarray:
     """(NS_STEPS + 1, r): the singular values of X_0 ... X_5, one row per step."""
     return np.stack([singular_values(x) for x in iterates()])
+
+
+def muon_figures(folder: Path) -> list[Path]:
+    return [
+        plots.newton_schulz_figure(
+            folder / "muon_newton_schulz.png",
+            singular_value_history(),
+            NS_COEFFICIENTS,
+            "Muon: Newton-Schulz orthogonalisation of a 4 x 3 matrix",
+        )
+    ]
+
+
+# the worked examples of this module, in the order light-llm explain lists them
+EXAMPLES = (
+    Example(
+        "muon",
+        "Muon's Newton-Schulz orthogonalisation of a 4 x 3 matrix, its singular values "
+        "step by step (Keller Jordan's Muon)",
+        muon,
+        muon_figures,
+    ),
+)

@@ -4,9 +4,12 @@ seed 002 §8.2), all computed by ``light_llm.nn.positions``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
-from light_llm.explain.steps import Step
+from light_llm.explain import plots
+from light_llm.explain.steps import Example, Step, value_of
 from light_llm.nn.positions import (
     SinusoidalPositions,
     apply_rotary,
@@ -50,6 +53,7 @@ def sinusoidal_robot() -> list[Step]:
             divisors,
             "seed 003 §9",
             columns=("i=0", "i=1"),
+            key="divisors-n-2i-d-for-i-0-1",
         ),
         Step(
             "Positional encodings P (d = 4, n = 100)",
@@ -65,6 +69,7 @@ def sinusoidal_robot() -> list[Step]:
             ],
             rows=ROBOT_TOKENS,
             columns=columns,
+            key="positional-encodings-p-d-4-n-100",
         ),
         Step(
             "Token embeddings E",
@@ -72,6 +77,7 @@ def sinusoidal_robot() -> list[Step]:
             embeddings,
             "seed 003 §8",
             rows=ROBOT_TOKENS,
+            key="token-embeddings-e",
         ),
         Step(
             "Combined embeddings C = E + P",
@@ -86,6 +92,7 @@ def sinusoidal_robot() -> list[Step]:
                 [1.24, -0.59, 0.6, 1.96],
             ],
             rows=ROBOT_TOKENS,
+            key="combined-embeddings-c-e-p",
         ),
     ]
 
@@ -106,6 +113,7 @@ def sinusoidal_10000() -> list[Step]:
             angles,
             "seed 001, Sinusoidal Position Encoding",
             columns=tuple(f"i={i}" for i in range(shown // 2)),
+            key="angles-at-position-1-1-10000-2i-512",
         ),
         Step(
             "PE for positions 0 and 1, dimensions 0-7 (d = 512, base 10000)",
@@ -122,12 +130,14 @@ def sinusoidal_10000() -> list[Step]:
             seed_decimals=3,
             rows=("pos 0", "pos 1"),
             columns=dimension_labels(shown),
+            key="pe-for-positions-0-and-1-dimensions",
         ),
         Step(
             "10000^0.75",
             "The divisor that would turn position 1 into the seed's 0.001 (sin(1/1000)).",
             where_seed_fits[0],
             "seed 001, Sinusoidal Position Encoding",
+            key="10000-0-75",
         ),
     ]
 
@@ -164,6 +174,7 @@ def rope() -> list[Step]:
             "seed 001, Rotary Position Embedding; seed 002 §8.2",
             rows=names,
             columns=("θ_0 m", "θ_1 m"),
+            key="angles-m-theta-i-theta-i-10000-2i-d-d-4",
         ),
         Step(
             "q rotated to each position m",
@@ -171,6 +182,7 @@ def rope() -> list[Step]:
             rotated_q,
             "seed 002 §8.2, eq. 33",
             rows=names,
+            key="q-rotated-to-each-position-m",
         ),
         Step(
             "|q_m| at each position",
@@ -178,6 +190,7 @@ def rope() -> list[Step]:
             rotated_q.norm(dim=-1),
             "seed 002 §8.2, Length preservation",
             columns=names,
+            key="q-m-at-each-position",
         ),
         Step(
             "Scores q_m · k_n",
@@ -187,6 +200,7 @@ def rope() -> list[Step]:
             "seed 002 §8.2, Relative position dependency",
             rows=names,
             columns=key_names,
+            key="scores-q-m-k-n",
         ),
         Step(
             "Score as a function of the offset m - n = 0..5",
@@ -194,5 +208,78 @@ def rope() -> list[Step]:
             by_offset,
             "seed 002 §8.2",
             columns=tuple(f"m-n={d}" for d in range(ROPE_POSITIONS)),
+            key="score-as-a-function-of-the-offset-m-n-0-5",
         ),
     ]
+
+
+def sinusoidal_robot_figures(folder: Path) -> list[Path]:
+    tokens = ROBOT_TOKENS
+    steps = sinusoidal_robot()
+    table = value_of(steps, "positional-encodings-p-d-4-n-100")
+    base, dim = ROBOT_BASE, ROBOT_DIM
+    return [
+        plots.positional_encoding_heatmap(
+            folder / "positional_encoding_heatmap.png", 100, 64, base, example=(tokens, table)
+        ),
+        plots.positional_encoding_curves(
+            folder / "positional_encoding_curves.png", dim, base, 64, range(dim), tokens
+        ),
+    ]
+
+
+def sinusoidal_10000_figures(folder: Path) -> list[Path]:
+    return [
+        plots.positional_encoding_heatmap(
+            folder / "positional_encoding_heatmap_10000.png", 100, 512, 10000.0
+        ),
+        plots.positional_encoding_curves(
+            folder / "positional_encoding_curves_10000.png",
+            512,
+            10000.0,
+            100,
+            (16, 48, 96, 160, 256),
+        ),
+    ]
+
+
+def rope_figures(folder: Path) -> list[Path]:
+    steps = rope()
+    scores = value_of(steps, "scores-q-m-k-n")
+    n = ROPE_POSITIONS
+    return [
+        plots.heatmap_grid(
+            folder / "rope_scores.png",
+            [[("q_m · k_n", scores)]],
+            [f"m={m}" for m in range(n)],
+            [f"n={m}" for m in range(n)],
+            "RoPE: q_m · k_n\nconstant along each diagonal: depends on m - n only",
+            value_range=None,
+            x_label="key position n",
+            y_label="query position m",
+        )
+    ]
+
+
+# the worked examples of this module, in the order light-llm explain lists them
+EXAMPLES = (
+    Example(
+        "sinusoidal",
+        'sinusoidal positions, d = 4, base n = 100, for "I am a robot", '
+        "and E + P (seed 003 §9, §13)",
+        sinusoidal_robot,
+        sinusoidal_robot_figures,
+    ),
+    Example(
+        "sinusoidal-10000",
+        "sinusoidal positions with base 10000, d_model = 512 (seed 001)",
+        sinusoidal_10000,
+        sinusoidal_10000_figures,
+    ),
+    Example(
+        "rope",
+        "rotary embeddings: q_m · k_n depends only on m - n (seed 001, 002 §8.2)",
+        rope,
+        rope_figures,
+    ),
+)

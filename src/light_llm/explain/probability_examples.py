@@ -5,9 +5,12 @@ use) and ``light_llm.generate.filter_logits`` (what sampling uses)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
-from light_llm.explain.steps import Step
+from light_llm.explain import plots
+from light_llm.explain.steps import Example, Step, value_of
 from light_llm.generate import filter_logits
 
 SOFTMAX_LOGITS = [2.0, 1.0, 0.1]
@@ -36,6 +39,7 @@ def softmax_example() -> list[Step]:
             "Assumed scores for three classes (the seed gives none).",
             z,
             "seed 002 §2.3",
+            key="logits-z",
         ),
         Step(
             "p = softmax(z)",
@@ -43,6 +47,7 @@ def softmax_example() -> list[Step]:
             probabilities,
             "seed 002 §2.3, eq. 1",
             columns=names,
+            key="p-softmax-z",
         ),
         Step(
             "Jacobian ∂p_i/∂z_j",
@@ -54,12 +59,14 @@ def softmax_example() -> list[Step]:
             "seed 002 App. B.1; §7.3, eq. 25",
             rows=tuple(f"p{i}" for i in range(3)),
             columns=tuple(f"z{j}" for j in range(3)),
+            key="jacobian-d-p-i-d-z-j",
         ),
         Step(
             "log Σ e^{z_i} computed naively, z = [1000, 1001, 1002]",
             "e^1000 overflows even in float64, so the naive sum is inf.",
             naive,
             "seed 002 §4.4",
+            key="log-sigma-e-z-i-computed-naively",
         ),
         Step(
             "log Σ e^{z_i} = c + log Σ e^{z_i - c}, c = max z",
@@ -67,12 +74,14 @@ def softmax_example() -> list[Step]:
             "e^0 = 1. PyTorch's logsumexp and softmax do exactly this.",
             stable,
             "seed 002 §4.4, eq. 12",
+            key="log-sigma-e-z-i-c-log-sigma-e-z-i-c-c-max-z",
         ),
         Step(
             "PyTorch's logsumexp(z)",
             "The library routine, the same value.",
             torch.logsumexp(large, dim=-1),
             "seed 002 §4.4, eq. 12",
+            key="pytorch-s-logsumexp-z",
         ),
         Step(
             "softmax(z / τ) for τ = 0.5, 1, 2",
@@ -82,6 +91,7 @@ def softmax_example() -> list[Step]:
             "seed 002 §15.4; seed 000 §8",
             rows=tuple(f"τ={t:g}" for t in TEMPERATURES),
             columns=names,
+            key="softmax-z-tau-for-tau-0-5-1-2",
         ),
     ]
 
@@ -109,6 +119,7 @@ def sampling() -> list[Step]:
             logits[0],
             SEED_000_SAMPLING,
             columns=columns,
+            key="logits-for-the-word-after-the-cat-sat-on-the",
         ),
         Step(
             "P = softmax(logits), τ = 1",
@@ -116,6 +127,7 @@ def sampling() -> list[Step]:
             base,
             f"{SEED_000_SAMPLING}, Temperature Sampling",
             columns=columns,
+            key="p-softmax-logits-tau-1",
         ),
         Step(
             "τ = 0.5",
@@ -123,6 +135,7 @@ def sampling() -> list[Step]:
             distribution(temperature=0.5),
             f"{SEED_000_SAMPLING}, Temperature Sampling",
             columns=columns,
+            key="tau-0-5",
         ),
         Step(
             "τ = 2",
@@ -130,6 +143,7 @@ def sampling() -> list[Step]:
             distribution(temperature=2.0),
             f"{SEED_000_SAMPLING}, Temperature Sampling",
             columns=columns,
+            key="tau-2",
         ),
         Step(
             "top-k, k = 3",
@@ -138,6 +152,7 @@ def sampling() -> list[Step]:
             distribution(top_k=3),
             f"{SEED_000_SAMPLING}, Top-K Sampling",
             columns=columns,
+            key="top-k-k-3",
         ),
         Step(
             "Cumulative probability, sorted",
@@ -145,6 +160,7 @@ def sampling() -> list[Step]:
             cumulative,
             f"{SEED_000_SAMPLING}, Top-P (Nucleus) Sampling",
             columns=tuple(f"top {i + 1}" for i in range(len(SAMPLING_TOKENS))),
+            key="cumulative-probability-sorted",
         ),
         Step(
             "top-p, p = 0.9",
@@ -153,6 +169,7 @@ def sampling() -> list[Step]:
             distribution(top_p=0.9),
             f"{SEED_000_SAMPLING}, Top-P (Nucleus) Sampling",
             columns=columns,
+            key="top-p-p-0-9",
         ),
         Step(
             "τ = 0.7, top-k = 4, top-p = 0.9 together",
@@ -160,5 +177,58 @@ def sampling() -> list[Step]:
             distribution(temperature=0.7, top_k=4, top_p=0.9),
             SEED_000_SAMPLING,
             columns=columns,
+            key="tau-0-7-top-k-4-top-p-0-9-together",
         ),
     ]
+
+
+def softmax_figures(folder: Path) -> list[Path]:
+    logits = SOFTMAX_LOGITS
+    labels = [f"z{i} = {v:g}" for i, v in enumerate(logits)]
+    return [
+        plots.softmax_temperatures_figure(
+            folder / "softmax_temperatures.png", logits, labels, (0.25, 0.5, 1.0, 2.0, 5.0)
+        )
+    ]
+
+
+def sampling_figures(folder: Path) -> list[Path]:
+    steps = sampling()
+    distributions = [
+        ("τ = 1", value_of(steps, "p-softmax-logits-tau-1")),
+        ("top-k, k = 3", value_of(steps, "top-k-k-3")),
+        ("top-p, p = 0.9", value_of(steps, "top-p-p-0-9")),
+        ("τ = 0.7, k = 4, p = 0.9", value_of(steps, "tau-0-7-top-k-4-top-p-0-9-together")),
+    ]
+    tokens = SAMPLING_TOKENS
+    return [
+        plots.distributions_figure(
+            folder / "sampling_filters.png",
+            distributions,
+            tokens,
+            "Next-token distribution after temperature, top-k and top-p (seed 000 §8)",
+        ),
+        plots.softmax_temperatures_figure(
+            folder / "sampling_temperatures.png",
+            SAMPLING_LOGITS,
+            tokens,
+            (0.5, 0.7, 1.0, 2.0),
+        ),
+    ]
+
+
+# the worked examples of this module, in the order light-llm explain lists them
+EXAMPLES = (
+    Example(
+        "softmax",
+        "softmax, its Jacobian, log-sum-exp and temperature (seed 002 §2.3, §4.4, App. B)",
+        softmax_example,
+        softmax_figures,
+    ),
+    Example(
+        "sampling",
+        "temperature, top-k and top-p on a next-token distribution (seed 000 §8)",
+        sampling,
+        sampling_figures,
+    ),
+)

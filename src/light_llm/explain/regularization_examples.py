@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from light_llm.config import preset
 from light_llm.explain import plots
 from light_llm.explain.attention_examples import CAT_SAT_Q, CAT_SAT_TOKENS, CAT_SAT_V, matrix
-from light_llm.explain.steps import Step
+from light_llm.explain.steps import Example, Step
 from light_llm.models.gpt import GPT, INIT_STD
 from light_llm.nn.attention import attention_explicit, attention_mask
 from light_llm.reference.dropout import dropout_forward
@@ -67,6 +67,7 @@ def dropout() -> list[Step]:
             f"{SEED_002_DROPOUT}, eq. 50",
             rows=("x", "dropped", "mask"),
             columns=columns,
+            key="inverted-dropout-of-x-p-0-5",
         ),
         Step(
             f"Mean of {DROPOUT_DRAWS} dropped copies against x",
@@ -78,6 +79,7 @@ def dropout() -> list[Step]:
             SEED_002_DROPOUT,
             rows=("mean of draws", "x"),
             columns=columns,
+            key="mean-of-dropped-copies",
         ),
         Step(
             'Attention weights before dropout ("The cat sat", causal)',
@@ -85,6 +87,7 @@ def dropout() -> list[Step]:
             weights[0, 0],
             f"{SEED_002_DROPOUT}, eq. 49",
             **square,
+            key="attention-weights-before-dropout-the-cat-sat",
         ),
         Step(
             "Attention weights after dropout, p = 0.5",
@@ -93,6 +96,7 @@ def dropout() -> list[Step]:
             dropped_weights[0, 0],
             f"{SEED_002_DROPOUT}, eq. 49",
             **square,
+            key="attention-weights-after-dropout-p-0-5",
         ),
         Step(
             "Row sums after dropout",
@@ -100,6 +104,7 @@ def dropout() -> list[Step]:
             dropped_weights[0, 0].sum(-1),
             SEED_002_DROPOUT,
             columns=CAT_SAT_TOKENS,
+            key="row-sums-after-dropout",
         ),
     ]
 
@@ -169,6 +174,7 @@ def label_smoothing() -> list[Step]:
             SEED_002_SMOOTHING,
             rows=("z", "p"),
             columns=classes,
+            key="logits-z-and-p-softmax-z-target-class-2",
         ),
         Step(
             "y_smooth = (1 - α) y + α / V",
@@ -178,6 +184,7 @@ def label_smoothing() -> list[Step]:
             y_smooth,
             f"{SEED_002_SMOOTHING}, eq. 51",
             columns=classes,
+            key="y-smooth-1-alpha-y-alpha-v",
         ),
         Step(
             "Loss -Σ y_smooth log p: NumPy engine, PyTorch, and without smoothing",
@@ -186,6 +193,7 @@ def label_smoothing() -> list[Step]:
             [engine_loss, torch_loss.item(), engine_plain],
             SEED_002_SMOOTHING,
             columns=("engine", "PyTorch", "α = 0"),
+            key="loss-sigma-y-smooth-log-p-numpy",
         ),
         Step(
             "Gradient at the logits: p - y_smooth",
@@ -194,6 +202,7 @@ def label_smoothing() -> list[Step]:
             logits.grad[0],
             f"{SEED_002_SMOOTHING}; seed 002 §2.3",
             columns=classes,
+            key="gradient-at-the-logits-p-y-smooth",
         ),
         Step(
             "Smoothed loss against the confidence c in the true class",
@@ -209,6 +218,7 @@ def label_smoothing() -> list[Step]:
             SEED_002_SMOOTHING,
             rows=("α = 0", f"α = {SMOOTHING_ALPHA}"),
             columns=tuple(f"c={c:g}" for c in confidences),
+            key="smoothed-loss-against-the-confidence-c-in",
         ),
     ]
 
@@ -310,6 +320,7 @@ def initialization() -> list[Step]:
             f"{SEED_002_INIT}, eq. 52",
             rows=tuple(f"{n_in} x {n_out}" for n_in, n_out in XAVIER_SHAPES),
             columns=("measured", "2/(n_in+n_out)", "ratio"),
+            key="variance-of-the-weights-measured-and-formula",
         ),
         Step(
             "The GPT's initial weights: variance against 0.02²",
@@ -321,6 +332,7 @@ def initialization() -> list[Step]:
             scientific=True,
             rows=("attention W^QKV", "MLP W_1"),
             columns=("measured", "0.02²"),
+            key="the-gpt-s-initial-weights-variance-against",
         ),
         Step(
             f"Activation variance through {DEPTH} linear layers of width {WIDTH}",
@@ -333,6 +345,7 @@ def initialization() -> list[Step]:
             SEED_002_INIT,
             rows=tuple(f"layer {i}" for i in range(DEPTH + 1)),
             columns=("Xavier", "N(0, 0.02²)", "N(0, 1)"),
+            key="activation-variance-through-the-stack",
         ),
     ]
 
@@ -408,6 +421,7 @@ def mixed_precision() -> list[Step]:
             rows=formats,
             columns=PRECISION_NAMES,
             scientific=True,
+            key="numbers-as-each-format-stores-them",
         ),
         Step(
             "Relative rounding error |stored - x| / |x|",
@@ -418,6 +432,7 @@ def mixed_precision() -> list[Step]:
             rows=formats,
             columns=PRECISION_NAMES,
             scientific=True,
+            key="relative-rounding-error-stored-x-x",
         ),
         Step(
             "Machine epsilon, largest and smallest normal number",
@@ -426,6 +441,7 @@ def mixed_precision() -> list[Step]:
             SEED_002_PRECISION,
             rows=formats,
             columns=("eps", "max", "smallest normal"),
+            key="machine-epsilon-largest-and-smallest-normal-number",
         ),
         Step(
             f"1 + 1e-4 added {SMALL_UPDATES} times (exact: {1 + SMALL_UPDATES * 1e-4:g})",
@@ -436,6 +452,7 @@ def mixed_precision() -> list[Step]:
             sums,
             SEED_002_PRECISION,
             columns=formats,
+            key="small-updates-added",
         ),
         Step(
             "A gradient of 1e-8 in float16, without and with loss scaling 2^16",
@@ -445,6 +462,7 @@ def mixed_precision() -> list[Step]:
             scaled,
             SEED_002_PRECISION,
             columns=("unscaled", "scaled"),
+            key="a-gradient-of-1e-8-in-float16",
         ),
     ]
 
@@ -473,3 +491,36 @@ def mixed_precision_figures(folder: Path) -> list[Path]:
             tick_labels=[PRECISION_NAMES[i] for i in finite],
         )
     ]
+
+
+# the worked examples of this module, in the order light-llm explain lists them
+EXAMPLES = (
+    Example(
+        "dropout",
+        "inverted dropout keeps the expectation: one draw, the mean of many, attention "
+        "dropout (seed 002 §12.1, eqs. 49-50)",
+        dropout,
+        dropout_figures,
+    ),
+    Example(
+        "label-smoothing",
+        "label smoothing on a five-class distribution: the target, the loss, its gradient, "
+        "the confidence it rewards (seed 002 §12.2, eq. 51)",
+        label_smoothing,
+        label_smoothing_figures,
+    ),
+    Example(
+        "initialization",
+        "Xavier/Glorot and GPT-2 initialisation variances, measured, and the signal "
+        "through a deep stack (seed 002 §13.1, eq. 52)",
+        initialization,
+        initialization_figures,
+    ),
+    Example(
+        "mixed-precision",
+        "float16 and bfloat16 against float32: rounding, range, lost small updates, "
+        "loss scaling (seed 002 §13.2)",
+        mixed_precision,
+        mixed_precision_figures,
+    ),
+)

@@ -223,6 +223,7 @@ def json_ready(value) -> object:
 def step_json(step: Step) -> dict:
     differs = step.seed_differs
     return {
+        "key": step.key,
         "title": step.title,
         "text": step.text,
         "seed": step.seed,

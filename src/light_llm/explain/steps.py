@@ -1,4 +1,5 @@
-"""A step of a worked example: one labelled value, how it was computed, and what the seed prints.
+"""A step of a worked example: one labelled value, how it was computed, and what the seed prints;
+and the worked example itself (:class:`Example`).
 
 Each worked example of ``light-llm explain`` is a list of :class:`Step` objects. A step holds the
 exact value (computed by the library's own code), the place in the seed document it comes from
@@ -8,8 +9,9 @@ where they differ.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -31,6 +33,8 @@ class Step:
         scientific: print the values in scientific notation (for tables that mix very small
             and ordinary numbers; tables of only tiny or only huge numbers switch by
             themselves).
+        key: the step's name within its example, e.g. "gpt-weights": what the example's
+            pictures and the equations table address it by (its title may be reworded).
     """
 
     title: str
@@ -42,6 +46,7 @@ class Step:
     rows: Sequence[str] | None = None
     columns: Sequence[str] | None = None
     scientific: bool = False
+    key: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "value", as_value(self.value))
@@ -73,6 +78,19 @@ class Step:
         return bool(mask is not None and mask.any())
 
 
+@dataclass(frozen=True)
+class Example:
+    """A worked example: ``steps()`` computes it; ``figures(folder)`` writes its PNGs (None
+    when no picture helps) and returns their paths. Each is declared in the module that
+    computes its steps and draws its pictures; :mod:`light_llm.explain.registry` collects
+    them."""
+
+    name: str
+    summary: str
+    steps: Callable[[], list[Step]]
+    figures: Callable[[Path], list[Path]] | None = None
+
+
 def as_value(value) -> np.ndarray | float:
     """A torch tensor, list or number as a NumPy array (float64 or int64), a 0-d one as a
     Python number."""
@@ -86,3 +104,16 @@ def as_value(value) -> np.ndarray | float:
     if array.ndim == 0:
         return array.item()
     return array
+
+
+def value_of(steps: Sequence[Step], key: str) -> np.ndarray:
+    """The value of the step whose key is ``key``; KeyError naming it when there is none."""
+    for step in steps:
+        if step.key == key:
+            return np.asarray(step.value)
+    raise KeyError(f"no step has the key {key!r}")
+
+
+def by_key(steps: Sequence[Step]) -> dict[str, Step]:
+    """The steps of an example by their keys."""
+    return {step.key: step for step in steps}

@@ -4,9 +4,12 @@ BertTokenizer over the packaged uncased WordPiece vocabulary (30522 tokens)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
-from light_llm.explain.steps import Step
+from light_llm.explain import plots
+from light_llm.explain.steps import Example, Step
 from light_llm.tokenizers import BertTokenizer
 
 SEED_003_TOKENS = "seed 003 §3"
@@ -31,6 +34,7 @@ def inputs_step(
     text: str,
     seed: str,
     seed_rows: list[list[int]] | None,
+    key: str,
 ) -> Step:
     """The three model inputs of one encoding as an (L, 3) matrix: one row per token (labelled
     with it), one column per input."""
@@ -44,6 +48,7 @@ def inputs_step(
         seed_decimals=0,
         rows=tokenizer.tokens(encoding["input_ids"]),
         columns=MODEL_INPUTS,
+        key=key,
     )
 
 
@@ -70,6 +75,7 @@ def tokenization() -> list[Step]:
             seed_value=SEED_SINGLE_IDS[1:-1],
             seed_decimals=0,
             columns=tokenizer.tokens(pieces),
+            key="wordpiece-ids-of-i-love-dogs",
         ),
         Step(
             "With [CLS] (101) first and [SEP] (102) last",
@@ -79,6 +85,7 @@ def tokenization() -> list[Step]:
             seed_value=SEED_SINGLE_IDS,
             seed_decimals=0,
             columns=tokenizer.tokens(with_specials),
+            key="with-cls-101-first-and-sep-102-last",
         ),
         inputs_step(
             tokenizer,
@@ -93,6 +100,7 @@ def tokenization() -> list[Step]:
                 padded([1] * len(SEED_SINGLE_IDS), SINGLE_LENGTH),
                 [0] * SINGLE_LENGTH,
             ],
+            "padded-single",
         ),
         inputs_step(
             tokenizer,
@@ -108,6 +116,7 @@ def tokenization() -> list[Step]:
                 padded([1] * n_pair, PAIR_LENGTH),
                 padded([0] * 6 + [1] * 5, PAIR_LENGTH),
             ],
+            "padded-pair",
         ),
         inputs_step(
             tokenizer,
@@ -121,5 +130,38 @@ def tokenization() -> list[Step]:
                 [1] * 9 + [0] * 11,
                 [0] * 5 + [1] * 4 + [0] * 11,
             ],
+            "encode-plus-pair",
         ),
     ]
+
+
+def tokenization_figures(folder: Path) -> list[Path]:
+    steps = tokenization()
+    pair = next(step for step in steps if step.key == "padded-pair")
+    table = np.asarray(pair.value)[:, 1:]  # attention mask, token type ids
+    columns = list(MODEL_INPUTS[1:])
+    title = 'BERT inputs of "I love dogs." + "Dogs are great." (seed 003 §3)'
+    return [
+        plots.heatmap_grid(
+            folder / "tokenization_pair.png",
+            [[("attention mask and token types", table.astype(float))]],
+            list(pair.rows),
+            columns,
+            title,
+            x_label="model input",
+            y_label="token",
+            number_format=".0f",
+        )
+    ]
+
+
+# the worked examples of this module, in the order light-llm explain lists them
+EXAMPLES = (
+    Example(
+        "tokenization",
+        'BERT inputs for "I love dogs." and a sentence pair: ids, '
+        "attention mask, token types (seed 003 §3-4)",
+        tokenization,
+        tokenization_figures,
+    ),
+)

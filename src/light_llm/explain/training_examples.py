@@ -20,7 +20,8 @@ from light_llm.checkpoints.run import (
     training_records,
 )
 from light_llm.errors import CheckpointError
-from light_llm.explain.steps import Step
+from light_llm.explain import plots
+from light_llm.explain.steps import Example, Step, value_of
 from light_llm.schedule import learning_rate
 from light_llm.train.config import TrainConfig
 from light_llm.train.optim import clip_grad_norm, configure_adamw
@@ -69,30 +70,35 @@ def adamw_step() -> list[Step]:
             "(training decays weight matrices only, never biases or norm gains).",
             weight_before,
             SEED_000_ADAMW,
+            key="weight-theta-before-the-step",
         ),
         Step(
             "Gradient g of the weight",
             "dL/dθ from the backward pass.",
             layer.weight.grad,
             SEED_000_ADAMW,
+            key="gradient-g-of-the-weight",
         ),
         Step(
             "m_1 = β1 m_0 + (1 - β1) g",
             "First moment (momentum), from the optimizer's state; m_0 = 0, so m_1 = 0.1 g.",
             m,
             f"{SEED_000_ADAMW}; seed 002 §4.1, eq. 7",
+            key="m-1-beta-1-m-0-1-beta-1-g",
         ),
         Step(
             "v_1 = β2 v_0 + (1 - β2) g²",
             "Second moment, from the optimizer's state; v_0 = 0, so v_1 = 0.05 g².",
             v,
             f"{SEED_000_ADAMW}; seed 002 §4.1, eq. 8",
+            key="v-1-beta-2-v-0-1-beta-2-g-2",
         ),
         Step(
             "m̂ = m / (1 - β1^t), v̂ = v / (1 - β2^t), t = 1: m̂ (v̂ = g² likewise)",
             "Bias correction undoes the pull towards the zero start: at t = 1, m̂ = g and v̂ = g².",
             m_hat,
             f"{SEED_000_ADAMW}, bias correction",
+            key="m-m-1-beta-1-t-v",
         ),
         Step(
             "m̂ / (sqrt(v̂) + ε)",
@@ -100,6 +106,7 @@ def adamw_step() -> list[Step]:
             "moves every weight by about α whatever the gradient's size.",
             direction,
             f"{SEED_000_ADAMW}; seed 002 §4.1, eq. 9",
+            key="m-sqrt-v-eps",
         ),
         Step(
             "Weight after: θ - α (m̂/(sqrt(v̂) + ε) + λ θ)",
@@ -107,12 +114,14 @@ def adamw_step() -> list[Step]:
             "decay α λ θ.",
             layer.weight,
             SEED_000_ADAMW,
+            key="weight-after-theta-alpha-m-sqrt-v",
         ),
         Step(
             "Change of the weight",
             "θ_after - θ_before = -α (±1) - α λ θ_before.",
             layer.weight.detach() - weight_before,
             SEED_000_ADAMW,
+            key="change-of-the-weight",
         ),
         Step(
             "Bias: before, gradient, after",
@@ -120,6 +129,7 @@ def adamw_step() -> list[Step]:
             torch.stack([bias_before, layer.bias.grad, layer.bias.detach()]),
             SEED_000_ADAMW,
             rows=("before", "gradient", "after"),
+            key="bias-before-gradient-after",
         ),
     ]
 
@@ -205,6 +215,7 @@ def lr_schedule(settings: ScheduleSettings | None = None) -> list[Step]:
             [s.max_lr, s.min_lr],
             "seed 000 §7, Learning Rate Scheduling",
             columns=("max_lr", "min_lr"),
+            key="peak-and-floor-lr-max-lr-min",
         ),
         Step(
             "Lengths: warmup_iters T_w, lr_decay_iters T_d, max_iters",
@@ -212,6 +223,7 @@ def lr_schedule(settings: ScheduleSettings | None = None) -> list[Step]:
             [s.warmup_iters, s.lr_decay_iters, s.max_iters],
             "seed 000 §7; seed 002 §4.2",
             columns=("warmup_iters", "lr_decay_iters", "max_iters"),
+            key="lengths-warmup-iters-t-w-lr-decay",
         ),
         Step(
             "Learning rate at selected steps",
@@ -223,6 +235,7 @@ def lr_schedule(settings: ScheduleSettings | None = None) -> list[Step]:
             rates,
             "seed 000 §7, Learning Rate Scheduling; seed 002 §4.2",
             columns=columns,
+            key="learning-rate-at-selected-steps",
         ),
         Step(
             "lr / max_lr",
@@ -230,6 +243,7 @@ def lr_schedule(settings: ScheduleSettings | None = None) -> list[Step]:
             [rate / s.max_lr for rate in rates],
             "seed 000 §7",
             columns=columns,
+            key="lr-max-lr",
         ),
         *logged_rates(s),
     ]
@@ -250,6 +264,7 @@ def logged_rates(s: ScheduleSettings) -> list[Step]:
             [rate for _, rate in chosen],
             "seed 000 §7",
             columns=tuple(f"t={step}" for step, _ in chosen),
+            key="learning-rate-the-run-logged-metrics-jsonl",
         )
     ]
 
@@ -278,6 +293,7 @@ def grad_clip() -> list[Step]:
             torch.cat([torch.tensor(CLIP_WEIGHT_GRAD), torch.tensor([CLIP_BIAS_GRAD])]),
             SEED_CLIP,
             rows=("weight row 0", "weight row 1", "bias"),
+            key="gradients-before-clipping-weight-2x2-and-bias-2",
         ),
         Step(
             "Norm of each parameter's gradient",
@@ -285,6 +301,7 @@ def grad_clip() -> list[Step]:
             norms_before,
             SEED_CLIP,
             columns=("weight", "bias"),
+            key="norm-of-each-parameter-s-gradient",
         ),
         Step(
             "Global norm ||g||_2 = sqrt(30² + 40²)",
@@ -294,6 +311,7 @@ def grad_clip() -> list[Step]:
             SEED_CLIP_EXAMPLE,
             seed_value=50.0,
             seed_decimals=0,
+            key="global-norm-g-2-sqrt-30-2-40-2",
         ),
         Step(
             "Scale factor min(1, c / ||g||), c = 5",
@@ -303,6 +321,7 @@ def grad_clip() -> list[Step]:
             SEED_CLIP_EXAMPLE,
             seed_value=0.1,
             seed_decimals=1,
+            key="scale-factor-min-1-c-g-c-5",
         ),
         Step(
             "Gradients after clipping",
@@ -310,6 +329,86 @@ def grad_clip() -> list[Step]:
             torch.cat([layer.weight.grad, layer.bias.grad[None]]),
             SEED_CLIP,
             rows=("weight row 0", "weight row 1", "bias"),
+            key="gradients-after-clipping",
         ),
-        Step("Global norm after clipping", "c = 5.", norm_after, SEED_CLIP),
+        Step(
+            "Global norm after clipping",
+            "c = 5.",
+            norm_after,
+            SEED_CLIP,
+            key="global-norm-after-clipping",
+        ),
     ]
+
+
+def adamw_figures(folder: Path) -> list[Path]:
+    steps = adamw_step()
+    gradient = value_of(steps, "gradient-g-of-the-weight").ravel()
+    change = value_of(steps, "change-of-the-weight").ravel()
+    lr = ADAMW_LR
+    labels = [f"θ[{i},{j}]" for i in range(2) for j in range(3)]
+    series = [("gradient g", gradient), ("change of θ / α", change / lr)]
+    title = (
+        "One AdamW step: every weight moves by about α whatever its gradient's size (seed 000 §7)"
+    )
+    return [
+        plots.grouped_bars(folder / "adamw_step.png", series, labels, title, "value", annotate=True)
+    ]
+
+
+def grad_clip_figures(folder: Path) -> list[Path]:
+    steps = grad_clip()
+    before = value_of(steps, "gradients-before-clipping-weight-2x2-and-bias-2").ravel()
+    after = value_of(steps, "gradients-after-clipping").ravel()
+    labels = ["w[0,0]", "w[0,1]", "w[1,0]", "w[1,1]", "b[0]", "b[1]"]
+    series = [("before (norm 50)", before), ("after (norm 5)", after)]
+    title = (
+        "Global-norm clipping at c = 5: every gradient times 5/50, directions kept (seed 002 §4.3)"
+    )
+    return [
+        plots.grouped_bars(
+            folder / "grad_clip.png", series, labels, title, "gradient", annotate=True
+        )
+    ]
+
+
+def lr_schedule_figures(folder: Path) -> list[Path]:
+    return [schedule_figure(folder, default_schedule())]
+
+
+def schedule_figure(folder: Path, settings: ScheduleSettings) -> Path:
+    """The learning-rate schedule of one training configuration."""
+    s = settings
+    return plots.learning_rate_figure(
+        folder / "learning_rate_schedule.png",
+        s.max_lr,
+        s.min_lr,
+        s.warmup_iters,
+        s.lr_decay_iters,
+        s.max_iters,
+        title=f"Learning-rate schedule of {s.source}",
+        logged=s.logged,
+    )
+
+
+# the worked examples of this module, in the order light-llm explain lists them
+EXAMPLES = (
+    Example(
+        "adamw",
+        "one AdamW step: moments, bias correction, decoupled weight decay (seed 000 §7, 002 §4.1)",
+        adamw_step,
+        adamw_figures,
+    ),
+    Example(
+        "lr-schedule",
+        "linear warmup + cosine learning-rate schedule (seed 000 §7, 002 §4.2)",
+        lr_schedule,
+        lr_schedule_figures,
+    ),
+    Example(
+        "grad-clip",
+        "global-norm clipping of a norm-50 gradient at 5 (seed 002 §4.3)",
+        grad_clip,
+        grad_clip_figures,
+    ),
+)

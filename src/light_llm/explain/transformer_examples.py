@@ -19,7 +19,7 @@ import torch
 from light_llm.config import ModelConfig
 from light_llm.explain import plots
 from light_llm.explain.attention_examples import CAT_SAT_Q, as_heads, matrix
-from light_llm.explain.steps import Step
+from light_llm.explain.steps import Example, Step
 from light_llm.models.gpt import GPT
 from light_llm.nn.attention import attention_explicit, attention_mask
 from light_llm.nn.norms import LayerNorm
@@ -71,6 +71,7 @@ def tiny_transformer() -> list[Step]:
             ids[0],
             SEED_001_TINY,
             columns=TINY_TOKENS,
+            key="token-ids",
         ),
         Step(
             "Token embeddings E[id]",
@@ -81,6 +82,7 @@ def tiny_transformer() -> list[Step]:
             seed_value=TINY_EMBEDDINGS,
             seed_decimals=1,
             **rows,
+            key="token-embeddings-e-id",
         ),
         Step(
             "Position embeddings P[pos]",
@@ -90,6 +92,7 @@ def tiny_transformer() -> list[Step]:
             seed_value=TINY_POSITIONS,
             seed_decimals=1,
             **rows,
+            key="position-embeddings-p-pos",
         ),
         Step(
             "x = E[id] + P[pos]",
@@ -99,6 +102,7 @@ def tiny_transformer() -> list[Step]:
             seed_value=SEED_SUM,
             seed_decimals=1,
             **rows,
+            key="x-e-id-p-pos",
         ),
         Step(
             "Attention output (given by the seed)",
@@ -107,6 +111,7 @@ def tiny_transformer() -> list[Step]:
             matrix(TINY_ATTENTION_OUTPUT),
             f"{SEED_001_TINY}, Step 4",
             **rows,
+            key="attention-output-given-by-the-seed",
         ),
         Step(
             "Residual: x + Attention(x)",
@@ -116,6 +121,7 @@ def tiny_transformer() -> list[Step]:
             seed_value=[[0.7, 1.1, 0.7, 0.3], [NAN] * 4],
             seed_decimals=1,
             **rows,
+            key="residual-x-attention-x",
         ),
         Step(
             "Mean μ and standard deviation σ of each row",
@@ -125,6 +131,7 @@ def tiny_transformer() -> list[Step]:
             f"{SEED_001_TINY}, Step 5; seed 002 §5.3",
             columns=("μ", "σ"),
             **rows,
+            key="mean-mu-and-standard-deviation-sigma-of-each-row",
         ),
         Step(
             "LayerNorm(x + Attention(x))",
@@ -137,6 +144,7 @@ def tiny_transformer() -> list[Step]:
             seed_value=[[-0.5, 1.2, -0.5, -1.2], [NAN] * 4],
             seed_decimals=1,
             **rows,
+            key="layernorm-x-attention-x",
         ),
         Step(
             "Mean and variance of the seed's normalised vector",
@@ -145,6 +153,7 @@ def tiny_transformer() -> list[Step]:
             [np.mean([-0.5, 1.2, -0.5, -1.2]), np.var([-0.5, 1.2, -0.5, -1.2])],
             f"{SEED_001_TINY}, Step 5",
             columns=("mean", "variance"),
+            key="mean-and-variance-of-the-seed-s",
         ),
         Step(
             "Feed-forward output (given by the seed)",
@@ -152,6 +161,7 @@ def tiny_transformer() -> list[Step]:
             matrix(TINY_FFN_OUTPUT),
             f"{SEED_001_TINY}, Step 6",
             **rows,
+            key="feed-forward-output-given-by-the-seed",
         ),
         Step(
             "Layer 1 output: LayerNorm(h + FFN(h))",
@@ -161,15 +171,16 @@ def tiny_transformer() -> list[Step]:
             layer_output,
             f"{SEED_001_TINY}, Step 7",
             **rows,
+            key="layer-1-output-layernorm-h-ffn-h",
         ),
     ]
 
 
 def tiny_transformer_figures(folder: Path) -> list[Path]:
-    steps = {step.title: step for step in tiny_transformer()}
+    steps = {step.key: step for step in tiny_transformer()}
     series = [
-        ("x + Attention(x)", np.asarray(steps["Residual: x + Attention(x)"].value)[0]),
-        ("LayerNorm, exact", np.asarray(steps["LayerNorm(x + Attention(x))"].value)[0]),
+        ("x + Attention(x)", np.asarray(steps["residual-x-attention-x"].value)[0]),
+        ("LayerNorm, exact", np.asarray(steps["layernorm-x-attention-x"].value)[0]),
         ("the seed's ≈", np.array([-0.5, 1.2, -0.5, -1.2])),
     ]
     title = 'Residual + LayerNorm for "The" (seed 001, tiny transformer): exact vs the seed'
@@ -223,6 +234,7 @@ def attention_backprop() -> list[Step]:
             SEED_001_BACKPROP,
             rows=tokens,
             columns=("A:The", "A:cat", "A:sat", "V[0]", "V[1]", "V[2]"),
+            key="a-the-seed-s-attention-weights-and-v",
         ),
         Step(
             "dL/dO (given)",
@@ -231,6 +243,7 @@ def attention_backprop() -> list[Step]:
             grad_output,
             f"{SEED_001_BACKPROP}, Step 1",
             rows=tokens,
+            key="dl-do-given",
         ),
         Step(
             "dL/dV = A^T · dL/dO",
@@ -241,6 +254,7 @@ def attention_backprop() -> list[Step]:
             f"{SEED_001_BACKPROP}, Step 1",
             seed_value=[[0.17] * 3, [0.25] * 3, [0.18] * 3],
             rows=tokens,
+            key="dl-dv-a-t-dl-do",
         ),
         Step(
             "dL/dA = dL/dO · V^T",
@@ -249,6 +263,7 @@ def attention_backprop() -> list[Step]:
             grad_a,
             f"{SEED_001_BACKPROP}, Step 1",
             **square,
+            key="dl-da-dl-do-v-t",
         ),
         Step(
             "dL/dS = A ⊙ (dL/dA - rowsum(dL/dA ⊙ A))",
@@ -258,6 +273,7 @@ def attention_backprop() -> list[Step]:
             grad_s,
             f"{SEED_001_BACKPROP}, Step 2",
             **square,
+            key="dl-ds-a-dl-da-rowsum-dl-da-a",
         ),
         Step(
             "dL/dQ = dL/dS · K / sqrt(d_k)",
@@ -267,6 +283,7 @@ def attention_backprop() -> list[Step]:
             grad_q,
             f"{SEED_001_BACKPROP}, Step 3",
             rows=tokens,
+            key="dl-dq-dl-ds-k-sqrt-d-k",
         ),
         Step(
             "dL/dK = dL/dS^T · Q / sqrt(d_k)",
@@ -275,6 +292,7 @@ def attention_backprop() -> list[Step]:
             grad_k,
             f"{SEED_001_BACKPROP}, Step 3",
             rows=tokens,
+            key="dl-dk-dl-ds-t-q-sqrt-d-k",
         ),
         Step(
             "The exact A of Q and K (causal softmax)",
@@ -285,6 +303,7 @@ def attention_backprop() -> list[Step]:
             seed_value=BACKPROP_A,
             seed_decimals=1,
             **square,
+            key="the-exact-a-of-q-and-k-causal-softmax",
         ),
         Step(
             "dL/dV with the exact A (autograd)",
@@ -294,6 +313,7 @@ def attention_backprop() -> list[Step]:
             SEED_001_BACKPROP,
             seed_value=[[0.17] * 3, [0.25] * 3, [0.18] * 3],
             rows=tokens,
+            key="dl-dv-with-the-exact-a-autograd",
         ),
         Step(
             "dL/dQ with the exact A (autograd)",
@@ -301,21 +321,22 @@ def attention_backprop() -> list[Step]:
             qt.grad[0, 0],
             SEED_001_BACKPROP,
             rows=tokens,
+            key="dl-dq-with-the-exact-a-autograd",
         ),
     ]
 
 
 def attention_backprop_figures(folder: Path) -> list[Path]:
-    steps = {step.title: np.asarray(step.value) for step in attention_backprop()}
+    steps = {step.key: np.asarray(step.value) for step in attention_backprop()}
     tokens = ("The", "cat", "sat")
     panels = [
         [
             ("A (seed)", np.array(BACKPROP_A)),
-            ("dL/dA = dL/dO V^T", steps["dL/dA = dL/dO · V^T"]),
+            ("dL/dA = dL/dO V^T", steps["dl-da-dl-do-v-t"]),
         ],
         [
-            ("dL/dS (softmax backward)", steps["dL/dS = A ⊙ (dL/dA - rowsum(dL/dA ⊙ A))"]),
-            ("dL/dV = A^T dL/dO", steps["dL/dV = A^T · dL/dO"]),
+            ("dL/dS (softmax backward)", steps["dl-ds-a-dl-da-rowsum-dl-da-a"]),
+            ("dL/dV = A^T dL/dO", steps["dl-dv-a-t-dl-do"]),
         ],
     ]
     title = "Backpropagation through attention on seed 001's A and V"
@@ -330,3 +351,22 @@ def attention_backprop_figures(folder: Path) -> list[Path]:
             x_label="column (key, or value feature for dL/dV)",
         )
     ]
+
+
+# the worked examples of this module, in the order light-llm explain lists them
+EXAMPLES = (
+    Example(
+        "tiny-transformer",
+        'the tiny transformer on "The cat": embeddings + positions, residual and '
+        "LayerNorm, the seed's normalised vector beside LayerNorm's (seed 001)",
+        tiny_transformer,
+        tiny_transformer_figures,
+    ),
+    Example(
+        "attention-backprop",
+        "backpropagation through attention on the seed's A and V: dL/dV, dL/dA, "
+        "the softmax backward, dL/dQ, dL/dK (seed 001)",
+        attention_backprop,
+        attention_backprop_figures,
+    ),
+)

@@ -31,56 +31,6 @@ from light_llm.nn.softcap import soft_cap
 INIT_STD = 0.02  # N(0, 0.02) for every weight matrix and embedding (seed 000 §10)
 
 
-def check_token_ids(
-    idx: object,
-    vocab_size: int,
-    name: str = "token id",
-    shape: tuple[int, ...] | None = None,
-    ignore_index: int | None = None,
-) -> None:
-    """SamplingError unless ``idx`` is a (B, T) integer tensor of ids in [0, vocab_size): the
-    embedding lookup E[idx] (seed 000 §2) is defined for nothing else. ``name`` says what the
-    ids are (token ids, targets, token types); ``shape``, when given, is the (B, T) they must
-    have (that of the token ids they go with); ``ignore_index`` is a value allowed besides (a
-    target that the loss skips)."""
-    if not isinstance(idx, torch.Tensor):
-        raise SamplingError(
-            f"{name}s must be a torch tensor of shape (B, T), not {type(idx).__name__}."
-        )
-    if idx.dim() != 2 or (shape is not None and tuple(idx.shape) != tuple(shape)):
-        expected = "(B, T)" if shape is None else str(tuple(shape))
-        raise SamplingError(f"{name}s must have shape {expected}, got {tuple(idx.shape)}.")
-    if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
-        raise SamplingError(
-            f"{name}s must be integers, got {str(idx.dtype).removeprefix('torch.')}."
-        )
-    if not idx.numel():
-        return
-    low, high = torch.stack(torch.aminmax(idx)).tolist()  # one pass, one device sync
-    if low < 0 and ignore_index is not None:  # the rare path: skipped positions are there
-        kept = idx[idx != ignore_index]
-        low, high = torch.stack(torch.aminmax(kept)).tolist() if kept.numel() else (0, 0)
-    if low < 0 or high >= vocab_size:
-        bad = low if low < 0 else high
-        table = "the model's vocabulary" if name == "token id" else f"the model's {name}s"
-        skip = "" if ignore_index is None else f", or {ignore_index} to skip a position"
-        raise SamplingError(
-            f"{name} {bad} is outside {table} ({name}s run from 0 to {vocab_size - 1}{skip})."
-        )
-
-
-def check_attention_mask(mask: object, shape: tuple[int, ...]) -> None:
-    """SamplingError unless ``mask`` is a tensor of ``shape`` (B, T) holding 1 (or True) on
-    real tokens and 0 (False) on padding (seed 003 §4)."""
-    if not isinstance(mask, torch.Tensor) or tuple(mask.shape) != tuple(shape):
-        got = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
-        raise SamplingError(
-            f"the attention mask must be a tensor of shape {tuple(shape)}, got {got}."
-        )
-    if mask.numel() and not bool(((mask == 0) | (mask == 1)).all()):
-        raise SamplingError("the attention mask must hold only 1 (a real token) and 0 (padding).")
-
-
 class GPT(nn.Module):
     """A GPT language model built from a :class:`ModelConfig`.
 
@@ -266,3 +216,56 @@ class GPT(nn.Module):
             for attn in layers:
                 attn.record_weights = False
                 attn.last_weights = None
+
+
+# ---------------------------------------------------------------- input checks
+
+
+def check_token_ids(
+    idx: object,
+    vocab_size: int,
+    name: str = "token id",
+    shape: tuple[int, ...] | None = None,
+    ignore_index: int | None = None,
+) -> None:
+    """SamplingError unless ``idx`` is a (B, T) integer tensor of ids in [0, vocab_size): the
+    embedding lookup E[idx] (seed 000 §2) is defined for nothing else. ``name`` says what the
+    ids are (token ids, targets, token types); ``shape``, when given, is the (B, T) they must
+    have (that of the token ids they go with); ``ignore_index`` is a value allowed besides (a
+    target that the loss skips)."""
+    if not isinstance(idx, torch.Tensor):
+        raise SamplingError(
+            f"{name}s must be a torch tensor of shape (B, T), not {type(idx).__name__}."
+        )
+    if idx.dim() != 2 or (shape is not None and tuple(idx.shape) != tuple(shape)):
+        expected = "(B, T)" if shape is None else str(tuple(shape))
+        raise SamplingError(f"{name}s must have shape {expected}, got {tuple(idx.shape)}.")
+    if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
+        raise SamplingError(
+            f"{name}s must be integers, got {str(idx.dtype).removeprefix('torch.')}."
+        )
+    if not idx.numel():
+        return
+    low, high = torch.stack(torch.aminmax(idx)).tolist()  # one pass, one device sync
+    if low < 0 and ignore_index is not None:  # the rare path: skipped positions are there
+        kept = idx[idx != ignore_index]
+        low, high = torch.stack(torch.aminmax(kept)).tolist() if kept.numel() else (0, 0)
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        table = "the model's vocabulary" if name == "token id" else f"the model's {name}s"
+        skip = "" if ignore_index is None else f", or {ignore_index} to skip a position"
+        raise SamplingError(
+            f"{name} {bad} is outside {table} ({name}s run from 0 to {vocab_size - 1}{skip})."
+        )
+
+
+def check_attention_mask(mask: object, shape: tuple[int, ...]) -> None:
+    """SamplingError unless ``mask`` is a tensor of ``shape`` (B, T) holding 1 (or True) on
+    real tokens and 0 (False) on padding (seed 003 §4)."""
+    if not isinstance(mask, torch.Tensor) or tuple(mask.shape) != tuple(shape):
+        got = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise SamplingError(
+            f"the attention mask must be a tensor of shape {tuple(shape)}, got {got}."
+        )
+    if mask.numel() and not bool(((mask == 0) | (mask == 1)).all()):
+        raise SamplingError("the attention mask must hold only 1 (a real token) and 0 (padding).")

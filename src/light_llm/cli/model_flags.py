@@ -1,0 +1,67 @@
+"""The flags that shape a model (``--n-layer``, ``--positions``, ``--qk-norm`` ...), written once
+for the commands that take them: ``light-llm train`` (the model it trains) and ``light-llm info``
+(the model it counts). Each sets the :class:`~light_llm.config.ModelConfig` field of its name;
+a flag not given leaves the field to the preset or the checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from light_llm.config import ACTIVATIONS, ATTENTIONS, BLOCK_ORDERS, NORMS, POSITIONS
+
+# (flag, config field, type, choices, metavar, help) of the flags that take a value
+VALUED = [
+    ("--n-layer", "n_layer", int, None, "L", "transformer blocks L"),
+    ("--n-head", "n_head", int, None, "H", "attention heads n_h (must divide n_embd)"),
+    ("--n-embd", "n_embd", int, None, "D", "model width d_model"),
+    ("--block-size", "block_size", int, None, "T", "context length in tokens T_max"),
+    ("--dropout", "dropout", float, None, "P", "dropout probability"),
+    ("--positions", "positions", str, POSITIONS, None, "position encoding"),
+    ("--norm", "norm", str, NORMS, None, "normalisation layer"),
+    ("--activation", "activation", str, ACTIVATIONS, None, "feed-forward activation"),
+    ("--block-order", "block_order", str, BLOCK_ORDERS, None, "pre-LN (GPT-2) or post-LN blocks"),
+    ("--attention", "attention", str, ATTENTIONS, None, "softmax or causal linear attention"),
+    (
+        "--logit-softcap",
+        "logit_softcap",
+        float,
+        None,
+        "C",
+        "cap the output logits smoothly: C tanh(logits / C), C > 0 (default: no cap)",
+    ),
+]
+# (flag, config field, the value it sets, help) of the on/off flags
+SWITCHES = [
+    (
+        "--qk-norm",
+        "qk_norm",
+        True,
+        "RMS-normalise each head's queries and keys (no gain) before rotary and Q K^T",
+    ),
+    (
+        "--untie-embeddings",
+        "tie_embeddings",
+        False,
+        "an output head of its own instead of the token table (V x d more parameters)",
+    ),
+    ("--no-bias", "bias", False, "no biases in the linear layers and LayerNorms"),
+]
+FIELDS = [entry[1] for entry in VALUED] + [entry[1] for entry in SWITCHES]
+
+
+def add_model_flags(group: argparse._ActionsContainer) -> None:
+    """Every model flag, on ``group`` (a parser or an argument group)."""
+    for flag, field, kind, choices, metavar, help_text in VALUED:
+        group.add_argument(
+            flag, dest=field, type=kind, choices=choices, metavar=metavar, help=help_text
+        )
+    for flag, field, value, help_text in SWITCHES:
+        group.add_argument(flag, dest=field, action="store_const", const=value, help=help_text)
+
+
+def given_model_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The model fields the command line set: {field: value} of the flags given."""
+    values = {field: getattr(args, field) for field in FIELDS}
+    return {field: value for field, value in values.items() if value is not None}
