@@ -19,7 +19,7 @@ from light_llm.config import ModelConfig, preset
 from light_llm.errors import CheckpointError, ConfigError
 from light_llm.generate import generate
 from light_llm.models.gpt import GPT
-from light_llm.tokenizers import CharTokenizer
+from light_llm.tokenizers import CharTokenizer, GPT2Tokenizer
 from light_llm.tokenizers.bpe import train_bpe
 from tests.conftest import shaken
 
@@ -113,6 +113,16 @@ def test_auto_tokenizer_gives_the_ids_of_a_learned_bpe(tmp_path, bpe):
     assert theirs(UNSEEN)["input_ids"] == ids
     assert theirs.decode(ids) == UNSEEN
     assert theirs.eos_token_id == bpe.eos_id
+
+
+def test_auto_tokenizer_gives_gpt2s_ids_beside_a_llama(tmp_path):
+    tokenizer = GPT2Tokenizer()
+    config = ModelConfig(vocab_size=tokenizer.vocab_size, **LLAMA_SHAPE)
+    export_hf_llama(GPT(config), tmp_path, tokenizer)
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    ids = tokenizer.encode(UNSEEN)
+    assert theirs(UNSEEN)["input_ids"] == ids and tokenizer.eos_id in ids
+    assert theirs.decode(ids) == UNSEEN
 
 
 def test_auto_tokenizer_gives_the_ids_of_a_char_tokenizer(tmp_path):

@@ -20,12 +20,11 @@ from light_llm.checkpoints.hf_gpt2_config import ACTIVATIONS_TO_HF
 from light_llm.config import ModelConfig
 from light_llm.errors import ConfigError
 
-LLAMA_MODEL_TYPES = ("llama", "qwen3")  # config.json model_type of the Llama family read
-
 GPT2 = "GPT-2"
 LLAMA = "Llama"
 QWEN3 = "Qwen3"
 CLASS_NAMES = {GPT2: "GPT2LMHeadModel", LLAMA: "LlamaForCausalLM", QWEN3: "Qwen3ForCausalLM"}
+LLAMA_MODEL_TYPES = {"llama": LLAMA, "qwen3": QWEN3}  # config.json's model_type -> architecture
 GPT2_ACTIVATIONS = tuple(ACTIVATIONS_TO_HF)  # the MLPs GPT-2's activation_function names
 
 

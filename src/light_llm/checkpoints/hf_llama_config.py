@@ -28,14 +28,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from light_llm.checkpoints.hf_architectures import LLAMA, LLAMA_MODEL_TYPES, QWEN3, llama_family
+from light_llm.checkpoints.hf_architectures import (
+    CLASS_NAMES,
+    LLAMA,
+    LLAMA_MODEL_TYPES,
+    QWEN3,
+    llama_family,
+)
 from light_llm.checkpoints.hf_gpt2_config import special_token_ids
 from light_llm.config import ModelConfig
 from light_llm.errors import CheckpointError, ConfigError
 from light_llm.limits import check_flag
-
-MODEL_TYPES = dict(zip(LLAMA_MODEL_TYPES, (LLAMA, QWEN3), strict=True))  # model_type -> name
-CLASS_NAMES = {LLAMA: "LlamaForCausalLM", QWEN3: "Qwen3ForCausalLM"}
 
 # per-layer tensors that map one to one (light-llm's name -> HuggingFace's)
 LAYER_NAMES = {
@@ -91,7 +94,7 @@ def config_from_hf_llama(hf_config: dict[str, Any]) -> ModelConfig:
     SwiGLU (intermediate_size), no biases, and QK-norm for Qwen3. ConfigError names any
     option that makes the model compute something light-llm does not."""
     model_type = hf_config.get("model_type")
-    name = MODEL_TYPES[model_type]
+    name = LLAMA_MODEL_TYPES[model_type]
     shape = {
         "vocab_size": hf_config.get("vocab_size"),
         "block_size": hf_config.get("max_position_embeddings"),
@@ -149,7 +152,7 @@ def hf_llama_config_from(config: ModelConfig, eos_id: int | None) -> dict[str, A
     writes it, with rope_theta also at the top level for readers of earlier folders (the
     inverse of :func:`config_from_hf_llama`)."""
     name = llama_family(config)
-    model_type = {value: key for key, value in MODEL_TYPES.items()}[name]
+    model_type = {value: key for key, value in LLAMA_MODEL_TYPES.items()}[name]
     hf_config: dict[str, Any] = {
         "architectures": [CLASS_NAMES[name]],
         "model_type": model_type,

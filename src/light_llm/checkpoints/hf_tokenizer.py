@@ -5,13 +5,14 @@ class (LlamaTokenizer adds a BOS token and a Metaspace step) rewrites that pipel
 
     bpe    light-llm's byte-level BPE already runs on ``tokenizers``: its pipeline as it is
            (GPT-2's pre-tokenising regex, bytes, the learned merges; <|endoftext|> special)
+    gpt2   the same pipeline over GPT-2's own vocabulary and merges (encoder.json, vocab.bpe),
+           <|endoftext|> special (a GPT-2 folder also gets them as vocab.json, merges.txt)
     char   a BPE with the characters as its vocabulary and no merge, which splits text into
            code points and looks each up, and a Fuse decoder that joins them back. Exact on
            every text light-llm encodes; a character outside the vocabulary, which light-llm
            refuses, is dropped by ``tokenizers`` (it has no refusal)
 
-The ``gpt2`` tokenizer is written by the GPT-2 export as vocab.json and merges.txt; any
-other kind gets no HuggingFace files (:func:`hf_tokenizer_files` returns none).
+Any other kind gets no HuggingFace files (:func:`hf_tokenizer_files` returns none).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from tokenizers import Tokenizer as TokenizerEngine
 from tokenizers import decoders, models
 
 from light_llm.checkpoints.folder import tokenizer_files
-from light_llm.tokenizers import BPETokenizer, CharTokenizer
+from light_llm.tokenizers import BPETokenizer, CharTokenizer, GPT2Tokenizer
+from light_llm.tokenizers.bpe import byte_level_engine
+from light_llm.tokenizers.gpt2 import END_OF_TEXT, gpt2_merges, gpt2_vocabulary_files
 
 HF_TOKENIZER_FILE = "tokenizer.json"
 HF_TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
@@ -37,11 +40,22 @@ def char_engine(tokenizer: CharTokenizer) -> TokenizerEngine:
     return engine
 
 
+def gpt2_engine() -> TokenizerEngine:
+    """A ``tokenizers`` pipeline giving GPT-2's ids (module docstring)."""
+    encoder_file, merges_file = gpt2_vocabulary_files()
+    vocab = json.loads(encoder_file.read_text(encoding="utf-8"))
+    engine = byte_level_engine(vocab, gpt2_merges(merges_file))
+    engine.add_special_tokens([END_OF_TEXT])
+    return engine
+
+
 def hf_engine(tokenizer) -> TokenizerEngine | None:
-    """The ``tokenizers`` pipeline that gives ``tokenizer``'s ids (a light-llm ``bpe`` or
-    ``char`` tokenizer), or None for a kind it is not written for."""
+    """The ``tokenizers`` pipeline that gives ``tokenizer``'s ids (a light-llm ``bpe``,
+    ``gpt2`` or ``char`` tokenizer), or None for a kind it is not written for."""
     if isinstance(tokenizer, BPETokenizer):
         return tokenizer.engine
+    if isinstance(tokenizer, GPT2Tokenizer):
+        return gpt2_engine()
     if isinstance(tokenizer, CharTokenizer):
         return char_engine(tokenizer)
     return None

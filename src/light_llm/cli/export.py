@@ -18,7 +18,7 @@ transformers.AutoModelForCausalLM.from_pretrained loads:
   Llama  rotary positions, RMSNorm, SwiGLU, no biases, pre-norm, no logit cap
   Qwen3  the same with QK-norm
 A LoRA run's adapters are merged first. The tokenizer is kept as light_tokenizer.json and,
-for a bpe or char tokenizer, written as tokenizer.json for transformers.AutoTokenizer. Any
+for a bpe, gpt2 or char tokenizer, written as tokenizer.json for transformers.AutoTokenizer. Any
 other model is refused, naming the switch that blocks it and the architecture it is nearest.
 """
 
@@ -77,8 +77,7 @@ def run(args: argparse.Namespace) -> int:
         f"exported {folder.path}{merged} as a HuggingFace {architecture} folder "
         f"({CLASS_NAMES[architecture]}): {args.out}"
     )
-    gpt2_files = architecture == GPT2 and tokenizer.name == "gpt2"  # vocab.json, merges.txt
-    if hf_engine(tokenizer) is None and not gpt2_files:
+    if hf_engine(tokenizer) is None:
         print(
             f"note: its {tokenizer.name} tokenizer is written only as light_tokenizer.json; "
             "transformers' AutoTokenizer cannot load it."

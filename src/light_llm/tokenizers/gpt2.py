@@ -73,6 +73,13 @@ def gpt2_vocabulary_files() -> tuple[Path, Path]:
     return data / "encoder.json", data / "vocab.bpe"
 
 
+def gpt2_merges(merges_file: Path) -> list[tuple[str, str]]:
+    """The merges of ``vocab.bpe`` in the order they were learned, each a pair of tokens in
+    GPT-2's printable byte alphabet (its first line, "#version: 0.2", is not a merge)."""
+    lines = merges_file.read_text(encoding="utf-8").splitlines()[1:]
+    return [tuple(line.split(" ")) for line in lines if line]
+
+
 def gpt2_mergeable_ranks(encoder_file: Path, merges_file: Path) -> dict[bytes, int]:
     """Token bytes -> rank, the table tiktoken's BPE merges by (lowest rank merges first).
 
@@ -87,11 +94,8 @@ def gpt2_mergeable_ranks(encoder_file: Path, merges_file: Path) -> dict[bytes, i
         return bytes(byte_of_symbol[symbol] for symbol in symbols)
 
     ranks = {bytes([byte]): rank for rank, byte in enumerate(bytes_to_unicode())}
-    merge_lines = merges_file.read_text(encoding="utf-8").splitlines()
-    for line in merge_lines[1:]:  # the first line is "#version: 0.2"
-        if line:
-            left, right = line.split(" ")
-            ranks[symbols_to_bytes(left + right)] = len(ranks)
+    for left, right in gpt2_merges(merges_file):
+        ranks[symbols_to_bytes(left + right)] = len(ranks)
 
     encoder = json.loads(encoder_file.read_text(encoding="utf-8"))
     ids = {symbols_to_bytes(token): i for token, i in encoder.items() if token != END_OF_TEXT}
