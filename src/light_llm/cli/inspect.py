@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 DESCRIPTION = """\
-Look inside a GPT that light-llm trained (or a HuggingFace GPT-2 folder): how it computes its
+Look inside a GPT that light-llm trained (or a HuggingFace GPT-2, Llama or Qwen3 folder of the
+shapes light-llm reads; an encoder through its masked-LM head): how it computes its
 prediction, not only what it predicts. Layers and heads count from 0; a head is written L1H2,
 an MLP L1MLP, one MLP unit L1N37. Tokens given as text (--token, --answer...) must be exactly
 one token of the model's tokenizer (' the', with its space, for a BPE model).
@@ -60,7 +61,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         required=True,
         type=Path,
         metavar="DIR",
-        help="a light-llm checkpoint or training output folder, or a HuggingFace GPT-2 folder",
+        help="a light-llm checkpoint or training output folder, or a HuggingFace GPT-2, Llama "
+        "or Qwen3 folder",
     )
     parser.add_argument("--prompt", metavar="TEXT", help="the prompt (or, for a text, the text)")
     parser.add_argument("--text", type=Path, metavar="FILE", help="a UTF-8 text file to read")
