@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np  # light: light-llm --help stays instant; torch only inside handlers
+
 DESCRIPTION = """\
 Look inside a GPT that light-llm trained (or a HuggingFace GPT-2, Llama or Qwen3 folder of the
 shapes light-llm reads; an encoder through its masked-LM head): how it computes its
@@ -113,8 +115,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from light_llm.checkpoints import inspect_folder, load, load_tokenizer
     from light_llm.device import resolve_device
     from light_llm.errors import InspectError
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     architecture = "bert" if folder.holds_encoder else "gpt"
     model = load(folder.path, architecture=architecture, device=resolve_device(args.device))
     tokenizer = load_tokenizer(folder.path, check_model=True)
-    session = Session(args, model, tokenizer, folder.path, np)
+    session = Session(args, model, tokenizer, folder.path)
     document = getattr(session, args.analysis)()
     if args.json:
         print(json.dumps(document, ensure_ascii=False))
@@ -138,14 +138,8 @@ class Session:
     """One ``light-llm inspect`` call: the model, its tokenizer and the arguments; each analysis
     a method that prints its table (unless --json), draws (with --plot) and returns its JSON."""
 
-    def __init__(self, args, model, tokenizer, folder: Path, np) -> None:
-        self.args, self.model, self.tokenizer, self.folder, self.np = (
-            args,
-            model,
-            tokenizer,
-            folder,
-            np,
-        )
+    def __init__(self, args, model, tokenizer, folder: Path) -> None:
+        self.args, self.model, self.tokenizer, self.folder = args, model, tokenizer, folder
         self.quiet = args.json
         self.encoder = getattr(model.config, "type_vocab_size", None) is not None
 
@@ -167,9 +161,9 @@ class Session:
         if not text:
             raise InspectError(f"{field} is empty: give some text.")
         if self.encoder:  # [CLS] text [SEP], as the encoder was trained
-            ids = self.np.array(self.tokenizer.encode_plus(text, truncation=False)["input_ids"])
+            ids = np.array(self.tokenizer.encode_plus(text, truncation=False)["input_ids"])
         else:
-            ids = self.np.array(self.tokenizer.encode(text))
+            ids = np.array(self.tokenizer.encode(text))
         if len(ids) > self.model.config.block_size:
             raise InspectError(
                 f"{field} is {len(ids)} tokens long, more than the model's context of "
@@ -210,7 +204,7 @@ class Session:
         """The position of the prompt's [MASK], whose prediction an encoder's ablation follows."""
         from light_llm.errors import InspectError
 
-        found = self.np.flatnonzero(ids == self.tokenizer.mask_id)
+        found = np.flatnonzero(ids == self.tokenizer.mask_id)
         if not len(found):
             raise InspectError(
                 "put a [MASK] in --prompt: an encoder's ablation follows its prediction there."
@@ -253,14 +247,14 @@ class Session:
             self.say(
                 "top-1 on the followed token, by stage: "
                 + ", ".join(
-                    f"{stage} {np_mean(self.np, row == 0):.0%}"
+                    f"{stage} {float(np.mean(row == 0)):.0%}"
                     for stage, row in zip(result.stages, scored, strict=True)
                 )
             )
         if self.plot():
-            labels = self.np.vectorize(lambda i: self.token_text(i))(result.top_ids[..., 0])
+            labels = np.vectorize(lambda i: self.token_text(i))(result.top_ids[..., 0])
             heatmap(
-                self.np.nan_to_num(result.target_probs),
+                np.nan_to_num(result.target_probs),
                 result.stages,
                 tokens,
                 self.plot(),
@@ -311,13 +305,14 @@ class Session:
         }
 
     def attribute(self) -> dict:
-        from light_llm.inspect import direct_logit_attribution
+        from light_llm.inspect import Inspector, direct_logit_attribution
         from light_llm.inspect.plots import bars
+        from light_llm.inspect.text import check_position
 
         ids = self.prompt()
         if self.args.token is None:
-            logits = self.model(torch_ids(ids))[0][0, self.args.position]
-            token = int(logits.argmax())
+            position = check_position(self.args.position, len(ids))
+            token = int(Inspector(self.model).run(ids[None]).logits[0, position].argmax())
         else:
             token = self.one(self.args.token, "--token")
         versus = None if self.args.versus is None else self.one(self.args.versus, "--versus")
@@ -333,8 +328,8 @@ class Session:
             f"{result.logit:.4f}{capped} = the sum of the parts below ({result.total:.4f}), "
             "the final norm's scale held at the value it had"
         )
-        order = self.np.argsort(-self.np.abs(result.values), kind="stable")
-        scale = max(1e-12, float(self.np.abs(result.values).max()))
+        order = np.argsort(-np.abs(result.values), kind="stable")
+        scale = max(1e-12, float(np.abs(result.values).max()))
         for index in order[:24]:
             value = result.values[index]
             bar = "█" * int(round(20 * abs(value) / scale))
@@ -389,7 +384,7 @@ class Session:
                 f"{', '.join(result.components)} {result.method}-ablated"
             )
             for name, probs in (("before", result.probs), ("after", result.ablated_probs)):
-                top = self.np.argsort(-probs, kind="stable")[:5]
+                top = np.argsort(-probs, kind="stable")[:5]
                 self.say(
                     f"  {name}: " + ", ".join(f"{self.token_text(i)!r} {probs[i]:.3f}" for i in top)
                 )
@@ -433,11 +428,11 @@ class Session:
         for layer in range(config.n_layer):
             cells = "".join(f"{v:+9.4f}" for v in table.heads[layer])
             self.say(f"  L{layer:<4}{cells}{table.mlps[layer]:+9.4f}")
-        flat = [(float(v), f"L{l}H{h}") for (l, h), v in self.np.ndenumerate(table.heads)]
+        flat = [(float(v), f"L{l}H{h}") for (l, h), v in np.ndenumerate(table.heads)]
         top = sorted(flat, reverse=True)[:5]
         self.say("heads the loss leans on most: " + ", ".join(f"{n} ({v:+.3f})" for v, n in top))
         if self.plot():
-            matrix = self.np.concatenate([table.heads, table.mlps[:, None]], 1)
+            matrix = np.concatenate([table.heads, table.mlps[:, None]], 1)
             columns = [f"H{h}" for h in range(config.n_head)] + ["MLP"]
             heatmap(
                 matrix,
@@ -529,7 +524,7 @@ class Session:
             f"second copy {result.loss_second_copy:.3f} nats per token"
         )
         if self.plot():
-            matrix = self.np.concatenate(
+            matrix = np.concatenate(
                 [result.previous_token, result.first_token, result.induction], 1
             )
             columns = [
@@ -619,16 +614,6 @@ class Session:
             "top_tokens": [self.token_text(i) for i in result.top_ids],
             "mean_loss": result.mean_loss,
         }
-
-
-def torch_ids(ids):
-    import torch
-
-    return torch.as_tensor(ids[None])
-
-
-def np_mean(np, values) -> float:
-    return float(np.mean(values)) if len(values) else float("nan")
 
 
 def nan_to_none(rows):

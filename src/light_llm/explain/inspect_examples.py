@@ -23,7 +23,7 @@ from light_llm.inspect import (
     direct_logit_attribution,
     logit_lens,
 )
-from light_llm.inspect.ablation import softmax
+from light_llm.inspect.ablation import next_token_probs
 from light_llm.inspect.plots import bars, heatmap
 from light_llm.models.gpt import GPT
 
@@ -117,7 +117,7 @@ def logit_lens_example() -> list[Step]:
     steps, _ = residual_steps(model)
     lens = logit_lens(model, np.array(PROMPT), keep_log_probs=True)
     probs = np.exp(lens.log_probs[:, -1])  # (stages, V) at "cat"
-    own = softmax(model(torch.tensor([PROMPT]))[0][0, -1].detach().numpy())
+    own = next_token_probs(model(torch.tensor([PROMPT]))[0][0, -1].detach().numpy())
     steps += [
         Step(
             "p(next | residual after each stage), at 'cat'",
@@ -196,7 +196,7 @@ def ablation_example() -> list[Step]:
     recomputed = tiny_model()
     with torch.no_grad():
         recomputed.transformer.h[0].attn.c_proj.weight[:, 0:2] = 0.0  # head 0's slice of W_O
-    by_weights = softmax(recomputed(torch.tensor([PROMPT]))[0][0, -1].detach().numpy())
+    by_weights = next_token_probs(recomputed(torch.tensor([PROMPT]))[0][0, -1].detach().numpy())
     return [
         Step(
             "p(next) after 'the cat'",

@@ -24,12 +24,14 @@ from light_llm.inspect.components import component_name, component_patch
 from light_llm.inspect.inspector import Inspector
 from light_llm.inspect.text import (
     check_position,
+    check_token,
     prompt_ids,
     scoring_batches,
     text_loss,
     token_array,
 )
 from light_llm.interventions import Patch, patch_index
+from light_llm.reference.softmax import softmax_forward
 
 METHODS = ("zero", "mean")
 
@@ -86,6 +88,11 @@ def ablation_patches(
     return patches
 
 
+def next_token_probs(logits: np.ndarray) -> np.ndarray:
+    """softmax(z) in float64 (seed 002 §2.3, eq. 1; the NumPy engine's softmax)."""
+    return softmax_forward(np.asarray(logits, np.float64))[0]
+
+
 @dataclass
 class PromptAblation:
     """The next-token distribution at the prompt's last position before (``probs``) and after
@@ -100,12 +107,6 @@ class PromptAblation:
     p: float
     ablated_p: float
     delta_p: float
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    """softmax(z)_i = exp(z_i - max z) / Σ_j exp(z_j - max z) (seed 002 §6, log-sum-exp)."""
-    shifted = np.exp(logits - logits.max(-1, keepdims=True))
-    return shifted / shifted.sum(-1, keepdims=True)
 
 
 def ablate_prompt(
@@ -127,16 +128,9 @@ def ablate_prompt(
     t = check_position(position, len(ids))
     text = ids if mean_over is None else token_array(mean_over, config, "text", 1)
     patches = ablation_patches(inspector, components, method, text)
-    probs = softmax(np.asarray(inspector.run(ids[None]).logits[0, t], np.float64))
-    ablated = softmax(
-        np.asarray(inspector.run(ids[None], patches=patches).logits[0, t], np.float64)
-    )
-    if token is None:
-        token = int(probs.argmax())
-    elif not isinstance(token, (int, np.integer)) or not 0 <= token < config.vocab_size:
-        raise InspectError(
-            f"the token {token!r} is outside the model's vocabulary (0 to {config.vocab_size - 1})."
-        )
+    probs = next_token_probs(inspector.run(ids[None]).logits[0, t])
+    ablated = next_token_probs(inspector.run(ids[None], patches=patches).logits[0, t])
+    token = int(probs.argmax()) if token is None else check_token("token", token, config)
     names = [component_name(patch) for patch in patches]
     p, ablated_p = float(probs[token]), float(ablated[token])
     return PromptAblation(names, method, probs, ablated, int(token), p, ablated_p, ablated_p - p)

@@ -24,8 +24,8 @@ import numpy as np
 
 from light_llm.errors import InspectError
 from light_llm.inspect.inspector import Inspector
-from light_llm.inspect.text import check_position, prompt_ids
-from light_llm.interventions import check_index, site_names
+from light_llm.inspect.text import check_position, check_token, prompt_ids
+from light_llm.interventions import site_names
 
 
 @dataclass
@@ -46,12 +46,6 @@ class Attribution:
     token: int
     versus: int | None
     position: int
-
-
-def check_token(name: str, token: object, config) -> int:
-    if not isinstance(token, (int, np.integer)) or isinstance(token, bool):
-        raise InspectError(f"the {name} must be a token id, got {token!r}.")
-    return check_index(f"the {name}", int(token), config.vocab_size, "token ids")
 
 
 def direct_logit_attribution(

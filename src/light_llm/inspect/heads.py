@@ -39,12 +39,13 @@ class HeadRoles:
     n_sequences: int
 
 
-def patterns(inspector: Inspector, ids: np.ndarray) -> np.ndarray:
-    """Every layer's attention weights on ``ids`` (B, T): (L, B, nh, T, T)."""
+def patterns(inspector: Inspector, ids: np.ndarray, targets=None):
+    """Every layer's attention weights on ``ids`` (B, T), (L, B, nh, T, T), and the token
+    losses against ``targets`` (None without)."""
     config = inspector.config
     names = [f"pattern.{layer}" for layer in range(config.n_layer)]
-    trace = inspector.run(ids, record=names)
-    return np.stack([trace.activations[name] for name in names])
+    trace = inspector.run(ids, record=names, targets=targets)
+    return np.stack([trace.activations[name] for name in names]), trace.token_losses
 
 
 def diagonal_score(pattern: np.ndarray, offset: int, start: int) -> np.ndarray:
@@ -94,21 +95,15 @@ def head_roles(
     rng = np.random.default_rng(seed)
     first = rng.integers(0, config.vocab_size, size=(n_sequences, length))
     repeated = np.concatenate([first, first], axis=1)  # (n, 2 length)
-    trace = inspector.run(
-        repeated[:, :-1],
-        record=[f"pattern.{l}" for l in range(config.n_layer)],
-        targets=repeated[:, 1:],
-    )
-    pattern = np.stack([trace.activations[f"pattern.{l}"] for l in range(config.n_layer)])
+    pattern, losses = patterns(inspector, repeated[:, :-1], repeated[:, 1:])  # t -> t+1
     induction = diagonal_score(pattern, length - 1, length)
-    losses = trace.token_losses  # position t predicts token t + 1
     loss_first = float(losses[:, : length - 1].mean())  # tokens 1..n-1 of the first copy
     loss_second = float(losses[:, length:].mean())  # the tokens an induction head can copy
     if ids is not None:  # up to n_sequences consecutive windows of the text
         text = token_array(ids, config, "text", 2)
         width = min(config.block_size, len(text))
         rows = max(1, min(n_sequences, len(text) // width))
-        pattern = patterns(inspector, text[: rows * width].reshape(rows, width))
+        pattern, _ = patterns(inspector, text[: rows * width].reshape(rows, width))
     return HeadRoles(
         diagonal_score(pattern, 1, 1),
         first_token_score(pattern),

@@ -17,7 +17,7 @@ import numpy as np
 
 from light_llm.errors import InspectError
 from light_llm.inspect.inspector import Inspector
-from light_llm.inspect.text import prompt_ids, scoring_batches, token_array
+from light_llm.inspect.text import check_token, prompt_ids, scoring_batches, token_array
 from light_llm.reference.softmax import log_softmax_forward
 
 
@@ -83,13 +83,8 @@ def logit_lens(
         raise InspectError(
             f"top_k must be an integer from 1 to {config.vocab_size}, got {top_k!r}."
         )
-    if target is not None and (
-        not isinstance(target, (int, np.integer)) or not 0 <= target < config.vocab_size
-    ):
-        raise InspectError(
-            f"the target token {target!r} is outside the model's vocabulary (0 to "
-            f"{config.vocab_size - 1})."
-        )
+    if target is not None:
+        target = check_token("target token", target, config)
     stages = residual_stages(config)
     trace = inspector.run(ids[None], record=[site for _, site in stages])
     resid = np.stack([trace.activations[site][0] for _, site in stages])  # (S, T, d)

@@ -20,9 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from light_llm.errors import InspectError
-from light_llm.inspect.attribution import check_token
 from light_llm.inspect.inspector import Inspector
-from light_llm.inspect.text import prompt_ids
+from light_llm.inspect.text import check_token, prompt_ids
 from light_llm.interventions import Patch
 
 

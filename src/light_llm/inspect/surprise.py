@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from light_llm.inspect.ablation import softmax
+from light_llm.inspect.ablation import next_token_probs
 from light_llm.inspect.inspector import Inspector
 from light_llm.inspect.text import batch_tokens, text_windows, token_array
 
@@ -47,7 +47,7 @@ def surprise(model, ids) -> Surprise:
     config = inspector.config
     for inputs, targets, starts in text_windows(ids, config.block_size, batch_tokens(config)):
         trace = inspector.run(inputs, targets=targets)
-        window_probs = softmax(np.asarray(trace.logits, np.float64))  # (B, T, V)
+        window_probs = next_token_probs(trace.logits)  # (B, T, V)
         actual = np.take_along_axis(window_probs, targets[..., None], -1)[..., 0]  # (B, T)
         for row, start in enumerate(starts):
             span = slice(start, start + inputs.shape[1])

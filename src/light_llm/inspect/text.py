@@ -44,6 +44,19 @@ def check_position(position: object, length: int) -> int:
     return check_index("position", index, length, "positions (this prompt's tokens)")
 
 
+def check_token(name: str, token: object, config) -> int:
+    """``token`` as an int if it is an id of the model's vocabulary, else InspectError naming
+    ``name`` and the range."""
+    if not isinstance(token, (int, np.integer)) or isinstance(token, bool):
+        raise InspectError(f"the {name} must be a token id, got {token!r}.")
+    if not 0 <= token < config.vocab_size:
+        raise InspectError(
+            f"the {name} {token!r} is out of range: it is outside the model's vocabulary "
+            f"(token ids run from 0 to {config.vocab_size - 1})."
+        )
+    return int(token)
+
+
 def token_array(ids: object, config, what: str = "text", at_least: int = 2) -> np.ndarray:
     """``ids`` as a 1-D int64 array of ids in [0, vocab_size) with at least ``at_least``
     tokens, else InspectError."""
