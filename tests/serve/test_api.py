@@ -347,5 +347,7 @@ def test_a_numpy_runs_card_has_its_curve_like_any_other(tmp_path):
     records = MetricsLog(out).records()
     with TestClient(create_app(ExplorerModel(out, "test"))) as numpy_client:
         training = numpy_client.get("/api/model").json()["training"]
-    assert training["curve"]["train"] == [[i, r["loss"]] for i, r in enumerate(records[1:5])]
+    logged = [r for r in records if r["kind"] == "train"]
+    assert training["curve"]["train"] == [[i, r["loss"]] for i, r in enumerate(logged)]
+    assert len(logged) == 4
     assert training["val_bpb"] == pytest.approx(evaluation_records(records)[-1]["val_bpb"])

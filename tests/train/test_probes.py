@@ -182,3 +182,16 @@ def test_a_probed_run_trains_exactly_as_one_never_probed(corpus, tmp_path):
     probed = train(tiny_run(corpus, tmp_path / "probed", probe_interval=2, **common))
     plain = train(tiny_run(corpus, tmp_path / "plain", probe_interval=0, **common))
     assert probed.losses == plain.losses  # bit for bit: the probes draw from no generator
+
+
+def test_each_probe_adds_a_point_of_the_slices_loss_in_bits_per_byte(corpus, tmp_path):
+    train(tiny_run(corpus, tmp_path, max_iters=10))
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    points = [line for line in lines if line["kind"] == "probe"]
+    assert [point["iter"] for point in points] == probe_iterations(tmp_path)
+    record = read_probe(tmp_path, 10)
+    scored = np.fromfile(tmp_path / "data" / "val.bin", dtype=np.uint16)[1 : 4 * 16 + 1]
+    text_bytes = len(load_tokenizer(tmp_path).decode(scored.tolist()).encode("utf-8"))
+    expected = record["slice_loss"] * len(scored) / (np.log(2) * text_bytes)
+    assert points[-1]["bpb"] == pytest.approx(expected, rel=1e-9)
+    assert points[-1]["loss"] == record["slice_loss"]

@@ -41,10 +41,18 @@ def test_both_engines_write_the_same_kinds_of_line_with_the_same_fields(runs):
     records, _ = runs
     assert shape(records["numpy"]) == shape(records["torch"])
     kinds = [(record["kind"], record["iter"]) for record in records["numpy"]]
-    assert kinds == [("eval", 0), ("train", 0), ("train", 1), ("train", 2), ("eval", 3)]
-    evaluation = records["numpy"][-1]
+    assert kinds == [
+        ("eval", 0),
+        ("probe", 0),
+        ("train", 0),
+        ("train", 1),
+        ("train", 2),
+        ("eval", 3),
+        ("probe", 3),
+    ]
+    evaluation = records["numpy"][-2]
     assert {"val_bpb", "val_bpc", "train_bpb", "val_perplexity"} <= set(evaluation)
-    assert {"bpb", "bpc", "loss", "lr"} <= set(records["numpy"][1])
+    assert {"bpb", "bpc", "loss", "lr"} <= set(records["numpy"][2])
 
 
 def test_a_numpy_runs_bits_per_byte_is_its_loss_over_the_bytes_of_the_text(runs):

@@ -16,7 +16,9 @@ any moment keeps every line written before; a resumed run goes on appending to t
   every ``log_interval`` iterations: the training loss of that iteration's batch;
 - ``{"kind": "eval", "iter", "train_loss", "val_loss", "val_perplexity", "train_bpb", ...,
   "val_bpb", ..., "lr", "tokens_per_s", "elapsed_s"}`` at every evaluation (a line without
-  "kind", as older runs wrote them, is an evaluation).
+  "kind", as older runs wrote them, is an evaluation);
+- ``{"kind": "probe", "iter", "loss", "bpb", "elapsed_s"}`` at every probe
+  (:mod:`light_llm.train.probes`): the loss of the probe's slice of validation text.
 
 Losses are in nats per token; ``bpb`` / ``bpc`` are the same losses in bits per byte / per
 character of the split's text, comparable across tokenizers.
@@ -76,6 +78,11 @@ def training_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [record for record in records if record.get("kind") == "train"]
 
 
+def probe_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The probe lines of a metrics log (module docstring)."""
+    return [record for record in records if record.get("kind") == "probe"]
+
+
 class MetricsLog:
     """Appends one JSON object a line to ``folder/metrics.jsonl``, in step with the
     checkpoint: a fresh run (:meth:`start_fresh`) holds its lines until its first checkpoint
@@ -117,7 +124,7 @@ class MetricsLog:
             record
             for record in records
             if isinstance(record.get("iter"), int)
-            and record["iter"] < iteration + (record.get("kind", "eval") == "eval")
+            and record["iter"] < iteration + (record.get("kind", "eval") in ("eval", "probe"))
         ]
         if len(kept) != len(records):
             self.rewrite(kept)

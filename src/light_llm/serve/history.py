@@ -6,10 +6,12 @@ still training in another process grows on the page without a reload.
                                          its curves and the iterations it has probes of
     GET /api/runs/{index}/probes/{iter}  one probe record, as the trainer wrote it
 
-A run's curves hold, per point, the iteration, the training tokens seen by then, the wall
-time, the loss (nats per token) and the same loss in bits per byte of the split's text, which
-compares runs of different tokenizers. A run folder that disappears while it is watched keeps
-showing what was read, with a sentence saying so; a damaged probe record is one sentence too.
+A run's curves (``train``: the logged batches; ``val`` and ``train_eval``: the evaluations;
+``probe``: the probes' slice of validation text, often on a short run) hold, per point, the
+iteration, the training tokens seen by then, the wall time, the loss (nats per token) and the
+same loss in bits per byte of the split's text, which compares runs of different tokenizers. A
+run folder that disappears while it is watched keeps showing what was read, with a sentence
+saying so; a damaged probe record is one sentence too.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from light_llm.checkpoints.run import (
     METRICS_FILE,
     MetricsLog,
     evaluation_records,
+    probe_records,
     read_trainer_state,
     training_records,
 )
@@ -120,6 +123,7 @@ class RunHistory:
                 "train_eval": [
                     point(r, "train_loss", "train_bpb") for r in evaluation_records(records)
                 ],
+                "probe": [point(r, "loss", "bpb") for r in probe_records(records)],
             },
             "probes": probe_iterations(self.folder),
             "warning": None,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from light_llm.atomic import atomic_file
-from light_llm.checkpoints.run import evaluation_records, training_records
+from light_llm.checkpoints.run import evaluation_records, probe_records, training_records
 from light_llm.errors import TrainingError
 
 
@@ -72,7 +72,7 @@ def plot_loss_curve(records: list[dict[str, Any]], path: Path, title: str = "") 
     byte, a right-hand axis reads the validation losses in those units."""
     from matplotlib.figure import Figure  # no pyplot: no global state, no backend to choose
 
-    figure = Figure(figsize=(7, 4.2), dpi=120)
+    figure = Figure(figsize=(9, 4.2), dpi=120)
     axes = figure.subplots()
     logged = training_records(records)
     if logged:
@@ -89,6 +89,16 @@ def plot_loss_curve(records: list[dict[str, Any]], path: Path, title: str = "") 
         style = {"linestyle": "none"} if logged and key == "train_loss" else {}
         values = [r[key] for r in evaluations]
         axes.plot(iterations, values, marker="o", color=color, label=label, **style)
+    probes = probe_records(records)
+    if probes:  # the probes' slice of validation text: a point every --probe-interval steps
+        axes.plot(
+            [r["iter"] for r in probes],
+            [r["loss"] for r in probes],
+            linestyle="none",
+            marker=".",
+            color="tab:red",
+            label="validation slice (probes)",
+        )
     axes.set_xlabel("iteration")
     axes.set_ylabel("cross-entropy loss (nats per token)")
     per_byte = bits_per_byte_factor(evaluations)
@@ -99,7 +109,7 @@ def plot_loss_curve(records: list[dict[str, Any]], path: Path, title: str = "") 
         right.set_ylabel("validation bits per byte")
     axes.set_title(title or "loss curve")
     axes.grid(alpha=0.3)
-    axes.legend()
+    axes.legend(loc="upper left", bbox_to_anchor=(1.12, 1.0), fontsize=8)
     figure.tight_layout()
     try:
         with atomic_file(path) as file:

@@ -262,7 +262,8 @@ def train_claimed(
             if probes.due(iteration, iteration == result.evaluations[-1]["iter"]):
                 model.training = False
                 elapsed = time.perf_counter() - started
-                probes.record(model, iteration, iteration * tokens_per_iteration, elapsed)
+                probe = probes.record(model, iteration, iteration * tokens_per_iteration, elapsed)
+                run_record.probe(probe)
                 model.training = True
             if iteration >= cfg.max_iters:
                 break

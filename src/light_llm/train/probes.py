@@ -27,6 +27,7 @@ from light_llm.checkpoints.probes import drop_probes_after, probe_file, write_pr
 from light_llm.errors import ConfigError, TokenizerError
 from light_llm.inspect.probe import PROBE_SAMPLE_TEMPERATURE, PROBE_SAMPLE_TOKENS, take_probe
 from light_llm.train.config import TrainConfig
+from light_llm.train.metrics import bits_per_unit
 
 DEFAULT_PROBE_PROMPT = "It is the east, and Juliet is the"  # mid-sentence: "sun" follows
 PROBE_PROMPT_TOKENS = 32  # of the validation split, for a corpus of the learner's own
@@ -108,6 +109,8 @@ class ProbeRecorder:
         self.seed = config.seed
         self.prompt_ids = probe_prompt_ids(config, tokenizer, val_tokens) if self.interval else []
         self.slice_ids = np.asarray(val_tokens[: PROBE_SLICE_WINDOWS * config.block_size + 1])
+        # the bytes of the text the slice's scored tokens (each after the first) stand for
+        self.slice_bytes = len(tokenizer.decode(self.slice_ids[1:].tolist()).encode("utf-8"))
         self.fresh = resumed_at is None and writes  # the other processes only keep count
         self.last_recorded: int | None = None
         if resumed_at is not None and writes:
@@ -127,9 +130,10 @@ class ProbeRecorder:
             return False
         return evaluated or iteration % self.interval == 0
 
-    def record(self, model, iteration: int, tokens_seen: int, elapsed_s: float) -> None:
-        """Take the probe of ``model`` (in evaluation mode: the caller's to set and restore)
-        and write it."""
+    def record(self, model, iteration: int, tokens_seen: int, elapsed_s: float) -> dict:
+        """Take the probe of ``model`` (in evaluation mode: the caller's to set and restore),
+        write it and return it. Its ``slice_bpb`` is the slice's loss in bits per byte of its
+        text (:func:`~light_llm.train.metrics.bits_per_unit`), for the curves."""
         started = time.perf_counter()
         prompt = self.tokenizer.decode(self.prompt_ids)
         sample = self.sampler(
@@ -137,7 +141,10 @@ class ProbeRecorder:
         )
         record = take_probe(model, self.tokenizer, self.prompt_ids, self.slice_ids, sample=sample)
         record["prompt"]["text"] = prompt
+        scored = record["importance"]["tokens"]
+        record["slice_bpb"] = bits_per_unit(record["slice_loss"], scored, self.slice_bytes)
         record.update(iter=iteration, tokens_seen=tokens_seen, elapsed_s=elapsed_s)
         write_probe(self.out, record)
         self.last_recorded = iteration
         self.seconds += time.perf_counter() - started
+        return record

@@ -85,6 +85,19 @@ class RunRecord:
             "elapsed_s": elapsed_s,
         }
 
+    def probe(self, probe: dict[str, Any]) -> None:
+        """Append the probe line of a probe record (light_llm.train.probes): the loss of the
+        probe's slice of validation text, so that a short run's curve has points often."""
+        self.metrics.append(
+            {
+                "kind": "probe",
+                "iter": probe["iter"],
+                "loss": probe["slice_loss"],
+                "bpb": probe["slice_bpb"],
+                "elapsed_s": probe["elapsed_s"],
+            }
+        )
+
     def write_evaluation(self, record: dict[str, Any]) -> None:
         """Append an evaluation record and print its line."""
         self.metrics.append(record)

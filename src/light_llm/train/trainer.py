@@ -305,9 +305,10 @@ class Trainer:
         run.raw_model.eval()
         try:
             with torch.random.fork_rng(devices=[]):
-                self.probes.record(
+                probe = self.probes.record(
                     run.raw_model, run.progress.iteration, run.progress.tokens_seen, self.elapsed()
                 )
+            run.record.probe(probe)
         finally:
             run.raw_model.train()
 

@@ -110,6 +110,8 @@ function curveSeries() {
       return [p[0], window.reduce((s, q) => s + q[1], 0) / window.length, p[2]];
     });
     series.push({ run, label: `${run.name} train (batches, centred mean)`, colour, points: smooth, width: 1.2, dash: "4 3" });
+    const probe = (run.curves.probe || []).filter((p) => p[column] !== null && p[y] !== null).map((p) => [p[column], p[y], p[0]]);
+    series.push({ run, label: `${run.name} validation slice (probes)`, colour, points: probe, width: 0.8, dash: "1 3", dots: true, dotRadius: 1.8 });
     series.push({ run, label: `${run.name} validation`, colour, width: 2.2, dots: true,
       points: run.curves.val.filter((p) => p[column] !== null && p[y] !== null).map((p) => [p[column], p[y], p[0]]) });
   });
@@ -145,7 +147,7 @@ function drawCurves() {
     if (s.dash) attrs["stroke-dasharray"] = s.dash;
     add("polyline", attrs);
     if (s.dots) for (const p of s.points) {
-      const dot = add("circle", { cx: sx(p[0]), cy: sy(p[1]), r: 3, fill: s.colour, class: "eval-dot" });
+      const dot = add("circle", { cx: sx(p[0]), cy: sy(p[1]), r: s.dotRadius || 3, fill: s.colour, class: s.dotRadius ? "probe-dot" : "eval-dot" });
       const title = document.createElementNS(ns, "title");
       title.textContent = `${s.label} at iteration ${thousands(p[2])}: ${p[1].toFixed(4)} ${unit}`;
       dot.append(title);
