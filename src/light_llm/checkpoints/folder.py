@@ -22,6 +22,7 @@ from light_llm.checkpoints.hf_architectures import LLAMA_MODEL_TYPES
 from light_llm.checkpoints.run import CHECKPOINT_SUBFOLDER
 from light_llm.config import ModelConfig
 from light_llm.errors import CheckpointError, ConfigError
+from light_llm.reference.quantize import check_quantization
 from light_llm.tokenizers.registry import read_json
 
 CONFIG_FILE = "config.json"
@@ -95,6 +96,19 @@ class ModelFolder:
     @property
     def weights_path(self) -> Path:
         return self.path / WEIGHTS_FILE
+
+    @property
+    def quantization(self) -> str | None:
+        """ "int8" for a checkpoint written by ``light-llm quantize``, else None (float
+        weights); CheckpointError for a quantisation light-llm does not know."""
+        name = self.config_json.get("quantization") if self.is_light_llm else None
+        if name is None:
+            return None
+        try:
+            check_quantization(name)
+        except ConfigError as exc:
+            raise CheckpointError(f"{self.path / CONFIG_FILE}: {exc}") from None
+        return name
 
     @property
     def holds_adapters(self) -> bool:
