@@ -65,6 +65,15 @@ def _seed_everything():
     torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True)
+def _machine_cache_in_tmp(tmp_path_factory, monkeypatch):
+    """What light-llm measures about the machine (bandwidth, decoding threads) is cached in a
+    folder of the test's own, never in the user's ~/.cache."""
+    from light_llm.decode_stats import CACHE_ENV
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path_factory.mktemp("light-llm-cache")))
+
+
 @pytest.fixture
 def one_thread(request):
     """Tiny models run fastest on one thread (and the machine is shared); slow tests, which

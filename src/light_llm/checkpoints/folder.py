@@ -116,6 +116,19 @@ class ModelFolder:
         return self.is_light_llm and isinstance(self.config_json.get("lora"), dict)
 
 
+def check_trainable(folder: ModelFolder, how: str) -> None:
+    """CheckpointError when ``folder`` holds int8 weights: training (``how``: resumed,
+    fine-tuned) moves the weights by small steps, which needs the float weights."""
+    if folder.quantization is None:
+        return
+    raise CheckpointError(
+        f"{folder.path} holds int8 weights (light-llm quantize) and cannot be {how}: training "
+        "needs float weights; use the float checkpoint it was quantized from, or write these "
+        f"back as float with light-llm quantize --checkpoint {folder.path} --out DIR "
+        "--dequantize."
+    )
+
+
 def inspect_folder(path: str | os.PathLike | ModelFolder) -> ModelFolder:
     """The model folder ``path`` names (see :func:`resolve_checkpoint_dir`), its config.json
     read once; a folder inspected already is returned as it is, so that a command that hands

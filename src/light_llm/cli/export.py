@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     architecture = hf_architecture(load_config(folder.path))  # before any weight is read
     check_replaceable(args.out, folder.path)
     tokenizer = load_tokenizer(folder.path, check_model=True)
-    model = merge_lora(load(folder.path))
+    model = merge_lora(load(folder.path, dequantize=True))  # an int8 one as q s
     if architecture == GPT2:  # a GPT-2 folder implies GPT-2's tokenizer; any other is written
         export_hf_gpt2(model, args.out, None if tokenizer.name == "gpt2" else tokenizer)
     else:

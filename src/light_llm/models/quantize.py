@@ -16,6 +16,7 @@ from torch import nn
 from light_llm.config import ModelConfig
 from light_llm.errors import ConfigError
 from light_llm.nn.int8 import Int8Embedding, Int8Linear, quantize_rows
+from light_llm.nn.lora import merge_lora
 from light_llm.reference.quantize import non_finite_weight_message
 
 
@@ -29,10 +30,11 @@ def quantize_gpt(model: nn.Module) -> nn.Module:
     """Replace, in place, ``model``'s linear layers, head and token table by their int8 forms
     (:func:`light_llm.nn.int8.quantize_rows`); returns the model. The float weights are
     released. ConfigError (naming the tensor) when a weight holds NaN or infinity: its scale
-    absmax / 127 would not be a number."""
+    absmax / 127 would not be a number. LoRA adapters are merged into their weights first."""
     if is_quantized(model):
         return model
     check_finite_weights(model)
+    merge_lora(model)  # adapters folded in first, W' = W + (α/r) B A: quantise what runs
     for block in model.transformer.h:
         for parent in (block.attn, block.mlp):
             for name, child in list(parent.named_children()):

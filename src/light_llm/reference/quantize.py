@@ -36,6 +36,16 @@ def check_quantization(name: object) -> None:
         )
 
 
+def check_quantizable(folder, what: str) -> None:
+    """ConfigError when the model folder ``folder`` (a ModelFolder) holds a BERT-style encoder:
+    light-llm quantises GPTs. ``what`` names the command or flag asking."""
+    if folder.holds_encoder:
+        raise ConfigError(
+            f"{what} works on GPTs; {folder.path} holds a BERT-style encoder, which light-llm "
+            "does not quantize."
+        )
+
+
 def quantize_rows(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """s_i = max_j |W_ij| / 127 and q_ij = clip(round(W_ij / s_i), -127, 127), row by row.
     W: (out, in) -> q (out, in) int8, s (out,) float32. A row of zeros gets s = 1/127 (q = 0

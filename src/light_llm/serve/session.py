@@ -99,7 +99,8 @@ class ExplorerModel:
         self.folder = folder.path
         self.origin = origin
         self.is_encoder = folder.holds_encoder
-        self.model = load(folder.path, architecture="bert" if self.is_encoder else "gpt")
+        architecture = "bert" if self.is_encoder else "gpt"  # int8 weights as q s, in float:
+        self.model = load(folder.path, architecture=architecture, dequantize=True)
         self.tokenizer = load_tokenizer(folder.path)
         check_tokenizer_matches_model(self.tokenizer, self.model.config.vocab_size, folder.path)
         # a training output folder OUT holds OUT/checkpoint and OUT/metrics.jsonl
