@@ -78,9 +78,11 @@ def write_cache(name: str, key: str, value: dict) -> None:
         pass
 
 
-def measure_bandwidth(n_bytes: int = COPY_BYTES, repeats: int = COPY_REPEATS) -> float:
+def measure_bandwidth(n_bytes: int | None = None, repeats: int = COPY_REPEATS) -> float:
     """Memory bandwidth in bytes/s: 2 x n_bytes (read + write) over the fastest of ``repeats``
-    copies of an ``n_bytes`` buffer into another, with PyTorch's threads."""
+    copies of an ``n_bytes`` buffer (default COPY_BYTES) into another, with PyTorch's
+    threads."""
+    n_bytes = n_bytes or COPY_BYTES
     source = torch.ones(n_bytes // 4)
     target = torch.empty_like(source)
     target.copy_(source)  # the pages touched once before timing

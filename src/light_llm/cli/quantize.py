@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+from light_llm.cli.model_flags import folder_to_folder_parser
+
 DESCRIPTION = """\
 Round a GPT's weights to 8-bit integers, one float scale per output channel (row) i:
 s_i = max_j |W_ij| / 127, q_ij = round(W_ij / s_i) in [-127, 127], and write them as a
@@ -37,20 +39,14 @@ def add_quantize_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
+    parser = folder_to_folder_parser(
+        subparsers,
         "quantize",
-        help="write a GPT checkpoint with int8 weights (or an int8 one back as float)",
-        description=DESCRIPTION,
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "write a GPT checkpoint with int8 weights (or an int8 one back as float)",
+        DESCRIPTION,
+        EXAMPLES,
+        "a light-llm checkpoint, training output folder, or HuggingFace GPT-2 folder",
     )
-    parser.add_argument(
-        "--checkpoint",
-        required=True,
-        metavar="DIR",
-        help="a light-llm checkpoint, training output folder, or HuggingFace GPT-2 folder",
-    )
-    parser.add_argument("--out", required=True, metavar="DIR", help="where to write the model")
     parser.add_argument(
         "--method", default="int8", metavar="NAME", help="the quantization (int8, the default)"
     )
