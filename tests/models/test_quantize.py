@@ -8,7 +8,7 @@ import torch
 from light_llm.errors import ConfigError
 from light_llm.models.gpt import GPT
 from light_llm.models.quantize import is_quantized, quantize_gpt
-from light_llm.nn.int8 import KERNEL_MAX_ROWS, int8_kernel_fits, int8_linear
+from light_llm.nn.int8 import KERNEL_MAX_ROWS, Int8Linear, int8_kernel_fits, int8_linear
 from light_llm.nn.int8 import quantize_rows as quantize_rows_torch
 from light_llm.reference.model import NumpyGPT
 from light_llm.reference.quantize import (
@@ -145,3 +145,12 @@ def test_weights_with_nan_or_inf_are_refused_naming_the_tensor(bad):
     params = {n: t.detach().numpy() for n, t in model.state_dict().items()}
     with pytest.raises(ConfigError, match=r"transformer\.h\.1\.mlp\.c_fc\.weight holds NaN"):
         quantize_params(params, model.config)
+
+
+def test_the_kernels_bfloat16_scales_follow_a_scale_written_in_place():
+    layer = Int8Linear.from_linear(torch.nn.Linear(32, 8, bias=False))
+    x = torch.randn(1, 32)
+    before = layer(x)
+    with torch.no_grad():
+        layer.weight_scale.mul_(2.0)  # as a checkpoint load writes into it
+    torch.testing.assert_close(layer(x), 2.0 * before, rtol=2**-7, atol=0)

@@ -62,17 +62,24 @@ def dequantize_rows(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) ->
 
 
 def int8_linear(
-    x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None
+    x: torch.Tensor,
+    q: torch.Tensor,
+    scale: torch.Tensor,
+    bias: torch.Tensor | None,
+    scale_bf16: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """y = (x q^T) s + b. x: (..., in), q: (out, in) int8, s: (out,), b: (out,) or None ->
     (..., out) in x's dtype. Few rows: PyTorch's int8 kernel on bfloat16 activations (the
-    scales applied inside it, in bfloat16); many rows, or an input size the kernel cannot take:
-    x (q s)^T with the dequantised matrix."""
+    scales applied inside it, in bfloat16: ``scale_bf16`` when the caller keeps that copy);
+    many rows, or an input size the kernel cannot take: x (q s)^T with the dequantised
+    matrix."""
     rows = x.reshape(-1, x.size(-1))  # (N, in)
     if rows.size(0) <= KERNEL_MAX_ROWS and int8_kernel_fits(x.device, q.size(1)):
-        y = torch._weight_int8pack_mm(
-            rows.to(torch.bfloat16).contiguous(), q, scale.to(torch.bfloat16)
-        ).to(x.dtype)  # (N, out)
+        if scale_bf16 is None:
+            scale_bf16 = scale.to(torch.bfloat16)
+        y = torch._weight_int8pack_mm(rows.to(torch.bfloat16).contiguous(), q, scale_bf16).to(
+            x.dtype
+        )  # (N, out)
         if bias is not None:
             y = y + bias
     else:
@@ -102,7 +109,17 @@ class Int8Linear(nn.Module):
         return layer.to(linear.weight.device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (..., in) -> (..., out)
-        return int8_linear(x, self.weight, self.weight_scale, self.bias)
+        return int8_linear(x, self.weight, self.weight_scale, self.bias, self.kernel_scale())
+
+    def kernel_scale(self) -> torch.Tensor:
+        """s in bfloat16 for the kernel, converted once and kept until s changes (a load
+        writes into it in place: its version counter moves)."""
+        scale = self.weight_scale
+        key = (scale.data_ptr(), scale._version, scale.device, scale.dtype)
+        if getattr(self, "_kernel_scale_key", None) != key:
+            self._kernel_scale = scale.to(torch.bfloat16)
+            self._kernel_scale_key = key
+        return self._kernel_scale
 
     def extra_repr(self) -> str:
         return f"in={self.in_features}, out={self.out_features}, int8 per-row scales"
