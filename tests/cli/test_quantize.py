@@ -107,21 +107,9 @@ def test_dequantize_writes_q_times_s_as_float_weights(checkpoints, capsys, tmp_p
 
 def test_stats_prints_the_speed_the_bytes_and_the_mbu(checkpoints, capsys):
     _, int8_folder, _, _ = checkpoints
-    code, out, err = run_cli(
-        capsys,
-        "generate",
-        "--checkpoint",
-        int8_folder,
-        "--prompt",
-        "to",
-        "--temperature",
-        "0",
-        "--max-new-tokens",
-        "8",
-        "--stats",
-        "--no-stream",
-        "--ignore-eos",
-    )
+    stats = ["generate", "--checkpoint", int8_folder, "--prompt", "to", "--stats"]
+    argv = [*stats, "--temperature", "0", "--max-new-tokens", "8", "--no-stream", "--ignore-eos"]
+    code, _, err = run_cli(capsys, *argv)
     assert code == 0, err
     lines = [line for line in err.splitlines() if line.startswith("stats: ")]
     assert len(lines) == 4
@@ -129,19 +117,7 @@ def test_stats_prints_the_speed_the_bytes_and_the_mbu(checkpoints, capsys):
     assert "thread(s) (measured now)" in lines[0]
     assert "time to first token" in lines[1] and "tokens/s" in lines[1]
     assert "MiB" in lines[2] and "MBU" in lines[3]
-    code, _, err = run_cli(
-        capsys,
-        "generate",
-        "--checkpoint",
-        int8_folder,
-        "--prompt",
-        "to",
-        "--stats",
-        "--max-new-tokens",
-        "2",
-        "--threads",
-        "1",
-    )
+    code, _, err = run_cli(capsys, *stats, "--max-new-tokens", "2", "--threads", "1")
     assert "1 thread(s) (given with --threads)" in err
 
 
@@ -169,3 +145,14 @@ def test_inspect_reads_the_int8_checkpoint(checkpoints, capsys):
     )
     assert code == 0, err
     assert json.loads(out)
+
+
+def test_the_explorer_reads_the_int8_checkpoint_as_its_float_weights(checkpoints):
+    from light_llm.serve import ExplorerModel
+
+    _, int8_folder, _, _ = checkpoints
+    explorer = ExplorerModel(int8_folder, "test")
+    stored = safetensors.numpy.load_file(int8_folder / "model.safetensors")
+    name = "transformer.h.0.attn.c_attn.weight"
+    expected = stored[name].astype(np.float32) * stored[name + SCALE_SUFFIX][:, None]
+    np.testing.assert_array_equal(explorer.model.state_dict()[name].numpy(), expected)
