@@ -26,29 +26,31 @@ def is_quantized(model: nn.Module) -> bool:
 
 
 @torch.no_grad()
-def quantize_gpt(model: nn.Module) -> nn.Module:
+def quantize_gpt(model: nn.Module, rounded: bool = True) -> nn.Module:
     """Replace, in place, ``model``'s linear layers, head and token table by their int8 forms
     (:func:`light_llm.nn.int8.quantize_rows`); returns the model. The float weights are
     released. ConfigError (naming the tensor) when a weight holds NaN or infinity: its scale
-    absmax / 127 would not be a number. LoRA adapters are merged into their weights first."""
+    absmax / 127 would not be a number. LoRA adapters are merged into their weights first.
+    ``rounded=False`` only shapes the int8 layers (zeros), for a checkpoint to fill."""
     if is_quantized(model):
         return model
-    check_finite_weights(model)
+    if rounded:
+        check_finite_weights(model)
     merge_lora(model)  # adapters folded in first, W' = W + (α/r) B A: quantise what runs
     for block in model.transformer.h:
         for parent in (block.attn, block.mlp):
             for name, child in list(parent.named_children()):
                 if isinstance(child, nn.Linear):
-                    setattr(parent, name, Int8Linear.from_linear(child))
+                    setattr(parent, name, Int8Linear.from_linear(child, rounded))
     table = model.transformer.wte.weight  # E: (V, d)
     embedding = Int8Embedding(*table.shape).to(table.device)
+    if rounded:
+        embedding.weight, embedding.weight_scale = quantize_rows(table)
     if model.config.tie_embeddings:
         head = Int8Linear(table.size(1), table.size(0), bias=False).to(table.device)
-        embedding.weight, embedding.weight_scale = quantize_rows(table)
         head.weight, head.weight_scale = embedding.weight, embedding.weight_scale  # one matrix
     else:
-        embedding.weight, embedding.weight_scale = quantize_rows(table)
-        head = Int8Linear.from_linear(model.lm_head)
+        head = Int8Linear.from_linear(model.lm_head, rounded)
     model.transformer.wte = embedding
     model.lm_head = head
     return model
@@ -66,4 +68,4 @@ def empty_quantized_gpt(config: ModelConfig) -> nn.Module:
     placeholders until then)."""
     from light_llm.models.gpt import GPT
 
-    return quantize_gpt(GPT(config))
+    return quantize_gpt(GPT(config), rounded=False)

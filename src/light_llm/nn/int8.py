@@ -100,10 +100,12 @@ class Int8Linear(nn.Module):
         self.register_buffer("bias", torch.zeros(out_features) if bias else None)
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear) -> Int8Linear:
-        """The int8 form of ``linear`` (:func:`quantize_rows`), on its device."""
+    def from_linear(cls, linear: nn.Linear, rounded: bool = True) -> Int8Linear:
+        """The int8 form of ``linear`` (:func:`quantize_rows`), on its device; with
+        ``rounded=False`` only its shape (zeros, for a checkpoint to fill)."""
         layer = cls(linear.in_features, linear.out_features, linear.bias is not None)
-        layer.weight, layer.weight_scale = quantize_rows(linear.weight)
+        if rounded:
+            layer.weight, layer.weight_scale = quantize_rows(linear.weight)
         if linear.bias is not None:
             layer.bias = linear.bias.detach().clone()
         return layer.to(linear.weight.device)
