@@ -106,3 +106,13 @@ def test_decode_threads_are_measured_once_per_machine_and_shape():
         assert how == "measured now"
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("overrides", [{"block_size": 1}, {"attention": "linear"}])
+def test_decode_threads_time_models_of_any_context_and_attention(overrides):
+    threads = torch.get_num_threads()
+    try:
+        picked, how = decode_threads(GPT(tiny_config(**overrides)).eval())
+        assert picked in thread_candidates() and how == "measured now"
+    finally:
+        torch.set_num_threads(threads)

@@ -119,6 +119,8 @@ def test_stats_prints_the_speed_the_bytes_and_the_mbu(checkpoints, capsys):
     assert "MiB" in lines[2] and "MBU" in lines[3]
     code, _, err = run_cli(capsys, *stats, "--max-new-tokens", "2", "--threads", "1")
     assert "1 thread(s) (given with --threads)" in err
+    code, _, err = run_cli(capsys, *stats, "--max-new-tokens", "2", "--no-cache")
+    assert "KV cache 0.00 MiB" in err
 
 
 def test_eval_of_the_int8_checkpoint_equals_eval_with_quantize(checkpoints, capsys, tmp_path):

@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"=== prompt {number + 1} ===")
             print(prompt + completion)
     if args.stats:
-        print_stats(model, tokenizer, args.prompt, clock, threads_how)
+        print_stats(model, tokenizer, args.prompt, clock, threads_how, not args.no_cache)
     return 0
 
 
@@ -250,9 +250,11 @@ def pick_threads(model, threads: int | None) -> str:
     return decode_threads(model)[1]
 
 
-def print_stats(model, tokenizer, prompts, clock: StepClock, threads_how: str) -> None:
+def print_stats(
+    model, tokenizer, prompts, clock: StepClock, threads_how: str, cached: bool
+) -> None:
     """The --stats lines (:class:`light_llm.decode_stats.DecodeStats`), on stderr: stdout
-    holds the text alone."""
+    holds the text alone. Without the KV cache (``cached`` False) no cache is read."""
     import torch
 
     from light_llm.decode_stats import (
@@ -273,7 +275,7 @@ def print_stats(model, tokenizer, prompts, clock: StepClock, threads_how: str) -
         batch_size=len(prompts),
         step_times=clock.times,
         weight_bytes=weight_bytes_per_token(model),
-        kv_bytes=kv_bytes_per_token(model, mean_cached, len(prompts)),
+        kv_bytes=kv_bytes_per_token(model, mean_cached, len(prompts)) if cached else 0,
         bandwidth=memory_bandwidth(),
         threads=torch.get_num_threads(),
         threads_how=threads_how,
