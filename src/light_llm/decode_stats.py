@@ -26,6 +26,7 @@ import torch
 
 from light_llm.atomic import atomic_file
 from light_llm.errors import ConfigError
+from light_llm.models.quantize import is_quantized
 
 CACHE_ENV = "LIGHT_LLM_CACHE_DIR"
 BANDWIDTH_FILE = "bandwidth.json"
@@ -147,7 +148,7 @@ def kv_bytes_per_token(model, cached_tokens: int, batch_size: int = 1) -> int:
 def shape_key(model) -> str:
     """The model as the thread cache knows it: its shape, dtype and quantisation."""
     c = model.config
-    weights = "int8" if not model.transformer.wte.weight.is_floating_point() else "float"
+    weights = "int8" if is_quantized(model) else "float"
     dtype = str(model.dtype).removeprefix("torch.")
     return (
         f"L{c.n_layer} d{c.n_embd} h{c.n_head} ff{c.ffn_hidden} V{c.vocab_size} "
