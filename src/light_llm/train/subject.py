@@ -38,6 +38,7 @@ class GPTSubject:
     sample_heading = "sample"  # printed above the sample at the end
     model_class: type[torch.nn.Module] = GPT
     reports_bits = True  # a next-token loss, so also in bits per byte / character
+    takes_probes = True  # light_llm.train.probes: the probes belong to a causal GPT
 
     def tokenizer(self, config: TrainConfig, text: str):
         """The tokenizer of a new run (a resumed run reads its own from its checkpoint)."""
