@@ -8,16 +8,21 @@ Every engine is warmed up, then the engines are timed in turn (interleaved, so t
 spell of a shared machine hits them alike) ``--repeats`` times with time.perf_counter; the
 median and the best run are printed. Compare the ratios rather than the absolute figures.
 
-    PYTHONPATH=src python benchmarks/bench_decode.py [--new-tokens 256] [--cache-tokens 512]
+    PYTHONPATH=src python benchmarks/bench_decode.py [--new-tokens 256] [--threads 1 2]
 
 Decoding one token reads every weight once (the 50257 x 384 output head is two thirds of
-them), so tokens/s x weight bytes is the memory bandwidth the decoder achieves; it is printed
-next to each figure.
+them) and the KV cache so far, so tokens/s x those bytes is the memory bandwidth the decoder
+achieves; over the machine's bandwidth (a plain copy of a 256 MiB buffer, measured here) it is
+the MBU printed next to each figure. Every dtype (float32, bfloat16, float16, int8 weights with
+per-row scales) races transformers' float32 at each thread count (1, 2, all by default), and a
+table of the ratios ends the run; then int8's agreement with float32 and, unless --skip-cache,
+the KV cache against recomputation.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -28,8 +33,17 @@ import transformers
 
 from light_llm.checkpoints.hf_gpt2 import export_hf_gpt2
 from light_llm.config import preset
+from light_llm.decode_stats import (
+    COPY_BYTES,
+    decode_threads,
+    kv_bytes_per_token,
+    machine_key,
+    measure_bandwidth,
+    weight_bytes_per_token,
+)
 from light_llm.generate import generate
 from light_llm.models.gpt import GPT
+from light_llm.models.quantize import quantize_gpt
 from light_llm.tokenizers import GPT2Tokenizer
 
 PROMPT = "The meaning of life is"
@@ -50,14 +64,18 @@ def race(
     return seconds, outputs
 
 
-def report(name: str, seconds: list[float], tokens: int, weight_bytes: int) -> float:
-    """Print tokens/s (median and best run) and the implied bandwidth; return median tokens/s."""
+def report(
+    name: str, seconds: list[float], tokens: int, read_bytes: float, bandwidth: float
+) -> float:
+    """Print tokens/s (median and best run), the bandwidth the bytes read per token imply and
+    the MBU (that over the machine's); return median tokens/s."""
     median = tokens / statistics.median(seconds)
     best = tokens / min(seconds)
-    bandwidth = median * weight_bytes / 1e9
+    achieved = median * read_bytes
     print(
         f"  {name:<30} {median:8.1f} tokens/s (best {best:7.1f})  "
-        f"{1000 / median:7.2f} ms/token   weights read at {bandwidth:5.1f} GB/s"
+        f"{1000 / median:7.2f} ms/token  reads {read_bytes / 2**20:6.1f} MiB/token at "
+        f"{achieved / 1e9:5.1f} GB/s = MBU {100 * achieved / bandwidth:4.0f}%"
     )
     return median
 
@@ -66,16 +84,20 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 def build_models(seed: int) -> tuple[dict[str, GPT], torch.nn.Module]:
-    """The seed-30m shape with random weights: light-llm in float32, bfloat16 and float16, and
-    transformers' GPT-2 loaded from light-llm's export of the same weights."""
+    """The seed-30m shape with random weights: light-llm in float32, bfloat16, float16 and int8
+    (weight-only, per-row scales), and transformers' GPT-2 loaded from light-llm's export of the
+    same weights."""
     torch.manual_seed(seed)
     config = preset("seed-30m", activation="gelu_tanh", dropout=0.0)
     ours = GPT(config).eval()
     models = {"float32": ours}
-    for name in ("bfloat16", "float16"):
+    for name in ("bfloat16", "float16", "int8"):
         models[name] = GPT(config).eval()
         models[name].load_state_dict(ours.state_dict())
-        models[name].to(DTYPES[name])
+        if name == "int8":
+            quantize_gpt(models[name])
+        else:
+            models[name].to(DTYPES[name])
     with tempfile.TemporaryDirectory() as folder:
         export_hf_gpt2(ours, folder)
         theirs = transformers.GPT2LMHeadModel.from_pretrained(folder).eval()
@@ -97,34 +119,87 @@ def hf_greedy(model, idx: torch.Tensor, new_tokens: int) -> torch.Tensor:
         )
 
 
-def compare_with_transformers(models: dict[str, GPT], theirs, idx, n: int, repeats: int) -> None:
-    """Greedy decoding of ``n`` tokens: transformers in float32 against light-llm in each
-    dtype; the tokens of each against light-llm float32's."""
-    weight_count = models["float32"].num_parameters()
-    print(f"greedy decoding of {n} new tokens, median of {repeats} rounds after a warm-up:")
+def bytes_per_token(model: GPT, prompt: int, n: int) -> float:
+    """Weights plus the mean KV cache one step reads while decoding n tokens after the prompt."""
+    return weight_bytes_per_token(model) + kv_bytes_per_token(model, prompt + (n - 1) / 2)
+
+
+def compare_with_transformers(
+    models: dict[str, GPT], theirs, idx, n: int, repeats: int, bandwidth: float
+) -> dict[str, float]:
+    """Greedy decoding of ``n`` tokens on PyTorch's current threads: transformers in float32
+    against light-llm in each dtype; returns tokens/s by name ("hf" for transformers)."""
+    print(
+        f"{torch.get_num_threads()} thread(s): greedy decoding of {n} new tokens, median of "
+        f"{repeats} rounds after a warm-up:"
+    )
     runs = {"hf": lambda: hf_greedy(theirs, idx, n)}
     for name, model in models.items():
         runs[name] = lambda model=model: generate(model, idx, n, temperature=0.0)
     seconds, outputs = race(runs, repeats)
-    hf_rate = report("transformers GPT-2, float32", seconds["hf"], n, weight_count * 4)
+    prompt = idx.size(1)
     rates = {
-        name: report(f"light-llm, {name}", seconds[name], n, weight_count * dtype.itemsize)
-        for name, dtype in DTYPES.items()
+        "hf": report(
+            "transformers GPT-2, float32",
+            seconds["hf"],
+            n,
+            bytes_per_token(models["float32"], prompt, n),
+            bandwidth,
+        )
     }
-    reference = outputs["float32"][0, idx.size(1) :]
+    for name, model in models.items():
+        rates[name] = report(
+            f"light-llm, {name}", seconds[name], n, bytes_per_token(model, prompt, n), bandwidth
+        )
+    reference = outputs["float32"][0, prompt:]
     print(
         "  light-llm float32 tokens identical to transformers': "
         f"{torch.equal(outputs['float32'], outputs['hf'])}"
     )
-    for name in ("bfloat16", "float16"):
-        first_difference = (outputs[name][0, idx.size(1) :] != reference).nonzero()
+    for name in ("bfloat16", "float16", "int8"):
+        first_difference = (outputs[name][0, prompt:] != reference).nonzero()
         agree = int(first_difference[0]) if len(first_difference) else n
         print(f"  light-llm {name}: the first {agree} of {n} tokens equal float32's")
-    for name, rate in rates.items():
-        print(f"  light-llm {name:<8} / transformers: {rate / hf_rate:5.2f}x  (target >= 2)")
+    for name in models:
+        target = "(target >= 4)" if name == "int8" else "(target >= 2)"
+        print(f"  light-llm {name:<8} / transformers: {rates[name] / rates['hf']:5.2f}x  {target}")
+    return rates
 
 
-def compare_cache(models: dict[str, GPT], idx, total: int, repeats: int) -> None:
+def int8_quality(models: dict[str, GPT], idx, n: int) -> None:
+    """int8 against float32 on the float32 model's own greedy text of ``n`` tokens: top-1
+    agreement of every position and the largest logit difference (relative to the largest
+    logit), from the full forward (the dequantised product) and from cached decoding steps
+    (the int8 kernel)."""
+    text = generate(models["float32"], idx, n, temperature=0.0)  # (1, prompt + n)
+    with torch.no_grad():
+        reference, _ = models["float32"](text)  # (1, T, V)
+        full, _ = models["int8"](text)
+        cache = models["int8"].new_cache(1)
+        models["int8"](text[:, :-n], kv_cache=cache)
+        steps = torch.cat(
+            [
+                models["int8"](text[:, t : t + 1], kv_cache=cache)[0]
+                for t in range(text.size(1) - n, text.size(1))
+            ],
+            dim=1,
+        )
+    tail = reference[:, -n:]
+    scale = tail.abs().max()
+    print(
+        f"int8 against float32 on float32's greedy text ({n} tokens, seed-30m shape, random "
+        "weights):"
+    )
+    for name, logits in (("full forward", full[:, -n:]), ("decoding steps", steps)):
+        agree = (logits.argmax(-1) == tail.argmax(-1)).float().mean()
+        diff = (logits - tail).abs().max()
+        print(
+            f"  {name:<15}: top-1 agreement {100 * agree:5.1f}%, largest logit difference "
+            f"{diff:.4f} ({100 * diff / scale:.2f}% of the largest logit {scale:.2f})"
+        )
+
+
+def compare_cache(models: dict[str, GPT], idx, total: int, repeats: int, bandwidth: float) -> None:
     """Decoding from the prompt to ``total`` tokens with and without the KV cache (float32),
     and, in each dtype, the cost of the single step that makes token ``total``: one cached
     token against a forward pass over all ``total`` tokens."""
@@ -139,8 +214,10 @@ def compare_cache(models: dict[str, GPT], idx, total: int, repeats: int) -> None
         },
         1,
     )
-    cached_rate = report("with KV cache", seconds["cache"], new, weights)
-    uncached_rate = report("without (use_cache=False)", seconds["no cache"], new, weights)
+    cached_rate = report("with KV cache", seconds["cache"], new, weights, bandwidth)
+    uncached_rate = report(
+        "without (use_cache=False)", seconds["no cache"], new, weights, bandwidth
+    )
     print(f"  same tokens: {torch.equal(outputs['cache'], outputs['no cache'])}")
     print(f"  whole decode, cache / no cache: {cached_rate / uncached_rate:5.1f}x")
 
@@ -183,26 +260,53 @@ def main() -> None:
     )
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds (3)")
     parser.add_argument(
-        "--threads", type=int, help="torch.set_num_threads (default: leave PyTorch's choice)"
+        "--threads",
+        type=int,
+        nargs="+",
+        help="thread counts to race on (default: 1, 2 and every core)",
     )
     parser.add_argument("--skip-cache", action="store_true", help="only compare engines")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
+    cores = os.cpu_count() or 1
+    thread_counts = args.threads or sorted({1, min(2, cores), cores})
 
     models, theirs = build_models(args.seed)
     ours = models["float32"]
     idx = torch.tensor([GPT2Tokenizer().encode(PROMPT)])
+    torch.set_num_threads(cores)
+    bandwidth = measure_bandwidth()
     print(
-        f"torch {torch.__version__}, transformers {transformers.__version__}, "
-        f"{torch.get_num_threads()} threads; seed-30m shape ({ours.num_parameters():,} "
-        f"parameters, {ours.num_parameters() * 4 / 2**20:.1f} MiB in float32), batch 1, "
-        f"prompt of {idx.size(1)} tokens"
+        f"torch {torch.__version__}, transformers {transformers.__version__}; {machine_key()}; "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the start; "
+        f"seed-30m shape ({ours.num_parameters():,} parameters, "
+        f"{ours.num_parameters() * 4 / 2**20:.1f} MiB in float32), batch 1, prompt of "
+        f"{idx.size(1)} tokens"
     )
-    compare_with_transformers(models, theirs, idx, args.new_tokens, args.repeats)
+    print(
+        f"memory bandwidth {bandwidth / 1e9:.1f} GB/s (copy of {COPY_BYTES / 2**20:.0f} MiB, "
+        f"{cores} threads; read + write bytes over the fastest of 5); the floor of each dtype is "
+        "that over the bytes it reads per token"
+    )
+    ratios = {}
+    for threads in thread_counts:
+        torch.set_num_threads(threads)
+        rates = compare_with_transformers(
+            models, theirs, idx, args.new_tokens, args.repeats, bandwidth
+        )
+        ratios[threads] = {name: rate / rates["hf"] for name, rate in rates.items()}
+    print("light-llm / transformers float32, by thread count:")
+    print("  threads " + "".join(f"{name:>10}" for name in models))
+    for threads, row in ratios.items():
+        print(f"  {threads:>7} " + "".join(f"{row[name]:9.2f}x" for name in models))
+    for name in ("float32", "int8"):
+        picked, how = decode_threads(models[name])
+        print(f"generate --threads auto for {name} here: {picked} thread(s) ({how})")
+    torch.set_num_threads(thread_counts[-1])
+    int8_quality(models, idx, args.new_tokens)
     if not args.skip_cache:
-        compare_cache(models, idx, args.cache_tokens, args.repeats)
+        compare_cache(models, idx, args.cache_tokens, args.repeats, bandwidth)
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end")
 
 
 if __name__ == "__main__":

@@ -65,6 +65,17 @@ def _seed_everything():
     torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True)
+def _machine_cache_in_tmp(tmp_path_factory, monkeypatch):
+    """What light-llm measures about the machine (bandwidth, decoding threads) is cached in a
+    folder of the test's own, never in the user's ~/.cache; the bandwidth copy is small (the
+    figure is not what tests check)."""
+    from light_llm import decode_stats
+
+    monkeypatch.setenv(decode_stats.CACHE_ENV, str(tmp_path_factory.mktemp("light-llm-cache")))
+    monkeypatch.setattr(decode_stats, "COPY_BYTES", 8 * 2**20)  # a light bandwidth copy
+
+
 @pytest.fixture
 def one_thread(request):
     """Tiny models run fastest on one thread (and the machine is shared); slow tests, which

@@ -24,7 +24,10 @@ LAYERS = [
             "light_llm.serve",
         ),
     ),
-    ("generation and training", ("light_llm.generate", "light_llm.train", "light_llm.inspect")),
+    (
+        "generation and training",
+        ("light_llm.generate", "light_llm.decode_stats", "light_llm.train", "light_llm.inspect"),
+    ),
     ("persistence", ("light_llm.checkpoints",)),
     (
         "models and the NumPy engine",

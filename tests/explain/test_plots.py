@@ -54,6 +54,7 @@ EXPECTED = {  # example -> {file name: (height, width) in pixels}
     "score-variance": {"score_variance.png": WIDE, "softmax_entropy.png": WIDE},
     "gradient-flow": {"gradient_flow.png": WIDE},
     "perplexity": {"next_token_loss.png": WIDE},
+    "quantization": {"int8_rounding.png": WIDE},
     "weight-tying": {"weight_tying.png": WIDE},
     "kv-cache": {"kv_cache_work.png": WIDE},
     "linear-attention": {"linear_attention_weights.png": grid_pixels(1, 2)},

@@ -74,6 +74,7 @@ def load(
     engine: str = "torch",
     device: str = "cpu",
     dtype=None,
+    dequantize: bool = False,
 ):
     """The model in the folder ``path`` names, in eval mode.
 
@@ -81,7 +82,9 @@ def load(
     "bert" (a light-llm or HuggingFace BERT encoder) says which kind is wanted; a folder
     holding the other kind is a CheckpointError saying what it holds. ``engine="numpy"``
     gives a :class:`NumpyGPT` (``dtype`` float32 or float64, by default that of the weights);
-    ``device`` is the PyTorch engine's.
+    ``device`` is the PyTorch engine's. An int8 checkpoint (``light-llm quantize``) loads as
+    the int8 GPT, or with ``dequantize`` (and always in the NumPy engine) as float weights
+    W_hat = q s.
     """
     check_architecture(architecture)
     if engine not in ENGINES:
@@ -108,7 +111,7 @@ def load(
     if not wants_encoder:
         from light_llm.checkpoints.gpt import load_gpt
 
-        return load_gpt(folder, device)
+        return load_gpt(folder, device, dequantize)
     if folder.is_hf_bert:
         from light_llm.checkpoints.hf_bert import load_hf_bert
 

@@ -22,6 +22,7 @@ from light_llm.checkpoints.hf_architectures import LLAMA_MODEL_TYPES
 from light_llm.checkpoints.run import CHECKPOINT_SUBFOLDER
 from light_llm.config import ModelConfig
 from light_llm.errors import CheckpointError, ConfigError
+from light_llm.reference.quantize import check_quantization
 from light_llm.tokenizers.registry import read_json
 
 CONFIG_FILE = "config.json"
@@ -97,9 +98,35 @@ class ModelFolder:
         return self.path / WEIGHTS_FILE
 
     @property
+    def quantization(self) -> str | None:
+        """ "int8" for a checkpoint written by ``light-llm quantize``, else None (float
+        weights); CheckpointError for a quantisation light-llm does not know."""
+        name = self.config_json.get("quantization") if self.is_light_llm else None
+        if name is None:
+            return None
+        try:
+            check_quantization(name)
+        except ConfigError as exc:
+            raise CheckpointError(f"{self.path / CONFIG_FILE}: {exc}") from None
+        return name
+
+    @property
     def holds_adapters(self) -> bool:
         """A LoRA run's checkpoint: adapters over a base model it names (checkpoints/lora.py)."""
         return self.is_light_llm and isinstance(self.config_json.get("lora"), dict)
+
+
+def check_trainable(folder: ModelFolder, how: str) -> None:
+    """CheckpointError when ``folder`` holds int8 weights: training (``how``: resumed,
+    fine-tuned) moves the weights by small steps, which needs the float weights."""
+    if folder.quantization is None:
+        return
+    raise CheckpointError(
+        f"{folder.path} holds int8 weights (light-llm quantize) and cannot be {how}: training "
+        "needs float weights; use the float checkpoint it was quantized from, or write these "
+        f"back as float with light-llm quantize --checkpoint {folder.path} --out DIR "
+        "--dequantize."
+    )
 
 
 def inspect_folder(path: str | os.PathLike | ModelFolder) -> ModelFolder:

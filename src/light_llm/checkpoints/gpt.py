@@ -23,6 +23,8 @@ from light_llm.checkpoints.tensors import read_weights
 from light_llm.config import check_model_fits
 from light_llm.errors import CheckpointError
 from light_llm.models.gpt import GPT
+from light_llm.models.quantize import empty_quantized_gpt, is_quantized
+from light_llm.reference.quantize import SCALE_SUFFIX, dequantize_params
 
 
 def load_weights_into(
@@ -36,10 +38,12 @@ def load_weights_into(
     ``tied_names`` are expected absent: they are stored once, as the token embedding (by
     default the GPT's lm_head.weight when tied). Any missing or unexpected name, a shape that
     differs from the config's, a tensor that is not floating-point or holds NaN or infinity,
-    is a CheckpointError naming it.
+    is a CheckpointError naming it (an int8 model's quantised weights are int8 instead, each
+    with its float scale).
     """
     if tied_names is None:
-        tied_names = ["lm_head.weight"] if model.config.tie_embeddings else []
+        tied_names = ["lm_head.weight", "lm_head.weight" + SCALE_SUFFIX]
+        tied_names = tied_names if model.config.tie_embeddings else []
     expected = dict(model.state_dict())
     for name in tied_names:
         expected.pop(name, None)
@@ -54,7 +58,8 @@ def copy_checked(
     is finite; CheckpointError naming the first that is not."""
     shapes = {name: tuple(target.shape) for name, target in expected.items()}
     stored = {name: StoredTensor.of(tensor) for name, tensor in tensors.items()}
-    check_stored_tensors(stored, shapes, source)
+    int8 = [name for name, target in expected.items() if target.dtype == torch.int8]
+    check_stored_tensors(stored, shapes, source, int8=int8)
     for name, target in expected.items():
         found = tensors[name]
         if not bool(torch.isfinite(found).all()):
@@ -70,21 +75,42 @@ def contiguous_transpose(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.t().contiguous()
 
 
-def load_gpt(folder: ModelFolder, device: str | torch.device = "cpu") -> GPT:
+def load_gpt(
+    folder: ModelFolder, device: str | torch.device = "cpu", dequantize: bool = False
+) -> GPT:
     """A :class:`~light_llm.models.gpt.GPT` in eval mode, on ``device``, from a light-llm
     checkpoint or a HuggingFace GPT-2, Llama or Qwen3 folder (its config validated before
-    anything is allocated)."""
+    anything is allocated). An int8 checkpoint (``light-llm quantize``) gives the int8 model
+    (:mod:`light_llm.models.quantize`), or with ``dequantize`` a float GPT holding its
+    weights W_hat = q s (for the commands that look inside the weights)."""
     config = gpt_config(folder)
     check_model_fits(config)  # before the weights are read
-    check_gpt_weights(folder, config)  # names and shapes, from the safetensors header
+    check_gpt_weights(folder, config)  # names, shapes, dtypes; an int8 one's scales too
     tensors = read_weights(folder.path)
     if folder.is_hf_gpt2:
         tensors = tensors_from_hf(tensors, config.tie_embeddings, contiguous_transpose)
     elif folder.is_hf_llama:
         tensors = tensors_from_hf_llama(tensors, config, torch.cat, folder.weights_path)
-    model = GPT(config)
+    if folder.quantization is not None and dequantize:
+        tensors = dequantize_tensors(tensors, config)
+    if folder.quantization is not None and not dequantize:
+        model = empty_quantized_gpt(config)
+    else:
+        model = GPT(config)
     load_weights_into(model, tensors, folder.weights_path)
     return model.to(device).eval()
+
+
+def dequantize_tensors(tensors: dict[str, torch.Tensor], config) -> dict[str, torch.Tensor]:
+    """An int8 checkpoint's tensors as float32 weights W_hat = q s, the scales dropped (the
+    formula's NumPy form: :func:`light_llm.reference.quantize.dequantize_params`)."""
+    arrays = {
+        name: (tensor.float() if tensor.dtype == torch.bfloat16 else tensor).numpy()
+        for name, tensor in tensors.items()
+    }
+    return {
+        name: torch.from_numpy(array) for name, array in dequantize_params(arrays, config).items()
+    }
 
 
 def weights_to_save(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -92,6 +118,7 @@ def weights_to_save(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     state = model.state_dict()
     if model.config.tie_embeddings:
         state.pop("lm_head.weight", None)
+        state.pop("lm_head.weight" + SCALE_SUFFIX, None)  # an int8 head's: the table's
     return {name: tensor.detach().cpu().contiguous() for name, tensor in state.items()}
 
 
@@ -107,4 +134,14 @@ def save_gpt(
     other files only with ``overwrite``)."""
     weights = safetensors.torch.save(weights_to_save(model), metadata={"format": "pt"})
     config = model.config.to_dict()
-    write_checkpoint(folder, GPT_ARCHITECTURE, config, weights, tokenizer, extra_files, overwrite)
+    marks = {"quantization": "int8"} if is_quantized(model) else None
+    write_checkpoint(
+        folder,
+        GPT_ARCHITECTURE,
+        config,
+        weights,
+        tokenizer,
+        extra_files,
+        overwrite,
+        extra_config=marks,
+    )

@@ -12,10 +12,11 @@ for.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import safetensors
 
 from light_llm.checkpoints.folder import SHARDED_WEIGHTS_INDEX
@@ -24,6 +25,7 @@ from light_llm.checkpoints.hf_llama_config import hf_llama_shapes
 from light_llm.checkpoints.tensors import describe_names, weight_files
 from light_llm.errors import CheckpointError
 from light_llm.reference.model import parameter_shapes
+from light_llm.reference.quantize import SCALE_SUFFIX, quantized_names
 
 # safetensors' dtype names, as PyTorch and NumPy spell them
 DTYPE_NAMES = {
@@ -110,10 +112,12 @@ def check_stored_tensors(
     expected: Mapping[str, tuple[int, ...]],
     source: Path,
     optional: Iterable[str] = (),
+    int8: Collection[str] = (),
 ) -> None:
     """CheckpointError unless ``stored`` holds exactly the tensors ``expected`` names (those
     in ``optional`` may be absent: a tied weight stored once), each of floating-point values
-    and of its expected shape. The sentence names the first tensor that differs."""
+    (int8 for those in ``int8``: an int8 checkpoint's weights) and of its expected shape. The
+    sentence names the first tensor that differs."""
     missing = sorted(set(expected) - set(stored) - set(optional))
     if missing:
         raise CheckpointError(
@@ -128,7 +132,13 @@ def check_stored_tensors(
         found = stored.get(name)
         if found is None:
             continue
-        if not found.is_floating_point:
+        if name in int8:
+            if found.dtype != "int8":
+                raise CheckpointError(
+                    f"{source}: tensor {name} holds {found.dtype} values; an int8 checkpoint "
+                    "stores it as int8."
+                )
+        elif not found.is_floating_point:
             raise CheckpointError(
                 f"{source}: tensor {name} holds {found.dtype} values; model weights are "
                 "floating-point numbers."
@@ -152,4 +162,34 @@ def check_gpt_weights(folder, config) -> None:
         return
     if folder.is_hf_gpt2:
         stored = tensors_from_hf(stored, config.tie_embeddings, StoredTensor.transposed)
-    check_stored_tensors(stored, parameter_shapes(config), folder.weights_path)
+    if folder.quantization is None:
+        check_stored_tensors(stored, parameter_shapes(config), folder.weights_path)
+        return
+    shapes = parameter_shapes(config)
+    int8 = quantized_names(config)
+    for name in int8:  # s: one scale per row of q (out, in)
+        shapes[name + SCALE_SUFFIX] = shapes[name][:1]
+    check_stored_tensors(stored, shapes, folder.weights_path, int8=int8)
+    check_scales(folder.path, [name + SCALE_SUFFIX for name in int8])
+
+
+def check_scales(folder: Path, names: Sequence[str]) -> None:
+    """CheckpointError unless every int8 scale tensor ``names`` holds only finite positive
+    numbers (s = absmax / 127 > 0): a scale of 0, a negative, NaN or infinite one would turn its
+    whole row into zeros, flipped signs or NaN. Reads the scales alone, before the weights."""
+    wanted = set(names)
+    for path in weight_files(folder):
+        if path.name == SHARDED_WEIGHTS_INDEX:
+            continue
+        try:
+            with safetensors.safe_open(path, framework="numpy") as file:
+                found = {name: file.get_tensor(name) for name in wanted.intersection(file.keys())}
+        except (safetensors.SafetensorError, OSError, ValueError, TypeError) as exc:
+            raise CheckpointError(f"{path} is not a readable safetensors file ({exc}).") from None
+        for name in sorted(found):
+            scale = found[name].astype(np.float64)
+            if not (np.isfinite(scale).all() and (scale > 0).all()):
+                raise CheckpointError(
+                    f"{path}: int8 scale {name} holds values that are not finite positive "
+                    "numbers (absmax / 127 > 0); the checkpoint is damaged."
+                )

@@ -22,6 +22,7 @@ COMMANDS = [
     "eval",
     "info",
     "merge",
+    "quantize",
     "export",
     "tokenize",
     "tokenizer",

@@ -73,7 +73,7 @@ def load_model_and_tokenizer(checkpoint: Path | None):
 
     folder = inspect_folder(checkpoint if checkpoint is not None else packaged_bert_folder())
     architecture = "bert" if folder.holds_encoder else "gpt"
-    model = load(folder.path, architecture=architecture)
+    model = load(folder.path, architecture=architecture, dequantize=True)
     return model, load_tokenizer(folder.path, check_model=True), folder.path
 
 

@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+from light_llm.cli.quantize import add_quantize_flag
 from light_llm.device import DEVICES
 
 DESCRIPTION = """\
@@ -32,6 +33,7 @@ examples:
   light-llm eval --checkpoint out-light-llm
   light-llm eval --checkpoint out-light-llm --data other.txt
   light-llm eval --checkpoint out-light-llm --eval-iters 20 --batch-size 12
+  light-llm eval --checkpoint out-light-llm --quantize int8    # what int8 weights cost
 """
 
 
@@ -62,6 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--batch-size", type=int, metavar="B", help="sequences per batch (default 32)"
     )
     parser.add_argument("--device", choices=DEVICES, default="auto")
+    add_quantize_flag(parser)
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object, the numbers unrounded"
     )
@@ -85,6 +88,7 @@ def run_eval(args: argparse.Namespace) -> int:
             eval_iters=args.eval_iters,
             batch_size=args.batch_size,
             device=args.device,
+            quantize=args.quantize,
             on_batch=lambda: bars[0].update(),
             batches_expected=expect,
         )

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from light_llm.cli.model_flags import folder_to_folder_parser
+
 FORMATS = ("hf",)
 
 DESCRIPTION = """\
@@ -31,18 +33,13 @@ examples:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
+    parser = folder_to_folder_parser(
+        subparsers,
         "export",
-        help="write a GPT as a HuggingFace GPT-2, Llama or Qwen3 folder",
-        description=DESCRIPTION,
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--checkpoint",
-        required=True,
-        metavar="DIR",
-        help="light-llm checkpoint, training output folder (LoRA runs too), or HuggingFace folder",
+        "write a GPT as a HuggingFace GPT-2, Llama or Qwen3 folder",
+        DESCRIPTION,
+        EXAMPLES,
+        "light-llm checkpoint, training output folder (LoRA runs too), or HuggingFace folder",
     )
     parser.add_argument(
         "--format",
@@ -50,7 +47,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=FORMATS,
         help="hf: a HuggingFace GPT-2, Llama or Qwen3 folder",
     )
-    parser.add_argument("--out", required=True, metavar="DIR", help="the folder to write")
     parser.set_defaults(func=run)
 
 
@@ -67,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     architecture = hf_architecture(load_config(folder.path))  # before any weight is read
     check_replaceable(args.out, folder.path)
     tokenizer = load_tokenizer(folder.path, check_model=True)
-    model = merge_lora(load(folder.path))
+    model = merge_lora(load(folder.path, dequantize=True))  # an int8 one as q s
     if architecture == GPT2:  # a GPT-2 folder implies GPT-2's tokenizer; any other is written
         export_hf_gpt2(model, args.out, None if tokenizer.name == "gpt2" else tokenizer)
     else:

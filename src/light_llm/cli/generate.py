@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 
+from light_llm.cli.quantize import add_quantize_flag, quantize_if_asked
 from light_llm.device import DEVICES
 from light_llm.errors import ConfigError
 
@@ -104,10 +105,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--threads",
-        type=int,
+        default="auto",
         metavar="N",
-        help="CPU threads for PyTorch (default: one per core); decoding one token is many "
-        "small steps, so on a busy machine 1 is often faster",
+        help="CPU threads for PyTorch; auto (the default, on a CPU) times decoding on 1, 2, "
+        "4 ... cores once for this machine and model shape and keeps the fastest (cached in "
+        "~/.cache/light-llm or $LIGHT_LLM_CACHE_DIR)",
+    )
+    add_quantize_flag(parser)
+    parser.add_argument(
+        "--stats",
+        action="store_true",
+        help="after the text, print tokens/s, time to first token, bytes of weights and KV "
+        "cache read per token, and the model bandwidth utilisation (MBU) against this "
+        "machine's memory bandwidth (measured once, cached)",
     )
     parser.add_argument(
         "--engine",
@@ -132,16 +142,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from light_llm.decode_stats import check_threads
     from light_llm.generate import generate_text
+    from light_llm.reference.quantize import check_quantization
     from light_llm.sampling_options import validate_sampling
 
     validate_sampling(args.temperature, args.top_k, args.top_p)  # before the slow loading
-    if args.threads is not None:
-        if args.threads < 1:
-            raise ConfigError(f"--threads must be 1 or more, got {args.threads}.")
+    threads = check_threads(args.threads)
+    if args.quantize is not None:
+        check_quantization(args.quantize)
+    if args.stats and args.engine == "numpy":
+        raise ConfigError("--stats measures the torch engine: drop --engine numpy.")
+    if threads is not None:
         import torch
 
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(threads)
     if args.show_probs is not None and args.show_probs < 1:
         raise ConfigError(f"--show-probs must be 1 or more, got {args.show_probs}.")
     if args.show_probs is not None and args.engine == "numpy":
@@ -160,16 +175,18 @@ def run(args: argparse.Namespace) -> int:
         completions = generate_with_numpy(args, printer, options)
     else:
         model, tokenizer = load_torch_model(args)
+        threads_how = pick_threads(model, threads)
         steps = None
         if args.show_probs is not None:
             steps = StepRecorder(tokenizer, len(args.prompt), args.show_probs, options)
+        clock = StepClock(steps)
         completions = generate_text(
             model,
             tokenizer,
             args.prompt,
             args.max_new_tokens,
             on_text=printer,
-            on_step=steps,
+            on_step=clock,
             **options,
         )
     if printer is not None:
@@ -197,7 +214,74 @@ def run(args: argparse.Namespace) -> int:
                 print()
             print(f"=== prompt {number + 1} ===")
             print(prompt + completion)
+    if args.stats:
+        print_stats(model, tokenizer, args.prompt, clock, threads_how, not args.no_cache)
     return 0
+
+
+class StepClock:
+    """``on_step`` that notes when each step's token was ready (seconds since it was made),
+    then hands the step on to ``then`` (the --show-probs recorder) if any."""
+
+    def __init__(self, then=None) -> None:
+        import time
+
+        self.clock = time.perf_counter
+        self.start = self.clock()
+        self.times: list[float] = []
+        self.then = then
+
+    def __call__(self, logits, ids) -> None:
+        self.times.append(self.clock() - self.start)
+        if self.then is not None:
+            self.then(logits, ids)
+
+
+def pick_threads(model, threads: int | None) -> str:
+    """Set the decoding threads: those given, or on a CPU the fastest measured for this
+    machine and model shape (:func:`light_llm.decode_stats.decode_threads`); says how."""
+
+    if threads is not None:
+        return "given with --threads"
+    if model.device.type != "cpu":
+        return "PyTorch's default"
+    from light_llm.decode_stats import decode_threads
+
+    return decode_threads(model)[1]
+
+
+def print_stats(
+    model, tokenizer, prompts, clock: StepClock, threads_how: str, cached: bool
+) -> None:
+    """The --stats lines (:class:`light_llm.decode_stats.DecodeStats`), on stderr: stdout
+    holds the text alone. Without the KV cache (``cached`` False) no cache is read."""
+    import torch
+
+    from light_llm.decode_stats import (
+        DecodeStats,
+        kv_bytes_per_token,
+        memory_bandwidth,
+        weight_bytes_per_token,
+    )
+
+    if not clock.times:
+        print("stats: no token was generated.", file=sys.stderr)
+        return
+    prompt_tokens = max(len(tokenizer.encode(prompt)) for prompt in prompts)
+    n = len(clock.times)
+    mean_cached = min(prompt_tokens + (n - 1) / 2, model.config.block_size)
+    stats = DecodeStats(
+        prompt_tokens=prompt_tokens,
+        batch_size=len(prompts),
+        step_times=clock.times,
+        weight_bytes=weight_bytes_per_token(model),
+        kv_bytes=kv_bytes_per_token(model, mean_cached, len(prompts)) if cached else 0,
+        bandwidth=memory_bandwidth(),
+        threads=torch.get_num_threads(),
+        threads_how=threads_how,
+    )
+    for line in stats.lines():
+        print("stats: " + line, file=sys.stderr)
 
 
 class StreamPrinter:
@@ -279,6 +363,7 @@ def generate_with_numpy(args: argparse.Namespace, printer, options: dict) -> lis
     import numpy as np
 
     from light_llm.checkpoints import inspect_folder, load, load_tokenizer
+    from light_llm.reference.quantize import dequantize_params, quantize_params
     from light_llm.reference.sampling import generate_text as generate_text_numpy
 
     if args.device == "cuda":
@@ -287,6 +372,9 @@ def generate_with_numpy(args: argparse.Namespace, printer, options: dict) -> lis
         raise ConfigError(f"the numpy engine computes in float32 or float64, not {args.dtype}.")
     folder = inspect_folder(args.checkpoint)  # its config.json read once, for both
     model = load(folder, engine="numpy", dtype=np.dtype(args.dtype))
+    if args.quantize is not None:  # W_hat = q s, the int8 model's weights, in float
+        params = quantize_params(model.params, model.config)
+        model.load_state_dict(dequantize_params(params, model.config), source="--quantize")
     tokenizer = load_tokenizer(folder, check_model=True)
     on_text = (lambda piece: printer(0, piece)) if printer is not None else None
     return [
@@ -306,6 +394,6 @@ def load_torch_model(args: argparse.Namespace):
 
     folder = inspect_folder(args.checkpoint)  # its config.json read once, for both
     model = load(folder, device=resolve_device(args.device))
-    model = model.to(getattr(torch, args.dtype))
+    model = quantize_if_asked(model, args.quantize).to(getattr(torch, args.dtype))
     tokenizer = load_tokenizer(folder, check_model=True)
     return model, tokenizer

@@ -123,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
     check_integer("--max-tokens", args.max_tokens, 2, 10_000_000, InspectError)
     folder = inspect_folder(args.checkpoint)
     architecture = "bert" if folder.holds_encoder else "gpt"
-    model = load(folder.path, architecture=architecture, device=resolve_device(args.device))
+    device = resolve_device(args.device)  # an int8 checkpoint as its float weights q s:
+    model = load(folder.path, architecture=architecture, device=device, dequantize=True)
     tokenizer = load_tokenizer(folder.path, check_model=True)
     session = Session(args, model, tokenizer, folder.path)
     document = getattr(session, args.analysis)()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from light_llm.cli.model_flags import folder_to_folder_parser
+
 DESCRIPTION = """\
 Fold the LoRA adapters of a fine-tuning run into the weights of the model they adapt,
 W' = W + (alpha/r) B A for every adapted layer (Hu et al. 2021), and write the result as a
@@ -22,20 +24,14 @@ examples:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
+    parser = folder_to_folder_parser(
+        subparsers,
         "merge",
-        help="fold a LoRA run's adapters into the weights: a plain checkpoint",
-        description=DESCRIPTION,
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "fold a LoRA run's adapters into the weights: a plain checkpoint",
+        DESCRIPTION,
+        EXAMPLES,
+        "a LoRA run's checkpoint or training output folder",
     )
-    parser.add_argument(
-        "--checkpoint",
-        required=True,
-        metavar="DIR",
-        help="a LoRA run's checkpoint or training output folder",
-    )
-    parser.add_argument("--out", required=True, metavar="DIR", help="where to write the model")
     parser.set_defaults(func=run)
 
 

@@ -65,3 +65,25 @@ def given_model_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The model fields the command line set: {field: value} of the flags given."""
     values = {field: getattr(args, field) for field in FIELDS}
     return {field: value for field, value in values.items() if value is not None}
+
+
+def folder_to_folder_parser(
+    subparsers: argparse._SubParsersAction,
+    name: str,
+    summary: str,
+    description: str,
+    examples: str,
+    checkpoint_help: str,
+) -> argparse.ArgumentParser:
+    """The parser of a command that reads one model folder (``--checkpoint DIR``) and writes
+    another (``--out DIR``): merge, export, quantize."""
+    parser = subparsers.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog=examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--checkpoint", required=True, metavar="DIR", help=checkpoint_help)
+    parser.add_argument("--out", required=True, metavar="DIR", help="the folder to write")
+    return parser

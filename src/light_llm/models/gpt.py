@@ -93,7 +93,9 @@ class GPT(nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.transformer.wte.weight.dtype
+        """The dtype the model computes in: its weights', or an int8 model's scales'."""
+        table = self.transformer.wte
+        return table.weight.dtype if table.weight.is_floating_point() else table.weight_scale.dtype
 
     def attention_layers(self) -> Iterator[nn.Module]:
         for block in self.transformer.h:
@@ -114,7 +116,8 @@ class GPT(nn.Module):
         The copy lives as long as the cache, one generation."""
         check_integer("the cache's batch_size", batch_size)
         cache = KVCache.allocate(self.config, batch_size, self.device, self.dtype)
-        if self.device.type == "cpu" and self.dtype == torch.float32:
+        float_head = self.lm_head.weight.is_floating_point()  # not an int8 head
+        if self.device.type == "cpu" and self.dtype == torch.float32 and float_head:
             cache.output_head = self.lm_head.weight.t().contiguous()  # (d, V)
         return cache
 

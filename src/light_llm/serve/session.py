@@ -110,7 +110,7 @@ class ExplorerModel:
         self.folder = folder.path
         self.origin = origin
         self.is_encoder = folder.holds_encoder
-        self.model = load(folder.path, architecture="bert" if self.is_encoder else "gpt")
+        self.model = self.load_model()
         self.tokenizer = load_tokenizer(folder.path)
         check_tokenizer_matches_model(self.tokenizer, self.model.config.vocab_size, folder.path)
         # a training output folder OUT holds OUT/checkpoint and OUT/metrics.jsonl
@@ -126,6 +126,12 @@ class ExplorerModel:
         self.version = 0  # how many times a newer checkpoint replaced the loaded one
         self.training = self.read_training()
 
+    def load_model(self):
+        """The model in the folder (an int8 checkpoint as its float weights q s: the page looks
+        inside the weights)."""
+        architecture = "bert" if self.is_encoder else "gpt"
+        return load(self.folder, architecture=architecture, dequantize=True)
+
     def reload_if_replaced(self) -> bool:
         """Load the checkpoint again when its folder was replaced since (a run still training
         saved a newer one): the page then shows the model as it is now. A folder caught
@@ -134,7 +140,7 @@ class ExplorerModel:
         if stamp is None or stamp == self.stamp:
             return False
         try:
-            model = load(self.folder, architecture="bert" if self.is_encoder else "gpt")
+            model = self.load_model()
             tokenizer = load_tokenizer(self.folder)
             check_tokenizer_matches_model(tokenizer, model.config.vocab_size, self.folder)
         except LightLLMError:

@@ -350,7 +350,8 @@ class TrainConfig:
     def _fine_tuning_defaults(self, values: dict[str, Any]) -> dict[str, Any]:
         """The defaults of an ``init_from`` run (see the module docstring), after checking
         that no flag asks for what the checkpoint decides: its shape and tokenizer."""
-        from light_llm.checkpoints import load_config, load_tokenizer
+        from light_llm.checkpoints import inspect_folder, load_config, load_tokenizer
+        from light_llm.checkpoints.folder import check_trainable
 
         if values["model"] != "gpt":
             raise ConfigError("--init-from fine-tunes a GPT; --model bert trains from scratch.")
@@ -364,6 +365,7 @@ class TrainConfig:
             )
         if values["lora_rank"] is None and any(values[key] is not None for key in LORA_FIELDS):
             raise ConfigError("the --lora-* flags need --lora-rank R to train LoRA adapters.")
+        check_trainable(inspect_folder(self.init_from), "fine-tuned (--init-from)")
         base = load_config(self.init_from)
         values["tokenizer"] = load_tokenizer(self.init_from).name
         recipe = LORA_RECIPE if values["lora_rank"] is not None else FINETUNE_RECIPE

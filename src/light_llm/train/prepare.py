@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from light_llm.atomic import check_replaceable, existing_folder
-from light_llm.checkpoints.folder import is_light_llm_checkpoint
+from light_llm.checkpoints.folder import check_trainable, inspect_folder, is_light_llm_checkpoint
 from light_llm.checkpoints.run import (
     CHECKPOINT_SUBFOLDER,
     TRAINER_STATE_FILE,
@@ -237,6 +237,7 @@ def saved_run(config: TrainConfig, folder: RunFolder) -> tuple[dict[str, Any] | 
     if config.resume:
         if checkpoint is None:
             raise TrainingError(f"--resume found no checkpoint in {folder.out} to continue from.")
+        check_trainable(inspect_folder(checkpoint), "resumed (--resume)")
         state = read_trainer_state(checkpoint)
         check_fields(state, checkpoint / TRAINER_STATE_FILE)  # all a resume restores
         return state, checkpoint

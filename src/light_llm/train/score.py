@@ -32,6 +32,8 @@ from light_llm.data import TokenDataset, encode_corpus, load_corpus, split_sizes
 from light_llm.device import resolve_device
 from light_llm.errors import CheckpointError
 from light_llm.limits import MAX_BATCH_SIZE, MAX_EVAL_BATCHES, check_integer
+from light_llm.models.quantize import quantize_gpt
+from light_llm.reference.quantize import check_quantizable, check_quantization
 from light_llm.train.config import GENERAL_DEFAULTS
 from light_llm.train.evaluate import (
     sampled_loss,
@@ -88,20 +90,26 @@ def score_checkpoint(
     eval_iters: int | None = None,
     batch_size: int | None = None,
     device: str = "auto",
+    quantize: str | None = None,
     on_batch: Callable[[], object] | None = None,
     batches_expected: Callable[[int], object] | None = None,
 ) -> Score:
     """The validation loss of the model in ``checkpoint`` on ``data`` (else the corpus it was
     trained on, as recorded by light-llm train, else Shakespeare); see the module docstring.
     ``batches_expected(n)`` is told how many batches a whole-split score will take and
-    ``on_batch()`` is called after each (a progress bar)."""
+    ``on_batch()`` is called after each (a progress bar). ``quantize="int8"`` scores the GPT
+    with its weights rounded to int8 (:func:`light_llm.models.quantize.quantize_gpt`)."""
     for name, value, most in (
         ("eval_iters", eval_iters, MAX_EVAL_BATCHES),
         ("batch_size", batch_size, MAX_BATCH_SIZE),
     ):
         if value is not None:
             check_integer(f"--{name.replace('_', '-')}", value, 1, most)
+    if quantize is not None:
+        check_quantization(quantize)
     model_folder = inspect_folder(checkpoint)
+    if quantize is not None:
+        check_quantizable(model_folder, "--quantize")
     folder = model_folder.path
     trained = {}
     if (folder / TRAINER_STATE_FILE).is_file():
@@ -111,6 +119,8 @@ def score_checkpoint(
     torch_device = resolve_device(device)
     encoder = model_folder.holds_encoder
     model = load_scored_model(model_folder, encoder, torch_device)
+    if quantize is not None:
+        model = quantize_gpt(model)
     tokenizer = load_tokenizer(model_folder, check_model=True)
     text = load_corpus(corpus)
     with tempfile.TemporaryDirectory(prefix="light-llm-eval-") as scratch:
