@@ -34,7 +34,7 @@ import numpy as np
 from light_llm.atomic import atomic_file
 from light_llm.errors import DataError
 from light_llm.shakespeare import shakespeare_text
-from light_llm.untrusted import read_json_object, read_regular_file
+from light_llm.untrusted import open_regular_file, read_json_object, read_regular_file
 
 if TYPE_CHECKING:  # only name, vocab_size, encode and decode (and encode_batch if any) are used
     import torch
@@ -305,8 +305,8 @@ def _files_digest(paths: Iterable[Path]) -> str:
     """sha256 of the files' bytes, one after the other."""
     digest = hashlib.sha256()
     for path in paths:
-        with open(path, "rb") as file:
-            while block := file.read(1 << 20):
+        with open_regular_file(path, error=DataError) as (descriptor, _):
+            while block := os.read(descriptor, 1 << 20):
                 digest.update(block)
     return digest.hexdigest()
 
@@ -316,7 +316,7 @@ def _cache_is_current(cache_dir: Path, key: str) -> bool:
     sizes and by the digest of their bytes that meta.json recorded (a tampered or damaged
     cache, even of the right size, is rebuilt rather than trusted)."""
     try:
-        meta = json.loads((cache_dir / META_FILE).read_text(encoding="utf-8"))
+        meta = read_json_object(cache_dir / META_FILE, error=DataError)
         itemsize = np.dtype(meta["dtype"]).itemsize
         return (
             meta["key"] == key
@@ -324,7 +324,7 @@ def _cache_is_current(cache_dir: Path, key: str) -> bool:
             and (cache_dir / VAL_FILE).stat().st_size == meta["val_tokens"] * itemsize
             and meta["ids_sha256"] == _files_digest([cache_dir / TRAIN_FILE, cache_dir / VAL_FILE])
         )
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+    except (OSError, ValueError, KeyError, TypeError, DataError):
         return False
 
 

@@ -37,7 +37,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from light_llm.atomic import check_replaceable, existing_folder
-from light_llm.checkpoints.folder import is_light_llm_checkpoint
+from light_llm.checkpoints.folder import names_before_manifests
 from light_llm.checkpoints.numpy_gpt import save_numpy_gpt
 from light_llm.checkpoints.run import (
     LOSS_CURVE_FILE,
@@ -147,13 +147,13 @@ def train_numpy(config: TrainConfig, *, model: NumpyGPT | None = None) -> TrainR
     check_numpy_options(config)
     cfg = config.resolve()
     run_folder = RunFolder(cfg.out)
-    check_replaceable(run_folder.checkpoint_dir, cfg.overwrite, is_light_llm_checkpoint)
+    check_replaceable(run_folder.checkpoint_dir, cfg.overwrite, names_before_manifests)
     if existing_folder(run_folder.checkpoint_dir) is not None and not cfg.overwrite:
         raise TrainingError(
             f"{run_folder.out} already holds a checkpoint; pass --overwrite to replace it or use "
             "another --out."
         )
-    run_folder.claim(cfg.overwrite, is_light_llm_checkpoint)
+    run_folder.claim(cfg.overwrite, names_before_manifests, cfg.data)
     try:
         return train_claimed(config, cfg, run_folder, model)
     finally:

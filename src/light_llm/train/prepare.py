@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from light_llm.atomic import check_replaceable, existing_folder
-from light_llm.checkpoints.folder import is_light_llm_checkpoint
+from light_llm.checkpoints.folder import names_before_manifests
 from light_llm.checkpoints.run import (
     CHECKPOINT_SUBFOLDER,
     TRAINER_STATE_FILE,
@@ -162,7 +162,7 @@ def prepare_in(
         )
 
     def claim() -> None:  # a fresh run's log waits for its first checkpoint (MetricsLog)
-        folder.claim(cfg.overwrite, is_light_llm_checkpoint)
+        folder.claim(cfg.overwrite, names_before_manifests, cfg.data)
         if saved is None:
             metrics.start_fresh()
 
@@ -237,7 +237,7 @@ def saved_run(config: TrainConfig, folder: RunFolder) -> tuple[dict[str, Any] | 
         state = read_trainer_state(checkpoint)
         check_fields(state, checkpoint / TRAINER_STATE_FILE)  # all a resume restores
         return state, checkpoint
-    check_replaceable(folder.checkpoint_dir, config.overwrite, is_light_llm_checkpoint)
+    check_replaceable(folder.checkpoint_dir, config.overwrite, names_before_manifests)
     if checkpoint is not None and not config.overwrite:
         raise TrainingError(
             f"{folder.out} already holds a training checkpoint; continue it with --resume, "
