@@ -74,3 +74,11 @@ def lora_run(tmp_path_factory, corpus):
     flags += ["--out", str(lora), "--max-iters", "2", "--eval-iters", "1", "--sample-tokens", "0"]
     assert main(["train", *flags]) == 0
     return lora
+
+
+@pytest.fixture(scope="session")
+def finished_run(tmp_path_factory, corpus):
+    """A finished two-iteration run (copied by each test that changes it)."""
+    out = tmp_path_factory.mktemp("run") / "out"
+    assert main(["train", *tiny_flags(corpus, out, max_iters=2, eval_interval=2)]) == 0
+    return out

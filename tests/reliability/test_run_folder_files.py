@@ -25,16 +25,6 @@ from tests.reliability.conftest import assert_refused, run_cli, snapshot
 from tests.train.helpers import tiny_flags
 
 
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory, corpus):
-    """A finished two-iteration run (copied by each test that changes it)."""
-    out = tmp_path_factory.mktemp("run") / "out"
-    from light_llm.cli import main
-
-    assert main(["train", *tiny_flags(corpus, out, max_iters=2, eval_interval=2)]) == 0
-    return out
-
-
 def copy_of(run, tmp_path):
     return shutil.copytree(run, tmp_path / "out", symlinks=True)
 
