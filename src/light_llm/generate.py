@@ -18,7 +18,7 @@ import torch
 from light_llm.errors import SamplingError
 from light_llm.limits import check_integer, check_new_tokens, check_seed
 from light_llm.models.gpt import check_token_ids
-from light_llm.sampling_options import validate_sampling
+from light_llm.sampling_options import DEFAULT_TEMPERATURE, validate_sampling
 
 
 def check_logits(logits: object) -> None:
@@ -223,7 +223,7 @@ def generate_text(
     prompts: Sequence[str],
     max_new_tokens: int,
     *,
-    temperature: float = 1.0,
+    temperature: float = DEFAULT_TEMPERATURE,
     top_k: int | None = None,
     top_p: float | None = None,
     seed: int | None = None,

@@ -16,6 +16,12 @@ from light_llm.tokenizers import BertTokenizer
 from tests.train.helpers import tiny_flags, write_corpus
 
 
+def local_client(app) -> TestClient:
+    """A test client of ``app`` as a browser on this machine calls it (Host 127.0.0.1; the
+    explorer refuses other host names)."""
+    return TestClient(app, base_url="http://127.0.0.1")
+
+
 @pytest.fixture(scope="session")
 def gpt_run(tmp_path_factory):
     """A training output folder: 10 iterations of the tiny character-level GPT on a small
@@ -58,11 +64,11 @@ def gpt(gpt_run):
 
 @pytest.fixture(scope="module")
 def client(gpt_run):
-    with TestClient(create_app(ExplorerModel(gpt_run, "test"))) as test_client:
+    with local_client(create_app(ExplorerModel(gpt_run, "test"))) as test_client:
         yield test_client
 
 
 @pytest.fixture(scope="module")
 def encoder_client(encoder_folder):
-    with TestClient(create_app(ExplorerModel(encoder_folder, "test"))) as test_client:
+    with local_client(create_app(ExplorerModel(encoder_folder, "test"))) as test_client:
         yield test_client

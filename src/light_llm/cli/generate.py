@@ -13,6 +13,7 @@ import sys
 
 from light_llm.device import DEVICES
 from light_llm.errors import ConfigError
+from light_llm.sampling_options import DEFAULT_TEMPERATURE
 
 DESCRIPTION = """\
 Continue each PROMPT with text sampled from a model: P(x_t | x_<t) = softmax(logits / τ),
@@ -64,9 +65,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--temperature",
         type=float,
-        default=0.8,
+        default=DEFAULT_TEMPERATURE,
         metavar="T",
-        help="divide the logits by T before sampling; 0 = greedy (default 0.8)",
+        help=f"divide the logits by T before sampling; 0 = greedy (default {DEFAULT_TEMPERATURE})",
     )
     parser.add_argument(
         "--top-k", type=int, metavar="K", help="sample only among the K most likely tokens"

@@ -40,7 +40,10 @@ from pydantic import Field
 from light_llm import explain
 from light_llm.errors import ConfigError, LightLLMError
 from light_llm.explain.render import needs_scientific
+from light_llm.limits import MAX_NEW_TOKENS, SEED_LIMIT
+from light_llm.sampling_options import DEFAULT_TEMPERATURE
 from light_llm.serve.fields import Body, Prompt
+from light_llm.serve.guard import Guard, allowed_hosts
 from light_llm.serve.inspect_api import inspect_router
 from light_llm.serve.inspection import Inspection
 from light_llm.serve.session import ExplorerModel, NotForThisModel, RequestError, event_stream
@@ -50,7 +53,8 @@ PAGE_ROUTES = ("/", "/explain", "/explain/{name}")
 
 
 # ---------------------------------------------------------------------- request bodies
-Temperature = Annotated[float, Field(ge=0.0, le=100.0, allow_inf_nan=False)]
+# every bound is the library's (sampling_options.py, limits.py), checked before a stream starts
+Temperature = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 TopK = Annotated[int | None, Field(ge=1)]
 TopP = Annotated[float | None, Field(gt=0.0, le=1.0, allow_inf_nan=False)]
 
@@ -65,7 +69,7 @@ class PromptBody(Body):
 
 class NextTokenBody(Body):
     prompt: Prompt
-    temperature: Temperature = 1.0
+    temperature: Temperature = DEFAULT_TEMPERATURE
     top_k: TopK = None
     top_p: TopP = None
     limit: Annotated[int, Field(ge=1, le=1000)] = 20
@@ -73,11 +77,11 @@ class NextTokenBody(Body):
 
 class GenerateBody(Body):
     prompt: Prompt
-    max_new_tokens: Annotated[int, Field(ge=1, le=4096)] = 200
-    temperature: Temperature = 0.8  # light-llm generate's default
+    max_new_tokens: Annotated[int, Field(ge=1, le=MAX_NEW_TOKENS)] = 200
+    temperature: Temperature = DEFAULT_TEMPERATURE
     top_k: TopK = None
     top_p: TopP = None
-    seed: Annotated[int | None, Field(ge=0, le=2**63 - 1)] = None
+    seed: Annotated[int | None, Field(ge=0, le=SEED_LIMIT - 1)] = None
 
 
 class FillMaskBody(Body):
@@ -138,8 +142,10 @@ def server_sent_event(kind: str, data: dict[str, Any]) -> str:
     return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-def create_app(explorer: ExplorerModel) -> FastAPI:
-    """The explorer's application for the model ``explorer`` holds."""
+def create_app(explorer: ExplorerModel, host: str | None = None) -> FastAPI:
+    """The explorer's application for the model ``explorer`` holds, answering requests
+    for the loopback host names and ``host`` (the address it listens on) only, bodies of
+    bounded size (:mod:`light_llm.serve.guard`)."""
     scratch = tempfile.TemporaryDirectory(prefix="light-llm-serve-")
     figures = ExampleFigures(Path(scratch.name))
 
@@ -158,6 +164,7 @@ def create_app(explorer: ExplorerModel) -> FastAPI:
         redoc_url=None,
     )
     app.state.explorer = explorer
+    app.add_middleware(Guard, hosts=allowed_hosts(host))
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     app.include_router(inspect_router(Inspection(explorer)))
 
