@@ -33,7 +33,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
-from light_llm.errors import CheckpointError, DataError, OutputError
+from light_llm.errors import CheckpointError, DataError, OutputError, reason
 from light_llm.untrusted import read_text_file
 
 
@@ -126,7 +126,7 @@ def why_not(path: Path, exc: OSError) -> str:
             if not ancestor.is_dir():
                 return f"{ancestor} is a file, not a folder"
             break
-    return exc.strerror or str(exc)
+    return reason(exc)
 
 
 def write_atomically(path: str | os.PathLike, data: bytes) -> None:
@@ -144,7 +144,7 @@ def save_figure(figure, path: str | os.PathLike, dpi: int = 100) -> Path:
     try:
         write_atomically(path, buffer.getvalue())
     except OSError as exc:
-        raise DataError(f"cannot write the picture {path}: {exc.strerror or exc}.") from None
+        raise DataError(f"cannot write the picture {path}: {reason(exc)}.") from None
     return path
 
 
@@ -220,7 +220,7 @@ def check_replaceable(
     try:
         entries = sorted(entry.name for entry in folder.iterdir())
     except OSError as exc:
-        raise OutputError(f"cannot look into {folder}: {exc.strerror or exc}.") from None
+        raise OutputError(f"cannot look into {folder}: {reason(exc)}.") from None
     owned = written_names(folder)
     if owned is None:
         owned = set(written_before_manifests(folder) if written_before_manifests else ())
@@ -265,8 +265,9 @@ def write_folder_atomically(
         staging = Path(tempfile.mkdtemp(dir=parent, prefix=new_folder_prefix(folder)))
         os.chmod(staging, default_folder_mode())
     except OSError as exc:
-        raise CheckpointError(f"cannot write the checkpoint {folder}: {exc.strerror}.") from None
+        raise CheckpointError(f"cannot write the checkpoint {folder}: {reason(exc)}.") from None
     moved_aside: Path | None = None
+    had_previous = folder.exists()
     try:
         for name, data in files.items():
             with open(staging / name, "wb") as file:
@@ -285,9 +286,9 @@ def write_folder_atomically(
             os.replace(moved_aside, folder)  # put the previous version back
         shutil.rmtree(staging, ignore_errors=True)
         if isinstance(exc, OSError):
+            kept = "the previous one is unchanged" if had_previous else "nothing was written"
             raise CheckpointError(
-                f"cannot write the checkpoint {folder}: {exc.strerror or exc}; "
-                "the previous one is unchanged."
+                f"cannot write the checkpoint {folder}: {reason(exc)}; {kept}."
             ) from None
         raise
     remove_leftovers(folder)

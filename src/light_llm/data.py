@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from light_llm.atomic import atomic_file
-from light_llm.errors import DataError
+from light_llm.errors import DataError, reason
 from light_llm.shakespeare import shakespeare_text
 from light_llm.untrusted import open_regular_file, read_json_object, read_regular_file
 
@@ -375,7 +375,7 @@ def encode_corpus(
         with atomic_file(meta_path) as file:
             file.write(json.dumps(meta, indent=2).encode("utf-8"))
     except OSError as exc:
-        raise DataError(f"cannot write the token cache in {cache_dir}: {exc.strerror}.") from None
+        raise DataError(f"cannot write the token cache in {cache_dir}: {reason(exc)}.") from None
     return train_path, val_path
 
 

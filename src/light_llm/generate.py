@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
-from light_llm.errors import SamplingError
-from light_llm.limits import check_integer, check_new_tokens, check_seed
+from light_llm.errors import ConfigError, SamplingError
+from light_llm.limits import MAX_BATCH_SIZE, check_integer, check_new_tokens, check_seed
 from light_llm.models.gpt import check_token_ids
 from light_llm.sampling_options import DEFAULT_TEMPERATURE, validate_sampling
 
@@ -118,6 +118,15 @@ def non_finite_message(dtype: torch.dtype) -> str:
     return "the model's logits are NaN or infinite: its weights are probably corrupt."
 
 
+def check_torch_model(model: object) -> None:
+    """ConfigError unless ``model`` is a PyTorch GPT (a NumpyGPT samples with
+    :mod:`light_llm.reference.sampling`, an encoder does not generate)."""
+    if not isinstance(model, torch.nn.Module) or not hasattr(model, "new_cache"):
+        other = "light_llm.reference.sampling" if type(model).__name__ == "NumpyGPT" else ""
+        hint = f"; a NumpyGPT generates with {other}'s functions of the same name" if other else ""
+        raise ConfigError(f"model must be a PyTorch GPT, got {type(model).__name__}{hint}.")
+
+
 @torch.no_grad()
 def stream_tokens(
     model,
@@ -141,6 +150,7 @@ def stream_tokens(
     ``on_step(logits, ids)`` sees each step's float32 next-token logits (B, V) and the ids
     drawn from them (B,), before they are yielded (to show the distribution sampled from).
     """
+    check_torch_model(model)
     validate_sampling(temperature, top_k, top_p)
     check_new_tokens(max_new_tokens, SamplingError)
     check_token_ids(idx, model.config.vocab_size)
@@ -238,11 +248,17 @@ def generate_text(
     ``on_step(logits, ids)`` each step's next-token logits (B, V) and drawn ids (B,), as in
     :func:`stream_tokens`.
     """
+    check_torch_model(model)
     validate_sampling(temperature, top_k, top_p)
     if isinstance(prompts, str):  # else each character would be a prompt of its own
         raise SamplingError("generate_text takes a list of prompts, not one str: write [prompt].")
     if not prompts:
         raise SamplingError("give at least one prompt.")
+    if len(prompts) > MAX_BATCH_SIZE:  # one row of the batch each
+        raise SamplingError(
+            f"at most {MAX_BATCH_SIZE:,} prompts are generated at once, got {len(prompts):,}; "
+            "split them into several calls."
+        )
     encoded = [tokenizer.encode(p) for p in prompts]
     for prompt, ids in zip(prompts, encoded, strict=True):
         if not ids:

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from light_llm.errors import CheckpointError
+from light_llm.errors import CheckpointError, reason
 
 JSON_LIMIT = 256 * 2**20  # bytes of a JSON file worth reading (GPT-2's vocabulary is 1 MB)
 
@@ -41,7 +41,7 @@ def read_regular_file(
         try:
             data = read_at_most(descriptor, size, limit)
         except OSError as exc:
-            raise error(f"cannot read {name}: {exc.strerror or exc}.") from None
+            raise error(f"cannot read {name}: {reason(exc)}.") from None
         except MemoryError:
             raise error(f"{name} ({size:,} bytes) does not fit in this process's memory.") from None
     if len(data) > limit:
@@ -97,7 +97,7 @@ def open_regular_file(
     except PermissionError:
         raise error(f"cannot read {name}: permission denied.") from None
     except OSError as exc:
-        raise error(f"cannot read {name}: {exc.strerror or exc}.") from None
+        raise error(f"cannot read {name}: {reason(exc)}.") from None
     try:
         status = os.fstat(descriptor)
         if stat.S_ISDIR(status.st_mode):

@@ -58,7 +58,8 @@ from light_llm.atomic import (
     written_names,
 )
 from light_llm.data import META_FILE, TRAIN_FILE, VAL_FILE
-from light_llm.errors import CheckpointError, OutputError, TrainingError
+from light_llm.errors import CheckpointError, OutputError, TrainingError, reason
+from light_llm.limits import is_integer, is_real
 from light_llm.untrusted import read_json_object, read_regular_file
 
 try:
@@ -111,6 +112,22 @@ def holds_file(folder: Path, identity: tuple[str, tuple[int, int]]) -> bool:
     return False
 
 
+def is_record(record: object) -> bool:
+    """Whether ``record`` is a line every reader of the log can use: a JSON object with an
+    integer "iter" >= 0, a training line's "loss" a number, an evaluation's losses numbers
+    where present (a hand-edited line that is not is skipped, as a line cut short by a kill
+    is)."""
+    if not isinstance(record, dict) or not is_integer(record.get("iter")) or record["iter"] < 0:
+        return False
+    kind = record.get("kind", "eval")
+    if kind == "train":
+        return is_real(record.get("loss"))
+    if kind == "eval":
+        losses = (record.get(key) for key in ("train_loss", "val_loss"))
+        return all(loss is None or is_real(loss) for loss in losses)
+    return isinstance(kind, str)  # a kind of a later version: kept, read by no one here
+
+
 def evaluation_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The evaluation lines of a metrics log (module docstring)."""
     return [record for record in records if record.get("kind", "eval") == "eval"]
@@ -144,7 +161,7 @@ class MetricsLog:
         try:
             append_line(self.path, json.dumps(record))
         except OSError as exc:
-            raise TrainingError(f"cannot append to {self.path}: {exc.strerror}.") from None
+            raise TrainingError(f"cannot append to {self.path}: {reason(exc)}.") from None
 
     def checkpoint_written(self) -> None:
         """The run's checkpoint is on disk: a fresh run's held lines replace the old log
@@ -173,7 +190,7 @@ class MetricsLog:
             with atomic_file(self.path) as file:
                 file.write("".join(json.dumps(r) + "\n" for r in records).encode("utf-8"))
         except OSError as exc:
-            raise TrainingError(f"cannot write {self.path}: {exc.strerror}.") from None
+            raise TrainingError(f"cannot write {self.path}: {reason(exc)}.") from None
 
     def records(self) -> list[dict[str, Any]]:
         """Every complete line written so far (a line cut short by a kill, or one that is not
@@ -189,7 +206,7 @@ class MetricsLog:
                 record = json.loads(line)
             except (json.JSONDecodeError, RecursionError):
                 continue
-            if isinstance(record, dict):
+            if is_record(record):
                 records.append(record)
         return records
 
@@ -346,7 +363,7 @@ class RunFolder:
             write_atomically(self.out / FOLDER_MANIFEST, text.encode("utf-8"))
         except OSError as exc:
             raise TrainingError(
-                f"cannot write {self.out / FOLDER_MANIFEST}: {exc.strerror or exc}."
+                f"cannot write {self.out / FOLDER_MANIFEST}: {reason(exc)}."
             ) from None
 
     def _lock(self) -> None:

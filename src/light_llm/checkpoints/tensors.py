@@ -19,7 +19,7 @@ from light_llm.checkpoints.folder import (
     WEIGHTS_FILE,
     refuse_pickled_weights,
 )
-from light_llm.errors import CheckpointError
+from light_llm.errors import CheckpointError, reason
 from light_llm.untrusted import check_regular_file, open_regular_file, read_json_object
 
 
@@ -73,7 +73,7 @@ def weights_checksum(folder: Path) -> str:
                 while block := os.read(descriptor, 1 << 20):
                     digest.update(block)
         except OSError as exc:
-            raise CheckpointError(f"cannot read {path}: {exc.strerror or exc}.") from None
+            raise CheckpointError(f"cannot read {path}: {reason(exc)}.") from None
     return digest.hexdigest()
 
 

@@ -13,6 +13,7 @@ import sys
 
 from light_llm.device import DEVICES
 from light_llm.errors import ConfigError
+from light_llm.limits import MAX_BATCH_SIZE
 from light_llm.sampling_options import DEFAULT_TEMPERATURE
 
 DESCRIPTION = """\
@@ -57,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         required=True,
         metavar="TEXT",
-        help="text to continue; repeat for a batch of prompts",
+        help=f"text to continue; repeat for a batch of prompts (at most {MAX_BATCH_SIZE:,})",
     )
     parser.add_argument(
         "--max-new-tokens", type=int, default=200, metavar="N", help="tokens to add (default 200)"
@@ -137,6 +138,11 @@ def run(args: argparse.Namespace) -> int:
     from light_llm.sampling_options import validate_sampling
 
     validate_sampling(args.temperature, args.top_k, args.top_p)  # before the slow loading
+    if len(args.prompt) > MAX_BATCH_SIZE:
+        raise ConfigError(
+            f"--prompt is given {len(args.prompt):,} times, more than the {MAX_BATCH_SIZE:,} "
+            "prompts of one batch; generate in several runs."
+        )
     if args.threads is not None:
         if args.threads < 1:
             raise ConfigError(f"--threads must be 1 or more, got {args.threads}.")

@@ -8,7 +8,7 @@ import socket
 import sys
 from pathlib import Path
 
-from light_llm.errors import ConfigError
+from light_llm.errors import ConfigError, reason
 
 LISTEN_BACKLOG = 2048  # uvicorn's default
 
@@ -81,7 +81,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
                 f"port {port} on {host} is already in use: stop what uses it or pick "
                 "another with --port."
             ) from None
-        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}.") from None
+        raise ConfigError(f"cannot listen on {host}:{port}: {reason(exc)}.") from None
     sock.listen(LISTEN_BACKLOG)  # a browser opened at once waits in the queue, not refused
     return sock
 

@@ -126,6 +126,8 @@ def read_input(args: argparse.Namespace) -> str:
         raise TokenizerError("give either a TEXT or --file PATH, not both.")
     from light_llm.data import CORPUS_LIMIT
 
+    if not args.file.exists() and not args.file.is_symlink():
+        raise DataError(f"no such file: {args.file}.")
     return read_text_file(args.file, CORPUS_LIMIT, "the file", DataError)
 
 

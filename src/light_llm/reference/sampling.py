@@ -15,7 +15,7 @@ import numpy as np
 from light_llm.errors import SamplingError
 from light_llm.limits import check_new_tokens, check_seed
 from light_llm.reference.softmax import softmax_forward
-from light_llm.sampling_options import validate_sampling  # one rule for both engines
+from light_llm.sampling_options import DEFAULT_TEMPERATURE, validate_sampling  # one rule
 
 
 def filter_logits(
@@ -172,7 +172,7 @@ def generate_text(
     prompt: str,
     max_new_tokens: int,
     *,
-    temperature: float = 1.0,
+    temperature: float = DEFAULT_TEMPERATURE,
     top_k: int | None = None,
     top_p: float | None = None,
     seed: int | None = None,

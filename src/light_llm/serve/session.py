@@ -45,6 +45,7 @@ from light_llm.checkpoints.run import (
 from light_llm.errors import CheckpointError, LightLLMError
 from light_llm.explain.attention_maps import context_error, model_input_ids, prompt_attention
 from light_llm.generate import generate_text, sampling_distribution
+from light_llm.limits import is_integer
 from light_llm.models.bert import (
     BertEncoder,
     cosine_similarity_matrix,
@@ -112,6 +113,7 @@ class ExplorerModel:
         self.generations_ahead = 0  # running or waiting generations
         self.logits_cache: tuple[tuple[int, ...], torch.Tensor] | None = None
         self.training = self.read_training()
+        self.history = self.loaded_history()
 
     # ------------------------------------------------------------------ what it is
     @property
@@ -133,10 +135,34 @@ class ExplorerModel:
     def can_fill_mask(self) -> bool:
         return self.is_encoder and self.model.mlm_head is not None
 
+    def loaded_history(self) -> list[dict[str, Any]]:
+        """The evaluations of the run up to the loaded checkpoint's iteration: the same run,
+        still training, only adds to them; another run written at the same path differs."""
+        if self.run_folder is None:
+            return []
+        until = (self.training or {}).get("iteration")
+        evaluations = evaluation_records(MetricsLog(self.run_folder).records())
+        if not is_integer(until):
+            return evaluations
+        return [record for record in evaluations if record["iter"] <= until]
+
     def folder_warning(self) -> str | None:
-        """A sentence when the checkpoint folder has gone since it was loaded."""
+        """A sentence when the checkpoint folder has gone since it was loaded, or holds
+        another run than the loaded model's (its card then keeps the loaded run's facts)."""
         if self.folder.is_dir():
-            return None
+            if self.run_folder is None:
+                return None
+            try:
+                current = evaluation_records(MetricsLog(self.run_folder).records())
+            except LightLLMError:
+                current = []
+            if current[: len(self.history)] == self.history:
+                return None
+            return (
+                f"{self.run_folder} now holds another training run than the one loaded; "
+                "this card and every answer are still the loaded model's (restart the "
+                "explorer to serve the new run)."
+            )
         return (
             f"the checkpoint folder {self.folder} has disappeared; the model loaded from it "
             "is still in memory and still served."

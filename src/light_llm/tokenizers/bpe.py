@@ -37,6 +37,7 @@ from tokenizers import Tokenizer as TokenizerEngine
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from light_llm.errors import TokenizerError
+from light_llm.limits import check_vocab_size
 from light_llm.tokenizers.base import Tokenizer, check_text, write_tokenizer_json
 from light_llm.tokenizers.gpt2 import END_OF_TEXT, bytes_to_unicode, readable_token
 
@@ -219,6 +220,7 @@ def train_bpe(
             f"a byte-level BPE vocabulary needs at least {smallest} ids (the 256 bytes and "
             f"{len(special_tokens)} special token(s)), got {vocab_size!r}."
         )
+    check_vocab_size(vocab_size, TokenizerError)  # the library would abort the process
     if not text:
         raise TokenizerError("cannot learn BPE merges from empty text.")
     engine = byte_level_engine({}, [])

@@ -47,6 +47,7 @@ from light_llm.errors import ConfigError
 from light_llm.limits import (
     MAX_BATCH_SIZE,
     MAX_EVAL_BATCHES,
+    MAX_VOCAB_SIZE,
     check_flag,
     check_integer,
     check_real,
@@ -407,6 +408,7 @@ class TrainConfig:
         """ConfigError, in one sentence, for the first setting that cannot work."""
         self.check_types()
         check_seed(self.seed)
+        self.check_resume_or_overwrite()
         if self.model not in MODEL_TOKENIZERS:
             raise ConfigError(
                 f"model must be one of {', '.join(MODEL_TOKENIZERS)}, got {self.model!r}."
@@ -432,6 +434,8 @@ class TrainConfig:
                 raise ConfigError(f"{key} must be a positive integer, got {value!r}.")
         check_integer("batch_size", self.batch_size, 1, MAX_BATCH_SIZE)
         check_integer("eval_iters", self.eval_iters, 1, MAX_EVAL_BATCHES)
+        if self.vocab_size is not None:
+            check_integer("vocab_size", self.vocab_size, 1, MAX_VOCAB_SIZE)
         for key in ("max_iters", "warmup_iters", "lr_decay_iters", "seed", "sample_tokens"):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -475,9 +479,18 @@ class TrainConfig:
         :mod:`light_llm.train.budget`): it is then recorded as ``max_iters``."""
         return self.time is not None and self.max_iters is None
 
+    def check_resume_or_overwrite(self) -> None:
+        """ConfigError for --resume with --overwrite: one continues OUT's run, the other
+        replaces it."""
+        if self.resume and self.overwrite:
+            raise ConfigError(
+                "--resume continues the run in --out and --overwrite replaces it: give one of them."
+            )
+
     def check_time_flags(self) -> None:
-        """ConfigError when ``--time`` comes with what it cannot go with (the flags as given,
-        before a resumed run's settings are inherited)."""
+        """ConfigError when ``--time`` comes with what it cannot go with, or --resume with
+        --overwrite (the flags as given, before a resumed run's settings are inherited)."""
+        self.check_resume_or_overwrite()
         if self.time is None:
             return
         if self.resume:

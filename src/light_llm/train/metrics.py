@@ -14,7 +14,7 @@ from typing import Any
 
 from light_llm.atomic import atomic_file
 from light_llm.checkpoints.run import evaluation_records, training_records
-from light_llm.errors import TrainingError
+from light_llm.errors import TrainingError, reason
 
 
 def perplexity(loss: float) -> float:
@@ -82,7 +82,7 @@ def plot_loss_curve(records: list[dict[str, Any]], path: Path, title: str = "") 
     ):
         # the evaluations' train loss as points alone where the logged steps draw the line
         style = {"linestyle": "none"} if logged and key == "train_loss" else {}
-        values = [r[key] for r in evaluations]
+        values = [math.nan if r.get(key) is None else r[key] for r in evaluations]
         axes.plot(iterations, values, marker="o", color=color, label=label, **style)
     axes.set_xlabel("iteration")
     axes.set_ylabel("cross-entropy loss (nats per token)")
@@ -100,7 +100,7 @@ def plot_loss_curve(records: list[dict[str, Any]], path: Path, title: str = "") 
         with atomic_file(path) as file:
             figure.savefig(file, format="png")
     except OSError as exc:
-        raise TrainingError(f"cannot write the loss curve {path}: {exc.strerror}.") from None
+        raise TrainingError(f"cannot write the loss curve {path}: {reason(exc)}.") from None
 
 
 class ThroughputMeter:

@@ -38,7 +38,7 @@ import torch
 from tqdm.auto import tqdm
 
 from light_llm.checkpoints.run import LOSS_CURVE_FILE, trainer_state_file
-from light_llm.errors import CheckpointError, TrainingError
+from light_llm.errors import CheckpointError, TrainingError, reason
 from light_llm.train.batches import micro_batch_rng
 from light_llm.train.budget import SKIPPED_ITERATIONS, iterations_for_budget, seconds_left
 from light_llm.train.distributed import shutdown_distributed
@@ -338,7 +338,7 @@ class Trainer:
                 raise TrainingError(str(exc)) from None
             except OSError as exc:
                 raise TrainingError(
-                    f"cannot write the checkpoint {folder}: {exc.strerror or exc}."
+                    f"cannot write the checkpoint {folder}: {reason(exc)}."
                 ) from None
 
         run.dist.on_main(write, run.device)
