@@ -20,7 +20,8 @@ learned from the user's corpus instead of OpenAI's:
 
 The vocabulary's layout is light-llm's: the special tokens first (``<|endoftext|>`` = id 0),
 then the 256 single bytes in GPT-2's :func:`~light_llm.tokenizers.gpt2.bytes_to_unicode`
-order (ids 1-256), then one id per merge in the order it was learned. So the saved file,
+order (ids 1-256: the printable bytes ! to ~ first, so byte 108, l, is id 76), then one id
+per merge in the order it was learned. So the saved file,
 ``light_tokenizer.json``, holds only the special tokens and the merges (each written as two
 tokens in GPT-2's printable byte alphabet, "Ġ t" for " " + "t", as in GPT-2's ``vocab.bpe``);
 every id follows from them. HuggingFace's ``BpeTrainer`` makes exactly this layout, which

@@ -493,6 +493,7 @@ class TrainConfig:
         self.check_resume_or_overwrite()
         if self.time is None:
             return
+        parse_duration(self.time)  # a duration, and at most MAX_DURATION_S
         if self.resume:
             raise ConfigError(
                 "--time starts a run; a resumed run keeps the iteration count its budget gave "
