@@ -52,7 +52,7 @@ from light_llm.train.prepare import PreparedRun, prepare, saved_run_config
 from light_llm.train.records import trainer_state, training_line
 from light_llm.train.result import TrainResult
 from light_llm.train.run_tokenizer import fewer_ids_note
-from light_llm.train.sizing import sizing_advice, vocabulary_parameters
+from light_llm.train.sizing import sizing_advice, vocabulary_parameters, vocabulary_remedy
 
 __all__ = ["Trainer", "saved_run_config", "train", "train_mlm"]
 
@@ -394,6 +394,7 @@ def announce(run: PreparedRun) -> None:
         parameters,
         vocabulary_parameters(model.vocab_size, model.n_embd, model.tie_embeddings),
         len(run.train_data),
+        vocabulary_remedy(cfg.model, cfg.tokenizer),
     )
     iteration = run.progress.iteration
     for note in (fewer_ids_note(cfg, tokenizer), advice):
