@@ -19,6 +19,7 @@ from light_llm.errors import ConfigError, SamplingError
 from light_llm.limits import MAX_BATCH_SIZE, check_integer, check_new_tokens, check_seed
 from light_llm.models.gpt import check_token_ids
 from light_llm.sampling_options import DEFAULT_TEMPERATURE, validate_sampling
+from light_llm.tokenizers.stream import TextStream, whole_text
 
 
 def check_logits(logits: object) -> None:
@@ -244,7 +245,8 @@ def generate_text(
 ) -> list[str]:
     """Generate a continuation for each prompt and return the continuations (without the
     prompts). ``on_text(row, piece)`` receives each row's new text as soon as it decodes to
-    whole characters (a byte-level token can hold part of a UTF-8 character), for streaming;
+    whole characters (a byte-level token can hold part of a UTF-8 character, held back until
+    it completes; one still cut at the end is left out: :mod:`light_llm.tokenizers.stream`);
     ``on_step(logits, ids)`` each step's next-token logits (B, V) and drawn ids (B,), as in
     :func:`stream_tokens`.
     """
@@ -278,7 +280,7 @@ def generate_text(
         generator.manual_seed(seed)
     eos_id = tokenizer.eos_id if stop_at_eos else None
     new_ids: list[list[int]] = [[] for _ in prompts]
-    unshown: list[list[int]] = [[] for _ in prompts]  # ids not yet passed to on_text
+    streams = [TextStream(tokenizer) for _ in prompts]  # whole characters only
     done = [False] * len(prompts)
     for step_ids in stream_tokens(
         model,
@@ -300,14 +302,6 @@ def generate_text(
                 done[row] = True
                 continue
             new_ids[row].append(token)
-            if on_text is not None:
-                unshown[row].append(token)
-                piece = tokenizer.decode(unshown[row])
-                if not piece.endswith("\ufffd"):  # whole characters only
-                    on_text(row, piece)
-                    unshown[row] = []
-    if on_text is not None:
-        for row, ids in enumerate(unshown):
-            if ids:
-                on_text(row, tokenizer.decode(ids))
-    return [tokenizer.decode(ids) for ids in new_ids]
+            if on_text is not None and (piece := streams[row].add([token])):
+                on_text(row, piece)
+    return [whole_text(tokenizer, ids) for ids in new_ids]

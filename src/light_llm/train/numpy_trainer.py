@@ -56,7 +56,13 @@ from light_llm.train.budget import seconds_left
 from light_llm.train.config import TrainConfig
 from light_llm.train.interrupt import StopRequest
 from light_llm.train.metrics import ThroughputMeter, plot_loss_curve
-from light_llm.train.records import RunRecord, sample_prompt, trainer_state, training_line
+from light_llm.train.records import (
+    RunRecord,
+    printed_sample,
+    sample_prompt,
+    trainer_state,
+    training_line,
+)
 from light_llm.train.result import SAMPLE_TEMPERATURE, TrainResult
 from light_llm.train.run_tokenizer import fewer_ids_note, tokenizer_for_run
 
@@ -286,7 +292,8 @@ def train_claimed(
     plot_loss_curve(metrics.records(), out / LOSS_CURVE_FILE, f"NumPy GPT on {tokenizer.name}")
     if cfg.sample_tokens and not result.interrupted:
         result.sample = sample(model, tokenizer, datasets["val"], cfg)
-        print("sample:\n" + result.sample, flush=True)
+        prompt = sample_prompt(tokenizer, int(datasets["val"].tokens[0]))
+        print(printed_sample(result.sample, prompt, cfg), flush=True)
     print(f"done: {iteration} iterations; checkpoint {checkpoint_dir}", flush=True)
     return result
 

@@ -53,6 +53,8 @@ from light_llm.train.state import check_fields
 from light_llm.train.subject import GPTSubject
 
 TIMED_FORWARDS = 2  # forward passes timed to estimate an evaluation before a --time run
+STEP_FORWARDS = 3  # a training step's cost in forward passes (the backward is about two)
+MEASURING_SHARE = 0.25  # the share of a --time budget that measuring the speed may take
 SUBJECTS = {GPTSubject.architecture: GPTSubject, EncoderSubject.architecture: EncoderSubject}
 
 
@@ -319,7 +321,28 @@ def check_budget_holds_evaluations(
             f"about {per_evaluation:.2g} s each here ({cfg.eval_iters} batches of each "
             "split); give more time or fewer --eval-iters."
         )
+    # a step: forward and backward (about three forwards) of each of its micro-batches
+    step_seconds = STEP_FORWARDS * seconds * cfg.grad_accum / dist.world_size
+    note = measuring_note(cfg, budget_s, per_evaluation + cfg.warmup_iters * step_seconds)
+    if note and dist.is_main:
+        print(note, file=sys.stderr, flush=True)
     return per_evaluation
+
+
+def measuring_note(cfg: TrainConfig, budget_s: float, measuring_s: float) -> str | None:
+    """A warning when measuring the speed (the first evaluation and the warmup's
+    iterations, :mod:`light_llm.train.budget`) would take more than
+    :data:`MEASURING_SHARE` of the --time budget, naming the smallest budget that leaves
+    most of the time to training after it; None when it fits."""
+    if measuring_s <= MEASURING_SHARE * budget_s:
+        return None
+    smallest = max(math.ceil(measuring_s / MEASURING_SHARE / 60), 1)
+    return (
+        f"warning: --time {cfg.time}: measuring the speed (the first evaluation and "
+        f"{cfg.warmup_iters} warmup iterations) takes about {measuring_s:.0f} s here, "
+        f"{measuring_s / budget_s:.0%} of the budget, which leaves little for training; "
+        f"give at least --time {smallest}m, or fewer --warmup-iters or --eval-iters."
+    )
 
 
 def check_same_run(

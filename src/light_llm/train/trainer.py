@@ -367,7 +367,8 @@ class Trainer:
             result.sample = run.subject.sample(
                 run.raw_model, run.tokenizer, run.val_data, run.config
             )
-            print(f"{run.subject.sample_heading}:\n{result.sample}", flush=True)
+            subject, config = run.subject, run.config
+            print(subject.printed_sample(result.sample, run.tokenizer, run.val_data, config))
         print(
             f"done: {result.iteration} iterations; checkpoint {run.folder.checkpoint_dir}, "
             f"metrics {run.record.metrics.path}, loss curve {out / LOSS_CURVE_FILE}",
