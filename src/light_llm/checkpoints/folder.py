@@ -65,6 +65,17 @@ def resolve_checkpoint_dir(path: str | os.PathLike) -> Path:
     return folder
 
 
+def run_name(folder: Path) -> str:
+    """What a picture or a card calls the model in ``folder``: the training run's folder name
+    for a run's checkpoint (OUT/checkpoint, or a previous version beside it), else the
+    folder's own name."""
+    folder = Path(folder).absolute()
+    is_checkpoint = folder.name == CHECKPOINT_SUBFOLDER or folder.name.startswith(
+        f".{CHECKPOINT_SUBFOLDER}.old-"
+    )
+    return folder.parent.name if is_checkpoint and folder.parent.name else folder.name
+
+
 def read_config_json(folder: Path) -> dict:
     """The JSON object in ``folder/config.json``."""
     path = folder / CONFIG_FILE
