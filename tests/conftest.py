@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from light_llm.cache import CACHE_ENV
 from light_llm.checkpoints import save
 from light_llm.config import ModelConfig
 from light_llm.models.gpt import GPT
@@ -63,6 +64,21 @@ def save_char_checkpoint(folder: Path, **shape) -> tuple[Path, GPT, CharTokenize
 @pytest.fixture(autouse=True)
 def _seed_everything():
     torch.manual_seed(0)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_user_cache(tmp_path_factory):
+    """The user cache (light_llm.cache) of the session's shared fixtures: never the real one
+    under ~/.cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CACHE_ENV, str(tmp_path_factory.mktemp("user-cache")))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _user_cache(tmp_path_factory, monkeypatch):
+    """Each test its own empty user cache, so that no test sees what another cached."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path_factory.mktemp("user-cache")))
 
 
 @pytest.fixture

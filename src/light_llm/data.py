@@ -20,6 +20,7 @@ user can cause raises :class:`~light_llm.errors.DataError` with one sentence.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from light_llm.atomic import atomic_file
+from light_llm.cache import copy_files, entry
 from light_llm.errors import DataError, reason
 from light_llm.shakespeare import shakespeare_text
 from light_llm.untrusted import open_regular_file, read_json_object, read_regular_file
@@ -339,7 +341,9 @@ def encode_corpus(
     counts of each split, and a hash of the text and the tokenizer) is written last; a later
     call with the same text and tokenizer finds it and reuses the files, any other rebuilds
     them. The old ``meta.json`` is removed before anything is rewritten, so an interrupted
-    rebuild is never mistaken for a finished one.
+    rebuild is never mistaken for a finished one. Runs share what they encoded through the
+    user cache (:mod:`light_llm.cache`): ids another run made of the same text with the same
+    tokenizer are linked or copied in rather than encoded again.
     """
     cache_dir = Path(cache_dir)
     key = _cache_key(text, tokenizer, TRAIN_FRACTION)
@@ -350,6 +354,13 @@ def encode_corpus(
     )
     if _cache_is_current(cache_dir, key):
         return train_path, val_path
+    shared = entry("corpus", key)  # another run's ids of the same text and tokenizer
+    if shared is not None and _cache_is_current(shared, key):
+        with contextlib.suppress(OSError):
+            meta_path.unlink(missing_ok=True)  # meta.json last: a copy cut short is no cache
+            copy_files(shared, cache_dir, [TRAIN_FILE, VAL_FILE, META_FILE])
+            if _cache_is_current(cache_dir, key):
+                return train_path, val_path
     dtype = token_dtype(tokenizer.vocab_size)
     train_text, val_text = split_train_val(text)
     try:
@@ -376,6 +387,10 @@ def encode_corpus(
             file.write(json.dumps(meta, indent=2).encode("utf-8"))
     except OSError as exc:
         raise DataError(f"cannot write the token cache in {cache_dir}: {reason(exc)}.") from None
+    if shared is not None:  # for the next run on this text with this tokenizer
+        with contextlib.suppress(OSError):
+            (shared / META_FILE).unlink(missing_ok=True)
+            copy_files(cache_dir, shared, [TRAIN_FILE, VAL_FILE, META_FILE])
     return train_path, val_path
 
 

@@ -122,7 +122,8 @@ def non_finite_message(dtype: torch.dtype) -> str:
 def check_torch_model(model: object) -> None:
     """ConfigError unless ``model`` is a PyTorch GPT (a NumpyGPT samples with
     :mod:`light_llm.reference.sampling`, an encoder does not generate)."""
-    if not isinstance(model, torch.nn.Module) or not hasattr(model, "new_cache"):
+    # a GPT, or a wrapper that hands its attributes on (the explorer's serialised forward)
+    if not isinstance(getattr(model, "transformer", None), torch.nn.Module):
         other = "light_llm.reference.sampling" if type(model).__name__ == "NumpyGPT" else ""
         hint = f"; a NumpyGPT generates with {other}'s functions of the same name" if other else ""
         raise ConfigError(f"model must be a PyTorch GPT, got {type(model).__name__}{hint}.")

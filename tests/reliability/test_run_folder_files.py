@@ -114,6 +114,18 @@ def test_a_link_in_a_run_folder_is_never_written_through(
     assert (out / name).is_symlink()
 
 
+@pytest.mark.parametrize("name", ["metrics.jsonl", ".light-llm.lock"])
+def test_a_hard_link_written_in_place_is_refused(capsys, tmp_path, finished_run, name):
+    out = copy_of(finished_run, tmp_path)
+    precious = tmp_path / "bashrc"
+    precious.write_text("export PATH=/usr/bin\n")
+    (out / name).unlink(missing_ok=True)
+    os.link(precious, out / name)  # listed in the manifest, yet the user's file
+    code, _, err = run_cli(capsys, "train", "--out", out, "--resume", "--max-iters", "4")
+    assert_refused(code, err, "hard link", name)
+    assert precious.read_text() == "export PATH=/usr/bin\n"
+
+
 def test_a_fifo_where_train_writes_is_refused(capsys, tmp_path, corpus):
     out = tmp_path / "out"
     out.mkdir()

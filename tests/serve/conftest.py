@@ -4,8 +4,13 @@ head, both saved as folders the server loads; test clients of the server on each
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
+
 import pytest
 import torch
+import uvicorn
 from fastapi.testclient import TestClient
 
 from light_llm.checkpoints import load, load_tokenizer, save
@@ -72,3 +77,21 @@ def client(gpt_run):
 def encoder_client(encoder_folder):
     with local_client(create_app(ExplorerModel(encoder_folder, "test"))) as test_client:
         yield test_client
+
+
+@pytest.fixture(scope="module")
+def live(gpt_run):
+    """(base URL, the ExplorerModel it serves)."""
+    explorer = ExplorerModel(gpt_run, "test")
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(create_app(explorer), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive(), "the server stopped before it started"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}/", explorer
+    server.should_exit = True
+    thread.join()
+    sock.close()

@@ -29,7 +29,7 @@ from light_llm.limits import MAX_NEW_TOKENS, SEED_LIMIT
 from light_llm.serve import ExplorerModel, create_app
 from light_llm.serve.guard import MAX_BODY_BYTES, allowed_hosts, host_name
 from tests.serve.conftest import local_client
-from tests.serve.test_queue import live, read_events  # noqa: F401 (live is a fixture)
+from tests.serve.test_queue import read_events
 
 FOREIGN_HOSTS = ["evil.example", "evil.example:8000", "192.168.1.5", "127.0.0.1.evil.example"]
 LOOPBACK_HOSTS = ["localhost", "localhost:8000", "127.0.0.1:8000", "[::1]:8000", "LOCALHOST"]
@@ -143,7 +143,7 @@ def raw_request(port: int, request: bytes) -> bytes:
         return b"".join(iter(lambda: connection.recv(65536), b""))
 
 
-def test_a_flood_of_requests_leaves_the_server_responsive_and_its_memory_bounded(live):  # noqa: F811
+def test_a_flood_of_requests_leaves_the_server_responsive_and_its_memory_bounded(live):
     base, _ = live
     port = int(base.rstrip("/").rsplit(":", 1)[1])
     peak_before = peak_memory_kib()

@@ -28,6 +28,10 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 SHARDED_WEIGHTS_INDEX = "model.safetensors.index.json"
 PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
+# where a training output folder's weights lie under a folder, OUT up to two levels down
+RUN_PATTERNS = tuple(
+    "/".join(["*"] * depth + [CHECKPOINT_SUBFOLDER, WEIGHTS_FILE]) for depth in range(3)
+)
 # every file name light-llm writes into a checkpoint folder: the config, the weights (or a
 # LoRA run's adapters), the tokenizer (light_tokenizer.json, and vocab.txt for WordPiece),
 # and a training run's state (trainer_state.json, the PyTorch optimizer's two files)

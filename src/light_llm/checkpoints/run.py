@@ -249,6 +249,11 @@ RUN_FILES = (
 )
 
 
+# the files a run writes into rather than replacing (the lock, the log it appends to): one
+# hard-linked to a file elsewhere is refused, as a link is
+WRITTEN_IN_PLACE = (LOCK_FILE, METRICS_FILE)
+
+
 class RunFolder:
     """``out`` claimed for one run; :meth:`release` (or the process's end) frees it.
 
@@ -346,6 +351,11 @@ class RunFolder:
                 raise OutputError(f"{path} is a link, {NO_LINKS}")
             if not stat.S_ISREG(status.st_mode):
                 raise OutputError(f"{path} is not a regular file, so not light-llm's: {MOVE_IT}.")
+            if name in WRITTEN_IN_PLACE and status.st_nlink > 1:  # the same file elsewhere
+                raise OutputError(
+                    f"{path} is a hard link to a file elsewhere, which writing it would change: "
+                    f"{MOVE_IT}."
+                )
             if owned is not None and name not in owned:
                 raise OutputError(
                     f"{path} was not written by light-llm and training would replace it: "

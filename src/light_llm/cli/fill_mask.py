@@ -55,9 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def missing_checkpoint(root: Path) -> str:
     """What to give as --checkpoint: the newest encoder run under ``root``, else how to train
     one (the packaged MiniLM embeds sentences but has no masked-LM head to fill masks)."""
-    from light_llm.checkpoints.folder import ENCODER_ARCHITECTURE, inspect_folder
+    from light_llm.checkpoints.folder import ENCODER_ARCHITECTURE, RUN_PATTERNS, inspect_folder
     from light_llm.errors import LightLLMError
-    from light_llm.serve.discovery import RUN_PATTERNS
 
     runs = []
     for pattern in RUN_PATTERNS:
