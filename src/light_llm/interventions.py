@@ -4,9 +4,14 @@ names of the activation sites, :class:`Patch` (an intervention) and the checks o
 A GPT's forward pass, written as the residual stream it is (seed 000 §6; seed 002 §9.1), pre-LN:
 
     resid_pre.0  = embed + pos_embed            E[tokens] + P[positions]
+    ln1.l        = LN_1(resid_pre.l)            the attention's input (pre-LN only)
+    q.l, k.l, v.l                               split(ln1.l W^QKV) per head; q, k after
+                                                QK-norm and the rotation (RoPE) if any
+    pattern.l    = softmax(q k^T / sqrt(d_k))   causal
     attn_out.l   = Σ_h head_out.l[h] + b_O      head h's output through its slice of W_O
     resid_mid.l  = resid_pre.l + attn_out.l
-    mlp_hidden.l = σ(LN_2(resid_mid.l) W_1 + b_1)
+    ln2.l        = LN_2(resid_mid.l)            the MLP's input (pre-LN only)
+    mlp_hidden.l = σ(ln2.l W_1 + b_1)
     mlp_out.l    = mlp_hidden.l W_2 + b_2
     resid_post.l = resid_mid.l + mlp_out.l      = resid_pre.(l+1)
     logits       = LN_f(resid_post.(L-1)) W_U   final_scale: the 1/σ (or 1/RMS) of LN_f
@@ -34,10 +39,15 @@ from light_llm.limits import is_real
 # nh heads, d width, d_ff hidden units)
 LAYER_SITES = {
     "resid_pre": "(B, T, d)",
+    "ln1": "(B, T, d)",
+    "q": "(B, nh, T, hs)",
+    "k": "(B, nh, T, hs)",
+    "v": "(B, nh, T, hs)",
     "pattern": "(B, nh, T, T)",
     "head_out": "(B, T, nh, d)",
     "attn_out": "(B, T, d)",
     "resid_mid": "(B, T, d)",
+    "ln2": "(B, T, d)",
     "mlp_hidden": "(B, T, d_ff)",
     "mlp_out": "(B, T, d)",
     "resid_post": "(B, T, d)",
@@ -63,8 +73,9 @@ def site_names(config: Any, encoder: bool = False) -> list[str]:
     names = ["embed"]
     if config.positions in ("learned", "sinusoidal") and not encoder:
         names.append("pos_embed")
+    pre_norm_only = () if config.block_order == "pre" else ("ln1", "ln2")
     for layer in range(config.n_layer):
-        names.extend(f"{site}.{layer}" for site in LAYER_SITES)
+        names.extend(f"{site}.{layer}" for site in LAYER_SITES if site not in pre_norm_only)
     if config.block_order == "pre":
         names.append("final_scale")
     return names

@@ -19,7 +19,7 @@ import pytest
 
 from light_llm.atomic import FOLDER_MANIFEST
 from light_llm.checkpoints import load, save
-from light_llm.checkpoints.run import RUN_FILES
+from light_llm.checkpoints.run import RUN_FILES, RUN_FOLDERS
 from light_llm.errors import OutputError
 from tests.reliability.conftest import assert_refused, run_cli, snapshot
 from tests.train.helpers import tiny_flags
@@ -85,7 +85,7 @@ def link_out(out, name, target):
     path.symlink_to(target)
 
 
-@pytest.mark.parametrize("name", [*RUN_FILES, "data", "checkpoint"])
+@pytest.mark.parametrize("name", [*RUN_FILES, *RUN_FOLDERS])
 @pytest.mark.parametrize("folder", ["fresh", "finished run", "run without manifest"])
 def test_a_link_in_a_run_folder_is_never_written_through(
     capsys, tmp_path, corpus, finished_run, name, folder
@@ -101,7 +101,7 @@ def test_a_link_in_a_run_folder_is_never_written_through(
     elsewhere.mkdir()
     target = elsewhere / "bashrc"
     target.write_text("export PATH=/usr/bin\n")
-    if name in ("data", "checkpoint"):
+    if name in RUN_FOLDERS:
         shutil.rmtree(out / name, ignore_errors=True)
         target = elsewhere
     link_out(out, name, target)

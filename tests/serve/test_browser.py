@@ -9,6 +9,7 @@ Screenshots go to ``tmp_path`` (and to $LIGHT_LLM_SCREENSHOTS when set, e.g. for
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -78,19 +79,24 @@ def test_a_missing_browser_skips_unless_ci_requires_it(monkeypatch, tmp_path):
     assert installed("chromium") == str(tmp_path / "chromium")
 
 
-@pytest.fixture(scope="module")
-def server(gpt_run, tmp_path_factory):
-    """``light-llm serve --port 0`` in a subprocess: its base URL."""
+def light_llm_command(*args: str) -> tuple[list[str], dict[str, str]]:
+    """``python -m light_llm ARGS`` and the environment that runs this checkout's code."""
     source = str(Path(light_llm.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([source, os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-m", "light_llm", "serve", "--checkpoint", str(gpt_run)]
+    return [sys.executable, "-m", "light_llm", *args], env
+
+
+@contextlib.contextmanager
+def serving(folder: Path, cwd: Path, *extra: str):
+    """``light-llm serve --checkpoint FOLDER --port 0`` in a subprocess: its base URL."""
+    command, env = light_llm_command("serve", "--checkpoint", str(folder), *extra)
     process = subprocess.Popen(
         [*command, "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-        cwd=tmp_path_factory.mktemp("serve"),
+        cwd=cwd,
     )
     try:
         url = None
@@ -104,6 +110,13 @@ def server(gpt_run, tmp_path_factory):
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server(gpt_run, tmp_path_factory):
+    """``light-llm serve`` on the tiny GPT's run: its base URL."""
+    with serving(gpt_run, tmp_path_factory.mktemp("serve")) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -256,14 +269,23 @@ def test_the_page_shows_what_the_api_computes(server, browser, tmp_path):
     )
     screenshot(driver, tmp_path, "explorer.png")
 
-    # a prompt longer than the context: the sentence, and the offer to keep the last tokens
+    # a prompt longer than the context: the sentence once, under the prompt, the offer to keep
+    # the last tokens, and the panels it stopped greyed
     box.clear()
     box.send_keys("the king shall come to rome and speak of love")
-    error = driver.find_element(By.ID, "next-error")
+    error = driver.find_element(By.ID, "prompt-error")
     wait_for(driver, lambda d: "tokens long" in error.text, "the context sentence")
+    wait_for(
+        driver,
+        lambda d: "stale" in d.find_element(By.ID, "next-section").get_attribute("class"),
+        "greyed",
+    )
+    sentences = [text for text in texts(driver, ".error") if "tokens long" in text]
+    assert len(sentences) == 1, sentences
     driver.find_element(By.ID, "keep-last").click()
     wait_for(driver, lambda d: box.get_attribute("value") == "rome and speak of love"[-16:], "cut")
     wait_for(driver, lambda d: error.text == "", "error cleared")
+    assert "stale" not in driver.find_element(By.ID, "next-section").get_attribute("class")
     assert_all_local(driver, server)
 
 

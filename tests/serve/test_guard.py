@@ -62,7 +62,7 @@ def test_loopback_host_names_are_answered(client, host):
 )
 def test_the_host_given_is_answered(gpt_run, listen, answered):
     assert host_name(answered) in allowed_hosts(listen)
-    with local_client(create_app(ExplorerModel(gpt_run, "test"), listen)) as client:
+    with local_client(create_app(ExplorerModel(gpt_run, "test"), host=listen)) as client:
         assert client.get("/api/model", headers={"Host": answered}).status_code == 200
         assert client.get("/api/model", headers={"Host": "evil.example"}).status_code == 421
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from light_llm.checkpoints.run import evaluation_records, training_records
-from light_llm.train.metrics import bits_per_unit, plot_loss_curve, smoothed
+from light_llm.train.metrics import bits_per_unit, centred_mean, plot_loss_curve
 
 
 def test_bits_per_byte_is_the_total_information_in_bits_over_the_bytes():
@@ -19,15 +19,15 @@ def test_bits_per_byte_is_the_total_information_in_bits_over_the_bytes():
     assert math.isnan(bits_per_unit(1.0, 5, 0))
 
 
-def test_the_moving_average_equals_its_weighted_sum():
+def test_the_centred_mean_is_each_windows_mean_and_does_not_lag():
     rng = np.random.default_rng(0)
-    values = rng.normal(3.0, 0.5, size=40)
-    weight = 0.8
-    for k in range(1, len(values) + 1):
-        weights = (1 - weight) * weight ** np.arange(k - 1, -1, -1)  # (1-w) w^(k-j)
-        expected = (weights * values[:k]).sum() / (1 - weight**k)
-        assert smoothed(list(values), weight)[k - 1] == pytest.approx(expected, rel=1e-12)
-    assert smoothed([2.0] * 5) == pytest.approx([2.0] * 5, rel=1e-12)  # no pull towards 0
+    values = rng.normal(3.0, 0.5, size=200)
+    half = round(200 / 20)
+    for k in (0, 5, 100, 199):
+        window = values[max(0, k - half) : k + half + 1]
+        assert centred_mean(list(values), 20)[k] == pytest.approx(window.mean(), rel=1e-12)
+    line = list(np.linspace(5.0, 1.0, 300))  # a falling loss: the mean stays on it
+    assert centred_mean(line)[5:-5] == pytest.approx(line[5:-5], rel=1e-12)
 
 
 def test_the_loss_curve_reads_both_kinds_and_older_lines(tmp_path):

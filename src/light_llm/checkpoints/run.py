@@ -57,6 +57,7 @@ from light_llm.atomic import (
     write_atomically,
     written_names,
 )
+from light_llm.checkpoints.probes import PROBES_SUBFOLDER
 from light_llm.data import META_FILE, TRAIN_FILE, VAL_FILE
 from light_llm.errors import CheckpointError, OutputError, TrainingError, reason
 from light_llm.limits import is_integer, is_real
@@ -249,6 +250,8 @@ RUN_FILES = (
 )
 
 
+# the folders a run writes into (the probe records check each file: checkpoints/probes.py)
+RUN_FOLDERS = (CHECKPOINT_SUBFOLDER, DATA_SUBFOLDER, PROBES_SUBFOLDER)
 # the files a run writes into rather than replacing (the lock, the log it appends to): one
 # hard-linked to a file elsewhere is refused, as a link is
 WRITTEN_IN_PLACE = (LOCK_FILE, METRICS_FILE)
@@ -325,7 +328,7 @@ class RunFolder:
         regular file, the corpus ``corpus``, or a file not in ``owned`` (None: --overwrite,
         any regular file may be replaced)."""
         kept = corpus_identity(corpus)
-        for folder in {CHECKPOINT_SUBFOLDER, DATA_SUBFOLDER}:
+        for folder in RUN_FOLDERS:
             path = self.out / folder
             if path.is_symlink():
                 raise OutputError(f"{path} is a link, {NO_LINKS}")

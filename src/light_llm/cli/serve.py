@@ -29,6 +29,8 @@ examples:
   light-llm serve                                   newest run here, or MiniLM
   light-llm serve --checkpoint out-light-llm --open
   light-llm serve --checkpoint out-bert --port 8001
+  light-llm serve --checkpoint out-light-llm --compare out-nanogpt
+                                                    two runs' learning side by side
 """
 
 
@@ -46,6 +48,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="a light-llm checkpoint (GPT or encoder), a training output folder, or a "
         "HuggingFace GPT-2 or BERT folder (default: the newest run here, else MiniLM)",
+    )
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        nargs="+",
+        metavar="RUN",
+        help="training run folders (--out) whose curves and probes are shown beside the "
+        "served run's, at the same iteration",
     )
     parser.add_argument(
         "--host",
@@ -112,7 +122,9 @@ def serve(args: argparse.Namespace, sock: socket.socket) -> int:
     import uvicorn
 
     from light_llm.serve import ExplorerModel, create_app, default_model
+    from light_llm.serve.history import RunHistory
 
+    compared = [RunHistory(folder) for folder in args.compare or ()]
     if args.checkpoint is not None:
         folder, origin = args.checkpoint, f"--checkpoint {args.checkpoint}"
     else:
@@ -128,7 +140,7 @@ def serve(args: argparse.Namespace, sock: socket.socket) -> int:
 
         webbrowser.open(url)
     config = uvicorn.Config(
-        create_app(explorer, args.host),
+        create_app(explorer, compared, host=args.host),
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=0,  # SIGTERM, Ctrl-C: stop now, closing open streams

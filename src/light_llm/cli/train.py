@@ -12,10 +12,16 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import subprocess
+import sys
+import threading
+from pathlib import Path
 
+from light_llm.checkpoints.run import CHECKPOINT_SUBFOLDER, TRAINER_STATE_FILE
 from light_llm.cli.model_flags import add_model_flags
 from light_llm.config import PRESETS
 from light_llm.device import DEVICES
+from light_llm.errors import ConfigError
 from light_llm.train.config import (
     DEFAULT_MODEL,
     DEFAULT_PRESETS,
@@ -293,6 +299,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="tokens of the final sample (BERT: N > 0 prints fill-mask predictions; 0: none; "
         f"{default('sample_tokens')})",
     )
+    run.add_argument(
+        "--probe-interval",
+        type=int,
+        metavar="N",
+        help="record probes (next token, attention, logit lens, head roles and importance, a "
+        "sample) in OUT/probes every N steps and at every evaluation, for the explorer to "
+        "replay (default: a fifth of --eval-interval; 0: none)",
+    )
+    run.add_argument(
+        "--probe-prompt",
+        metavar="TEXT",
+        help="the prompt the probes read (default: 'It is the east, and Juliet is the' on "
+        "Shakespeare, else the first 32 tokens of the validation split)",
+    )
+    run.add_argument(
+        "--serve",
+        nargs="?",
+        const=8000,
+        type=int,
+        metavar="PORT",
+        help="start the explorer beside the run once its first checkpoint is written (port "
+        "8000 unless given) and print its address: the curves, probes and sample grow as it "
+        "trains; it stays up after the run until Ctrl-C",
+    )
     run.add_argument("--out", metavar="DIR", help="output folder (default ./out-light-llm)")
     run.add_argument("--device", choices=DEVICES, help="default auto")
     run.add_argument(
@@ -328,7 +358,6 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from light_llm.errors import ConfigError
     from light_llm.train.config import DEFAULT_MODEL
     from light_llm.train.trainer import saved_run_config
 
@@ -345,5 +374,55 @@ def run_train(args: argparse.Namespace) -> int:
         )
     module_name, function_name = target.split(":")
     trainer = getattr(importlib.import_module(module_name), function_name)
-    result = trainer(config)
-    return 130 if result.interrupted else 0
+    if args.serve is None:
+        result = trainer(config)
+        return 130 if result.interrupted else 0
+    beside = ExplorerBeside(Path(config.out), args.serve)
+    try:
+        result = trainer(config)
+    except BaseException:
+        beside.stop()
+        raise
+    return beside.stay(130 if result.interrupted else 0)
+
+
+class ExplorerBeside:
+    """``light-llm serve --checkpoint OUT`` in a process of its own (its own session: the
+    trainer's Ctrl-C is not its), started by a watcher thread as soon as the run's first
+    checkpoint is there."""
+
+    POLL_S = 0.5
+
+    def __init__(self, out: Path, port: int) -> None:
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"--serve takes a port between 0 and 65535, got {port}.")
+        self.out, self.port = out, port
+        self.process: subprocess.Popen | None = None
+        self.stopped = threading.Event()
+        threading.Thread(target=self.watch, daemon=True).start()
+
+    def watch(self) -> None:
+        while not self.stopped.wait(self.POLL_S):
+            if (self.out / CHECKPOINT_SUBFOLDER / TRAINER_STATE_FILE).is_file():
+                command = [sys.executable, "-m", "light_llm", "serve", "--checkpoint"]
+                command += [str(self.out), "--port", str(self.port)]
+                self.process = subprocess.Popen(command, start_new_session=True)
+                return
+
+    def stop(self) -> None:
+        self.stopped.set()
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait()
+
+    def stay(self, status: int) -> int:
+        """After the run: keep the explorer up until Ctrl-C (or until it stops)."""
+        self.stopped.set()
+        if self.process is None or self.process.poll() is not None:
+            return status
+        print("training has ended; the explorer stays up with its history (Ctrl-C stops it)")
+        try:
+            self.process.wait()
+        except KeyboardInterrupt:
+            self.stop()
+        return status

@@ -8,17 +8,10 @@ logit lens) are the NumPy engine's own ops (``reference/``), read off the same w
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
-import torch
 
 from light_llm.errors import InspectError
-from light_llm.inspect import instrumented as torch_instrumented
 from light_llm.interventions import Patch, Trace
-from light_llm.models.bert import BertEncoder
-from light_llm.models.gpt import GPT
-from light_llm.nn.lora import lora_layers, merge_lora
 from light_llm.reference import instrumented as numpy_instrumented
 from light_llm.reference.activations import gelu_forward
 from light_llm.reference.blocks import norm_forward
@@ -37,28 +30,15 @@ class Inspector:
     def __init__(self, model: object) -> None:
         if isinstance(model, Inspector):
             model = model.model
-        if isinstance(model, BertEncoder) and model.mlm_head is None:
-            raise InspectError(
-                "this encoder has no masked-LM head (a sentence-embedding model), so it "
-                "predicts no token to look inside of."
-            )
-        if isinstance(model, (GPT, BertEncoder)):
-            if lora_layers(model):
-                model = merge_lora(copy.deepcopy(model))
-            model.eval()
-            self.params = {name: as_array(tensor) for name, tensor in model.state_dict().items()}
-        elif isinstance(model, NumpyGPT):
-            self.params = model.state_dict()
+        if isinstance(model, NumpyGPT):  # the NumPy engine needs no torch, nor does this
+            self.params, self.engine, self.encoder = model.state_dict(), "numpy", False
         else:
-            raise InspectError(
-                "looking inside works on a GPT of either engine (light_llm.models.GPT or "
-                "light_llm.reference.NumpyGPT) or an encoder with its masked-LM head, not a "
-                f"{type(model).__name__}."
-            )
+            from light_llm.inspect import instrumented as torch_instrumented
+
+            model, self.params, self.encoder = torch_instrumented.seen_model(model)
+            self.engine = "torch"
         self.model = model
         self.config = model.config
-        self.engine = "numpy" if isinstance(model, NumpyGPT) else "torch"
-        self.encoder = isinstance(model, BertEncoder)
 
     def require_gpt(self, analysis: str, why: str) -> None:
         """InspectError when the model is an encoder, saying why ``analysis`` needs a GPT."""
@@ -87,22 +67,10 @@ class Inspector:
             return numpy_instrumented.run_instrumented(
                 self.model, ids, record=record, patches=patches, targets=targets, start=start
             )
-        device = self.model.device
-        target_tensor = None if targets is None else torch.as_tensor(targets, device=device)
-        if start is not None:
-            start = (start[0], torch.as_tensor(start[1], device=device))
-        trace = torch_instrumented.run_instrumented(
-            self.model,
-            torch.as_tensor(ids, device=device),
-            record=record,
-            patches=patches,
-            targets=target_tensor,
-            start=start,
-        )
-        return Trace(
-            as_array(trace.logits),
-            None if trace.token_losses is None else as_array(trace.token_losses),
-            {name: as_array(value) for name, value in trace.activations.items()},
+        from light_llm.inspect import instrumented as torch_instrumented
+
+        return torch_instrumented.run_on_arrays(
+            self.model, ids, record=record, patches=patches, targets=targets, start=start
         )
 
     def final_norm(self, resid: np.ndarray) -> np.ndarray:
@@ -133,10 +101,3 @@ class Inspector:
         if self.config.logit_softcap is not None:
             logits = softcap_forward(logits, self.config.logit_softcap)[0]
         return logits
-
-
-def as_array(tensor: torch.Tensor) -> np.ndarray:
-    """A CPU NumPy copy of ``tensor`` (float32 at least: NumPy has no bfloat16)."""
-    if tensor.dtype.is_floating_point and tensor.element_size() < 4:
-        tensor = tensor.float()
-    return tensor.detach().cpu().numpy()

@@ -13,10 +13,13 @@ it is evaluated).
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from light_llm.errors import InspectError
 from light_llm.interventions import (
     Sites,
     Trace,
@@ -28,7 +31,58 @@ from light_llm.nn.attention import (
     attention_mask,
     causal_linear_attention_weights,
 )
+from light_llm.nn.lora import lora_layers, merge_lora
 from light_llm.nn.softcap import soft_cap
+
+
+def seen_model(model) -> tuple[GPT | BertEncoder, dict[str, np.ndarray], bool]:
+    """What the Inspector looks inside of for a PyTorch ``model``: the model in evaluation
+    mode (a LoRA model merged on a copy), its weights as arrays by name, whether it is an
+    encoder; InspectError for anything else."""
+    if isinstance(model, BertEncoder) and model.mlm_head is None:
+        raise InspectError(
+            "this encoder has no masked-LM head (a sentence-embedding model), so it "
+            "predicts no token to look inside of."
+        )
+    if not isinstance(model, (GPT, BertEncoder)):
+        raise InspectError(
+            "looking inside works on a GPT of either engine (light_llm.models.GPT or "
+            "light_llm.reference.NumpyGPT) or an encoder with its masked-LM head, not a "
+            f"{type(model).__name__}."
+        )
+    if lora_layers(model):
+        model = merge_lora(copy.deepcopy(model))
+    model.eval()
+    params = {name: as_array(tensor) for name, tensor in model.state_dict().items()}
+    return model, params, isinstance(model, BertEncoder)
+
+
+def as_array(tensor: torch.Tensor) -> np.ndarray:
+    """A CPU NumPy copy of ``tensor`` (float32 at least: NumPy has no bfloat16)."""
+    if tensor.dtype.is_floating_point and tensor.element_size() < 4:
+        tensor = tensor.float()
+    return tensor.detach().cpu().numpy()
+
+
+def run_on_arrays(model, ids: np.ndarray, *, record, patches, targets, start) -> Trace:
+    """:func:`run_instrumented` with NumPy arrays in and out (the Inspector's view)."""
+    device = model.device
+    target_tensor = None if targets is None else torch.as_tensor(targets, device=device)
+    if start is not None:
+        start = (start[0], torch.as_tensor(start[1], device=device))
+    trace = run_instrumented(
+        model,
+        torch.as_tensor(ids, device=device),
+        record=record,
+        patches=patches,
+        targets=target_tensor,
+        start=start,
+    )
+    return Trace(
+        as_array(trace.logits),
+        None if trace.token_losses is None else as_array(trace.token_losses),
+        {name: as_array(value) for name, value in trace.activations.items()},
+    )
 
 
 def as_tensor_like(value, like: torch.Tensor) -> torch.Tensor:
@@ -114,10 +168,13 @@ def block_forward(block, layer: int, x: torch.Tensor, rope, sites: Sites) -> tor
     name = f".{layer}"
     x = sites.visit("resid_pre" + name, x)
     if block.pre_norm:
+        normed = sites.visit("ln1" + name, block.ln_1(x))
         x = sites.visit(
-            "resid_mid" + name, x + attention_forward(block, layer, block.ln_1(x), rope, sites)
+            "resid_mid" + name, x + attention_forward(block, layer, normed, rope, sites)
         )
-        hidden = sites.visit("mlp_hidden" + name, block.mlp.hidden(block.ln_2(x)))
+        hidden = sites.visit(
+            "mlp_hidden" + name, block.mlp.hidden(sites.visit("ln2" + name, block.ln_2(x)))
+        )
         x = x + sites.visit("mlp_out" + name, block.mlp.c_proj(hidden))
         return sites.visit("resid_post" + name, x)
     x = sites.visit(
@@ -135,10 +192,14 @@ def attention_forward(block, layer: int, x: torch.Tensor, rope, sites: Sites) ->
 
     (seed 000 §3: Concat(head_1, ..., head_h) W^O, written as a sum over the heads' slices)."""
     attn = block.attn
-    if not sites.wanted(f"pattern.{layer}", f"head_out.{layer}"):
+    split = ("pattern", "head_out", "q", "k", "v")
+    if not sites.wanted(*(f"{site}.{layer}" for site in split)):
         return sites.visit(f"attn_out.{layer}", attn(x, rope=rope))
     B, T, d = x.shape
     q, k, v = attn.queries_keys_values(x, rope)  # (B, nh, T, hs) each
+    q, k, v = (
+        sites.visit(f"{site}.{layer}", value) for site, value in zip("qkv", (q, k, v), strict=True)
+    )
     if attn.linear:
         weights = causal_linear_attention_weights(q, k)
         heads = weights @ v

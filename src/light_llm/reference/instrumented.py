@@ -97,11 +97,11 @@ def block_forward(model: NumpyGPT, layer: int, x: np.ndarray, rope, sites: Sites
     name, prefix = f".{layer}", f"transformer.h.{layer}"
     x = sites.visit("resid_pre" + name, x)
     if config.block_order == "pre":
-        normed, _ = norm_forward(x, params, prefix + ".ln_1", config)
+        normed = sites.visit("ln1" + name, norm_forward(x, params, prefix + ".ln_1", config)[0])
         x = sites.visit(
             "resid_mid" + name, x + attention_forward_by_head(model, layer, normed, rope, sites)
         )
-        normed, _ = norm_forward(x, params, prefix + ".ln_2", config)
+        normed = sites.visit("ln2" + name, norm_forward(x, params, prefix + ".ln_2", config)[0])
         hidden = sites.visit(
             "mlp_hidden" + name, mlp_hidden(normed, params, prefix + ".mlp", config)
         )
@@ -153,6 +153,9 @@ def attention_forward_by_head(
         )
     if rope is not None:
         q, k = rotary_forward(q, *rope)[0], rotary_forward(k, *rope)[0]
+    q, k, v = (
+        sites.visit(f"{site}.{layer}", value) for site, value in zip("qkv", (q, k, v), strict=True)
+    )
     if config.attention == "linear":
         weights = causal_linear_attention_weights(q, k)
         heads = weights @ v

@@ -5,6 +5,8 @@ package, nothing from another host) and the JSON API under it.
     POST /api/next-token   {prompt, temperature, top_k, top_p, limit} -> tokens with P before
                                                                        and after the filters
     POST /api/attention    {prompt}                                 -> weights[layer][head][q][k]
+    POST /api/flow         {prompt, position}                       -> every stage of the forward
+                                                                       pass at one token (flow.py)
     POST /api/generate     {prompt, max_new_tokens, temperature, top_k, top_p, seed}
                                                                     -> server-sent events
     POST /api/fill-mask    {text, text_pair, top_k}                 -> per [MASK], the top tokens
@@ -14,6 +16,9 @@ package, nothing from another host) and the JSON API under it.
     GET  /api/explain/{name}/figures/{file}                         -> the example's PNGs
     POST /api/inspect/...  lens, attribution, ablate, importance, patching, head-roles,
                            neuron, surprise: looking inside a GPT (inspect_api.py)
+    GET  /api/runs, /api/runs/{index}/probes/{iteration}
+                                                                    -> training runs replayed
+                                                                       (history.py)
 
 A field out of range is answered 422 with the field named in ``detail[i].loc`` and one
 sentence in ``detail[i].msg``, as FastAPI does for every validation error.
@@ -38,12 +43,14 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import Field
 
 from light_llm import explain
-from light_llm.errors import ConfigError, LightLLMError
+from light_llm.errors import CheckpointError, ConfigError, LightLLMError
 from light_llm.explain.render import needs_scientific
 from light_llm.limits import MAX_NEW_TOKENS, SEED_LIMIT
 from light_llm.sampling_options import DEFAULT_TEMPERATURE
 from light_llm.serve.fields import Body, Prompt
+from light_llm.serve.flow import flow
 from light_llm.serve.guard import Guard, allowed_hosts
+from light_llm.serve.history import RunHistory, UnknownRecord
 from light_llm.serve.inspect_api import inspect_router
 from light_llm.serve.inspection import Inspection
 from light_llm.serve.session import ExplorerModel, NotForThisModel, RequestError, event_stream
@@ -82,6 +89,11 @@ class GenerateBody(Body):
     top_k: TopK = None
     top_p: TopP = None
     seed: Annotated[int | None, Field(ge=0, le=SEED_LIMIT - 1)] = None
+
+
+class FlowBody(Body):
+    prompt: Prompt
+    position: Annotated[int | None, Field(ge=-100_000, le=100_000)] = None
 
 
 class FillMaskBody(Body):
@@ -142,10 +154,14 @@ def server_sent_event(kind: str, data: dict[str, Any]) -> str:
     return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-def create_app(explorer: ExplorerModel, host: str | None = None) -> FastAPI:
-    """The explorer's application for the model ``explorer`` holds, answering requests
-    for the loopback host names and ``host`` (the address it listens on) only, bodies of
-    bounded size (:mod:`light_llm.serve.guard`)."""
+def create_app(
+    explorer: ExplorerModel, compared: list[RunHistory] | tuple = (), host: str | None = None
+) -> FastAPI:
+    """The explorer's application for the model ``explorer`` holds; its training run (when it
+    comes from one) and the ``compared`` runs are replayed under /api/runs. It answers
+    requests for the loopback host names and ``host`` (the address it listens on) only, with
+    bodies of bounded size (:mod:`light_llm.serve.guard`)."""
+    runs = ([RunHistory(explorer.run_folder)] if explorer.run_folder else []) + list(compared)
     scratch = tempfile.TemporaryDirectory(prefix="light-llm-serve-")
     figures = ExampleFigures(Path(scratch.name))
 
@@ -213,6 +229,10 @@ def create_app(explorer: ExplorerModel, host: str | None = None) -> FastAPI:
     def attention(body: PromptBody) -> dict[str, Any]:
         return explorer.attention(body.prompt)
 
+    @app.post("/api/flow")
+    def forward_flow(body: FlowBody) -> dict[str, Any]:
+        return flow(explorer, body.prompt, body.position)
+
     @app.post("/api/fill-mask")
     def fill_mask(body: FillMaskBody) -> dict[str, Any]:
         return explorer.fill_mask(body.text, body.text_pair, body.top_k)
@@ -240,6 +260,27 @@ def create_app(explorer: ExplorerModel, host: str | None = None) -> FastAPI:
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
+
+    @app.get("/api/runs")
+    def run_list() -> list[dict[str, Any]]:
+        summaries = []
+        for index, run in enumerate(runs):
+            try:
+                summaries.append({"index": index, **run.summary()})
+            except UnknownRecord as exc:
+                summaries.append({"index": index, "name": run.name, "warning": str(exc)})
+        return summaries
+
+    @app.get("/api/runs/{index}/probes/{iteration}")
+    def run_probe(index: int, iteration: int) -> dict[str, Any]:
+        if not 0 <= index < len(runs):
+            return JSONResponse({"detail": f"there is no run {index}."}, status_code=404)
+        try:
+            return runs[index].probe(iteration)
+        except UnknownRecord as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=404)
+        except CheckpointError as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=422)
 
     @app.get("/api/explain")
     def explain_list() -> list[dict[str, str]]:

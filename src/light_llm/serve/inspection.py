@@ -82,10 +82,18 @@ class Inspection:
 
     def __init__(self, explorer: ExplorerModel) -> None:
         self.explorer = explorer
-        self.tokenizer = explorer.tokenizer
+        self.forget()
+
+    def forget(self) -> None:
+        """Drop what was computed of the model loaded before (a run's newer checkpoint)."""
+        self.version = self.explorer.version
         self._inspector: Inspector | None = None
         self._validation: np.ndarray | None = None
         self.importance_cache: dict[tuple, dict[str, Any]] = {}  # under the forward lock
+
+    @property
+    def tokenizer(self):
+        return self.explorer.tokenizer
 
     # ------------------------------------------------------------------ the model and its text
     @property
@@ -96,6 +104,8 @@ class Inspection:
                 "looking inside (the logit lens, attribution, ablation, patching, head roles, "
                 "neurons, surprise) works on a GPT; this model is an encoder.",
             )
+        if self.version != self.explorer.version:
+            self.forget()
         if self._inspector is None:
             self._inspector = Inspector(self.explorer.model)
         return self._inspector

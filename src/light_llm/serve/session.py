@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -89,6 +90,16 @@ class SerialisedForward:
         return getattr(self._model, name)
 
 
+def folder_stamp(folder: Path) -> tuple[int, int] | None:
+    """(inode, modification time) of ``folder``: a checkpoint is replaced as a whole folder,
+    so a new one has a new stamp; None when it is not there."""
+    try:
+        status = os.stat(folder)
+    except OSError:
+        return None
+    return status.st_ino, status.st_mtime_ns
+
+
 class ExplorerModel:
     """A checkpoint loaded for the explorer: a GPT or a BERT-style encoder and its tokenizer.
 
@@ -112,8 +123,30 @@ class ExplorerModel:
         self.queue_lock = threading.Lock()
         self.generations_ahead = 0  # running or waiting generations
         self.logits_cache: tuple[tuple[int, ...], torch.Tensor] | None = None
+        self.stamp = folder_stamp(self.folder)
+        self.version = 0  # how many times a newer checkpoint replaced the loaded one
         self.training = self.read_training()
         self.history = self.loaded_history()
+
+    def reload_if_replaced(self) -> bool:
+        """Load the checkpoint again when its folder was replaced since (a run still training
+        saved a newer one): the page then shows the model as it is now. A folder caught
+        mid-write, or holding another kind of model, is left for the next look."""
+        stamp = folder_stamp(self.folder)
+        if stamp is None or stamp == self.stamp:
+            return False
+        try:
+            model = load(self.folder, architecture="bert" if self.is_encoder else "gpt")
+            tokenizer = load_tokenizer(self.folder)
+            check_tokenizer_matches_model(tokenizer, model.config.vocab_size, self.folder)
+        except LightLLMError:
+            return False
+        with self.forward_lock:
+            self.model, self.tokenizer = model, tokenizer
+            self.logits_cache = None
+            self.stamp = stamp
+            self.version += 1
+        return True
 
     # ------------------------------------------------------------------ what it is
     @property
@@ -201,6 +234,7 @@ class ExplorerModel:
         """The model card: what was loaded, its config, size and training facts."""
         warning = self.folder_warning()
         if warning is None:
+            self.reload_if_replaced()
             self.training = self.read_training()  # a run still training adds evaluations
         config = dataclasses.asdict(self.model.config)
         return {

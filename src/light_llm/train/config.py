@@ -206,6 +206,8 @@ INHERITED_FIELDS = (
     "lr_decay_iters",
     "time",
     "dtype",
+    "probe_interval",
+    "probe_prompt",
     *MODEL_FIELDS,
     *GENERAL_DEFAULTS,
 )
@@ -265,6 +267,8 @@ class TrainConfig:
     eval_iters: int | None = None
     log_interval: int | None = None  # a training-loss record (and a plain line) every N steps
     sample_tokens: int | None = None
+    probe_interval: int | None = None  # probes every N iterations (light_llm.train.probes)
+    probe_prompt: str | None = None  # the probes' prompt; None: light_llm.train.probes's
     out: str = DEFAULT_OUT
     # how to run
     device: str = "auto"
@@ -436,6 +440,13 @@ class TrainConfig:
         check_integer("eval_iters", self.eval_iters, 1, MAX_EVAL_BATCHES)
         if self.vocab_size is not None:
             check_integer("vocab_size", self.vocab_size, 1, MAX_VOCAB_SIZE)
+        if self.probe_interval is not None:
+            check_integer("probe_interval (0 = no probes)", self.probe_interval, 0)
+        if self.probe_prompt is not None and not self.probe_prompt.strip():
+            raise ConfigError(
+                "--probe-prompt is empty: give the text the probes should read (or "
+                "--probe-interval 0 to take none)."
+            )
         for key in ("max_iters", "warmup_iters", "lr_decay_iters", "seed", "sample_tokens"):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:

@@ -40,13 +40,18 @@ def bits_per_unit(loss: float, n_tokens: int, n_units: int) -> float:
     return loss * n_tokens / (math.log(2) * n_units)
 
 
-def smoothed(values: list[float], weight: float = 0.9) -> list[float]:
-    """Exponential moving average with bias correction: s_k = w s_(k-1) + (1 - w) x_k,
-    shown as s_k / (1 - w^k) so that the first values are not pulled towards 0."""
-    average, out = 0.0, []
-    for k, value in enumerate(values, start=1):
-        average = weight * average + (1 - weight) * value
-        out.append(average / (1 - weight**k))
+def centred_mean(values: list[float], points: int = 60) -> list[float]:
+    """Each value replaced by the mean of a window centred on it, ``2h + 1`` values wide with
+    h = len(values) / points (cut at the ends): s_k = mean(x_(k-h) .. x_(k+h)). Unlike a
+    moving average of the past it does not lag: on a straight line it is the line itself."""
+    half = max(1, round(len(values) / points))
+    sums = [0.0]
+    for value in values:
+        sums.append(sums[-1] + value)
+    out = []
+    for k in range(len(values)):
+        low, high = max(0, k - half), min(len(values), k + half + 1)
+        out.append((sums[high] - sums[low]) / (high - low))
     return out
 
 
@@ -61,9 +66,9 @@ def bits_per_byte_factor(evaluations: list[dict[str, Any]]) -> float | None:
 
 
 def plot_loss_curve(records: list[dict[str, Any]], path: Path, title: str = "") -> None:
-    """The training loss of every logged iteration (faint) and its moving average
-    (:func:`smoothed`), with the evaluations' train and validation losses on top, against
-    iteration, as a PNG written atomically to ``path``; where the evaluations give bits per
+    """The training loss of every logged iteration (faint) and its centred mean
+    (:func:`centred_mean`, no lag), with the evaluations' train and validation losses on top,
+    against iteration, as a PNG written atomically to ``path``; where the evaluations give bits per
     byte, a right-hand axis reads the validation losses in those units."""
     from matplotlib.figure import Figure  # no pyplot: no global state, no backend to choose
 
@@ -73,7 +78,7 @@ def plot_loss_curve(records: list[dict[str, Any]], path: Path, title: str = "") 
     if logged:
         steps, losses = [r["iter"] for r in logged], [r["loss"] for r in logged]
         axes.plot(steps, losses, color="tab:blue", alpha=0.25, linewidth=0.8)
-        axes.plot(steps, smoothed(losses), color="tab:blue", label="train batch (smoothed)")
+        axes.plot(steps, centred_mean(losses), color="tab:blue", label="train batch (centred mean)")
     evaluations = evaluation_records(records)
     iterations = [record["iter"] for record in evaluations]
     for key, color, label in (

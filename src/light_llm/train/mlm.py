@@ -219,6 +219,7 @@ class EncoderSubject(GPTSubject):
     label = "BERT-style encoder"
     model_class = BertEncoder
     reports_bits = False  # a loss over the masked tokens only, not per byte of the text
+    takes_probes = False  # no next token, head roles or sample to record
 
     def model_config(self, config: TrainConfig, tokenizer) -> EncoderConfig:
         # masked-LM needs the head

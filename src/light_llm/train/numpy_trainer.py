@@ -56,6 +56,7 @@ from light_llm.train.budget import seconds_left
 from light_llm.train.config import TrainConfig
 from light_llm.train.interrupt import StopRequest
 from light_llm.train.metrics import ThroughputMeter, plot_loss_curve
+from light_llm.train.probes import ProbeRecorder, given_prompt_ids
 from light_llm.train.records import (
     RunRecord,
     printed_sample,
@@ -183,6 +184,7 @@ def train_claimed(
 
     text = load_corpus(cfg.data)
     tokenizer = tokenizer_for_run(cfg, text)
+    given_prompt_ids(cfg, tokenizer)  # a --probe-prompt that cannot be probed: before any write
     train_path, val_path = encode_corpus(text, tokenizer, run_folder.data_dir)
     ids_dtype = token_dtype(tokenizer.vocab_size)
     datasets = {
@@ -196,6 +198,7 @@ def train_claimed(
     elif model.config != model_config:
         raise ConfigError("the model given to train_numpy has another config than the run's.")
     model.rng = np.random.default_rng(cfg.seed)  # dropout
+    probes = ProbeRecorder(out, cfg, tokenizer, datasets["val"].tokens, sample_with_numpy, None)
     model.training = True
     optimizer = configure_optimizer(model.params, cfg)
 
@@ -262,6 +265,11 @@ def train_claimed(
                 result.evaluations.append(record)
                 save_and_log(record)
                 eval_seconds = time.perf_counter() - evaluation_started
+            if probes.due(iteration, iteration == result.evaluations[-1]["iter"]):
+                model.training = False
+                elapsed = time.perf_counter() - started
+                probes.record(model, iteration, iteration * tokens_per_iteration, elapsed)
+                model.training = True
             if iteration >= cfg.max_iters:
                 break
             # learning rate, micro-steps, clipping, optimizer step
@@ -305,6 +313,13 @@ def save(
         save_numpy_gpt(model, folder, tokenizer, extra_files, overwrite)
     except CheckpointError as exc:
         raise TrainingError(str(exc)) from None
+
+
+def sample_with_numpy(
+    model: NumpyGPT, tokenizer, prompt: str, n: int, temperature: float, seed: int
+) -> str:
+    """A probe's sample (light_llm.train.probes.Sampler): the NumPy engine's generate_text."""
+    return generate_text(model, tokenizer, prompt, n, temperature=temperature, seed=seed)
 
 
 def sample(model: NumpyGPT, tokenizer, val_data: TokenDataset, config: TrainConfig) -> str:

@@ -48,6 +48,7 @@ from light_llm.train.mlm import EncoderSubject
 from light_llm.train.optim import configure_optimizer
 from light_llm.train.optimizer_state import load_optimizer_state, restore_rng_states
 from light_llm.train.precision import autocast, check_dtype, default_dtype, grad_scaler
+from light_llm.train.probes import given_prompt_ids
 from light_llm.train.records import RunRecord
 from light_llm.train.state import check_fields
 from light_llm.train.subject import GPTSubject
@@ -157,6 +158,8 @@ def prepare_in(
     check_model_fits(model_config, bytes_per_value=16)
     check_batch_fits(model_config, cfg.batch_size, cfg.block_size, training=True)
     subject.check_model(model_config, tokenizer)
+    if subject.takes_probes:
+        given_prompt_ids(cfg, tokenizer)  # a --probe-prompt that cannot be probed: refused now
     eval_seconds = 0.0
     if budget_s is not None:
         eval_seconds = check_budget_holds_evaluations(

@@ -37,6 +37,7 @@ class GPTSubject:
     label = "GPT"  # what messages call the model
     model_class: type[torch.nn.Module] = GPT
     reports_bits = True  # a next-token loss, so also in bits per byte / character
+    takes_probes = True  # light_llm.train.probes: the probes belong to a causal GPT
 
     def tokenizer(self, config: TrainConfig, text: str):
         """The tokenizer of a new run (a resumed run reads its own from its checkpoint)."""

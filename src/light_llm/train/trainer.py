@@ -39,6 +39,7 @@ from tqdm.auto import tqdm
 
 from light_llm.checkpoints.run import LOSS_CURVE_FILE, trainer_state_file
 from light_llm.errors import CheckpointError, TrainingError, reason
+from light_llm.generate import generate_text
 from light_llm.train.batches import micro_batch_rng
 from light_llm.train.budget import SKIPPED_ITERATIONS, iterations_for_budget, seconds_left
 from light_llm.train.distributed import shutdown_distributed
@@ -49,6 +50,7 @@ from light_llm.train.optim import clip_grad_norm, set_learning_rate
 from light_llm.train.optimizer_state import capture_rng_states, optimizer_files
 from light_llm.train.precision import attention_kernels, autocast
 from light_llm.train.prepare import PreparedRun, prepare, saved_run_config
+from light_llm.train.probes import ProbeRecorder
 from light_llm.train.records import trainer_state, training_line
 from light_llm.train.result import TrainResult
 from light_llm.train.run_tokenizer import fewer_ids_note
@@ -76,6 +78,18 @@ class Trainer:
     def __init__(self, config, architecture: str = "gpt") -> None:
         self.prepared: PreparedRun = prepare(config, architecture)
         self.started = time.perf_counter()
+        self.probes: ProbeRecorder | None = None
+        run = self.prepared
+        if run.subject.takes_probes:  # every process asks when one is due; rank 0 takes it
+            self.probes = ProbeRecorder(
+                run.folder.out,
+                run.config,
+                run.tokenizer,
+                run.val_data.tokens,
+                sample_with_torch,
+                run.progress.iteration if run.config.resume else None,
+                writes=run.dist.is_main,
+            )
 
     def run(self) -> TrainResult:
         try:
@@ -109,11 +123,15 @@ class Trainer:
                 # a --time run: fix the iteration count from the warmup's speed
                 if run.budget_s is not None and progress.iteration >= run.config.warmup_iters:
                     self.fix_iteration_count(iteration_seconds, bar)
-                # evaluation and checkpoint
-                if self.evaluation_due():
+                # evaluation and checkpoint, then the probes (light_llm.train.probes)
+                evaluated = self.evaluation_due()
+                if evaluated:
                     record = self.evaluate_and_save(meter)
                     result.evaluations.append(record)
                     bar.set_postfix(val_loss=f"{record['val_loss']:.4f}", refresh=False)
+                if self.probes is not None and self.probes.due(progress.iteration, evaluated):
+                    run.dist.on_main(self.take_probe, run.device)
+                    self.probes.last_recorded = progress.iteration
                 if run.budget_s is None and progress.iteration >= run.config.max_iters:
                     break
                 # learning rate, micro-steps, clipping, optimizer step
@@ -279,6 +297,20 @@ class Trainer:
         run.eval_seconds = time.perf_counter() - tick
         return record
 
+    def take_probe(self) -> None:
+        """Record the probe of this iteration (rank 0), the model in evaluation mode, the
+        random generators left as they were (a LoRA model is merged on a fresh copy, whose
+        layers draw their initial weights), so that a probed run trains as one never probed."""
+        run = self.prepared
+        run.raw_model.eval()
+        try:
+            with torch.random.fork_rng(devices=[]):
+                self.probes.record(
+                    run.raw_model, run.progress.iteration, run.progress.tokens_seen, self.elapsed()
+                )
+        finally:
+            run.raw_model.train()
+
     def log_training(self, loss: float, meter: ThroughputMeter, bar: tqdm) -> None:
         """The training-loss record of this iteration and, where there is no progress bar
         (a log file, CI), a plain line."""
@@ -374,6 +406,14 @@ class Trainer:
             f"metrics {run.record.metrics.path}, loss curve {out / LOSS_CURVE_FILE}",
             flush=True,
         )
+
+
+def sample_with_torch(model, tokenizer, prompt: str, n: int, temperature: float, seed: int) -> str:
+    """A probe's sample (light_llm.train.probes.Sampler): the PyTorch engine's generate_text."""
+    (continuation,) = generate_text(
+        model, tokenizer, [prompt], n, temperature=temperature, seed=seed
+    )
+    return continuation
 
 
 def announce(run: PreparedRun) -> None:

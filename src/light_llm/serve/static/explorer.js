@@ -3,7 +3,8 @@
 "use strict";
 
 const RIVER = "The bank of the river was flooded!"; // seed 003's example sentence
-const GPT_PRESETS = ["ROMEO:", "To be, or not to be", "First Citizen:\nBefore we proceed"];
+// the first: mid-sentence, so the opening distribution has something to weigh ("sun", ...)
+const GPT_PRESETS = ["It is the east, and Juliet is the", "ROMEO:", "To be, or not to be", "First Citizen:\nBefore we proceed"];
 const ENCODER_PRESETS = [RIVER, "I love dogs.", "to be or not to be"];
 const MASK_PRESET = "the bank of the [MASK] was flooded!";
 const SIMILARITY_PRESET = [RIVER, "The river overflowed its banks.", "I deposited money at the bank."];
@@ -62,7 +63,16 @@ async function api(path, body) {
 }
 
 // Shows an error sentence in `box`; for a prompt longer than the context, offers to cut it.
+// A problem of the prompt itself is said once, under the prompt, and the panel it stopped is
+// greyed until the next prompt.
 function showError(box, exc) {
+  const aboutPrompt = Array.isArray(exc.detail) && exc.detail.some((d) => d.loc[d.loc.length - 1] === "prompt");
+  if (aboutPrompt && box.id !== "prompt-error") {
+    const section = box.closest("section");
+    if (section) section.classList.add("stale");
+    box.replaceChildren();
+    box = $("#prompt-error");
+  }
   box.replaceChildren(exc.message);
   const offer = Array.isArray(exc.detail) && exc.detail.find((d) => d.kept_prompt !== undefined);
   if (offer) {
@@ -124,7 +134,7 @@ function nextTokenSection() {
       el("thead", {}, el("tr", {},
         el("th", { text: "#" }), el("th", { text: "token" }), el("th", { text: "id" }),
         el("th", { text: "P before" }), el("th", { text: "" }), el("th", { text: "P after filters" }),
-        el("th", { text: "kept" }))),
+        el("th", { text: "" }), el("th", { text: "kept" }))),
       el("tbody")),
     el("div", { id: "next-error", class: "error" }));
 }
@@ -180,7 +190,7 @@ function similaritySection() {
 function cardSection(model) {
   const rows = [
     ["kind", model.kind === "gpt" ? "GPT (decoder, causal)" : "encoder (bidirectional)"],
-    ["folder", model.folder], ["chosen as", model.origin],
+    ["run", model.name], ["chosen as", model.origin.replace(/ --checkpoint .*/, " --checkpoint").replace(/ under \/.*/, " here")],
     ["parameters", model.parameters.toLocaleString("en")],
     ["tokenizer", `${model.tokenizer.name}, ${model.tokenizer.vocab_size} tokens`],
     ["context", `${model.context} tokens`],
@@ -197,41 +207,10 @@ function cardSection(model) {
   for (const [k, v] of rows) table.append(el("tr", {}, el("td", { text: k }), el("td", { text: v, style: "text-align:left; white-space: normal" })));
   const section = el("section", { id: "card-section" }, el("h2", { text: "Model card" }),
     el("div", { class: "grid2" }, table, el("div", { id: "loss-curve" })));
-  if (training.curve) section.querySelector("#loss-curve").append(lossCurve(training.curve));
-  else section.querySelector("#loss-curve").append(el("p", { class: "muted", text: "No training record (metrics.jsonl) beside this checkpoint." }));
+  section.querySelector("#loss-curve").append(el("p", { class: "muted", text: training.curve
+    ? "Its learning curves, probes and samples are in the Learning section above."
+    : "No training record (metrics.jsonl) beside this checkpoint." }));
   return section;
-}
-
-// The loss curve as an SVG: training batches (faint), evaluations' train and validation loss.
-function lossCurve(curve) {
-  const W = 520, H = 280, L = 50, R = 10, T = 10, B = 36;
-  const series = [["train", "#8aa4e6", 1], ["train_eval", "#2b9bb0", 2], ["val", "#e07b1f", 2]]
-    .map(([key, colour, width]) => ({ key, colour, width, points: (curve[key] || []).filter((p) => p[1] !== null) }))
-    .filter((s) => s.points.length);
-  const all = series.flatMap((s) => s.points);
-  const ns = "http://www.w3.org/2000/svg";
-  const svg = document.createElementNS(ns, "svg");
-  svg.setAttribute("viewBox", `0 0 ${W} ${H}`); svg.setAttribute("width", "100%"); svg.id = "loss-svg";
-  if (!all.length) return svg;
-  const xs = all.map((p) => p[0]), ys = all.map((p) => p[1]);
-  const x0 = Math.min(...xs), x1 = Math.max(...xs, x0 + 1), y0 = Math.min(...ys), y1 = Math.max(...ys, y0 + 1e-6);
-  const sx = (x) => L + ((x - x0) / (x1 - x0)) * (W - L - R), sy = (y) => T + ((y1 - y) / (y1 - y0)) * (H - T - B);
-  const add = (tag, attrs, text) => { const n = document.createElementNS(ns, tag); for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v); if (text !== undefined) n.textContent = text; svg.append(n); return n; };
-  add("rect", { x: L, y: T, width: W - L - R, height: H - T - B, fill: "none", stroke: "#ccd" });
-  for (let i = 0; i <= 4; i++) {
-    const y = y0 + (i / 4) * (y1 - y0);
-    add("text", { x: L - 4, y: sy(y) + 4, "text-anchor": "end", "font-size": 10, fill: "#667" }, y.toFixed(2));
-  }
-  add("text", { x: L, y: H - 20, "font-size": 10, fill: "#667" }, String(x0));
-  add("text", { x: W - R, y: H - 20, "font-size": 10, fill: "#667", "text-anchor": "end" }, String(x1));
-  add("text", { x: (W + L) / 2, y: H - 6, "font-size": 11, fill: "#445", "text-anchor": "middle" }, "iteration");
-  let legendX = L + 8;
-  for (const s of series) {
-    add("polyline", { points: s.points.map((p) => `${sx(p[0])},${sy(p[1])}`).join(" "), fill: "none", stroke: s.colour, "stroke-width": s.width });
-    add("text", { x: legendX, y: T + 14, "font-size": 11, fill: s.colour }, s.key === "val" ? "validation" : s.key === "train" ? "train batches" : "train (eval)");
-    legendX += 95;
-  }
-  return svg;
 }
 
 // ---------------------------------------------------------------- refreshing
@@ -240,6 +219,7 @@ function currentPrompt() { return $("#prompt").value; }
 async function refreshPrompt() {
   const prompt = currentPrompt();
   $("#prompt-error").replaceChildren();
+  document.querySelectorAll("section.stale").forEach((section) => section.classList.remove("stale"));
   if (!prompt) {
     $("#chips").replaceChildren(); $("#token-count").textContent = "";
     return;
@@ -249,7 +229,7 @@ async function refreshPrompt() {
     if (prompt !== currentPrompt()) return; // typed on meanwhile
     drawChips(tokens);
   } catch (exc) { showError($("#prompt-error"), exc); return; }
-  const jobs = [refreshAttention()];
+  const jobs = [refreshAttention(), refreshFlow()];
   if (state.model.capabilities.next_token) jobs.push(refreshNextToken(), refreshInspect());
   await Promise.all(jobs);
 }
@@ -286,12 +266,14 @@ async function refreshNextToken() {
   try {
     const result = await api("/api/next-token", { prompt, ...samplingOptions(), limit: 20 });
     box.replaceChildren();
-    const maximum = Math.max(...result.tokens.map((t) => t.probability));
+    // both columns of bars on one scale: a temperature below 1 visibly sharpens, above 1 flattens
+    const maximum = Math.max(...result.tokens.map((t) => Math.max(t.probability, t.filtered_probability)));
     const rows = result.tokens.map((t, i) => el("tr", { class: t.kept ? "kept" : "dropped", "data-id": String(t.id) },
       el("td", { text: String(i + 1) }), el("td", { class: "token", text: visible(t.token) }),
       el("td", { text: String(t.id) }), el("td", { class: "p-before", text: fmt(t.probability) }),
       el("td", { class: "bar-cell" }, el("div", { class: "bar", style: `width:${(100 * t.probability / maximum).toFixed(1)}%` })),
       el("td", { class: "p-after", text: fmt(t.filtered_probability) }),
+      el("td", { class: "bar-cell" }, el("div", { class: "bar after", style: `width:${(100 * t.filtered_probability / maximum).toFixed(1)}%` })),
       el("td", { class: "kept-mark", text: t.kept ? "✓" : "" })));
     $("#next-table tbody").replaceChildren(...rows);
     $("#next-summary").textContent = `kept ${result.kept_count} of ${result.vocab_size} tokens, ` +
@@ -481,11 +463,15 @@ async function modelPage(app) {
   const gpt = model.kind === "gpt";
   const sections = [promptSection(gpt ? GPT_PRESETS : ENCODER_PRESETS)];
   if (gpt) sections.push(nextTokenSection());
-  sections.push(attentionSection(gpt));
+  sections.push(attentionSection(gpt), flowSection()); // flow.js
   if (gpt) sections.push(generateSection());
   else sections.push(fillMaskSection(model.capabilities.fill_mask), similaritySection());
-  sections.push(...inspectSections(model), cardSection(model)); // inspect.js
+  sections.push(...inspectSections(model)); // inspect.js
+  const runs = await api("/api/runs").catch(() => []);
+  if (runs.length) sections.push(trainingSection()); // training.js
+  sections.push(cardSection(model));
   app.replaceChildren(...sections);
+  if (runs.length) startTraining();
   $("#nav-model").classList.add("current");
   if (!gpt) $("#sentences").value = SIMILARITY_PRESET.join("\n");
   $("#prompt").value = gpt ? GPT_PRESETS[0] : RIVER;

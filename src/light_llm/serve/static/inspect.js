@@ -13,7 +13,7 @@ function signedColour(x) {
 }
 
 // An error sentence in a panel's box (the offer to cut a long prompt is the prompt panels')
-const say = (box, exc) => box.replaceChildren(exc.message);
+const say = (box, exc) => showError(box, exc); // explorer.js: a prompt's problem said once
 
 // A layers x heads table: a column per head (then the `extra` columns), `cells[layer]` a row.
 function layerTable(attributes, caption, cells, extra = []) {

@@ -1,0 +1,136 @@
+"""Training runs as the explorer replays them: each run folder's records (``metrics.jsonl``) and
+probes (``probes/``, :mod:`light_llm.train.probes`), read again on every request, so that a run
+still training in another process grows on the page without a reload.
+
+    GET /api/runs                        every run shown: name, whether it is still training,
+                                         its curves and the iterations it has probes of
+    GET /api/runs/{index}/probes/{iter}  one probe record, as the trainer wrote it
+
+A run's curves hold, per point, the iteration, the training tokens seen by then, the wall
+time, the loss (nats per token) and the same loss in bits per byte of the split's text, which
+compares runs of different tokenizers. A run folder that disappears while it is watched keeps
+showing what was read, with a sentence saying so; a damaged probe record is one sentence too.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import socket
+from pathlib import Path
+from typing import Any
+
+from light_llm.atomic import process_alive
+from light_llm.checkpoints.probes import probe_iterations, read_probe
+from light_llm.checkpoints.run import (
+    CHECKPOINT_SUBFOLDER,
+    HOLDER_LIMIT,
+    LOCK_FILE,
+    METRICS_FILE,
+    MetricsLog,
+    evaluation_records,
+    read_trainer_state,
+    training_records,
+)
+from light_llm.errors import CheckpointError, ConfigError, LightLLMError
+from light_llm.untrusted import read_regular_file
+
+HOLDER = re.compile(r"process (\d+) on (\S+),")
+
+
+class UnknownRecord(LightLLMError):
+    """A run or a probe record that is not there (the page asked for what it was not offered)."""
+
+
+def is_run_folder(folder: Path) -> bool:
+    """Whether ``folder`` is a training run's output folder (it has its records)."""
+    return (folder / METRICS_FILE).is_file() or (folder / CHECKPOINT_SUBFOLDER).is_dir()
+
+
+def still_training(folder: Path) -> bool:
+    """Whether a live process on this machine holds the run's lock (a run killed with -9
+    leaves the lock file, whose holder is then gone)."""
+    try:
+        holder = read_regular_file(folder / LOCK_FILE, HOLDER_LIMIT).decode("utf-8", "replace")
+    except CheckpointError:
+        return False
+    match = HOLDER.match(holder)
+    return bool(match) and match[2] == socket.gethostname() and process_alive(int(match[1]))
+
+
+def finite(value: object) -> float | None:
+    return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+class RunHistory:
+    """One run folder, read on each :meth:`summary`; the last good reading is kept for when
+    the folder goes away."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        if not self.folder.is_dir() or not is_run_folder(self.folder):
+            raise ConfigError(
+                f"{self.folder} is not a training run's folder (no {METRICS_FILE} or "
+                f"{CHECKPOINT_SUBFOLDER}/ in it): give the --out of a light-llm train run."
+            )
+        self.name = self.folder.resolve().name
+        self.last: dict[str, Any] | None = None
+
+    def tokens_per_iteration(self) -> tuple[int | None, str | None]:
+        """Training tokens a step and the tokenizer's name, from the checkpoint's state."""
+        try:
+            state = read_trainer_state(self.folder / CHECKPOINT_SUBFOLDER)
+            config = state["resolved_config"]
+            tokens = config["batch_size"] * config["block_size"] * config["grad_accum"]
+            return int(tokens), str(state["data"]["tokenizer"])
+        except (CheckpointError, KeyError, TypeError, ValueError):
+            return None, None
+
+    def summary(self) -> dict[str, Any]:
+        """The run as the page draws it (module docstring)."""
+        if not self.folder.is_dir():
+            if self.last is None:
+                raise UnknownRecord(f"the run folder {self.folder} has gone.")
+            return {
+                **self.last,
+                "live": False,
+                "warning": f"the run folder {self.folder} has gone; what was read before is "
+                "still shown.",
+            }
+        per_step, tokenizer = self.tokens_per_iteration()
+        records = [r for r in MetricsLog(self.folder).records() if isinstance(r.get("iter"), int)]
+
+        def point(record: dict[str, Any], loss: str, bpb: str) -> list:
+            tokens = record["iter"] * per_step if per_step else None
+            return [
+                record["iter"],
+                tokens,
+                finite(record.get("elapsed_s")),
+                finite(record.get(loss)),
+                finite(record.get(bpb)),
+            ]
+
+        self.last = {
+            "name": self.name,
+            "live": still_training(self.folder),
+            "tokenizer": tokenizer,
+            "curves": {
+                "train": [point(r, "loss", "bpb") for r in training_records(records)],
+                "val": [point(r, "val_loss", "val_bpb") for r in evaluation_records(records)],
+                "train_eval": [
+                    point(r, "train_loss", "train_bpb") for r in evaluation_records(records)
+                ],
+            },
+            "probes": probe_iterations(self.folder),
+            "warning": None,
+        }
+        return self.last
+
+    def probe(self, iteration: int) -> dict[str, Any]:
+        """The probe record of ``iteration``; UnknownRecord when there is none, CheckpointError
+        when it is damaged."""
+        if iteration not in probe_iterations(self.folder):
+            raise UnknownRecord(
+                f"the run {self.name} has no probe record of iteration {iteration}."
+            )
+        return read_probe(self.folder, iteration)

@@ -1,0 +1,113 @@
+"""The flow view's numbers (/api/flow) against the model's own modules and its plain forward,
+for a chosen token; the stages follow the config; bad input is a 422 naming the field."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from light_llm.checkpoints import save
+from light_llm.models.gpt import GPT
+from light_llm.serve import ExplorerModel, create_app
+from light_llm.tokenizers import CharTokenizer
+from tests.conftest import tiny_config
+from tests.serve.conftest import local_client
+
+PROMPT = "the king shall"
+
+
+def stages_by_key(result):
+    flat = {}
+    for stage in result["stages"]:
+        if stage["key"] == "layer":
+            for inner in stage["stages"]:
+                flat[(stage["layer"], inner["key"])] = inner
+        else:
+            flat[stage["key"]] = stage
+    return flat
+
+
+def test_the_flow_of_a_token_is_the_models_own_computation(client, gpt):
+    model, tokenizer = gpt
+    position = 5
+    result = client.post("/api/flow", json={"prompt": PROMPT, "position": position}).json()
+    ids = tokenizer.encode(PROMPT)
+    assert result["ids"] == ids and result["position"] == position
+    stages = stages_by_key(result)
+    idx = torch.tensor([ids])
+    with torch.no_grad():
+        x = model.transformer.wte(idx)  # (1, T, d)
+        np.testing.assert_allclose(stages["embed"]["values"]["vector"], x[0, position], atol=1e-5)
+        rope = model.rope(torch.arange(len(ids)))
+        for layer, block in enumerate(model.transformer.h):
+            assert stages[(layer, "resid_pre")]["values"]["vector"] == pytest.approx(
+                x[0, position].tolist(), abs=1e-5
+            )
+            normed = block.ln_1(x)
+            np.testing.assert_allclose(
+                stages[(layer, "ln1")]["values"]["vector"], normed[0, position], atol=1e-5
+            )
+            q, k, v = block.attn.queries_keys_values(normed, rope)  # (1, nh, T, hs)
+            for name, value in zip("qkv", (q, k, v), strict=True):
+                np.testing.assert_allclose(
+                    stages[(layer, "qkv")]["values"][name], value[0, :, position], atol=1e-5
+                )
+            scores = torch.einsum("he,hte->ht", q[0, :, position], k[0]) / math.sqrt(q.shape[-1])
+            scores[:, position + 1 :] = -math.inf
+            np.testing.assert_allclose(
+                stages[(layer, "pattern")]["values"]["rows"], scores.softmax(-1), atol=1e-5
+            )
+            x = block(x, rope=rope)
+            np.testing.assert_allclose(
+                stages[(layer, "resid_post")]["values"]["vector"], x[0, position], atol=1e-4
+            )
+        logits, _ = model(idx)
+    probs = torch.softmax(logits[0, position].double(), -1)
+    top = torch.argsort(probs, descending=True, stable=True)[:10]
+    assert stages["softmax"]["values"]["ids"] == top.tolist()
+    np.testing.assert_allclose(stages["softmax"]["values"]["probs"], probs[top], atol=1e-5)
+    assert "tanh" in stages["logits"]["formula"]  # the soft-cap of this config
+    assert stages["rotary"]["values"]["angles"][0] == pytest.approx(position)  # t·θ_0, θ_0 = 1
+
+
+@pytest.mark.parametrize(
+    ("shape", "present", "absent", "formula"),
+    [
+        (
+            {"norm": "layernorm", "positions": "learned", "activation": "swiglu"},
+            ["pos_embed", "final_norm"],
+            ["rotary"],
+            "Swish",
+        ),
+        ({"block_order": "post", "activation": "gelu"}, [], ["final_norm"], "GELU"),
+    ],
+)
+def test_the_stages_follow_the_config(tmp_path, shape, present, absent, formula):
+    tokenizer = CharTokenizer.from_text("abcdefgh ")
+    torch.manual_seed(0)
+    model = GPT(tiny_config(vocab_size=tokenizer.vocab_size, block_size=16, **shape))
+    save(model.eval(), tmp_path / "m", tokenizer=tokenizer)
+    client = local_client(create_app(ExplorerModel(tmp_path / "m", "test")))
+    result = client.post("/api/flow", json={"prompt": "abc abc"}).json()
+    stages = stages_by_key(result)
+    assert result["position"] == 6  # the last token by default
+    for key in present:
+        assert key in stages
+    for key in absent:
+        assert key not in stages
+    assert formula in stages[(0, "mlp_hidden")]["formula"]
+    assert ((0, "ln1") in stages) == (shape.get("block_order", "pre") == "pre")
+
+
+def test_an_encoder_flows_through_its_masked_lm_head(encoder_client):
+    result = encoder_client.post("/api/flow", json={"prompt": "the river bank"}).json()
+    assert result["tokens"][0] == "[CLS]" and result["tokens"][-1] == "[SEP]"
+    assert "masked-LM" in stages_by_key(result)["logits"]["title"]
+
+
+@pytest.mark.parametrize("position", [14, -15, "two"])
+def test_a_position_outside_the_prompt_is_a_422_naming_it(client, position):
+    answer = client.post("/api/flow", json={"prompt": PROMPT, "position": position})
+    assert answer.status_code == 422
+    assert answer.json()["detail"][0]["loc"][-1] == "position"

@@ -1,0 +1,110 @@
+"""The explorer's training history (/api/runs): curves and probe records as the trainer wrote
+them, a run compared beside another, a run folder that disappears, a damaged record, a newer
+checkpoint picked up while the server runs."""
+
+import json
+import os
+import shutil
+import socket
+
+import pytest
+
+from light_llm.checkpoints.probes import probe_file, probe_iterations, read_probe
+from light_llm.checkpoints.run import LOCK_FILE, MetricsLog, evaluation_records
+from light_llm.cli import main
+from light_llm.errors import ConfigError
+from light_llm.serve import ExplorerModel, create_app
+from light_llm.serve.history import RunHistory, still_training
+from tests.serve.conftest import local_client
+from tests.train.helpers import tiny_flags, write_corpus
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two runs of the tiny GPT: one over characters, one over a learned BPE."""
+    folder = tmp_path_factory.mktemp("history")
+    corpus = write_corpus(folder / "corpus.txt", n_lines=300)
+    char, bpe = folder / "char", folder / "bpe"
+    assert main(["train", *tiny_flags(corpus, char, tokenizer="char", probe_interval=4)]) == 0
+    assert main(["train", *tiny_flags(corpus, bpe, max_iters=6)]) == 0
+    return char, bpe
+
+
+def test_runs_are_the_records_and_probes_on_disk(runs):
+    char, bpe = runs
+    client = local_client(create_app(ExplorerModel(char, "test"), [RunHistory(bpe)]))
+    listed = client.get("/api/runs").json()
+    assert [run["name"] for run in listed] == ["char", "bpe"]
+    first = listed[0]
+    assert first["probes"] == probe_iterations(char) == [0, 4, 5, 8, 10]
+    assert first["tokenizer"] == "char" and listed[1]["tokenizer"] == "bpe"
+    assert first["live"] is False
+    evaluations = evaluation_records(MetricsLog(char).records())
+    tokens_per_step = 4 * 16  # TINY's batch and context
+    assert first["curves"]["val"] == [
+        [r["iter"], r["iter"] * tokens_per_step, r["elapsed_s"], r["val_loss"], r["val_bpb"]]
+        for r in evaluations
+    ]
+    record = client.get("/api/runs/0/probes/8").json()
+    assert record == read_probe(char, 8)
+    assert client.get("/api/runs/1/probes/6").json()["iter"] == 6
+
+
+def test_unknown_and_damaged_records_are_one_sentence(runs, tmp_path):
+    copy = tmp_path / "char"
+    shutil.copytree(runs[0], copy)
+    client = local_client(create_app(ExplorerModel(copy, "test")))
+    missing = client.get("/api/runs/0/probes/7")
+    assert missing.status_code == 404
+    assert "no probe record of iteration 7" in missing.json()["detail"]
+    assert client.get("/api/runs/3/probes/0").status_code == 404
+    probe_file(copy, 4).write_text('{"format": "light-llm-probe", ')
+    damaged = client.get("/api/runs/0/probes/4")
+    assert damaged.status_code == 422 and "not valid JSON" in damaged.json()["detail"]
+    assert client.get("/api/runs/0/probes/8").status_code == 200  # the rest still answers
+
+
+def test_a_run_folder_deleted_while_watched_keeps_what_was_read(runs, tmp_path):
+    copy = tmp_path / "char"
+    shutil.copytree(runs[0], copy)
+    client = local_client(create_app(ExplorerModel(copy, "test")))
+    before = client.get("/api/runs").json()[0]
+    shutil.rmtree(copy)
+    after = client.get("/api/runs").json()[0]
+    assert after["curves"] == before["curves"] and after["probes"] == before["probes"]
+    assert "has gone" in after["warning"]
+    assert client.get("/api/model").json()["warning"]  # the model card says so too
+
+
+def test_a_folder_that_is_not_a_run_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="not a training run's folder"):
+        RunHistory(tmp_path)
+    (tmp_path / "notes.txt").write_text("x")
+    command = ["serve", "--checkpoint", "nowhere", "--compare", str(tmp_path), "--port", "0"]
+    assert main(command) == 2
+
+
+def test_a_live_run_is_one_whose_lock_holder_is_alive(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text("")
+    host = socket.gethostname()
+    (tmp_path / LOCK_FILE).write_text(f"process {os.getpid()} on {host}, since now")
+    assert still_training(tmp_path)
+    (tmp_path / LOCK_FILE).write_text(f"process 999999999 on {host}, since now")  # killed -9
+    assert not still_training(tmp_path)
+    (tmp_path / LOCK_FILE).unlink()
+    assert not still_training(tmp_path)
+
+
+def test_a_newer_checkpoint_replaces_the_served_model(runs, tmp_path):
+    copy = tmp_path / "char"
+    shutil.copytree(runs[0], copy)
+    explorer = ExplorerModel(copy, "test")
+    client = local_client(create_app(explorer))
+    before = client.post("/api/next-token", json={"prompt": "the king"}).json()
+    resume = ["train", "--resume", "--out", str(copy), "--max-iters", "20"]
+    assert main([*resume, "--restretch-schedule"]) == 0  # the learning rate rises again
+    card = client.get("/api/model").json()
+    assert card["training"]["iteration"] == 20 and explorer.version == 1
+    after = client.post("/api/next-token", json={"prompt": "the king"}).json()
+    assert after["tokens"] != before["tokens"]
+    assert json.dumps(client.get("/api/runs").json()[0]["probes"][-1]) == "20"
