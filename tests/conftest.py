@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from light_llm.cache import CACHE_ENV
 from light_llm.checkpoints import save
 from light_llm.config import ModelConfig
 from light_llm.models.gpt import GPT
@@ -72,8 +73,22 @@ def _machine_cache_in_tmp(tmp_path_factory, monkeypatch):
     figure is not what tests check)."""
     from light_llm import decode_stats
 
-    monkeypatch.setenv(decode_stats.CACHE_ENV, str(tmp_path_factory.mktemp("light-llm-cache")))
     monkeypatch.setattr(decode_stats, "COPY_BYTES", 8 * 2**20)  # a light bandwidth copy
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_user_cache(tmp_path_factory):
+    """The user cache (light_llm.cache) of the session's shared fixtures: never the real one
+    under ~/.cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CACHE_ENV, str(tmp_path_factory.mktemp("user-cache")))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _user_cache(tmp_path_factory, monkeypatch):
+    """Each test its own empty user cache, so that no test sees what another cached."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path_factory.mktemp("user-cache")))
 
 
 @pytest.fixture

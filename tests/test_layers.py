@@ -33,7 +33,10 @@ LAYERS = [
         "models and the NumPy engine",
         ("light_llm.nn", "light_llm.models", "light_llm.reference", "light_llm.device"),
     ),
-    ("text and data", ("light_llm.tokenizers", "light_llm.data", "light_llm.shakespeare")),
+    (
+        "text and data",
+        ("light_llm.tokenizers", "light_llm.data", "light_llm.shakespeare", "light_llm.cache"),
+    ),
     (
         "foundations",
         (

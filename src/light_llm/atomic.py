@@ -29,11 +29,12 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
-from light_llm.errors import CheckpointError, DataError, OutputError
+from light_llm.errors import CheckpointError, DataError, OutputError, reason
+from light_llm.untrusted import read_text_file
 
 
 def _default_file_mode() -> int:
@@ -125,7 +126,7 @@ def why_not(path: Path, exc: OSError) -> str:
             if not ancestor.is_dir():
                 return f"{ancestor} is a file, not a folder"
             break
-    return exc.strerror or str(exc)
+    return reason(exc)
 
 
 def write_atomically(path: str | os.PathLike, data: bytes) -> None:
@@ -143,14 +144,17 @@ def save_figure(figure, path: str | os.PathLike, dpi: int = 100) -> Path:
     try:
         write_atomically(path, buffer.getvalue())
     except OSError as exc:
-        raise DataError(f"cannot write the picture {path}: {exc.strerror or exc}.") from None
+        raise DataError(f"cannot write the picture {path}: {reason(exc)}.") from None
     return path
 
 
 def append_line(path: str | os.PathLike, line: str) -> None:
     """Add ``line`` and a newline at the end of the text file ``path`` (created if absent) and
-    flush it: an append-only log that a kill cuts, at worst, in its last line."""
-    with open(path, "a", encoding="utf-8") as file:
+    flush it: an append-only log that a kill cuts, at worst, in its last line. A link at
+    ``path`` is an OSError, never followed."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    descriptor = os.open(path, flags, 0o666)  # a link is refused (ELOOP), never followed
+    with os.fdopen(descriptor, "a", encoding="utf-8") as file:
         file.write(line + "\n")
         file.flush()
 
@@ -186,10 +190,12 @@ MANIFEST_LIMIT = 1 << 20  # bytes of a manifest worth reading
 
 def written_names(folder: Path) -> set[str] | None:
     """The file names the manifest of ``folder`` lists, or None without a readable one."""
-    try:
-        with open(folder / FOLDER_MANIFEST, "rb") as file:
-            text = file.read(MANIFEST_LIMIT).decode("utf-8")
-    except (OSError, UnicodeDecodeError):
+    path = folder / FOLDER_MANIFEST
+    if not path.is_file() or path.is_symlink():
+        return None
+    try:  # bounded and non-blocking: a FIFO or /dev/zero is no manifest
+        text = read_text_file(path, MANIFEST_LIMIT, "the manifest", OutputError)
+    except OutputError:
         return None
     return {name for name in text.splitlines() if name}
 
@@ -197,12 +203,13 @@ def written_names(folder: Path) -> set[str] | None:
 def check_replaceable(
     folder: str | os.PathLike,
     overwrite: bool = False,
-    written_before_manifests: Callable[[Path], bool] | None = None,
+    written_before_manifests: Callable[[Path], Collection[str]] | None = None,
 ) -> None:
     """OutputError unless replacing ``folder`` as a unit loses nothing light-llm did not
-    write: ``folder`` is absent, empty, or holds only files its manifest lists (or, when
-    ``written_before_manifests(folder)`` says it is one of light-llm's own folders from before
-    manifests, anything). ``overwrite`` allows replacing any folder, never a file."""
+    write: ``folder`` is absent, empty, or holds only files its manifest lists (or, without
+    a manifest, only the names ``written_before_manifests(folder)`` gives: light-llm's own
+    file names when it is one of light-llm's folders from before manifests, none else).
+    ``overwrite`` allows replacing any folder, never a file."""
     folder = Path(folder)
     if not folder.exists() and not folder.is_symlink():
         return
@@ -213,12 +220,10 @@ def check_replaceable(
     try:
         entries = sorted(entry.name for entry in folder.iterdir())
     except OSError as exc:
-        raise OutputError(f"cannot look into {folder}: {exc.strerror or exc}.") from None
+        raise OutputError(f"cannot look into {folder}: {reason(exc)}.") from None
     owned = written_names(folder)
     if owned is None:
-        if written_before_manifests is not None and written_before_manifests(folder):
-            return
-        owned = set()
+        owned = set(written_before_manifests(folder) if written_before_manifests else ())
     foreign = [name for name in entries if name not in owned and name != FOLDER_MANIFEST]
     if foreign:
         shown = ", ".join(foreign[:3]) + (
@@ -235,7 +240,7 @@ def write_folder_atomically(
     folder: str | os.PathLike,
     files: Mapping[str, bytes],
     overwrite: bool = False,
-    written_before_manifests: Callable[[Path], bool] | None = None,
+    written_before_manifests: Callable[[Path], Collection[str]] | None = None,
 ) -> None:
     """Replace ``folder`` by a folder holding exactly ``files`` (name -> contents) and the
     manifest naming them, as a unit; a folder holding anything light-llm did not write is
@@ -260,8 +265,9 @@ def write_folder_atomically(
         staging = Path(tempfile.mkdtemp(dir=parent, prefix=new_folder_prefix(folder)))
         os.chmod(staging, default_folder_mode())
     except OSError as exc:
-        raise CheckpointError(f"cannot write the checkpoint {folder}: {exc.strerror}.") from None
+        raise CheckpointError(f"cannot write the checkpoint {folder}: {reason(exc)}.") from None
     moved_aside: Path | None = None
+    had_previous = folder.exists()
     try:
         for name, data in files.items():
             with open(staging / name, "wb") as file:
@@ -280,9 +286,9 @@ def write_folder_atomically(
             os.replace(moved_aside, folder)  # put the previous version back
         shutil.rmtree(staging, ignore_errors=True)
         if isinstance(exc, OSError):
+            kept = "the previous one is unchanged" if had_previous else "nothing was written"
             raise CheckpointError(
-                f"cannot write the checkpoint {folder}: {exc.strerror or exc}; "
-                "the previous one is unchanged."
+                f"cannot write the checkpoint {folder}: {reason(exc)}; {kept}."
             ) from None
         raise
     remove_leftovers(folder)

@@ -20,6 +20,7 @@ user can cause raises :class:`~light_llm.errors.DataError` with one sentence.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -32,9 +33,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from light_llm.atomic import atomic_file
-from light_llm.errors import DataError
+from light_llm.cache import copy_files, entry
+from light_llm.errors import DataError, reason
 from light_llm.shakespeare import shakespeare_text
-from light_llm.untrusted import read_json_object, read_regular_file
+from light_llm.untrusted import open_regular_file, read_json_object, read_regular_file
 
 if TYPE_CHECKING:  # only name, vocab_size, encode and decode (and encode_batch if any) are used
     import torch
@@ -305,8 +307,8 @@ def _files_digest(paths: Iterable[Path]) -> str:
     """sha256 of the files' bytes, one after the other."""
     digest = hashlib.sha256()
     for path in paths:
-        with open(path, "rb") as file:
-            while block := file.read(1 << 20):
+        with open_regular_file(path, error=DataError) as (descriptor, _):
+            while block := os.read(descriptor, 1 << 20):
                 digest.update(block)
     return digest.hexdigest()
 
@@ -316,7 +318,7 @@ def _cache_is_current(cache_dir: Path, key: str) -> bool:
     sizes and by the digest of their bytes that meta.json recorded (a tampered or damaged
     cache, even of the right size, is rebuilt rather than trusted)."""
     try:
-        meta = json.loads((cache_dir / META_FILE).read_text(encoding="utf-8"))
+        meta = read_json_object(cache_dir / META_FILE, error=DataError)
         itemsize = np.dtype(meta["dtype"]).itemsize
         return (
             meta["key"] == key
@@ -324,7 +326,7 @@ def _cache_is_current(cache_dir: Path, key: str) -> bool:
             and (cache_dir / VAL_FILE).stat().st_size == meta["val_tokens"] * itemsize
             and meta["ids_sha256"] == _files_digest([cache_dir / TRAIN_FILE, cache_dir / VAL_FILE])
         )
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+    except (OSError, ValueError, KeyError, TypeError, DataError):
         return False
 
 
@@ -339,7 +341,9 @@ def encode_corpus(
     counts of each split, and a hash of the text and the tokenizer) is written last; a later
     call with the same text and tokenizer finds it and reuses the files, any other rebuilds
     them. The old ``meta.json`` is removed before anything is rewritten, so an interrupted
-    rebuild is never mistaken for a finished one.
+    rebuild is never mistaken for a finished one. Runs share what they encoded through the
+    user cache (:mod:`light_llm.cache`): ids another run made of the same text with the same
+    tokenizer are linked or copied in rather than encoded again.
     """
     cache_dir = Path(cache_dir)
     key = _cache_key(text, tokenizer, TRAIN_FRACTION)
@@ -350,6 +354,13 @@ def encode_corpus(
     )
     if _cache_is_current(cache_dir, key):
         return train_path, val_path
+    shared = entry("corpus", key)  # another run's ids of the same text and tokenizer
+    if shared is not None and _cache_is_current(shared, key):
+        with contextlib.suppress(OSError):
+            meta_path.unlink(missing_ok=True)  # meta.json last: a copy cut short is no cache
+            copy_files(shared, cache_dir, [TRAIN_FILE, VAL_FILE, META_FILE])
+            if _cache_is_current(cache_dir, key):
+                return train_path, val_path
     dtype = token_dtype(tokenizer.vocab_size)
     train_text, val_text = split_train_val(text)
     try:
@@ -375,7 +386,11 @@ def encode_corpus(
         with atomic_file(meta_path) as file:
             file.write(json.dumps(meta, indent=2).encode("utf-8"))
     except OSError as exc:
-        raise DataError(f"cannot write the token cache in {cache_dir}: {exc.strerror}.") from None
+        raise DataError(f"cannot write the token cache in {cache_dir}: {reason(exc)}.") from None
+    if shared is not None:  # for the next run on this text with this tokenizer
+        with contextlib.suppress(OSError):
+            (shared / META_FILE).unlink(missing_ok=True)
+            copy_files(cache_dir, shared, [TRAIN_FILE, VAL_FILE, META_FILE])
     return train_path, val_path
 
 

@@ -8,8 +8,8 @@ and does ~2 flops per weight byte or less, so its speed is bounded by memory ban
 
 ``bandwidth`` is this machine's, measured by a plain copy of a buffer larger than the caches
 (bytes read + bytes written over the seconds, STREAM's "copy" convention) and cached per machine
-in ``bandwidth.json`` of the user cache folder (:func:`cache_dir`). The number of threads
-decoding runs fastest on is measured the same way, once per machine and model shape
+in ``bandwidth.json`` of the user cache folder (:func:`light_llm.cache.cache_root`). The
+number of threads decoding runs fastest on is measured the same way, once per machine and model shape
 (:func:`decode_threads`): a tiny model's steps are too small to share between cores.
 """
 
@@ -20,29 +20,19 @@ import os
 import platform
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
 from light_llm.atomic import atomic_file
+from light_llm.cache import cache_root
 from light_llm.errors import ConfigError
 from light_llm.models.quantize import is_quantized
 
-CACHE_ENV = "LIGHT_LLM_CACHE_DIR"
 BANDWIDTH_FILE = "bandwidth.json"
 THREADS_FILE = "decode_threads.json"
 COPY_BYTES = 256 * 2**20  # 8x a 32 MiB L3; the copy reads and writes this many bytes
 COPY_REPEATS = 5
 THREAD_STEPS = 16  # decoding steps timed per thread count
-
-
-def cache_dir() -> Path:
-    """Where light-llm keeps what it measured about this machine: $LIGHT_LLM_CACHE_DIR, else
-    $XDG_CACHE_HOME/light-llm, else ~/.cache/light-llm."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "light-llm"
 
 
 def machine_key() -> str:
@@ -58,8 +48,13 @@ def machine_key() -> str:
 
 
 def read_cache(name: str) -> dict:
+    """The entries of the cache file ``name`` in the user cache (light_llm.cache); {} when
+    absent, damaged, or caching is off."""
+    root = cache_root()
+    if root is None:
+        return {}
     try:
-        with open(cache_dir() / name, encoding="utf-8") as file:
+        with open(root / name, encoding="utf-8") as file:
             found = json.load(file)
         return found if isinstance(found, dict) else {}
     except (OSError, ValueError):
@@ -69,11 +64,14 @@ def read_cache(name: str) -> dict:
 def write_cache(name: str, key: str, value: dict) -> None:
     """Add ``key: value`` to the cache file ``name`` (written whole, atomically); a cache that
     cannot be written is only a measurement repeated next time."""
+    root = cache_root()
+    if root is None:
+        return
     entries = read_cache(name)
     entries[key] = value
     try:
-        cache_dir().mkdir(parents=True, exist_ok=True)
-        with atomic_file(cache_dir() / name) as file:
+        root.mkdir(parents=True, exist_ok=True)
+        with atomic_file(root / name) as file:
             file.write(json.dumps(entries, indent=1).encode("utf-8"))
     except OSError:
         pass
@@ -97,7 +95,7 @@ def measure_bandwidth(n_bytes: int | None = None, repeats: int = COPY_REPEATS) -
 
 def memory_bandwidth(refresh: bool = False) -> float:
     """This machine's bandwidth in bytes/s (:func:`measure_bandwidth`), measured once and cached
-    in ``cache_dir()/bandwidth.json``; ``refresh`` measures again."""
+    in ``bandwidth.json`` of the user cache; ``refresh`` measures again."""
     key = machine_key()
     found = read_cache(BANDWIDTH_FILE).get(key, {}).get("bytes_per_s")
     if not refresh and isinstance(found, (int, float)) and found > 0:
@@ -244,7 +242,8 @@ class DecodeStats:
             f"{self.tokens_per_s:.1f} tokens/s",
             f"read per step: weights {self.weight_bytes / 2**20:.1f} MiB + KV cache "
             f"{self.kv_bytes / 2**20:.2f} MiB (mean)",
-            f"memory bandwidth {self.bandwidth / 1e9:.1f} GB/s (copy, cached in {cache_dir()}): "
+            f"memory bandwidth {self.bandwidth / 1e9:.1f} GB/s (copy, cached in "
+            f"{cache_root() or 'no cache'}): "
             f"floor {floor:.0f} steps/s, MBU {100 * self.mbu:.0f}%",
         ]
 

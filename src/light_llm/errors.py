@@ -44,3 +44,11 @@ class InspectError(LightLLMError, ValueError):
     """A look inside a model that cannot be made as asked: a layer, head, position or neuron
     out of range, two prompts of different lengths to patch, a word that is not one token, an
     analysis that does not apply to the model (induction scores of an encoder)."""
+
+
+def reason(exc: BaseException) -> str:
+    """Why an OSError happened, as the end of a sentence: the system's words ("No space left
+    on device"), or the message of one of light-llm's own errors without its final period
+    (the sentence that quotes it adds its own)."""
+    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return text.rstrip(".")

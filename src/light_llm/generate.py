@@ -15,10 +15,11 @@ from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
-from light_llm.errors import SamplingError
-from light_llm.limits import check_integer, check_new_tokens, check_seed
+from light_llm.errors import ConfigError, SamplingError
+from light_llm.limits import MAX_BATCH_SIZE, check_integer, check_new_tokens, check_seed
 from light_llm.models.gpt import check_token_ids
-from light_llm.sampling_options import validate_sampling
+from light_llm.sampling_options import DEFAULT_TEMPERATURE, validate_sampling
+from light_llm.tokenizers.stream import TextStream, whole_text
 
 
 def check_logits(logits: object) -> None:
@@ -118,6 +119,16 @@ def non_finite_message(dtype: torch.dtype) -> str:
     return "the model's logits are NaN or infinite: its weights are probably corrupt."
 
 
+def check_torch_model(model: object) -> None:
+    """ConfigError unless ``model`` is a PyTorch GPT (a NumpyGPT samples with
+    :mod:`light_llm.reference.sampling`, an encoder does not generate)."""
+    # a GPT, or a wrapper that hands its attributes on (the explorer's serialised forward)
+    if not isinstance(getattr(model, "transformer", None), torch.nn.Module):
+        other = "light_llm.reference.sampling" if type(model).__name__ == "NumpyGPT" else ""
+        hint = f"; a NumpyGPT generates with {other}'s functions of the same name" if other else ""
+        raise ConfigError(f"model must be a PyTorch GPT, got {type(model).__name__}{hint}.")
+
+
 @torch.no_grad()
 def stream_tokens(
     model,
@@ -141,6 +152,7 @@ def stream_tokens(
     ``on_step(logits, ids)`` sees each step's float32 next-token logits (B, V) and the ids
     drawn from them (B,), before they are yielded (to show the distribution sampled from).
     """
+    check_torch_model(model)
     validate_sampling(temperature, top_k, top_p)
     check_new_tokens(max_new_tokens, SamplingError)
     check_token_ids(idx, model.config.vocab_size)
@@ -223,7 +235,7 @@ def generate_text(
     prompts: Sequence[str],
     max_new_tokens: int,
     *,
-    temperature: float = 1.0,
+    temperature: float = DEFAULT_TEMPERATURE,
     top_k: int | None = None,
     top_p: float | None = None,
     seed: int | None = None,
@@ -234,15 +246,22 @@ def generate_text(
 ) -> list[str]:
     """Generate a continuation for each prompt and return the continuations (without the
     prompts). ``on_text(row, piece)`` receives each row's new text as soon as it decodes to
-    whole characters (a byte-level token can hold part of a UTF-8 character), for streaming;
+    whole characters (a byte-level token can hold part of a UTF-8 character, held back until
+    it completes; one still cut at the end is left out: :mod:`light_llm.tokenizers.stream`);
     ``on_step(logits, ids)`` each step's next-token logits (B, V) and drawn ids (B,), as in
     :func:`stream_tokens`.
     """
+    check_torch_model(model)
     validate_sampling(temperature, top_k, top_p)
     if isinstance(prompts, str):  # else each character would be a prompt of its own
         raise SamplingError("generate_text takes a list of prompts, not one str: write [prompt].")
     if not prompts:
         raise SamplingError("give at least one prompt.")
+    if len(prompts) > MAX_BATCH_SIZE:  # one row of the batch each
+        raise SamplingError(
+            f"at most {MAX_BATCH_SIZE:,} prompts are generated at once, got {len(prompts):,}; "
+            "split them into several calls."
+        )
     encoded = [tokenizer.encode(p) for p in prompts]
     for prompt, ids in zip(prompts, encoded, strict=True):
         if not ids:
@@ -262,7 +281,7 @@ def generate_text(
         generator.manual_seed(seed)
     eos_id = tokenizer.eos_id if stop_at_eos else None
     new_ids: list[list[int]] = [[] for _ in prompts]
-    unshown: list[list[int]] = [[] for _ in prompts]  # ids not yet passed to on_text
+    streams = [TextStream(tokenizer) for _ in prompts]  # whole characters only
     done = [False] * len(prompts)
     for step_ids in stream_tokens(
         model,
@@ -284,14 +303,6 @@ def generate_text(
                 done[row] = True
                 continue
             new_ids[row].append(token)
-            if on_text is not None:
-                unshown[row].append(token)
-                piece = tokenizer.decode(unshown[row])
-                if not piece.endswith("\ufffd"):  # whole characters only
-                    on_text(row, piece)
-                    unshown[row] = []
-    if on_text is not None:
-        for row, ids in enumerate(unshown):
-            if ids:
-                on_text(row, tokenizer.decode(ids))
-    return [tokenizer.decode(ids) for ids in new_ids]
+            if on_text is not None and (piece := streams[row].add([token])):
+                on_text(row, piece)
+    return [whole_text(tokenizer, ids) for ids in new_ids]

@@ -10,6 +10,9 @@ default) with one sentence naming the setting, what it must be and what it got.
     generated tokens    at most :data:`MAX_NEW_TOKENS` a request
     batch sizes         at most :data:`MAX_BATCH_SIZE` sequences (also when fewer are there)
     evaluation batches  at most :data:`MAX_EVAL_BATCHES` per evaluation (--eval-iters)
+    vocabulary sizes    at most :data:`MAX_VOCAB_SIZE` ids for a learned tokenizer (checked
+                        before the ``tokenizers`` library, which aborts the process on a
+                        size it cannot allocate)
     memory              what a model or a batch would need, against what the machine has
                         free (:func:`check_fits_in_memory`)
 """
@@ -26,6 +29,7 @@ SEED_LIMIT = 2**32  # seeds are integers in [0, 2^32)
 MAX_NEW_TOKENS = 100_000  # tokens one generate request may ask for
 MAX_BATCH_SIZE = 65_536  # sequences in one batch (--batch-size): far beyond any CPU or GPU
 MAX_EVAL_BATCHES = 100_000  # batches one evaluation draws (--eval-iters)
+MAX_VOCAB_SIZE = 2**24  # ids of a learned tokenizer: 64 times the largest in use (Gemma's 262k)
 MEMORY_HEADROOM = 0.9  # a request may use at most this fraction of the free memory
 
 
@@ -112,6 +116,17 @@ def check_new_tokens(count: object, error: type[Exception] = ConfigError) -> int
             "generate in several requests for more."
         )
     return count
+
+
+def check_vocab_size(vocab_size: int, error: type[Exception] = ConfigError) -> int:
+    """``vocab_size`` (an integer) if it is at most :data:`MAX_VOCAB_SIZE`, else ``error``:
+    checked before a tokenizer library is asked for that many ids."""
+    if vocab_size > MAX_VOCAB_SIZE:
+        raise error(
+            f"the vocabulary size (--vocab-size) must be at most {MAX_VOCAB_SIZE:,} ids, "
+            f"got {vocab_size:,}."
+        )
+    return vocab_size
 
 
 def describe_range(low: int | None, high: int | None, noun: str) -> str:

@@ -10,6 +10,10 @@ import math
 from light_llm.errors import SamplingError
 from light_llm.limits import is_real
 
+# the temperature of every generation that is not given one: `light-llm generate`,
+# generate_text, the explorer's generation and its next-token view
+DEFAULT_TEMPERATURE = 0.8
+
 
 def validate_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
     """Raise :class:`SamplingError` for options outside their range (seed 000 §8: τ, top-k,

@@ -120,3 +120,11 @@ def test_missing_checkpoint(capsys, tmp_path):
     code, _, stderr = run(capsys, "--checkpoint", str(tmp_path / "none"), "--prompt", "a")
     assert code == 2
     assert "no checkpoint folder" in stderr
+
+
+def test_the_picture_of_a_run_is_titled_with_the_run(tmp_path):
+    from light_llm.checkpoints.folder import run_name
+
+    assert run_name(tmp_path / "my-run" / "checkpoint") == "my-run"
+    assert run_name(tmp_path / "my-run" / ".checkpoint.old-0001-ab") == "my-run"
+    assert run_name(tmp_path / "a-model") == "a-model"

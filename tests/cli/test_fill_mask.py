@@ -121,3 +121,23 @@ def test_fills_in_from_a_training_output_folder(tmp_path, capsys):
     torch.testing.assert_close(
         torch.tensor([c["probability"] for c in candidates]), expected.values
     )
+
+
+def test_without_checkpoint_it_names_an_encoder_run_or_how_to_train_one(
+    capsys, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    assert main(["fill-mask", "the [MASK] is"]) == 2
+    err = capsys.readouterr().err
+    assert "light-llm train --model bert" in err and len(err.strip().splitlines()) == 1
+    tokenizer = BertTokenizer.packaged()
+    config = EncoderConfig(
+        vocab_size=tokenizer.vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=8
+    )
+    save(
+        BertEncoder(config.replace(mlm_head=True)),
+        tmp_path / "out-bert" / "checkpoint",
+        tokenizer=tokenizer,
+    )
+    assert main(["fill-mask", "the [MASK] is"]) == 2
+    assert "--checkpoint" in (err := capsys.readouterr().err) and "out-bert" in err

@@ -160,3 +160,14 @@ def test_tokenize_refuses_a_folder_of_another_kind(capsys, corpus, tmp_path):
         capsys, "tokenize", "--checkpoint", str(tmp_path / "tok"), "--tokenizer", "gpt2", "hi"
     )
     assert one_sentence_error(code, err) and "bpe" in err
+
+
+def test_without_kind_and_size_it_learns_what_train_learns(capsys, tmp_path):
+    from light_llm.train.config import TRAINED_TOKENIZER_VOCAB
+
+    corpus = write_corpus(tmp_path / "corpus.txt", n_lines=3000)
+    assert main(["tokenizer", "train", "--data", str(corpus), "--out", str(tmp_path / "t")]) == 0
+    tokenizer = load_tokenizer(tmp_path / "t")
+    assert isinstance(tokenizer, BPETokenizer)
+    assert tokenizer.vocab_size <= TRAINED_TOKENIZER_VOCAB["bpe"]  # or as many as the text gives
+    assert "768" in capsys.readouterr().out or tokenizer.vocab_size < 768

@@ -405,3 +405,33 @@ def test_a_time_run_prints_its_fixed_count_and_plain_progress_lines(corpus, tmp_
     assert f"the run is now --max-iters {end}" in printed
     assert "iter 0/?: loss" in printed  # before the count is fixed
     assert f"iter 6/{end}: loss" in printed and "tokens/s" in printed
+
+
+HELP_DEFAULTS = {
+    "--batch-size": "batch_size",
+    "--max-iters": "max_iters",
+    "--lr": "lr",
+    "--warmup-iters": "warmup_iters",
+    "--beta1": "beta1",
+    "--beta2": "beta2",
+    "--optimizer": "optimizer",
+    "--muon-lr": "muon_lr",
+    "--eval-iters": "eval_iters",
+    "--seed": "seed",
+}
+
+
+@pytest.mark.parametrize("flag", HELP_DEFAULTS)
+def test_help_states_the_defaults_a_run_without_flags_gets(capsys, flag):
+    from light_llm.train.config import TrainConfig
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    lines = capsys.readouterr().out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"  {flag} "))
+    end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith("      "))
+    described = " ".join(" ".join(lines[start:end]).split())
+    value = getattr(TrainConfig().resolve(), HELP_DEFAULTS[flag])
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    assert f"default {shown}" in described, described
+    assert "adamw (default)" not in described  # the default optimizer is the preset's, Muon

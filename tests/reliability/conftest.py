@@ -10,7 +10,7 @@ import pytest
 
 from light_llm.cli import main
 from tests.conftest import CHAR_CORPUS, save_char_checkpoint
-from tests.train.helpers import write_corpus
+from tests.train.helpers import tiny_flags, write_corpus
 
 CORPUS = CHAR_CORPUS  # the characters of the small checkpoint
 
@@ -61,3 +61,24 @@ def assert_refused(code: int, err: str, *words: str) -> None:
     assert "Traceback" not in err
     for word in words:
         assert word.lower() in err.lower(), (word, err)
+
+
+@pytest.fixture(scope="session")
+def lora_run(tmp_path_factory, corpus):
+    """A tiny base model and a LoRA run on it (training output folders)."""
+    folder = tmp_path_factory.mktemp("lora")
+    base, lora = folder / "base", folder / "lora"
+    # GPT-2-shaped (nanoGPT's recipe), so that export reaches the adapters
+    assert main(["train", *tiny_flags(corpus, base, max_iters=2, preset="nanogpt-cpu")]) == 0
+    flags = ["--init-from", str(base), "--lora-rank", "2", "--data", str(corpus)]
+    flags += ["--out", str(lora), "--max-iters", "2", "--eval-iters", "1", "--sample-tokens", "0"]
+    assert main(["train", *flags]) == 0
+    return lora
+
+
+@pytest.fixture(scope="session")
+def finished_run(tmp_path_factory, corpus):
+    """A finished two-iteration run (copied by each test that changes it)."""
+    out = tmp_path_factory.mktemp("run") / "out"
+    assert main(["train", *tiny_flags(corpus, out, max_iters=2, eval_interval=2)]) == 0
+    return out

@@ -11,13 +11,16 @@ import pytest
 import torch
 
 from light_llm import GPT, ModelConfig
+from light_llm.checkpoints import load, save
 from light_llm.errors import LightLLMError
 from light_llm.generate import filter_logits, generate, generate_text, sample_next
+from light_llm.limits import MAX_BATCH_SIZE
 from light_llm.models.bert import BertEncoder, EncoderConfig, embed_sentences, predict_masked
 from light_llm.nn.lora import add_lora
 from light_llm.reference.model import NumpyGPT
 from light_llm.reference.sampling import sample_next as numpy_sample_next
 from light_llm.tokenizers import BertTokenizer, CharTokenizer
+from tests.reliability.conftest import snapshot
 
 BERT_TOKENIZER = BertTokenizer.packaged()
 V = BERT_TOKENIZER.vocab_size
@@ -107,3 +110,52 @@ def test_valid_masks_labels_and_types_still_give_the_unchecked_answer():
     logits, loss = ENCODER(ids, torch.tensor([[-1, 9, -1]]))
     expected = torch.nn.functional.cross_entropy(ENCODER(ids)[0][0, 1:2], torch.tensor([9]))
     assert torch.allclose(loss, expected)
+
+
+# issue 27, class 9: each a typed error naming the argument (checkpoint: a saved char GPT)
+NAMED_CALLS = {
+    "load, device 'tpu'": (lambda ck: load(ck, device="tpu"), "device"),
+    "load, device 'cuda' without a GPU": (lambda ck: load(ck, device="cuda"), "device"),
+    "load, device 'cuda:99'": (lambda ck: load(ck, device="cuda:99"), "device"),
+    "load, dtype int8": (lambda ck: load(ck, dtype=torch.int8), "dtype"),
+    "load, dtype 'half-ish'": (lambda ck: load(ck, dtype="half-ish"), "dtype"),
+    "GPT, int8 ids": (lambda ck: GPT(GPT_CONFIG)(IDS.to(torch.int8)), "int8"),
+    "GPT, uint8 ids": (lambda ck: GPT(GPT_CONFIG)(IDS.to(torch.uint8)), "uint8"),
+    "GPT, int32 targets": (lambda ck: GPT(GPT_CONFIG)(IDS, IDS.to(torch.int32)), "target"),
+    "encoder, int8 ids": (lambda ck: ENCODER(IDS.to(torch.int8)), "int8"),
+    "generate, int8 ids": (lambda ck: generate(GPT(GPT_CONFIG), IDS.to(torch.int8), 2), "int8"),
+    "generate, a NumpyGPT": (lambda ck: generate(numpy_model(), IDS, 2), "model"),
+    "generate_text, a NumpyGPT": (
+        lambda ck: generate_text(numpy_model(), CharTokenizer.from_text("abcdefghij"), ["a"], 2),
+        "model",
+    ),
+    "generate_text, 65,537 prompts": (
+        lambda ck: generate_text(
+            GPT(GPT_CONFIG), CharTokenizer.from_text("abcdefghij"), ["a"] * (MAX_BATCH_SIZE + 1), 1
+        ),
+        "prompts",
+    ),
+    "save, tokenizer 'char'": (lambda ck: save(GPT(GPT_CONFIG), ck, tokenizer="char"), "tokenizer"),
+    "save, numpy, tokenizer 'char'": (
+        lambda ck: save(numpy_model(), ck, tokenizer="c"),
+        "tokenizer",
+    ),
+}
+
+
+@pytest.mark.parametrize("call", NAMED_CALLS.values(), ids=NAMED_CALLS.keys())
+def test_bad_arguments_are_a_typed_error_naming_the_argument(char_checkpoint, call):
+    function, name = call
+    before = snapshot(char_checkpoint)
+    with pytest.raises(LightLLMError) as raised:
+        function(char_checkpoint)
+    assert "\n" not in str(raised.value)
+    assert name in str(raised.value)
+    assert snapshot(char_checkpoint) == before
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, "bfloat16", torch.float64])
+def test_load_gives_the_dtype_asked_for(char_checkpoint, dtype):
+    model = load(char_checkpoint, dtype=dtype)
+    expected = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    assert {parameter.dtype for parameter in model.parameters()} == {expected}

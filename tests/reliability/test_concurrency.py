@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from light_llm.atomic import write_atomically
-from light_llm.checkpoints.folder import is_light_llm_checkpoint
+from light_llm.checkpoints.folder import names_before_manifests
 from light_llm.checkpoints.run import LOCK_FILE, MetricsLog, RunFolder
 from tests.reliability.conftest import assert_refused, run_cli, snapshot
 from tests.train.helpers import tiny_flags
@@ -22,7 +22,7 @@ from tests.train.helpers import tiny_flags
 def test_a_second_run_on_a_held_folder_names_the_holder(capsys, tmp_path, corpus):
     out = tmp_path / "out"
     holder = RunFolder(out)
-    holder.claim(overwrite=False, is_checkpoint=is_light_llm_checkpoint)
+    holder.claim(overwrite=False, checkpoint_names=names_before_manifests)
     try:
         before = snapshot(out)
         code, _, err = run_cli(capsys, "train", *tiny_flags(corpus, out, max_iters=1))
@@ -45,7 +45,7 @@ def test_a_lock_left_by_a_killed_run_does_not_hold_the_folder(tmp_path):
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
     assert (out / LOCK_FILE).exists()  # left behind, as after kill -9
     folder = RunFolder(out)
-    folder.claim(overwrite=False, is_checkpoint=is_light_llm_checkpoint)
+    folder.claim(overwrite=False, checkpoint_names=names_before_manifests)
     folder.release()
 
 

@@ -9,22 +9,7 @@ import safetensors.torch
 import torch
 
 from light_llm.checkpoints.lora import ADAPTERS_FILE
-from light_llm.cli import main
 from tests.reliability.conftest import assert_refused, run_cli, snapshot
-from tests.train.helpers import tiny_flags
-
-
-@pytest.fixture(scope="module")
-def lora_run(tmp_path_factory, corpus):
-    """A tiny base model and a LoRA run on it (training output folders)."""
-    folder = tmp_path_factory.mktemp("lora")
-    base, lora = folder / "base", folder / "lora"
-    # GPT-2-shaped (nanoGPT's recipe), so that export reaches the adapters
-    assert main(["train", *tiny_flags(corpus, base, max_iters=2, preset="nanogpt-cpu")]) == 0
-    flags = ["--init-from", str(base), "--lora-rank", "2", "--data", str(corpus)]
-    flags += ["--out", str(lora), "--max-iters", "2", "--eval-iters", "1", "--sample-tokens", "0"]
-    assert main(["train", *flags]) == 0
-    return lora
 
 
 def first_name(tensors):

@@ -5,6 +5,7 @@ device: each is one sentence and exit code 2, not a number printed with exit cod
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +14,13 @@ import pytest
 import safetensors.torch
 
 from light_llm.checkpoints import save
+from light_llm.limits import MAX_BATCH_SIZE
 from light_llm.models.bert import BertEncoder, EncoderConfig
+from light_llm.serve import ExplorerModel, create_app
 from light_llm.tokenizers import BertTokenizer, CharTokenizer
 from tests.reliability.conftest import CORPUS, assert_refused, run_cli, snapshot
+from tests.serve.conftest import local_client
+from tests.train.helpers import tiny_flags
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -122,3 +127,40 @@ def test_output_to_a_full_device_is_one_sentence(argv):
             env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"},
         )
     assert_refused(done.returncode, done.stderr, "No space left on device")
+
+
+# issue 27, class 11: flags that contradict each other or exceed a bound, refused up front
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--resume", "--overwrite"], ["--resume", "--overwrite"]),
+        (["--time", "1000000h"], ["--time", "365 days"]),
+        (["--time", "1e300"], ["--time"]),
+    ],
+)
+def test_train_flags_that_cannot_hold_are_refused(capsys, tmp_path, finished_run, flags, words):
+    out = shutil.copytree(finished_run, tmp_path / "out")
+    before = snapshot(out)
+    code, _, err = run_cli(capsys, "train", "--out", out, *flags)
+    assert_refused(code, err, *words)
+    assert snapshot(out) == before
+
+
+def test_generate_refuses_more_prompts_than_a_batch(capsys, char_checkpoint, monkeypatch):
+    monkeypatch.setattr("light_llm.cli.generate.MAX_BATCH_SIZE", 3)  # argparse is quadratic
+    prompts = [arg for _ in range(4) for arg in ("--prompt", "a")]
+    code, _, err = run_cli(capsys, "generate", "--checkpoint", char_checkpoint, *prompts)
+    assert_refused(code, err, "--prompt", "more than the 3 prompts")
+    assert MAX_BATCH_SIZE == 65_536  # the bound itself, stated in --help
+
+
+def test_the_card_says_when_its_folder_holds_another_run(capsys, tmp_path, corpus, finished_run):
+    out = shutil.copytree(finished_run, tmp_path / "out")
+    with local_client(create_app(ExplorerModel(out, "test"))) as client:
+        before = client.get("/api/model").json()
+        assert before["warning"] is None
+        flags = tiny_flags(corpus, out, max_iters=3, eval_interval=3, seed=11, overwrite=True)
+        assert run_cli(capsys, "train", *flags)[0] == 0  # another run at the same path
+        after = client.get("/api/model").json()
+    assert "another training run" in after["warning"]
+    assert after["training"] == before["training"]  # the loaded model's facts, not mixed

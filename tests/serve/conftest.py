@@ -4,8 +4,13 @@ head, both saved as folders the server loads; test clients of the server on each
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
+
 import pytest
 import torch
+import uvicorn
 from fastapi.testclient import TestClient
 
 from light_llm.checkpoints import load, load_tokenizer, save
@@ -14,6 +19,12 @@ from light_llm.models.bert import BertEncoder, EncoderConfig
 from light_llm.serve import ExplorerModel, create_app
 from light_llm.tokenizers import BertTokenizer
 from tests.train.helpers import tiny_flags, write_corpus
+
+
+def local_client(app) -> TestClient:
+    """A test client of ``app`` as a browser on this machine calls it (Host 127.0.0.1; the
+    explorer refuses other host names)."""
+    return TestClient(app, base_url="http://127.0.0.1")
 
 
 @pytest.fixture(scope="session")
@@ -58,11 +69,29 @@ def gpt(gpt_run):
 
 @pytest.fixture(scope="module")
 def client(gpt_run):
-    with TestClient(create_app(ExplorerModel(gpt_run, "test"))) as test_client:
+    with local_client(create_app(ExplorerModel(gpt_run, "test"))) as test_client:
         yield test_client
 
 
 @pytest.fixture(scope="module")
 def encoder_client(encoder_folder):
-    with TestClient(create_app(ExplorerModel(encoder_folder, "test"))) as test_client:
+    with local_client(create_app(ExplorerModel(encoder_folder, "test"))) as test_client:
         yield test_client
+
+
+@pytest.fixture(scope="module")
+def live(gpt_run):
+    """(base URL, the ExplorerModel it serves)."""
+    explorer = ExplorerModel(gpt_run, "test")
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(create_app(explorer), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive(), "the server stopped before it started"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}/", explorer
+    server.should_exit = True
+    thread.join()
+    sock.close()

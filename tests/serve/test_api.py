@@ -11,7 +11,6 @@ import matplotlib.image
 import numpy as np
 import pytest
 import torch
-from fastapi.testclient import TestClient
 
 from light_llm import explain
 from light_llm.checkpoints import load, load_tokenizer
@@ -27,6 +26,7 @@ from light_llm.models.bert import (
     predict_masked,
 )
 from light_llm.serve import ExplorerModel, create_app
+from tests.serve.conftest import local_client
 from tests.train.helpers import tiny_flags, write_corpus
 
 PROMPT = "the king shall"
@@ -105,7 +105,7 @@ def test_a_bpe_model_is_explored_token_by_token(bpe_run):
     model, tokenizer = load(bpe_run), load_tokenizer(bpe_run)
     assert tokenizer.name == "bpe"
     prompt = "the king shall come to rome"
-    with TestClient(create_app(ExplorerModel(bpe_run, "test"))) as bpe_client:
+    with local_client(create_app(ExplorerModel(bpe_run, "test"))) as bpe_client:
         body = bpe_client.post("/api/attention", json={"prompt": prompt}).json()
         expected = prompt_attention(model, tokenizer, prompt)
         n_tokens = len(tokenizer.encode(prompt))
@@ -268,7 +268,7 @@ def test_the_page_and_its_files_are_served_from_the_package(client):
 def test_a_vanished_checkpoint_folder_is_reported_and_the_model_still_served(gpt_run, tmp_path):
     copy = tmp_path / "run"
     shutil.copytree(gpt_run, copy)
-    with TestClient(create_app(ExplorerModel(copy, "test"))) as client:
+    with local_client(create_app(ExplorerModel(copy, "test"))) as client:
         before = client.post("/api/next-token", json={"prompt": PROMPT}).json()
         shutil.rmtree(copy)
         card = client.get("/api/model").json()
@@ -345,7 +345,7 @@ def test_a_numpy_runs_card_has_its_curve_like_any_other(tmp_path):
     flags = tiny_flags(corpus, out, n_layer=1, tokenizer="char", max_iters=4)
     assert main(["train", *flags, "--engine", "numpy", "--log-interval", "1"]) == 0
     records = MetricsLog(out).records()
-    with TestClient(create_app(ExplorerModel(out, "test"))) as numpy_client:
+    with local_client(create_app(ExplorerModel(out, "test"))) as numpy_client:
         training = numpy_client.get("/api/model").json()["training"]
     logged = [r for r in records if r["kind"] == "train"]
     assert training["curve"]["train"] == [[i, r["loss"]] for i, r in enumerate(logged)]

@@ -6,13 +6,13 @@ import math
 import numpy as np
 import pytest
 import torch
-from fastapi.testclient import TestClient
 
 from light_llm.checkpoints import save
 from light_llm.models.gpt import GPT
 from light_llm.serve import ExplorerModel, create_app
 from light_llm.tokenizers import CharTokenizer
 from tests.conftest import tiny_config
+from tests.serve.conftest import local_client
 
 PROMPT = "the king shall"
 
@@ -88,7 +88,7 @@ def test_the_stages_follow_the_config(tmp_path, shape, present, absent, formula)
     torch.manual_seed(0)
     model = GPT(tiny_config(vocab_size=tokenizer.vocab_size, block_size=16, **shape))
     save(model.eval(), tmp_path / "m", tokenizer=tokenizer)
-    client = TestClient(create_app(ExplorerModel(tmp_path / "m", "test")))
+    client = local_client(create_app(ExplorerModel(tmp_path / "m", "test")))
     result = client.post("/api/flow", json={"prompt": "abc abc"}).json()
     stages = stages_by_key(result)
     assert result["position"] == 6  # the last token by default

@@ -8,7 +8,6 @@ import shutil
 import socket
 
 import pytest
-from fastapi.testclient import TestClient
 
 from light_llm.checkpoints.probes import probe_file, probe_iterations, read_probe
 from light_llm.checkpoints.run import LOCK_FILE, MetricsLog, evaluation_records
@@ -16,6 +15,7 @@ from light_llm.cli import main
 from light_llm.errors import ConfigError
 from light_llm.serve import ExplorerModel, create_app
 from light_llm.serve.history import RunHistory, still_training
+from tests.serve.conftest import local_client
 from tests.train.helpers import tiny_flags, write_corpus
 
 
@@ -32,7 +32,7 @@ def runs(tmp_path_factory):
 
 def test_runs_are_the_records_and_probes_on_disk(runs):
     char, bpe = runs
-    client = TestClient(create_app(ExplorerModel(char, "test"), [RunHistory(bpe)]))
+    client = local_client(create_app(ExplorerModel(char, "test"), [RunHistory(bpe)]))
     listed = client.get("/api/runs").json()
     assert [run["name"] for run in listed] == ["char", "bpe"]
     first = listed[0]
@@ -53,7 +53,7 @@ def test_runs_are_the_records_and_probes_on_disk(runs):
 def test_unknown_and_damaged_records_are_one_sentence(runs, tmp_path):
     copy = tmp_path / "char"
     shutil.copytree(runs[0], copy)
-    client = TestClient(create_app(ExplorerModel(copy, "test")))
+    client = local_client(create_app(ExplorerModel(copy, "test")))
     missing = client.get("/api/runs/0/probes/7")
     assert missing.status_code == 404
     assert "no probe record of iteration 7" in missing.json()["detail"]
@@ -67,7 +67,7 @@ def test_unknown_and_damaged_records_are_one_sentence(runs, tmp_path):
 def test_a_run_folder_deleted_while_watched_keeps_what_was_read(runs, tmp_path):
     copy = tmp_path / "char"
     shutil.copytree(runs[0], copy)
-    client = TestClient(create_app(ExplorerModel(copy, "test")))
+    client = local_client(create_app(ExplorerModel(copy, "test")))
     before = client.get("/api/runs").json()[0]
     shutil.rmtree(copy)
     after = client.get("/api/runs").json()[0]
@@ -99,7 +99,7 @@ def test_a_newer_checkpoint_replaces_the_served_model(runs, tmp_path):
     copy = tmp_path / "char"
     shutil.copytree(runs[0], copy)
     explorer = ExplorerModel(copy, "test")
-    client = TestClient(create_app(explorer))
+    client = local_client(create_app(explorer))
     before = client.post("/api/next-token", json={"prompt": "the king"}).json()
     resume = ["train", "--resume", "--out", str(copy), "--max-iters", "20"]
     assert main([*resume, "--restretch-schedule"]) == 0  # the learning rate rises again

@@ -8,7 +8,6 @@ import shutil
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from light_llm.checkpoints.run import read_trainer_state
 from light_llm.data import split_train_val
@@ -25,6 +24,7 @@ from light_llm.inspect import (
 from light_llm.serve import ExplorerModel, create_app
 from light_llm.serve.inspection import page_tokens
 from tests.conftest import save_char_checkpoint
+from tests.serve.conftest import local_client
 
 PROMPT = "the king shall"  # 14 characters, one token each; the context is 16
 CLOSE = {"rtol": 1e-6, "atol": 1e-9}
@@ -129,7 +129,7 @@ def test_importance_and_neurons_read_the_prompt_without_a_run(gpt, gpt_run, tmp_
     folder = shutil.copytree(gpt_run / "checkpoint", tmp_path / "weights")  # no run around it
     prompt = "the king shall come to rome and speak of love"  # longer than the context
     ids = tokenizer.encode(prompt)
-    with TestClient(create_app(ExplorerModel(folder, "test"))) as client:
+    with local_client(create_app(ExplorerModel(folder, "test"))) as client:
         body = post(client, "importance", {"prompt": prompt, "method": "mean"})
         table = head_importance(model, ids, method="mean")
         assert body["source"] == "prompt" and body["n_tokens"] == len(ids) - 1
@@ -296,7 +296,7 @@ def test_attribution_on_a_post_ln_model_says_why_not(tmp_path):
     folder, _, _ = save_char_checkpoint(
         tmp_path / "post", n_layer=2, n_embd=16, block_size=16, block_order="post"
     )
-    with TestClient(create_app(ExplorerModel(folder, "test"))) as client:
+    with local_client(create_app(ExplorerModel(folder, "test"))) as client:
         response = client.post("/api/inspect/attribution", json={"prompt": "to be"})
         assert response.status_code == 422
         (error,) = response.json()["detail"]

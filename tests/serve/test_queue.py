@@ -4,35 +4,11 @@ on a thread (the test client buffers streams), its generation slot held by the t
 from __future__ import annotations
 
 import json
-import socket
 import threading
-import time
 
 import httpx
-import pytest
-import uvicorn
-
-from light_llm.serve import ExplorerModel, create_app
 
 PROMPT = "the king"
-
-
-@pytest.fixture(scope="module")
-def live(gpt_run):
-    """(base URL, the ExplorerModel it serves)."""
-    explorer = ExplorerModel(gpt_run, "test")
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_app(explorer), log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started:
-        assert thread.is_alive(), "the server stopped before it started"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}/", explorer
-    server.should_exit = True
-    thread.join()
-    sock.close()
 
 
 def read_events(response: httpx.Response):

@@ -91,3 +91,14 @@ def test_the_estimate_is_the_largest_count_that_fits(
 )
 def test_time_left_is_written_short(seconds, text):
     assert format_seconds(seconds) == text
+
+
+def test_measuring_that_would_take_most_of_the_budget_is_warned_about():
+    from light_llm.train.config import TrainConfig
+    from light_llm.train.prepare import measuring_note
+
+    config = TrainConfig(time="3m", warmup_iters=60)
+    assert measuring_note(config, 180.0, 30.0) is None  # a sixth of the budget: fine
+    note = measuring_note(config, 180.0, 110.0)  # the BERT run
+    assert note.startswith("warning: --time 3m") and "61%" in note
+    assert "--time 8m" in note  # 110 s is at most a quarter of it

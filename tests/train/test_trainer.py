@@ -182,7 +182,14 @@ def test_a_failed_checkpoint_write_never_replaces_the_last_good_one(corpus, tmp_
     monkeypatch.setattr(os, "fsync", real_fsync)
     assert calls["n"] > 3
     assert {path.name: path.read_bytes() for path in folder.iterdir()} == before
-    expected_names = ["checkpoint", "data", "loss_curve.png", "metrics.jsonl", "probes"]
+    expected_names = [
+        ".light-llm-files",
+        "checkpoint",
+        "data",
+        "loss_curve.png",
+        "metrics.jsonl",
+        "probes",
+    ]
     assert sorted(path.name for path in out.iterdir()) == expected_names  # no staging left
     assert read_trainer_state(folder)["iteration"] == 5
 

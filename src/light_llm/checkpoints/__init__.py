@@ -42,7 +42,7 @@ from light_llm.checkpoints.folder import (
     resolve_checkpoint_dir,
 )
 from light_llm.checkpoints.run import CHECKPOINT_SUBFOLDER
-from light_llm.errors import CheckpointError
+from light_llm.errors import CheckpointError, ConfigError
 from light_llm.reference.model import NumpyGPT
 
 __all__ = [
@@ -82,13 +82,45 @@ def load(
     "bert" (a light-llm or HuggingFace BERT encoder) says which kind is wanted; a folder
     holding the other kind is a CheckpointError saying what it holds. ``engine="numpy"``
     gives a :class:`NumpyGPT` (``dtype`` float32 or float64, by default that of the weights);
-    ``device`` is the PyTorch engine's. An int8 checkpoint (``light-llm quantize``) loads as
-    the int8 GPT, or with ``dequantize`` (and always in the NumPy engine) as float weights
-    W_hat = q s.
+    ``device`` ("cpu", "cuda", "cuda:1", "mps", "auto" or a torch.device) and ``dtype``
+    (float32, float16, bfloat16 or float64, by name or as the torch dtype; default: as
+    stored) are the PyTorch engine's. An argument this machine cannot honour is a
+    ConfigError naming it, before anything is read. An int8 checkpoint (``light-llm
+    quantize``) loads as the int8 GPT, or with ``dequantize`` (and always in the NumPy
+    engine) as float weights W_hat = q s.
     """
     check_architecture(architecture)
     if engine not in ENGINES:
         raise CheckpointError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}.")
+    if engine == "numpy":
+        return load_model(path, architecture, engine, device, dtype, dequantize)
+    from light_llm.device import check_device
+
+    cast = None if dtype is None else torch_dtype(dtype)  # checked before anything is read
+    model = load_model(path, architecture, engine, check_device(device), dtype, dequantize)
+    return model if cast is None else model.to(cast)
+
+
+def torch_dtype(dtype: object):
+    """``dtype`` (a torch floating-point dtype or its name: "float32", "float16",
+    "bfloat16", "float64") as a torch dtype; ConfigError naming the argument else."""
+    import torch
+
+    names = {
+        "float32": torch.float32,
+        "float16": torch.float16,
+        "bfloat16": torch.bfloat16,
+        "float64": torch.float64,
+    }
+    if isinstance(dtype, str) and dtype in names:
+        return names[dtype]
+    if dtype in names.values():
+        return dtype
+    raise ConfigError(f"dtype must be one of {', '.join(names)}, got {dtype!r}.")
+
+
+def load_model(path, architecture: str, engine: str, device, dtype, dequantize: bool):
+    """:func:`load` once its arguments are checked."""
     folder = inspect_folder(path)
     wants_encoder = architecture == ENCODER_ARCHITECTURE or (
         architecture is None and folder.holds_encoder and engine == "torch"
@@ -140,6 +172,11 @@ def save(
     ``extra_files`` (name -> bytes) as a light-llm checkpoint folder, replacing any previous
     one as a unit. Saving never deletes a file light-llm did not write: a folder holding
     other files is an OutputError unless ``overwrite=True``."""
+    if tokenizer is not None and not callable(getattr(tokenizer, "save", None)):
+        raise ConfigError(
+            "tokenizer must be a light-llm tokenizer (CharTokenizer, BPETokenizer, "
+            f"GPT2Tokenizer, BertTokenizer: one with a save method) or None, got {tokenizer!r}."
+        )
     if isinstance(model, NumpyGPT):
         from light_llm.checkpoints.numpy_gpt import save_numpy_gpt
 

@@ -29,6 +29,25 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 SHARDED_WEIGHTS_INDEX = "model.safetensors.index.json"
 PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
+# where a training output folder's weights lie under a folder, OUT up to two levels down
+RUN_PATTERNS = tuple(
+    "/".join(["*"] * depth + [CHECKPOINT_SUBFOLDER, WEIGHTS_FILE]) for depth in range(3)
+)
+# every file name light-llm writes into a checkpoint folder: the config, the weights (or a
+# LoRA run's adapters), the tokenizer (light_tokenizer.json, and vocab.txt for WordPiece),
+# and a training run's state (trainer_state.json, the PyTorch optimizer's two files)
+CHECKPOINT_NAMES = frozenset(
+    {
+        CONFIG_FILE,
+        WEIGHTS_FILE,
+        "adapters.safetensors",
+        "light_tokenizer.json",
+        "vocab.txt",
+        "trainer_state.json",
+        "optimizer.safetensors",
+        "optimizer.json",
+    }
+)
 FORMAT_NAME = "light-llm"
 GPT_ARCHITECTURE = "gpt"
 ENCODER_ARCHITECTURE = "bert"
@@ -49,6 +68,17 @@ def resolve_checkpoint_dir(path: str | os.PathLike) -> Path:
     if inner is not None:
         return inner
     return folder
+
+
+def run_name(folder: Path) -> str:
+    """What a picture or a card calls the model in ``folder``: the training run's folder name
+    for a run's checkpoint (OUT/checkpoint, or a previous version beside it), else the
+    folder's own name."""
+    folder = Path(folder).absolute()
+    is_checkpoint = folder.name == CHECKPOINT_SUBFOLDER or folder.name.startswith(
+        f".{CHECKPOINT_SUBFOLDER}.old-"
+    )
+    return folder.parent.name if is_checkpoint and folder.parent.name else folder.name
 
 
 def read_config_json(folder: Path) -> dict:
@@ -253,7 +283,7 @@ def write_checkpoint(
         if name in files:
             raise CheckpointError(f"extra checkpoint file {name!r} would overwrite the model's.")
         files[name] = data
-    write_folder_atomically(folder, files, overwrite, is_light_llm_checkpoint)
+    write_folder_atomically(folder, files, overwrite, names_before_manifests)
 
 
 def is_light_llm_checkpoint(folder: Path) -> bool:
@@ -262,3 +292,11 @@ def is_light_llm_checkpoint(folder: Path) -> bool:
         return read_config_json(folder).get("format") == FORMAT_NAME
     except CheckpointError:
         return False
+
+
+def names_before_manifests(folder: Path) -> frozenset[str]:
+    """The file names light-llm may replace in ``folder`` when it has no manifest
+    (``.light-llm-files``, which every checkpoint written before them lacks): the names a
+    light-llm checkpoint holds (:data:`CHECKPOINT_NAMES`) when ``folder`` is one, none else;
+    a user's ``notes.txt`` beside them is never light-llm's."""
+    return CHECKPOINT_NAMES if is_light_llm_checkpoint(folder) else frozenset()

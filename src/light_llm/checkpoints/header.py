@@ -26,6 +26,7 @@ from light_llm.checkpoints.tensors import describe_names, weight_files
 from light_llm.errors import CheckpointError
 from light_llm.reference.model import parameter_shapes
 from light_llm.reference.quantize import SCALE_SUFFIX, quantized_names
+from light_llm.untrusted import check_regular_file
 
 # safetensors' dtype names, as PyTorch and NumPy spell them
 DTYPE_NAMES = {
@@ -84,6 +85,7 @@ def stack_rows(parts: Sequence[StoredTensor], names: Sequence[str], source: Path
 
 def read_header(path: Path) -> dict[str, StoredTensor]:
     """Every tensor of one safetensors file as a :class:`StoredTensor`, from its header."""
+    check_regular_file(path)  # safetensors would block on a FIFO
     try:
         with safetensors.safe_open(path, framework="numpy") as file:
             header = {}

@@ -21,7 +21,6 @@ Only safetensors weights are read: a pickled ``pytorch_model.bin`` can run code 
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from functools import partial
@@ -41,6 +40,7 @@ from light_llm.checkpoints.tensors import read_weights
 from light_llm.errors import CheckpointError
 from light_llm.models.bert import BertEncoder, EncoderConfig
 from light_llm.tokenizers.bert import packaged_bert_folder as packaged_minilm_path
+from light_llm.untrusted import read_json_object
 
 __all__ = ["encoder_config_from_hf", "load_hf_bert", "packaged_minilm_path", "state_from_hf"]
 
@@ -196,10 +196,7 @@ def sentence_length_limit(folder: Path, block_size: int) -> int:
     """The max_seq_length of a sentence-transformers folder, else the model's positions."""
     path = folder / "sentence_bert_config.json"
     if path.is_file():
-        try:
-            limit = json.loads(path.read_text(encoding="utf-8")).get("max_seq_length")
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
-            limit = None
+        limit = read_json_object(path).get("max_seq_length")
         if isinstance(limit, int) and limit > 0:
             return min(limit, block_size)
     return block_size

@@ -34,6 +34,7 @@ from light_llm.checkpoints.folder import (
 from light_llm.checkpoints.gpt import copy_checked, load_gpt
 from light_llm.checkpoints.tensors import read_safetensors_file, weights_checksum
 from light_llm.errors import CheckpointError, ConfigError
+from light_llm.limits import check_integer, check_real
 from light_llm.models.gpt import GPT
 from light_llm.nn.lora import add_lora, lora_state
 
@@ -99,12 +100,28 @@ class BaseReference:
 def read_lora_config(folder: ModelFolder) -> tuple[LoRASettings, BaseReference]:
     """The adapters' settings and base reference in a LoRA checkpoint's config.json."""
     lora = folder.config_json.get("lora")
+    source = f'{folder.path / "config.json"}\'s "lora" entry'
     try:
         base = lora["base"]
+        # as stored, never converted: 4.9 is not a rank, 1e400 is not a number
         settings = LoRASettings(
-            rank=int(lora["rank"]),
-            alpha=float(lora["alpha"]),
-            dropout=float(lora["dropout"]),
+            rank=check_integer(f"the rank in {source}", lora["rank"], 1, None, CheckpointError),
+            alpha=check_real(
+                f"the alpha in {source}",
+                lora["alpha"],
+                0,
+                None,
+                low_open=True,
+                error=CheckpointError,
+            ),
+            dropout=check_real(
+                f"the dropout in {source}",
+                lora["dropout"],
+                0.0,
+                1.0,
+                high_open=True,
+                error=CheckpointError,
+            ),
             targets=tuple(str(name) for name in lora["targets"]),
         )
         reference = BaseReference(Path(base["path"]), str(base["sha256"]))

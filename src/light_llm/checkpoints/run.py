@@ -41,15 +41,29 @@ import contextlib
 import json
 import os
 import socket
+import stat
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import IO, Any
 
-from light_llm.atomic import append_line, atomic_file, check_replaceable, why_not
-from light_llm.errors import CheckpointError, TrainingError
-from light_llm.untrusted import read_json_object
+from light_llm.atomic import (
+    FOLDER_MANIFEST,
+    append_line,
+    atomic_file,
+    check_replaceable,
+    existing_folder,
+    make_folder,
+    why_not,
+    write_atomically,
+    written_names,
+)
+from light_llm.checkpoints.probes import PROBES_SUBFOLDER
+from light_llm.data import META_FILE, TRAIN_FILE, VAL_FILE
+from light_llm.errors import CheckpointError, OutputError, TrainingError, reason
+from light_llm.limits import is_integer, is_real
+from light_llm.untrusted import read_json_object, read_regular_file
 
 try:
     import fcntl
@@ -65,9 +79,58 @@ TRAINER_STATE_FILE = "trainer_state.json"  # inside the checkpoint
 TRAINER_STATE_FORMAT = "light-llm-trainer"
 TRAINER_STATE_VERSION = 1
 HOLDER_LIMIT = 4096  # bytes of a lock file worth reading
+METRICS_LIMIT = 2**30  # bytes of a metrics.jsonl worth reading (a line an iteration: millions)
 
 
 # --------------------------------------------------------------------------- the records
+NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)  # opening a link fails rather than following it
+NO_LINKS = (
+    "and light-llm never writes through a link in a run folder: remove it or choose another --out."
+)
+MOVE_IT = "move it away or choose another --out"
+
+
+def corpus_identity(corpus: str | os.PathLike | None) -> tuple[str, tuple[int, int]] | None:
+    """The real path and (device, inode) of the corpus file, to know it under any name (a
+    link, a hard link); None without one."""
+    if corpus is None:
+        return None
+    try:
+        status = os.stat(corpus)
+    except OSError:
+        return None
+    return os.path.realpath(corpus), (status.st_dev, status.st_ino)
+
+
+def holds_file(folder: Path, identity: tuple[str, tuple[int, int]]) -> bool:
+    """Whether the file of ``identity`` (:func:`corpus_identity`) lies in ``folder``, by its
+    real path or as a hard link among the folder's own files."""
+    if Path(identity[0]).is_relative_to(folder.resolve()):
+        return True
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            status = entry.stat(follow_symlinks=False)
+            if (status.st_dev, status.st_ino) == identity[1]:
+                return True
+    return False
+
+
+def is_record(record: object) -> bool:
+    """Whether ``record`` is a line every reader of the log can use: a JSON object with an
+    integer "iter" >= 0, a training line's "loss" a number, an evaluation's losses numbers
+    where present (a hand-edited line that is not is skipped, as a line cut short by a kill
+    is)."""
+    if not isinstance(record, dict) or not is_integer(record.get("iter")) or record["iter"] < 0:
+        return False
+    kind = record.get("kind", "eval")
+    if kind == "train":
+        return is_real(record.get("loss"))
+    if kind == "eval":
+        losses = (record.get(key) for key in ("train_loss", "val_loss"))
+        return all(loss is None or is_real(loss) for loss in losses)
+    return isinstance(kind, str)  # a kind of a later version: kept, read by no one here
+
+
 def evaluation_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The evaluation lines of a metrics log (module docstring)."""
     return [record for record in records if record.get("kind", "eval") == "eval"]
@@ -106,7 +169,7 @@ class MetricsLog:
         try:
             append_line(self.path, json.dumps(record))
         except OSError as exc:
-            raise TrainingError(f"cannot append to {self.path}: {exc.strerror}.") from None
+            raise TrainingError(f"cannot append to {self.path}: {reason(exc)}.") from None
 
     def checkpoint_written(self) -> None:
         """The run's checkpoint is on disk: a fresh run's held lines replace the old log
@@ -135,26 +198,23 @@ class MetricsLog:
             with atomic_file(self.path) as file:
                 file.write("".join(json.dumps(r) + "\n" for r in records).encode("utf-8"))
         except OSError as exc:
-            raise TrainingError(f"cannot write {self.path}: {exc.strerror}.") from None
+            raise TrainingError(f"cannot write {self.path}: {reason(exc)}.") from None
 
     def records(self) -> list[dict[str, Any]]:
         """Every complete line written so far (a line cut short by a kill, or one that is not
         a JSON object, is skipped)."""
         if self.pending is not None:  # a fresh run's lines; the file is the old run's
             return list(self.pending)
-        if not self.path.is_file():
+        if not os.path.lexists(self.path):
             return []
+        data = read_regular_file(self.path, METRICS_LIMIT, "the training log", TrainingError)
         records = []
-        try:
-            text = self.path.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise TrainingError(f"cannot read {self.path}: {exc.strerror}.") from None
-        for line in text.splitlines():
+        for line in data.decode("utf-8", errors="replace").splitlines():
             try:
                 record = json.loads(line)
             except (json.JSONDecodeError, RecursionError):
                 continue
-            if isinstance(record, dict):
+            if is_record(record):
                 records.append(record)
         return records
 
@@ -186,9 +246,36 @@ def read_trainer_state(folder: Path) -> dict[str, Any]:
     return state
 
 
-# --------------------------------------------------------------------------- the lock
+# --------------------------------------------------------------------------- the folder
+# every file a run writes in OUT besides its checkpoint folder, by its path inside OUT: a
+# file there that light-llm did not write is never replaced (RunFolder.claim)
+RUN_FILES = (
+    LOCK_FILE,
+    METRICS_FILE,
+    LOSS_CURVE_FILE,
+    *(f"{DATA_SUBFOLDER}/{name}" for name in (TRAIN_FILE, VAL_FILE, META_FILE)),
+)
+
+
+# the folders a run writes into (the probe records check each file: checkpoints/probes.py)
+RUN_FOLDERS = (CHECKPOINT_SUBFOLDER, DATA_SUBFOLDER, PROBES_SUBFOLDER)
+# the files a run writes into rather than replacing (the lock, the log it appends to): one
+# hard-linked to a file elsewhere is refused, as a link is
+WRITTEN_IN_PLACE = (LOCK_FILE, METRICS_FILE)
+
+
 class RunFolder:
-    """``out`` claimed for one run; :meth:`release` (or the process's end) frees it."""
+    """``out`` claimed for one run; :meth:`release` (or the process's end) frees it.
+
+    OUT lists the files light-llm wrote in it in its own ``.light-llm-files`` (as a checkpoint
+    folder does), each name recorded before its file is first written. A file a run would
+    write that is not listed there is not light-llm's (a user's ``metrics.jsonl``, their
+    corpus as ``data/train.bin``) and is refused before anything is written, unless
+    ``--overwrite``; a run folder from before these manifests (one holding a light-llm
+    checkpoint) may have the names of :data:`RUN_FILES` replaced, and nothing else. Whatever
+    the options, a run never writes its own corpus (``--data``), never writes through a link
+    (a run folder may come from someone else's tarball) and never replaces anything that is
+    not a regular file."""
 
     def __init__(self, out: str | os.PathLike) -> None:
         self.out = Path(out)
@@ -197,13 +284,21 @@ class RunFolder:
         self.loss_curve = self.out / LOSS_CURVE_FILE
         self.lock: IO[bytes] | None = None
 
-    def claim(self, overwrite: bool, is_checkpoint: Callable[[Path], bool]) -> None:
-        """Create OUT, check it is writable, lock it, and refuse a checkpoint folder that holds
-        files light-llm did not write unless ``overwrite`` (TrainingError / OutputError,
-        before any training); ``is_checkpoint`` tells one of light-llm's own checkpoints from
-        before manifests (:func:`light_llm.atomic.check_replaceable`)."""
+    def claim(
+        self,
+        overwrite: bool,
+        checkpoint_names: Callable[[Path], Collection[str]],
+        corpus: str | os.PathLike | None = None,
+    ) -> None:
+        """Create OUT, check it is writable, refuse every file the run would write that is
+        not light-llm's (:meth:`check_run_files`) and a checkpoint folder that holds files
+        light-llm did not write unless ``overwrite``, and lock it (TrainingError /
+        OutputError, before any training). ``checkpoint_names`` gives the names light-llm
+        wrote in a checkpoint from before manifests
+        (:func:`light_llm.checkpoints.folder.names_before_manifests`); ``corpus`` is the
+        file trained on, which is never written."""
         try:
-            self.out.mkdir(parents=True, exist_ok=True)
+            make_folder(self.out)
             with tempfile.TemporaryFile(dir=self.out) as probe:
                 probe.write(b"light-llm")
                 probe.flush()
@@ -212,12 +307,84 @@ class RunFolder:
             raise TrainingError(
                 f"cannot write to the output folder {self.out}: {why_not(self.out, exc)}."
             ) from None
+        self.check_run_files(None if overwrite else self.owned_names(checkpoint_names), corpus)
+        self.record_names(RUN_FILES)
         self._lock()
         try:
-            check_replaceable(self.checkpoint_dir, overwrite, is_checkpoint)
+            check_replaceable(self.checkpoint_dir, overwrite, checkpoint_names)
         except BaseException:
             self.release()
             raise
+
+    def owned_names(self, checkpoint_names: Callable[[Path], Collection[str]]) -> set[str]:
+        """The paths inside OUT that light-llm wrote: those its manifest lists, or in a run
+        folder from before manifests (its checkpoint one of light-llm's, by
+        ``checkpoint_names``) :data:`RUN_FILES`, else none."""
+        owned = written_names(self.out)
+        if owned is None:
+            checkpoint = existing_folder(self.checkpoint_dir)
+            legacy = checkpoint is not None and bool(checkpoint_names(checkpoint))
+            owned = set(RUN_FILES) if legacy else set()
+        return owned
+
+    def check_run_files(
+        self, owned: Collection[str] | None, corpus: str | os.PathLike | None = None
+    ) -> None:
+        """OutputError naming the first file of :data:`RUN_FILES` (or folder on their way, or
+        the checkpoint folder) that the run must not write: a link, something other than a
+        regular file, the corpus ``corpus``, or a file not in ``owned`` (None: --overwrite,
+        any regular file may be replaced)."""
+        kept = corpus_identity(corpus)
+        for folder in RUN_FOLDERS:
+            path = self.out / folder
+            if path.is_symlink():
+                raise OutputError(f"{path} is a link, {NO_LINKS}")
+            if kept and path.is_dir() and holds_file(path, kept):
+                raise OutputError(
+                    f"the corpus {corpus} lies in {path}, which this run replaces: train on a "
+                    f"copy outside {self.out}, or choose another --out."
+                )
+            if path.exists() and not path.is_dir():
+                raise OutputError(f"{path} is a file, not a folder: {MOVE_IT}.")
+        for name in RUN_FILES:
+            path = self.out / name
+            try:
+                status = os.lstat(path)
+            except OSError:
+                continue  # absent: nothing to lose
+            if kept and (status.st_dev, status.st_ino) == kept[1]:
+                raise OutputError(
+                    f"the corpus {corpus} is {path}, a file this run writes: train on a copy "
+                    f"outside {self.out}, or choose another --out."
+                )
+            if stat.S_ISLNK(status.st_mode):
+                raise OutputError(f"{path} is a link, {NO_LINKS}")
+            if not stat.S_ISREG(status.st_mode):
+                raise OutputError(f"{path} is not a regular file, so not light-llm's: {MOVE_IT}.")
+            if name in WRITTEN_IN_PLACE and status.st_nlink > 1:  # the same file elsewhere
+                raise OutputError(
+                    f"{path} is a hard link to a file elsewhere, which writing it would change: "
+                    f"{MOVE_IT}."
+                )
+            if owned is not None and name not in owned:
+                raise OutputError(
+                    f"{path} was not written by light-llm and training would replace it: "
+                    f"{MOVE_IT}, or pass --overwrite to replace it."
+                )
+
+    def record_names(self, names: Collection[str]) -> None:
+        """Add ``names`` (paths inside OUT) to OUT's manifest, before their files are first
+        written, so that a later run knows them for light-llm's."""
+        listed = written_names(self.out) or set()
+        if set(names) <= listed:
+            return
+        text = "".join(f"{name}\n" for name in sorted(listed | set(names)))
+        try:
+            write_atomically(self.out / FOLDER_MANIFEST, text.encode("utf-8"))
+        except OSError as exc:
+            raise TrainingError(
+                f"cannot write {self.out / FOLDER_MANIFEST}: {reason(exc)}."
+            ) from None
 
     def _lock(self) -> None:
         """Take the lock, or TrainingError naming its holder. A lock file removed by its
@@ -227,8 +394,9 @@ class RunFolder:
             return
         path = self.out / LOCK_FILE
         while True:
-            try:
-                lock = open(path, "a+b")  # noqa: SIM115 (held open for the run's length)
+            try:  # never through a link; check_run_files refused one not light-llm's
+                descriptor = os.open(path, os.O_RDWR | os.O_CREAT | NO_FOLLOW, 0o666)
+                lock = os.fdopen(descriptor, "r+b")
             except OSError as exc:
                 raise TrainingError(f"cannot lock {path}: {why_not(path, exc)}.") from None
             try:

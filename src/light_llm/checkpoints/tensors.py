@@ -8,6 +8,7 @@ opened. Tensors come back as PyTorch tensors (``framework="pt"``) or NumPy array
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import safetensors
@@ -18,12 +19,13 @@ from light_llm.checkpoints.folder import (
     WEIGHTS_FILE,
     refuse_pickled_weights,
 )
-from light_llm.errors import CheckpointError
-from light_llm.untrusted import read_json_object
+from light_llm.errors import CheckpointError, reason
+from light_llm.untrusted import check_regular_file, open_regular_file, read_json_object
 
 
 def read_safetensors_file(path: Path, framework: str = "pt") -> dict:
     """Every tensor in one safetensors file (on the CPU), as ``framework`` tensors."""
+    check_regular_file(path)  # safetensors would block on a FIFO
     try:
         with safetensors.safe_open(path, framework=framework) as file:
             return {name: file.get_tensor(name) for name in file.keys()}  # noqa: SIM118
@@ -67,11 +69,11 @@ def weights_checksum(folder: Path) -> str:
     digest = hashlib.sha256()
     for path in weight_files(folder):
         try:
-            with open(path, "rb") as file:
-                while block := file.read(1 << 20):
+            with open_regular_file(path) as (descriptor, _):
+                while block := os.read(descriptor, 1 << 20):
                     digest.update(block)
         except OSError as exc:
-            raise CheckpointError(f"cannot read {path}: {exc.strerror or exc}.") from None
+            raise CheckpointError(f"cannot read {path}: {reason(exc)}.") from None
     return digest.hexdigest()
 
 

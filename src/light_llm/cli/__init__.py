@@ -9,11 +9,12 @@ on stderr and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
 
-from light_llm.errors import LightLLMError
+from light_llm.errors import LightLLMError, reason
 
 # Subcommand modules, in the order `light-llm --help` lists them.
 COMMANDS = [
@@ -75,12 +76,24 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         silence_stdout()
         return 0
-    except OSError as exc:  # the output cannot be written: /dev/full, a vanished disk
+    except OSError as exc:  # the output cannot be written (/dev/full), a file cannot be used
         silence_stdout()
-        target = f" {exc.filename}" if exc.filename else " the output"
-        message = f"light-llm {args.command}: error: cannot write{target}: {exc.strerror or exc}."
-        print(printable(message), file=sys.stderr)
+        print(printable(f"light-llm {args.command}: error: {os_error(exc)}"), file=sys.stderr)
         return 2
+
+
+WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EPIPE}
+
+
+def os_error(exc: OSError) -> str:
+    """One sentence for an OSError no command turned into its own: "cannot write" where
+    writing failed (the output, a full or read-only disk), else "cannot open" with the file
+    and the system's reason (a checkpoint that cannot be read is not one that cannot be
+    written)."""
+    if not exc.filename:
+        return f"cannot write the output: {reason(exc)}."
+    verb = "write" if exc.errno in WRITE_ERRORS else "open"
+    return f"cannot {verb} {exc.filename}: {reason(exc)}."
 
 
 def printable(message: str) -> str:

@@ -78,6 +78,7 @@ def load_model_and_tokenizer(checkpoint: Path | None):
 
 
 def run(args: argparse.Namespace) -> int:
+    from light_llm.checkpoints.folder import run_name
     from light_llm.explain.attention_maps import prompt_attention, write_attention_figures
 
     model, tokenizer, folder = load_model_and_tokenizer(args.checkpoint)
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     written = []
     if out is not None:
         shown = args.prompt if len(args.prompt) <= 60 else args.prompt[:57] + "..."
-        title = f"Attention weights for {shown!r} ({folder.name})"
+        title = f"Attention weights for {shown!r} ({run_name(folder)})"
         written = write_attention_figures(attention, out, title)
     if args.json:
         document = {

@@ -189,7 +189,7 @@ def write_markdown(args: argparse.Namespace, names: list[str]) -> int:
 def write_page(path: Path, text: str) -> None:
     """Write a Markdown page atomically; a folder that cannot take it is one sentence."""
     from light_llm.atomic import write_atomically
-    from light_llm.errors import DataError
+    from light_llm.errors import DataError, reason
 
     if str(path) == "-":
         sys.stdout.write(text)
@@ -198,7 +198,7 @@ def write_page(path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(path, text.encode("utf-8"))
     except OSError as exc:
-        raise DataError(f"cannot write the page {path}: {exc.strerror or exc}.") from None
+        raise DataError(f"cannot write the page {path}: {reason(exc)}.") from None
     print(f"wrote {path}", file=sys.stderr)
 
 

@@ -37,9 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--checkpoint",
         type=Path,
-        required=True,
         metavar="DIR",
-        help="a light-llm BERT checkpoint (or training output folder) or HuggingFace BERT folder",
+        help="a light-llm BERT checkpoint (or training output folder) or HuggingFace BERT folder "
+        "with a masked-LM head (required; without it, the error names one to use)",
     )
     parser.add_argument(
         "--top-k", type=int, default=5, metavar="K", help="candidates per [MASK] (default 5)"
@@ -52,12 +52,39 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def missing_checkpoint(root: Path) -> str:
+    """What to give as --checkpoint: the newest encoder run under ``root``, else how to train
+    one (the packaged MiniLM embeds sentences but has no masked-LM head to fill masks)."""
+    from light_llm.checkpoints.folder import ENCODER_ARCHITECTURE, RUN_PATTERNS, inspect_folder
+    from light_llm.errors import LightLLMError
+
+    runs = []
+    for pattern in RUN_PATTERNS:
+        for weights in root.glob(pattern):
+            try:
+                encoder = inspect_folder(weights.parent).architecture == ENCODER_ARCHITECTURE
+            except LightLLMError:
+                continue
+            if encoder:
+                runs.append(weights)
+    if runs:
+        newest = max(runs, key=lambda path: path.stat().st_mtime).parent.parent
+        return f"fill-mask needs --checkpoint DIR: the encoder run here is --checkpoint {newest}."
+    return (
+        "fill-mask needs --checkpoint DIR, a masked-LM encoder: train one with `light-llm "
+        "train --model bert --out out-bert` (the packaged MiniLM embeds sentences but has no "
+        "masked-LM head)."
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from light_llm.checkpoints import load, load_tokenizer, resolve_checkpoint_dir
-    from light_llm.errors import CheckpointError
+    from light_llm.errors import CheckpointError, ConfigError
     from light_llm.models.bert import predict_masked
     from light_llm.tokenizers import BertTokenizer
 
+    if args.checkpoint is None:
+        raise ConfigError(missing_checkpoint(Path.cwd()))
     folder = resolve_checkpoint_dir(args.checkpoint)
     model = load(folder, architecture="bert")
     tokenizer = load_tokenizer(folder, check_model=True)

@@ -14,6 +14,8 @@ import sys
 from light_llm.cli.quantize import add_quantize_flag, quantize_if_asked
 from light_llm.device import DEVICES
 from light_llm.errors import ConfigError
+from light_llm.limits import MAX_BATCH_SIZE
+from light_llm.sampling_options import DEFAULT_TEMPERATURE
 
 DESCRIPTION = """\
 Continue each PROMPT with text sampled from a model: P(x_t | x_<t) = softmax(logits / τ),
@@ -57,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         required=True,
         metavar="TEXT",
-        help="text to continue; repeat for a batch of prompts",
+        help=f"text to continue; repeat for a batch of prompts (at most {MAX_BATCH_SIZE:,})",
     )
     parser.add_argument(
         "--max-new-tokens", type=int, default=200, metavar="N", help="tokens to add (default 200)"
@@ -65,9 +67,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--temperature",
         type=float,
-        default=0.8,
+        default=DEFAULT_TEMPERATURE,
         metavar="T",
-        help="divide the logits by T before sampling; 0 = greedy (default 0.8)",
+        help=f"divide the logits by T before sampling; 0 = greedy (default {DEFAULT_TEMPERATURE})",
     )
     parser.add_argument(
         "--top-k", type=int, metavar="K", help="sample only among the K most likely tokens"
@@ -109,7 +111,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="CPU threads for PyTorch; auto (the default, on a CPU) times decoding on 1, 2, "
         "4 ... cores once for this machine and model shape and keeps the fastest (cached in "
-        "~/.cache/light-llm or $LIGHT_LLM_CACHE_DIR)",
+        "~/.cache/light-llm or $LIGHT_LLM_CACHE)",
     )
     add_quantize_flag(parser)
     parser.add_argument(
@@ -148,6 +150,11 @@ def run(args: argparse.Namespace) -> int:
     from light_llm.sampling_options import validate_sampling
 
     validate_sampling(args.temperature, args.top_k, args.top_p)  # before the slow loading
+    if len(args.prompt) > MAX_BATCH_SIZE:
+        raise ConfigError(
+            f"--prompt is given {len(args.prompt):,} times, more than the {MAX_BATCH_SIZE:,} "
+            "prompts of one batch; generate in several runs."
+        )
     threads = check_threads(args.threads)
     if args.quantize is not None:
         check_quantization(args.quantize)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import errno
 import socket
+import sys
 from pathlib import Path
 
-from light_llm.errors import ConfigError
+from light_llm.errors import ConfigError, reason
 
 LISTEN_BACKLOG = 2048  # uvicorn's default
 
@@ -90,17 +91,31 @@ def listening_socket(host: str, port: int) -> socket.socket:
                 f"port {port} on {host} is already in use: stop what uses it or pick "
                 "another with --port."
             ) from None
-        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}.") from None
+        raise ConfigError(f"cannot listen on {host}:{port}: {reason(exc)}.") from None
     sock.listen(LISTEN_BACKLOG)  # a browser opened at once waits in the queue, not refused
     return sock
 
 
 def run(args: argparse.Namespace) -> int:
     sock = listening_socket(args.host, args.port)  # before the slow loading
+    warn_if_exposed(args.host)
     try:
         return serve(args, sock)
     finally:
         sock.close()
+
+
+def warn_if_exposed(host: str) -> None:
+    """One line on stderr when ``host`` is not this machine only: the API has no password."""
+    from light_llm.serve.guard import is_loopback
+
+    if not is_loopback(host):
+        print(
+            f"warning: --host {host} serves the explorer's API, which has no password, to "
+            "every machine that can reach this one; use --host 127.0.0.1 unless you mean it.",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def serve(args: argparse.Namespace, sock: socket.socket) -> int:
@@ -124,6 +139,11 @@ def serve(args: argparse.Namespace, sock: socket.socket) -> int:
         import webbrowser
 
         webbrowser.open(url)
-    config = uvicorn.Config(create_app(explorer, compared), log_level="warning", access_log=False)
+    config = uvicorn.Config(
+        create_app(explorer, compared, host=args.host),
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=0,  # SIGTERM, Ctrl-C: stop now, closing open streams
+    )
     uvicorn.Server(config).run(sockets=[sock])
     return 0

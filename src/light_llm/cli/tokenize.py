@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from light_llm.errors import DataError, TokenizerError
+from light_llm.untrusted import read_text_file
 
 DESCRIPTION = """\
 Tokenize a text and print the ids a model would see.
@@ -123,16 +124,11 @@ def read_input(args: argparse.Namespace) -> str:
         return args.text
     if args.text is not None:
         raise TokenizerError("give either a TEXT or --file PATH, not both.")
-    try:
-        return args.file.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise DataError(f"no such file: {args.file}.") from None
-    except UnicodeDecodeError as exc:
-        raise DataError(
-            f"{args.file} is not UTF-8 text (byte {exc.start} cannot be decoded)."
-        ) from None
-    except OSError as exc:
-        raise DataError(f"cannot read {args.file}: {exc.strerror}.") from None
+    from light_llm.data import CORPUS_LIMIT
+
+    if not args.file.exists() and not args.file.is_symlink():
+        raise DataError(f"no such file: {args.file}.")
+    return read_text_file(args.file, CORPUS_LIMIT, "the file", DataError)
 
 
 def print_ids(tokenizer, text: str, as_json: bool) -> None:

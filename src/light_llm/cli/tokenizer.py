@@ -6,6 +6,16 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from light_llm.train.config import (
+    DEFAULT_MODEL,
+    DEFAULT_PRESETS,
+    PRESET_RECIPES,
+    TRAINED_TOKENIZER_VOCAB,
+)
+
+# what `light-llm train` learns by default: its default preset's tokenizer
+DEFAULT_KIND = PRESET_RECIPES[DEFAULT_PRESETS[DEFAULT_MODEL]]["tokenizer"]
+
 DESCRIPTION = """\
 Learn a tokenizer from a UTF-8 text file and write it to a folder that `light-llm train
 --tokenizer DIR` and `light-llm tokenize --checkpoint DIR` read.
@@ -13,7 +23,8 @@ Learn a tokenizer from a UTF-8 text file and write it to a folder that `light-ll
 bpe: byte-level BPE for GPT models. The text is cut by GPT-2's pre-tokenisation regex (words
 with their leading space, digits, punctuation, whitespace), each piece becomes its UTF-8
 bytes, and the most frequent adjacent pair is merged into a new token until the vocabulary
-has --vocab-size ids: <|endoftext|> (id 0), the 256 bytes (ids 1-256), then the merges.
+has --vocab-size ids: <|endoftext|> (id 0), the 256 bytes (ids 1-256, in GPT-2's byte order:
+the printable bytes ! to ~ first, so "l", byte 108, is id 76), then the merges.
 Any text encodes and decodes back exactly. --vocab-size is at least 257.
 
 wordpiece: an uncased WordPiece vocabulary with BERT's special tokens ([PAD] [UNK] [CLS]
@@ -21,6 +32,7 @@ wordpiece: an uncased WordPiece vocabulary with BERT's special tokens ([PAD] [UN
 
 The tokenizer is learned from the first 90% of the file, the training split that `light-llm
 train --data FILE` uses, so that its validation text stays unseen (--whole-file: all of it).
+Without --kind and --vocab-size it learns what `light-llm train` learns by default.
 """
 
 EXAMPLES = """\
@@ -49,8 +61,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     train.add_argument("--data", required=True, type=Path, metavar="FILE", help="UTF-8 text")
-    train.add_argument("--kind", required=True, choices=["bpe", "wordpiece"])
-    train.add_argument("--vocab-size", required=True, type=int, metavar="N", help="ids in all")
+    train.add_argument(
+        "--kind",
+        choices=list(TRAINED_TOKENIZER_VOCAB),
+        default=DEFAULT_KIND,
+        help=f"bpe for a GPT, wordpiece for --model bert (default {DEFAULT_KIND}, as train's)",
+    )
+    train.add_argument(
+        "--vocab-size",
+        type=int,
+        metavar="N",
+        help="ids in all (default, as train's: "
+        + ", ".join(f"{size} for {kind}" for kind, size in TRAINED_TOKENIZER_VOCAB.items())
+        + ", or as many as a small text gives)",
+    )
     train.add_argument("--out", required=True, type=Path, metavar="DIR", help="folder to write")
     train.add_argument(
         "--whole-file", action="store_true", help="learn from all of FILE, not its first 90%%"
@@ -69,7 +93,9 @@ def run_train(args: argparse.Namespace) -> int:
     check_out_folder(args.out, args.overwrite)
     text = load_corpus(args.data)
     learned_from = text if args.whole_file else split_train_val(text)[0]
-    tokenizer = train_tokenizer(args.kind, learned_from, args.vocab_size)
+    asked = args.vocab_size
+    vocab_size = TRAINED_TOKENIZER_VOCAB[args.kind] if asked is None else asked
+    tokenizer = train_tokenizer(args.kind, learned_from, vocab_size, at_most=asked is None)
     with tempfile.TemporaryDirectory() as scratch:
         tokenizer.save(scratch)
         files = {path.name: path.read_bytes() for path in Path(scratch).iterdir()}

@@ -23,7 +23,10 @@ from light_llm.config import PRESETS
 from light_llm.device import DEVICES
 from light_llm.errors import ConfigError
 from light_llm.train.config import (
+    DEFAULT_MODEL,
+    DEFAULT_PRESETS,
     FINETUNE_RECIPE,
+    GENERAL_DEFAULTS,
     LORA_DEFAULTS,
     LORA_RECIPE,
     OPTIMIZERS,
@@ -31,8 +34,28 @@ from light_llm.train.config import (
     TRAINED_TOKENIZER_VOCAB,
 )
 
-R = PRESET_RECIPES["bpe-cpu"]  # the default recipe, quoted in the help
+DEFAULT_PRESET = DEFAULT_PRESETS[DEFAULT_MODEL]
+# every setting of a run with no flags: the default preset's recipe over the general defaults;
+# the help quotes these, so that it states the defaults that really apply
+R = {**GENERAL_DEFAULTS, **PRESET_RECIPES[DEFAULT_PRESET]}
 V = TRAINED_TOKENIZER_VOCAB
+
+
+def default(key: str) -> str:
+    """ "default X" for a flag's help: the value of a run with no flags, and when presets'
+    recipes set other values, that they do."""
+    values = {repr({**GENERAL_DEFAULTS, **recipe}.get(key)) for recipe in PRESET_RECIPES.values()}
+    value = R[key]
+    shown = (
+        "--lr"
+        if key == "embedding_lr" and value is None
+        else f"{value:g}"
+        if isinstance(value, float)
+        else str(value)
+    )
+    others = "; each --preset's recipe sets its own" if len(values) > 1 else ""
+    return f"default {shown}{others}"
+
 
 DESCRIPTION = f"""\
 Train a GPT on a text file, or with no --data on all of Shakespeare's plays; with --model bert,
@@ -43,9 +66,10 @@ Defaults (no flags, --preset bpe-cpu): a byte-level BPE of {V["bpe"]} ids learne
 the training split; 4 layers, 4 heads, 96 wide, context 64 tokens, with rotary
 positions, RMSNorm, ReLU², QK-norm, an untied output head, no biases and logits soft-capped
 at 15; Muon for the matrices inside the blocks (peak lr {R["muon_lr"]}) and AdamW for the
-rest (peak lr {R["lr"]}, the embedding tables {R["embedding_lr"]}; betas (0.9, {R["beta2"]})),
-warmed up over {R["warmup_iters"]} iterations and decayed by one cosine to {R["min_lr"]:g};
-batch {R["batch_size"]}, {R["max_iters"]} iterations, weight decay 0.1, clipping at 1.0. It
+rest (peak lr {R["lr"]}, the embedding tables {R["embedding_lr"]}; betas
+({R["beta1"]}, {R["beta2"]})), warmed up over {R["warmup_iters"]} iterations and decayed by one
+cosine to {R["min_lr"]:g}; batch {R["batch_size"]}, {R["max_iters"]} iterations, weight decay
+{R["weight_decay"]}, clipping at {R["grad_clip"]}. It
 takes about the wall time of nanoGPT's CPU recipe, --preset nanogpt-cpu (128 wide, learned
 positions, LayerNorm, GELU and AdamW; batch 12, 2000 iterations, lr 1e-3, cosine to 1e-4,
 betas (0.9, 0.99)), and ends far lower
@@ -164,44 +188,73 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_model_flags(model)
 
     optim = parser.add_argument_group("optimisation")
-    optim.add_argument("--batch-size", type=int, metavar="B", help="sequences per micro-batch")
+    optim.add_argument(
+        "--batch-size",
+        type=int,
+        metavar="B",
+        help=f"sequences per micro-batch ({default('batch_size')})",
+    )
     optim.add_argument(
         "--grad-accum",
         type=int,
         metavar="G",
-        help="micro-batches per step, over all processes (default 1)",
+        help=f"micro-batches per step, over all processes ({default('grad_accum')})",
     )
-    optim.add_argument("--max-iters", type=int, metavar="N", help="optimiser steps")
-    optim.add_argument("--lr", type=float, help="peak learning rate")
-    optim.add_argument("--min-lr", type=float, help="learning rate at the end of the cosine")
-    optim.add_argument("--warmup-iters", type=int, metavar="N", help="linear warmup steps")
+    optim.add_argument(
+        "--max-iters", type=int, metavar="N", help=f"optimiser steps ({default('max_iters')})"
+    )
+    optim.add_argument("--lr", type=float, help=f"peak learning rate ({default('lr')})")
+    optim.add_argument(
+        "--min-lr",
+        type=float,
+        help=f"learning rate at the end of the cosine ({default('min_lr')})",
+    )
+    optim.add_argument(
+        "--warmup-iters",
+        type=int,
+        metavar="N",
+        help=f"linear warmup steps ({default('warmup_iters')})",
+    )
     optim.add_argument(
         "--lr-decay-iters", type=int, metavar="N", help="step where the cosine ends (max-iters)"
     )
-    optim.add_argument("--beta1", type=float, help="AdamW beta1 (default 0.9)")
-    optim.add_argument("--beta2", type=float, help="AdamW beta2 (default 0.95; char presets 0.99)")
-    optim.add_argument("--weight-decay", type=float, help="AdamW decay on matrices (0.1)")
-    optim.add_argument("--grad-clip", type=float, help="global gradient norm bound (0 = off)")
-    optim.add_argument("--label-smoothing", type=float, metavar="A", help="alpha (default 0)")
+    optim.add_argument("--beta1", type=float, help=f"AdamW beta1 ({default('beta1')})")
+    optim.add_argument("--beta2", type=float, help=f"AdamW beta2 ({default('beta2')})")
+    optim.add_argument(
+        "--weight-decay", type=float, help=f"AdamW decay on matrices ({default('weight_decay')})"
+    )
+    optim.add_argument(
+        "--grad-clip",
+        type=float,
+        help=f"global gradient norm bound, 0 = off ({default('grad_clip')})",
+    )
+    optim.add_argument(
+        "--label-smoothing", type=float, metavar="A", help=f"alpha ({default('label_smoothing')})"
+    )
     optim.add_argument(
         "--optimizer",
         choices=OPTIMIZERS,
-        help="adamw (default), or muon: Muon for the matrices inside the blocks, AdamW "
-        "(--lr, --beta1, --beta2) for embeddings, head, norms and biases",
+        help="adamw, or muon: Muon for the matrices inside the blocks, AdamW (--lr, --beta1, "
+        f"--beta2) for embeddings, head, norms and biases ({default('optimizer')})",
     )
     optim.add_argument(
         "--muon-lr",
         type=float,
         metavar="LR",
-        help="peak lr of Muon's matrices (0.02); the schedule scales it",
+        help=f"peak lr of Muon's matrices ({default('muon_lr')}); the schedule scales it",
     )
-    optim.add_argument("--muon-momentum", type=float, metavar="MU", help="Muon momentum (0.95)")
+    optim.add_argument(
+        "--muon-momentum",
+        type=float,
+        metavar="MU",
+        help=f"Muon momentum ({default('muon_momentum')})",
+    )
     optim.add_argument(
         "--embedding-lr",
         type=float,
         metavar="LR",
-        help="peak AdamW lr of the token and position tables (default: --lr); the schedule "
-        "scales it, and their weight decay per step stays --lr times --weight-decay",
+        help=f"peak AdamW lr of the token and position tables ({default('embedding_lr')}); the "
+        "schedule scales it, and their weight decay per step stays --lr times --weight-decay",
     )
 
     length = parser.add_argument_group("length of the run and its log")
@@ -217,7 +270,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         metavar="N",
         help="record the training loss every N steps in metrics.jsonl; outside a terminal also "
-        "print a line (default 10)",
+        f"print a line ({default('log_interval')})",
     )
     length.add_argument(
         "--restretch-schedule",
@@ -227,13 +280,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
 
     run = parser.add_argument_group("evaluation, output and running")
-    run.add_argument("--eval-interval", type=int, metavar="N", help="evaluate every N steps")
-    run.add_argument("--eval-iters", type=int, metavar="N", help="batches per evaluation")
+    run.add_argument(
+        "--eval-interval",
+        type=int,
+        metavar="N",
+        help=f"evaluate every N steps ({default('eval_interval')})",
+    )
+    run.add_argument(
+        "--eval-iters",
+        type=int,
+        metavar="N",
+        help=f"batches per evaluation ({default('eval_iters')})",
+    )
     run.add_argument(
         "--sample-tokens",
         type=int,
         metavar="N",
-        help="tokens of the final sample (BERT: N > 0 prints fill-mask predictions; 0: none)",
+        help="tokens of the final sample (BERT: N > 0 prints fill-mask predictions; 0: none; "
+        f"{default('sample_tokens')})",
     )
     run.add_argument(
         "--probe-interval",
@@ -267,7 +331,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="default: bfloat16 autocast where the GPU or CPU has bfloat16 arithmetic, else "
         "float32; float16 (with loss scaling) needs CUDA",
     )
-    run.add_argument("--seed", type=int, help="random seed (default 1337)")
+    run.add_argument("--seed", type=int, help=f"random seed ({default('seed')})")
     run.add_argument("--compile", action="store_true", help="torch.compile the model")
     run.add_argument(
         "--gradient-checkpointing",

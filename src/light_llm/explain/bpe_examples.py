@@ -144,7 +144,10 @@ def bpe() -> list[Step]:
             "Chunks of the text and their counts",
             f"The text {TINY_TEXT!r} cut by GPT-2's regex: each word keeps its leading space "
             "(shown as Ġ), and pairs are counted inside chunks only. Each chunk starts as its "
-            "bytes: ids 1-256 are the bytes, id 0 is <|endoftext|>.",
+            "bytes, ids 1-256 in GPT-2's byte order (not byte value + 1): the printable bytes "
+            f"first, ! (byte 33) as id {chunk_ids('!')[0]}, so l (byte {ord('l')}) is id "
+            f"{chunk_ids('l')[0]}; the others after them, the space (byte 32, Ġ) as id "
+            f"{chunk_ids(' ')[0]}. Id 0 is <|endoftext|>.",
             np.array([[count] for count in chunks.values()]),
             SEED,
             rows=[

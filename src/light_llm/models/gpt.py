@@ -247,6 +247,14 @@ def check_token_ids(
         raise SamplingError(
             f"{name}s must be integers, got {str(idx.dtype).removeprefix('torch.')}."
         )
+    # the embedding takes int64 or int32 ids, the loss int64 targets: int8 holds no vocabulary
+    allowed = (torch.int64, torch.int32) if name in ("token id", "token type") else (torch.int64,)
+    if idx.dtype not in allowed:
+        names = " or ".join(str(dtype).removeprefix("torch.") for dtype in allowed)
+        raise SamplingError(
+            f"{name}s must be a tensor of {names}, got "
+            f"{str(idx.dtype).removeprefix('torch.')}; convert them with .long()."
+        )
     if not idx.numel():
         return
     low, high = torch.stack(torch.aminmax(idx)).tolist()  # one pass, one device sync

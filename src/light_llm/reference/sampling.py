@@ -15,7 +15,8 @@ import numpy as np
 from light_llm.errors import SamplingError
 from light_llm.limits import check_new_tokens, check_seed
 from light_llm.reference.softmax import softmax_forward
-from light_llm.sampling_options import validate_sampling  # one rule for both engines
+from light_llm.sampling_options import DEFAULT_TEMPERATURE, validate_sampling  # one rule
+from light_llm.tokenizers.stream import TextStream, whole_text
 
 
 def filter_logits(
@@ -172,7 +173,7 @@ def generate_text(
     prompt: str,
     max_new_tokens: int,
     *,
-    temperature: float = 1.0,
+    temperature: float = DEFAULT_TEMPERATURE,
     top_k: int | None = None,
     top_p: float | None = None,
     seed: int | None = None,
@@ -188,7 +189,7 @@ def generate_text(
     rng = np.random.default_rng(None if seed is None else check_seed(seed, SamplingError))
     eos_id = tokenizer.eos_id if stop_at_eos else None
     new_ids: list[int] = []
-    shown = ""
+    stream = TextStream(tokenizer)  # whole characters only
     for step in stream_tokens(
         model,
         np.array([ids], dtype=np.int64),
@@ -204,12 +205,6 @@ def generate_text(
         if eos_id is not None and token == eos_id:
             break
         new_ids.append(token)
-        if on_text is not None:
-            text = tokenizer.decode(new_ids)
-            if not text.endswith("\ufffd") and len(text) > len(shown):
-                on_text(text[len(shown) :])
-                shown = text
-    text = tokenizer.decode(new_ids)
-    if on_text is not None and len(text) > len(shown) and text.startswith(shown):
-        on_text(text[len(shown) :])
-    return text
+        if on_text is not None and (piece := stream.add([token])):
+            on_text(piece)
+    return whole_text(tokenizer, new_ids)

@@ -45,8 +45,11 @@ from pydantic import Field
 from light_llm import explain
 from light_llm.errors import CheckpointError, ConfigError, LightLLMError
 from light_llm.explain.render import needs_scientific
+from light_llm.limits import MAX_NEW_TOKENS, SEED_LIMIT
+from light_llm.sampling_options import DEFAULT_TEMPERATURE
 from light_llm.serve.fields import Body, Prompt
 from light_llm.serve.flow import flow
+from light_llm.serve.guard import Guard, allowed_hosts
 from light_llm.serve.history import RunHistory, UnknownRecord
 from light_llm.serve.inspect_api import inspect_router
 from light_llm.serve.inspection import Inspection
@@ -57,7 +60,8 @@ PAGE_ROUTES = ("/", "/explain", "/explain/{name}")
 
 
 # ---------------------------------------------------------------------- request bodies
-Temperature = Annotated[float, Field(ge=0.0, le=100.0, allow_inf_nan=False)]
+# every bound is the library's (sampling_options.py, limits.py), checked before a stream starts
+Temperature = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 TopK = Annotated[int | None, Field(ge=1)]
 TopP = Annotated[float | None, Field(gt=0.0, le=1.0, allow_inf_nan=False)]
 
@@ -72,7 +76,7 @@ class PromptBody(Body):
 
 class NextTokenBody(Body):
     prompt: Prompt
-    temperature: Temperature = 1.0
+    temperature: Temperature = DEFAULT_TEMPERATURE
     top_k: TopK = None
     top_p: TopP = None
     limit: Annotated[int, Field(ge=1, le=1000)] = 20
@@ -80,11 +84,11 @@ class NextTokenBody(Body):
 
 class GenerateBody(Body):
     prompt: Prompt
-    max_new_tokens: Annotated[int, Field(ge=1, le=4096)] = 200
-    temperature: Temperature = 0.8  # light-llm generate's default
+    max_new_tokens: Annotated[int, Field(ge=1, le=MAX_NEW_TOKENS)] = 200
+    temperature: Temperature = DEFAULT_TEMPERATURE
     top_k: TopK = None
     top_p: TopP = None
-    seed: Annotated[int | None, Field(ge=0, le=2**63 - 1)] = None
+    seed: Annotated[int | None, Field(ge=0, le=SEED_LIMIT - 1)] = None
 
 
 class FlowBody(Body):
@@ -150,9 +154,13 @@ def server_sent_event(kind: str, data: dict[str, Any]) -> str:
     return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-def create_app(explorer: ExplorerModel, compared: list[RunHistory] | tuple = ()) -> FastAPI:
+def create_app(
+    explorer: ExplorerModel, compared: list[RunHistory] | tuple = (), host: str | None = None
+) -> FastAPI:
     """The explorer's application for the model ``explorer`` holds; its training run (when it
-    comes from one) and the ``compared`` runs are replayed under /api/runs."""
+    comes from one) and the ``compared`` runs are replayed under /api/runs. It answers
+    requests for the loopback host names and ``host`` (the address it listens on) only, with
+    bodies of bounded size (:mod:`light_llm.serve.guard`)."""
     runs = ([RunHistory(explorer.run_folder)] if explorer.run_folder else []) + list(compared)
     scratch = tempfile.TemporaryDirectory(prefix="light-llm-serve-")
     figures = ExampleFigures(Path(scratch.name))
@@ -172,6 +180,7 @@ def create_app(explorer: ExplorerModel, compared: list[RunHistory] | tuple = ())
         redoc_url=None,
     )
     app.state.explorer = explorer
+    app.add_middleware(Guard, hosts=allowed_hosts(host))
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     app.include_router(inspect_router(Inspection(explorer)))
 

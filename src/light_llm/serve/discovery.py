@@ -10,12 +10,8 @@ from pathlib import Path
 
 from light_llm.assets import packaged_run_folder
 from light_llm.checkpoints import CHECKPOINT_SUBFOLDER
-from light_llm.checkpoints.folder import CONFIG_FILE, WEIGHTS_FILE
+from light_llm.checkpoints.folder import CONFIG_FILE, RUN_PATTERNS, WEIGHTS_FILE
 from light_llm.tokenizers.bert import packaged_bert_folder
-
-RUN_PATTERNS = tuple(
-    "/".join(["*"] * depth + [CHECKPOINT_SUBFOLDER, WEIGHTS_FILE]) for depth in range(3)
-)
 
 
 def newest_run(root: str | Path) -> Path | None:

@@ -33,6 +33,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter
 from pydantic import Field
 
+from light_llm.limits import SEED_LIMIT
 from light_llm.serve.fields import Body, Prompt
 from light_llm.serve.inspection import Inspection
 
@@ -92,7 +93,7 @@ class HeadRolesBody(Body):
     length: Annotated[int | None, Field(ge=2)] = Field(
         None, description="tokens of each random sequence (default: half the context, <= 64)"
     )
-    seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0
+    seed: Annotated[int, Field(ge=0, le=SEED_LIMIT - 1)] = 0
 
 
 class NeuronBody(Body):

@@ -46,6 +46,7 @@ from light_llm.checkpoints.run import (
 from light_llm.errors import CheckpointError, LightLLMError
 from light_llm.explain.attention_maps import context_error, model_input_ids, prompt_attention
 from light_llm.generate import generate_text, sampling_distribution
+from light_llm.limits import is_integer
 from light_llm.models.bert import (
     BertEncoder,
     cosine_similarity_matrix,
@@ -125,6 +126,7 @@ class ExplorerModel:
         self.stamp = folder_stamp(self.folder)
         self.version = 0  # how many times a newer checkpoint replaced the loaded one
         self.training = self.read_training()
+        self.history = self.loaded_history()
 
     def load_model(self):
         """The model in the folder (an int8 checkpoint as its float weights q s: the page looks
@@ -172,10 +174,34 @@ class ExplorerModel:
     def can_fill_mask(self) -> bool:
         return self.is_encoder and self.model.mlm_head is not None
 
+    def loaded_history(self) -> list[dict[str, Any]]:
+        """The evaluations of the run up to the loaded checkpoint's iteration: the same run,
+        still training, only adds to them; another run written at the same path differs."""
+        if self.run_folder is None:
+            return []
+        until = (self.training or {}).get("iteration")
+        evaluations = evaluation_records(MetricsLog(self.run_folder).records())
+        if not is_integer(until):
+            return evaluations
+        return [record for record in evaluations if record["iter"] <= until]
+
     def folder_warning(self) -> str | None:
-        """A sentence when the checkpoint folder has gone since it was loaded."""
+        """A sentence when the checkpoint folder has gone since it was loaded, or holds
+        another run than the loaded model's (its card then keeps the loaded run's facts)."""
         if self.folder.is_dir():
-            return None
+            if self.run_folder is None:
+                return None
+            try:
+                current = evaluation_records(MetricsLog(self.run_folder).records())
+            except LightLLMError:
+                current = []
+            if current[: len(self.history)] == self.history:
+                return None
+            return (
+                f"{self.run_folder} now holds another training run than the one loaded; "
+                "this card and every answer are still the loaded model's (restart the "
+                "explorer to serve the new run)."
+            )
         return (
             f"the checkpoint folder {self.folder} has disappeared; the model loaded from it "
             "is still in memory and still served."

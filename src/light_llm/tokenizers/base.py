@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from light_llm.atomic import write_atomically
-from light_llm.errors import CheckpointError, OutputError, TokenizerError
+from light_llm.errors import CheckpointError, OutputError, TokenizerError, reason
 
 TOKENIZER_FILE = "light_tokenizer.json"
 
@@ -84,6 +84,6 @@ def write_tokenizer_json(folder: str | os.PathLike, config: dict[str, Any]) -> N
     try:
         write_atomically(path, json.dumps(config).encode("ascii"))
     except OSError as exc:
-        raise CheckpointError(f"cannot write the tokenizer to {path}: {exc.strerror}.") from exc
+        raise CheckpointError(f"cannot write the tokenizer to {path}: {reason(exc)}.") from exc
     except OutputError as exc:  # the folder could not be made (e.g. a file in the way)
         raise CheckpointError(f"cannot write the tokenizer to {path}: {exc}") from None

@@ -31,7 +31,7 @@ from tokenizers import decoders, models, normalizers, pre_tokenizers
 
 from light_llm.assets import installed_distribution
 from light_llm.atomic import write_atomically
-from light_llm.errors import CheckpointError, TokenizerError
+from light_llm.errors import CheckpointError, TokenizerError, reason
 from light_llm.tokenizers.base import Tokenizer, check_text, write_tokenizer_json
 from light_llm.untrusted import read_json_object, read_text_file
 
@@ -183,7 +183,7 @@ class BertTokenizer(Tokenizer):
         try:
             write_atomically(path, "".join(f"{token}\n" for token in self.vocab).encode("utf-8"))
         except OSError as exc:
-            raise CheckpointError(f"cannot write the tokenizer to {path}: {exc.strerror}.") from exc
+            raise CheckpointError(f"cannot write the tokenizer to {path}: {reason(exc)}.") from exc
         write_tokenizer_json(
             folder,
             {

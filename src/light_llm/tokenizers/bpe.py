@@ -20,7 +20,8 @@ learned from the user's corpus instead of OpenAI's:
 
 The vocabulary's layout is light-llm's: the special tokens first (``<|endoftext|>`` = id 0),
 then the 256 single bytes in GPT-2's :func:`~light_llm.tokenizers.gpt2.bytes_to_unicode`
-order (ids 1-256), then one id per merge in the order it was learned. So the saved file,
+order (ids 1-256: the printable bytes ! to ~ first, so byte 108, l, is id 76), then one id
+per merge in the order it was learned. So the saved file,
 ``light_tokenizer.json``, holds only the special tokens and the merges (each written as two
 tokens in GPT-2's printable byte alphabet, "Ġ t" for " " + "t", as in GPT-2's ``vocab.bpe``);
 every id follows from them. HuggingFace's ``BpeTrainer`` makes exactly this layout, which
@@ -37,6 +38,7 @@ from tokenizers import Tokenizer as TokenizerEngine
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from light_llm.errors import TokenizerError
+from light_llm.limits import check_vocab_size
 from light_llm.tokenizers.base import Tokenizer, check_text, write_tokenizer_json
 from light_llm.tokenizers.gpt2 import END_OF_TEXT, bytes_to_unicode, readable_token
 
@@ -219,6 +221,7 @@ def train_bpe(
             f"a byte-level BPE vocabulary needs at least {smallest} ids (the 256 bytes and "
             f"{len(special_tokens)} special token(s)), got {vocab_size!r}."
         )
+    check_vocab_size(vocab_size, TokenizerError)  # the library would abort the process
     if not text:
         raise TokenizerError("cannot learn BPE merges from empty text.")
     engine = byte_level_engine({}, [])

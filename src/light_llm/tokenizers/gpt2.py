@@ -153,6 +153,10 @@ class GPT2Tokenizer(Tokenizer):
         multi-byte character) become U+FFFD."""
         return self._encoding.decode(self.check_ids(ids), errors="replace")
 
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes that ``token_id`` stands for (<|endoftext|>: its text in UTF-8)."""
+        return self._encoding.decode_single_token_bytes(self.check_ids([token_id])[0])
+
     def tokens(self, ids: Sequence[int]) -> list[str]:
         """Each token's text. A token that holds only part of a multi-byte character (emoji and
         many non-Latin scripts are split across tokens) shows those bytes as ``<0xNN>``: "😀"

@@ -23,6 +23,7 @@ from tokenizers import Tokenizer as TokenizerEngine
 from tokenizers import models, normalizers, pre_tokenizers, trainers
 
 from light_llm.errors import TokenizerError
+from light_llm.limits import check_vocab_size
 from light_llm.tokenizers.base import check_text
 from light_llm.tokenizers.bert import SPECIAL_TOKENS, BertTokenizer
 
@@ -38,6 +39,7 @@ def train_wordpiece(text: str, vocab_size: int, at_most: bool = False) -> BertTo
     check_text(text)
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
         raise TokenizerError(f"a vocabulary size is a positive integer, got {vocab_size!r}.")
+    check_vocab_size(vocab_size, TokenizerError)  # the library would abort the process
     if not text.strip():
         raise TokenizerError("cannot learn a WordPiece vocabulary from empty text.")
     engine = TokenizerEngine(models.WordPiece(unk_token="[UNK]"))

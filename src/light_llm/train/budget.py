@@ -31,6 +31,9 @@ _UNIT_SECONDS = {"s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([hms])")
 
 
+MAX_DURATION_S = 365 * 86400  # a year: the longest --time budget
+
+
 def parse_duration(text: str) -> float:
     """Seconds in a duration written ``90``, ``90s``, ``5m``, ``1.5h`` or ``1h30m``; ConfigError
     for anything else or a duration that is not positive."""
@@ -50,6 +53,11 @@ def parse_duration(text: str) -> float:
         )
     if seconds <= 0:
         raise ConfigError(f"--time must be longer than 0 seconds, got {text!r}.")
+    if seconds > MAX_DURATION_S:
+        raise ConfigError(
+            f"--time must be at most {MAX_DURATION_S // 86400:.0f} days, got {text!r}; for a "
+            "longer run give --max-iters."
+        )
     return seconds
 
 

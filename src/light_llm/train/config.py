@@ -47,6 +47,7 @@ from light_llm.errors import ConfigError
 from light_llm.limits import (
     MAX_BATCH_SIZE,
     MAX_EVAL_BATCHES,
+    MAX_VOCAB_SIZE,
     check_flag,
     check_integer,
     check_real,
@@ -413,6 +414,7 @@ class TrainConfig:
         """ConfigError, in one sentence, for the first setting that cannot work."""
         self.check_types()
         check_seed(self.seed)
+        self.check_resume_or_overwrite()
         if self.model not in MODEL_TOKENIZERS:
             raise ConfigError(
                 f"model must be one of {', '.join(MODEL_TOKENIZERS)}, got {self.model!r}."
@@ -438,6 +440,8 @@ class TrainConfig:
                 raise ConfigError(f"{key} must be a positive integer, got {value!r}.")
         check_integer("batch_size", self.batch_size, 1, MAX_BATCH_SIZE)
         check_integer("eval_iters", self.eval_iters, 1, MAX_EVAL_BATCHES)
+        if self.vocab_size is not None:
+            check_integer("vocab_size", self.vocab_size, 1, MAX_VOCAB_SIZE)
         if self.probe_interval is not None:
             check_integer("probe_interval (0 = no probes)", self.probe_interval, 0)
         if self.probe_prompt is not None and not self.probe_prompt.strip():
@@ -488,11 +492,21 @@ class TrainConfig:
         :mod:`light_llm.train.budget`): it is then recorded as ``max_iters``."""
         return self.time is not None and self.max_iters is None
 
+    def check_resume_or_overwrite(self) -> None:
+        """ConfigError for --resume with --overwrite: one continues OUT's run, the other
+        replaces it."""
+        if self.resume and self.overwrite:
+            raise ConfigError(
+                "--resume continues the run in --out and --overwrite replaces it: give one of them."
+            )
+
     def check_time_flags(self) -> None:
-        """ConfigError when ``--time`` comes with what it cannot go with (the flags as given,
-        before a resumed run's settings are inherited)."""
+        """ConfigError when ``--time`` comes with what it cannot go with, or --resume with
+        --overwrite (the flags as given, before a resumed run's settings are inherited)."""
+        self.check_resume_or_overwrite()
         if self.time is None:
             return
+        parse_duration(self.time)  # a duration, and at most MAX_DURATION_S
         if self.resume:
             raise ConfigError(
                 "--time starts a run; a resumed run keeps the iteration count its budget gave "

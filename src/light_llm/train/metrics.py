@@ -14,7 +14,7 @@ from typing import Any
 
 from light_llm.atomic import atomic_file
 from light_llm.checkpoints.run import evaluation_records, probe_records, training_records
-from light_llm.errors import TrainingError
+from light_llm.errors import TrainingError, reason
 
 
 def perplexity(loss: float) -> float:
@@ -87,7 +87,7 @@ def plot_loss_curve(records: list[dict[str, Any]], path: Path, title: str = "") 
     ):
         # the evaluations' train loss as points alone where the logged steps draw the line
         style = {"linestyle": "none"} if logged and key == "train_loss" else {}
-        values = [r[key] for r in evaluations]
+        values = [math.nan if r.get(key) is None else r[key] for r in evaluations]
         axes.plot(iterations, values, marker="o", color=color, label=label, **style)
     probes = probe_records(records)
     if probes:  # the probes' slice of validation text: a point every --probe-interval steps
@@ -115,7 +115,7 @@ def plot_loss_curve(records: list[dict[str, Any]], path: Path, title: str = "") 
         with atomic_file(path) as file:
             figure.savefig(file, format="png")
     except OSError as exc:
-        raise TrainingError(f"cannot write the loss curve {path}: {exc.strerror}.") from None
+        raise TrainingError(f"cannot write the loss curve {path}: {reason(exc)}.") from None
 
 
 class ThroughputMeter:

@@ -217,7 +217,6 @@ class EncoderSubject(GPTSubject):
 
     architecture = "bert"
     label = "BERT-style encoder"
-    sample_heading = "fill-mask sample"
     model_class = BertEncoder
     reports_bits = False  # a loss over the masked tokens only, not per byte of the text
     takes_probes = False  # no next token, head roles or sample to record
@@ -254,6 +253,9 @@ class EncoderSubject(GPTSubject):
         self, model, folder: Path, tokenizer, extra_files: dict[str, bytes], overwrite: bool
     ) -> None:
         save_encoder(model, folder, tokenizer, extra_files, overwrite)
+
+    def printed_sample(self, sample: str, tokenizer, val_data, config: TrainConfig) -> str:
+        return f"fill-mask sample:\n{sample}"
 
     def sample(self, model, tokenizer, val_data: MaskedLMDataset, config: TrainConfig) -> str:
         """The five most probable tokens for the [MASK] of each of ``SAMPLE_PROMPTS`` that

@@ -37,7 +37,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from light_llm.atomic import check_replaceable, existing_folder
-from light_llm.checkpoints.folder import is_light_llm_checkpoint
+from light_llm.checkpoints.folder import names_before_manifests
 from light_llm.checkpoints.numpy_gpt import save_numpy_gpt
 from light_llm.checkpoints.run import (
     LOSS_CURVE_FILE,
@@ -57,7 +57,13 @@ from light_llm.train.config import TrainConfig
 from light_llm.train.interrupt import StopRequest
 from light_llm.train.metrics import ThroughputMeter, plot_loss_curve
 from light_llm.train.probes import ProbeRecorder, given_prompt_ids
-from light_llm.train.records import RunRecord, sample_prompt, trainer_state, training_line
+from light_llm.train.records import (
+    RunRecord,
+    printed_sample,
+    sample_prompt,
+    trainer_state,
+    training_line,
+)
 from light_llm.train.result import SAMPLE_TEMPERATURE, TrainResult
 from light_llm.train.run_tokenizer import fewer_ids_note, tokenizer_for_run
 
@@ -148,13 +154,13 @@ def train_numpy(config: TrainConfig, *, model: NumpyGPT | None = None) -> TrainR
     check_numpy_options(config)
     cfg = config.resolve()
     run_folder = RunFolder(cfg.out)
-    check_replaceable(run_folder.checkpoint_dir, cfg.overwrite, is_light_llm_checkpoint)
+    check_replaceable(run_folder.checkpoint_dir, cfg.overwrite, names_before_manifests)
     if existing_folder(run_folder.checkpoint_dir) is not None and not cfg.overwrite:
         raise TrainingError(
             f"{run_folder.out} already holds a checkpoint; pass --overwrite to replace it or use "
             "another --out."
         )
-    run_folder.claim(cfg.overwrite, is_light_llm_checkpoint)
+    run_folder.claim(cfg.overwrite, names_before_manifests, cfg.data)
     try:
         return train_claimed(config, cfg, run_folder, model)
     finally:
@@ -295,7 +301,8 @@ def train_claimed(
     plot_loss_curve(metrics.records(), out / LOSS_CURVE_FILE, f"NumPy GPT on {tokenizer.name}")
     if cfg.sample_tokens and not result.interrupted:
         result.sample = sample(model, tokenizer, datasets["val"], cfg)
-        print("sample:\n" + result.sample, flush=True)
+        prompt = sample_prompt(tokenizer, int(datasets["val"].tokens[0]))
+        print(printed_sample(result.sample, prompt, cfg), flush=True)
     print(f"done: {iteration} iterations; checkpoint {checkpoint_dir}", flush=True)
     return result
 

@@ -18,6 +18,7 @@ import safetensors.torch
 import torch
 
 from light_llm.errors import CheckpointError
+from light_llm.untrusted import check_regular_file, read_json_object
 
 OPTIMIZER_TENSORS_FILE = "optimizer.safetensors"
 OPTIMIZER_JSON_FILE = "optimizer.json"
@@ -47,9 +48,9 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, folder: Path) -> None
     rate) stay those of ``optimizer``, which the current configuration built.
     """
     try:
+        check_regular_file(folder / OPTIMIZER_TENSORS_FILE)  # not a FIFO, not /dev/zero
         tensors = safetensors.torch.load_file(folder / OPTIMIZER_TENSORS_FILE)
-        scalars = json.loads((folder / OPTIMIZER_JSON_FILE).read_text(encoding="utf-8"))
-        scalars = scalars["scalars"]
+        scalars = read_json_object(folder / OPTIMIZER_JSON_FILE)["scalars"]
     except (
         OSError,
         ValueError,

@@ -20,7 +20,11 @@ import numpy as np
 import torch
 
 from light_llm.atomic import check_replaceable, existing_folder
-from light_llm.checkpoints.folder import check_trainable, inspect_folder, is_light_llm_checkpoint
+from light_llm.checkpoints.folder import (
+    check_trainable,
+    inspect_folder,
+    names_before_manifests,
+)
 from light_llm.checkpoints.run import (
     CHECKPOINT_SUBFOLDER,
     TRAINER_STATE_FILE,
@@ -54,6 +58,8 @@ from light_llm.train.state import check_fields
 from light_llm.train.subject import GPTSubject
 
 TIMED_FORWARDS = 2  # forward passes timed to estimate an evaluation before a --time run
+STEP_FORWARDS = 3  # a training step's cost in forward passes (the backward is about two)
+MEASURING_SHARE = 0.25  # the share of a --time budget that measuring the speed may take
 SUBJECTS = {GPTSubject.architecture: GPTSubject, EncoderSubject.architecture: EncoderSubject}
 
 
@@ -165,7 +171,7 @@ def prepare_in(
         )
 
     def claim() -> None:  # a fresh run's log waits for its first checkpoint (MetricsLog)
-        folder.claim(cfg.overwrite, is_light_llm_checkpoint)
+        folder.claim(cfg.overwrite, names_before_manifests, cfg.data)
         if saved is None:
             metrics.start_fresh()
 
@@ -241,7 +247,7 @@ def saved_run(config: TrainConfig, folder: RunFolder) -> tuple[dict[str, Any] | 
         state = read_trainer_state(checkpoint)
         check_fields(state, checkpoint / TRAINER_STATE_FILE)  # all a resume restores
         return state, checkpoint
-    check_replaceable(folder.checkpoint_dir, config.overwrite, is_light_llm_checkpoint)
+    check_replaceable(folder.checkpoint_dir, config.overwrite, names_before_manifests)
     if checkpoint is not None and not config.overwrite:
         raise TrainingError(
             f"{folder.out} already holds a training checkpoint; continue it with --resume, "
@@ -323,7 +329,28 @@ def check_budget_holds_evaluations(
             f"about {per_evaluation:.2g} s each here ({cfg.eval_iters} batches of each "
             "split); give more time or fewer --eval-iters."
         )
+    # a step: forward and backward (about three forwards) of each of its micro-batches
+    step_seconds = STEP_FORWARDS * seconds * cfg.grad_accum / dist.world_size
+    note = measuring_note(cfg, budget_s, per_evaluation + cfg.warmup_iters * step_seconds)
+    if note and dist.is_main:
+        print(note, file=sys.stderr, flush=True)
     return per_evaluation
+
+
+def measuring_note(cfg: TrainConfig, budget_s: float, measuring_s: float) -> str | None:
+    """A warning when measuring the speed (the first evaluation and the warmup's
+    iterations, :mod:`light_llm.train.budget`) would take more than
+    :data:`MEASURING_SHARE` of the --time budget, naming the smallest budget that leaves
+    most of the time to training after it; None when it fits."""
+    if measuring_s <= MEASURING_SHARE * budget_s:
+        return None
+    smallest = max(math.ceil(measuring_s / MEASURING_SHARE / 60), 1)
+    return (
+        f"warning: --time {cfg.time}: measuring the speed (the first evaluation and "
+        f"{cfg.warmup_iters} warmup iterations) takes about {measuring_s:.0f} s here, "
+        f"{measuring_s / budget_s:.0%} of the budget, which leaves little for training; "
+        f"give at least --time {smallest}m, or fewer --warmup-iters or --eval-iters."
+    )
 
 
 def check_same_run(

@@ -165,6 +165,21 @@ def trainer_state(
     }
 
 
+def printed_sample(sample: str, prompt: str, config: TrainConfig) -> str:
+    """The final sample as printed: a heading that says what it was sampled from (tokens,
+    temperature, seed, the prompt), then the text; a newline prompt is named in the heading
+    rather than printed as a blank first line."""
+    from light_llm.train.result import SAMPLE_TEMPERATURE
+
+    source = "a newline" if prompt == "\n" else f"{prompt!r}, the validation split's first token"
+    heading = (
+        f"sample: up to {config.sample_tokens} tokens sampled at temperature "
+        f"{SAMPLE_TEMPERATURE} (seed {config.seed}), continuing {source}:"
+    )
+    shown = sample.removeprefix(prompt) if prompt == "\n" else sample
+    return f"{heading}\n{shown}"
+
+
 def sample_prompt(tokenizer, first_val_token: int) -> str:
     """What the final sample continues: a newline, or the validation split's first token for a
     tokenizer that cannot encode one."""

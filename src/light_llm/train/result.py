@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SAMPLE_TEMPERATURE = 0.8
+from light_llm.sampling_options import DEFAULT_TEMPERATURE
+
+SAMPLE_TEMPERATURE = DEFAULT_TEMPERATURE  # the final sample's: generate's default
 
 
 @dataclass

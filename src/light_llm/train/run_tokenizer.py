@@ -3,10 +3,11 @@ from a folder (one written by ``light-llm tokenizer train``, a checkpoint or a r
 
 from __future__ import annotations
 
+from light_llm.cache import learned_tokenizer
 from light_llm.checkpoints import load_tokenizer
 from light_llm.data import split_train_val
 from light_llm.errors import ConfigError
-from light_llm.tokenizers import Tokenizer, get_tokenizer, train_tokenizer
+from light_llm.tokenizers import Tokenizer, get_tokenizer
 from light_llm.tokenizers.registry import TRAINED_KINDS
 from light_llm.train.config import MODEL_TOKENIZERS, TRAINED_TOKENIZER_VOCAB, TrainConfig
 
@@ -28,9 +29,10 @@ def tokenizer_for_run(config: TrainConfig, text: str) -> Tokenizer:
     name = config.tokenizer
     if name in TRAINED_KINDS:
         training_split, _ = split_train_val(text)
-        if config.vocab_size is not None:
-            return train_tokenizer(name, training_split, config.vocab_size)
-        return train_tokenizer(name, training_split, TRAINED_TOKENIZER_VOCAB[name], at_most=True)
+        if config.vocab_size is not None:  # learned once, then from the user cache
+            return learned_tokenizer(name, training_split, config.vocab_size, at_most=False)
+        default = TRAINED_TOKENIZER_VOCAB[name]
+        return learned_tokenizer(name, training_split, default, at_most=True)
     if name in MODEL_TOKENIZERS[config.model]:
         return get_tokenizer(name, text=text)
     tokenizer = load_tokenizer(name)

@@ -22,8 +22,21 @@ def vocabulary_parameters(vocab_size: int, n_embd: int, tie_embeddings: bool) ->
     return vocab_size * n_embd * (1 if tie_embeddings else 2)
 
 
+def vocabulary_remedy(model: str | None, tokenizer: str | None) -> str:
+    """How to shrink the vocabulary's tables with flags the same command accepts: a GPT
+    learns a byte-level BPE (``--tokenizer bpe``), an encoder a WordPiece vocabulary
+    (``--tokenizer wordpiece``; BPE has no [MASK])."""
+    learned = "wordpiece" if model == "bert" else "bpe"
+    if tokenizer == learned:
+        return "a smaller --vocab-size frees them"
+    return f"--tokenizer {learned} with a small --vocab-size frees them"
+
+
 def sizing_advice(
-    n_parameters: int, n_vocabulary_parameters: int, n_training_tokens: int
+    n_parameters: int,
+    n_vocabulary_parameters: int,
+    n_training_tokens: int,
+    remedy: str = "a smaller --vocab-size or --tokenizer bpe frees them",
 ) -> str | None:
     """The advice line, with the numbers, or None when the model is sized sensibly.
 
@@ -35,8 +48,7 @@ def sizing_advice(
     if share > VOCABULARY_SHARE:
         problems.append(
             f"the vocabulary's tables hold {n_vocabulary_parameters / 1e6:.2f}M of the "
-            f"{n_parameters / 1e6:.2f}M parameters ({share:.0%}; a smaller --vocab-size or "
-            "--tokenizer bpe frees them)"
+            f"{n_parameters / 1e6:.2f}M parameters ({share:.0%}; {remedy})"
         )
     ratio = n_training_tokens / n_parameters
     if ratio < TOKENS_PER_PARAMETER:

@@ -25,7 +25,7 @@ from light_llm.data import TokenDataset, encode_corpus, token_dtype
 from light_llm.generate import generate_text
 from light_llm.models.gpt import GPT
 from light_llm.train.config import TrainConfig
-from light_llm.train.records import sample_prompt
+from light_llm.train.records import printed_sample, sample_prompt
 from light_llm.train.result import SAMPLE_TEMPERATURE
 from light_llm.train.run_tokenizer import tokenizer_for_run
 
@@ -35,7 +35,6 @@ class GPTSubject:
 
     architecture = "gpt"  # TrainConfig.model of the runs it trains
     label = "GPT"  # what messages call the model
-    sample_heading = "sample"  # printed above the sample at the end
     model_class: type[torch.nn.Module] = GPT
     reports_bits = True  # a next-token loss, so also in bits per byte / character
     takes_probes = True  # light_llm.train.probes: the probes belong to a causal GPT
@@ -84,6 +83,13 @@ class GPTSubject:
     def state_fields(self) -> dict[str, Any]:
         """Fields of its own for ``trainer_state.json``."""
         return {}
+
+    def printed_sample(
+        self, sample: str, tokenizer, val_data: TokenDataset, config: TrainConfig
+    ) -> str:
+        """The final sample with a heading saying what it was sampled from."""
+        prompt = sample_prompt(tokenizer, int(val_data.tokens[0]))
+        return printed_sample(sample, prompt, config)
 
     def sample(self, model, tokenizer, val_data: TokenDataset, config: TrainConfig) -> str:
         """A short continuation of a newline (or of the validation split's first token),

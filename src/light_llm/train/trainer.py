@@ -38,7 +38,7 @@ import torch
 from tqdm.auto import tqdm
 
 from light_llm.checkpoints.run import LOSS_CURVE_FILE, trainer_state_file
-from light_llm.errors import CheckpointError, TrainingError
+from light_llm.errors import CheckpointError, TrainingError, reason
 from light_llm.generate import generate_text
 from light_llm.train.batches import micro_batch_rng
 from light_llm.train.budget import SKIPPED_ITERATIONS, iterations_for_budget, seconds_left
@@ -54,7 +54,7 @@ from light_llm.train.probes import ProbeRecorder
 from light_llm.train.records import trainer_state, training_line
 from light_llm.train.result import TrainResult
 from light_llm.train.run_tokenizer import fewer_ids_note
-from light_llm.train.sizing import sizing_advice, vocabulary_parameters
+from light_llm.train.sizing import sizing_advice, vocabulary_parameters, vocabulary_remedy
 
 __all__ = ["Trainer", "saved_run_config", "train", "train_mlm"]
 
@@ -371,7 +371,7 @@ class Trainer:
                 raise TrainingError(str(exc)) from None
             except OSError as exc:
                 raise TrainingError(
-                    f"cannot write the checkpoint {folder}: {exc.strerror or exc}."
+                    f"cannot write the checkpoint {folder}: {reason(exc)}."
                 ) from None
 
         run.dist.on_main(write, run.device)
@@ -400,7 +400,8 @@ class Trainer:
             result.sample = run.subject.sample(
                 run.raw_model, run.tokenizer, run.val_data, run.config
             )
-            print(f"{run.subject.sample_heading}:\n{result.sample}", flush=True)
+            subject, config = run.subject, run.config
+            print(subject.printed_sample(result.sample, run.tokenizer, run.val_data, config))
         print(
             f"done: {result.iteration} iterations; checkpoint {run.folder.checkpoint_dir}, "
             f"metrics {run.record.metrics.path}, loss curve {out / LOSS_CURVE_FILE}",
@@ -435,6 +436,7 @@ def announce(run: PreparedRun) -> None:
         parameters,
         vocabulary_parameters(model.vocab_size, model.n_embd, model.tie_embeddings),
         len(run.train_data),
+        vocabulary_remedy(cfg.model, cfg.tokenizer),
     )
     iteration = run.progress.iteration
     for note in (fewer_ids_note(cfg, tokenizer), advice):

@@ -1,0 +1,176 @@
+"""Classes 1-3 of issue 27: everything `light-llm train` writes in its output folder keeps the
+promise "saving never deletes a file light-llm did not write".
+
+1. A user's own file where a run writes (metrics.jsonl, the token cache, the loss curve, the
+   lock) is refused before anything is written; the corpus itself (--data) is never written,
+   whatever the flags.
+2. A link in a run folder (one that came in someone else's tarball) is never written through,
+   even where the folder's manifest names the file.
+3. A checkpoint from before manifests has only light-llm's own file names replaced: a user's
+   notes.txt beside it survives `train --resume`, `merge --out` and `save`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from light_llm.atomic import FOLDER_MANIFEST
+from light_llm.checkpoints import load, save
+from light_llm.checkpoints.run import RUN_FILES, RUN_FOLDERS
+from light_llm.errors import OutputError
+from tests.reliability.conftest import assert_refused, run_cli, snapshot
+from tests.train.helpers import tiny_flags
+
+
+def copy_of(run, tmp_path):
+    return shutil.copytree(run, tmp_path / "out", symlinks=True)
+
+
+# --------------------------------------------------------------------------- class 1
+@pytest.mark.parametrize("name", RUN_FILES)
+@pytest.mark.parametrize("overwrite", [False, True], ids=["", "overwrite"])
+def test_a_users_file_where_train_writes_is_refused(capsys, tmp_path, corpus, name, overwrite):
+    out = tmp_path / "out"
+    (out / name).parent.mkdir(parents=True, exist_ok=True)
+    (out / name).write_bytes(b"the user's own bytes\n")
+    before = snapshot(tmp_path)
+    flags = tiny_flags(corpus, out, max_iters=1, overwrite=overwrite)
+    code, _, err = run_cli(capsys, "train", *flags)
+    if overwrite:  # asked for: replaced, as --overwrite replaces a foreign checkpoint folder
+        assert code == 0, err
+        return
+    assert_refused(code, err, str(out / name), "--overwrite")
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("name", [*RUN_FILES, "checkpoint/notes.txt"])
+@pytest.mark.parametrize("overwrite", [False, True], ids=["", "overwrite"])
+@pytest.mark.parametrize("how", ["itself", "hard link"])
+def test_the_corpus_is_never_written(capsys, tmp_path, corpus, name, overwrite, how):
+    out = tmp_path / "out"
+    data = out / name
+    data.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(corpus, data)
+    if how == "hard link":
+        os.link(data, tmp_path / "corpus.txt")
+        data = tmp_path / "corpus.txt"
+    before = snapshot(tmp_path)
+    code, _, err = run_cli(capsys, "train", *tiny_flags(data, out, overwrite=overwrite))
+    assert_refused(code, err, "corpus")
+    assert snapshot(tmp_path) == before
+
+
+def test_a_run_folder_from_before_manifests_is_continued(capsys, tmp_path, finished_run):
+    out = copy_of(finished_run, tmp_path)
+    (out / FOLDER_MANIFEST).unlink()  # as every run folder before this change
+    code, _, err = run_cli(capsys, "train", "--out", out, "--resume", "--max-iters", "4")
+    assert code == 0, err
+    assert (out / FOLDER_MANIFEST).is_file()
+
+
+def test_a_run_is_started_again_in_its_own_folder(capsys, tmp_path, corpus, finished_run):
+    out = copy_of(finished_run, tmp_path)
+    code, _, err = run_cli(capsys, "train", *tiny_flags(corpus, out, max_iters=2, overwrite=True))
+    assert code == 0, err
+
+
+# --------------------------------------------------------------------------- class 2
+def link_out(out, name, target):
+    path = out / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    path.symlink_to(target)
+
+
+@pytest.mark.parametrize("name", [*RUN_FILES, *RUN_FOLDERS])
+@pytest.mark.parametrize("folder", ["fresh", "finished run", "run without manifest"])
+def test_a_link_in_a_run_folder_is_never_written_through(
+    capsys, tmp_path, corpus, finished_run, name, folder
+):
+    if folder == "fresh":
+        out = tmp_path / "out"
+        out.mkdir()
+    else:
+        out = copy_of(finished_run, tmp_path)
+        if folder == "run without manifest":
+            (out / FOLDER_MANIFEST).unlink()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    target = elsewhere / "bashrc"
+    target.write_text("export PATH=/usr/bin\n")
+    if name in RUN_FOLDERS:
+        shutil.rmtree(out / name, ignore_errors=True)
+        target = elsewhere
+    link_out(out, name, target)
+    before = snapshot(elsewhere)
+    resume = folder != "fresh" and name not in ("checkpoint",)
+    flags = ["--out", out, "--resume", "--max-iters", "4"] if resume else tiny_flags(corpus, out)
+    code, _, err = run_cli(capsys, "train", *flags)
+    assert_refused(code, err, "link", str(out / name))
+    assert snapshot(elsewhere) == before
+    assert (out / name).is_symlink()
+
+
+@pytest.mark.parametrize("name", ["metrics.jsonl", ".light-llm.lock"])
+def test_a_hard_link_written_in_place_is_refused(capsys, tmp_path, finished_run, name):
+    out = copy_of(finished_run, tmp_path)
+    precious = tmp_path / "bashrc"
+    precious.write_text("export PATH=/usr/bin\n")
+    (out / name).unlink(missing_ok=True)
+    os.link(precious, out / name)  # listed in the manifest, yet the user's file
+    code, _, err = run_cli(capsys, "train", "--out", out, "--resume", "--max-iters", "4")
+    assert_refused(code, err, "hard link", name)
+    assert precious.read_text() == "export PATH=/usr/bin\n"
+
+
+def test_a_fifo_where_train_writes_is_refused(capsys, tmp_path, corpus):
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / "metrics.jsonl")
+    code, _, err = run_cli(capsys, "train", *tiny_flags(corpus, out, overwrite=True))
+    assert_refused(code, err, "regular file")
+
+
+# --------------------------------------------------------------------------- class 3
+def without_manifest_and_with_notes(checkpoint):
+    (checkpoint / FOLDER_MANIFEST).unlink()
+    (checkpoint / "notes.txt").write_text("what I learned from this model\n")
+
+
+def test_train_resume_keeps_a_users_file_in_a_checkpoint_from_before_manifests(
+    capsys, tmp_path, finished_run
+):
+    out = copy_of(finished_run, tmp_path)
+    without_manifest_and_with_notes(out / "checkpoint")
+    before = snapshot(out / "checkpoint")
+    code, _, err = run_cli(capsys, "train", "--out", out, "--resume", "--max-iters", "4")
+    assert_refused(code, err, "notes.txt", "--overwrite")
+    assert snapshot(out / "checkpoint") == before
+
+
+def test_merge_keeps_a_users_file_in_a_checkpoint_from_before_manifests(
+    capsys, tmp_path, lora_run, finished_run
+):
+    target = shutil.copytree(finished_run / "checkpoint", tmp_path / "merged")
+    without_manifest_and_with_notes(target)
+    before = snapshot(target)
+    code, _, err = run_cli(capsys, "merge", "--checkpoint", lora_run, "--out", target)
+    assert_refused(code, err, "notes.txt")
+    assert snapshot(target) == before
+
+
+def test_save_replaces_only_light_llms_names_in_a_checkpoint_from_before_manifests(
+    tmp_path, finished_run
+):
+    target = shutil.copytree(finished_run / "checkpoint", tmp_path / "ck")
+    model = load(target)
+    (target / FOLDER_MANIFEST).unlink()
+    save(model, target)  # only light-llm's names: replaced
+    without_manifest_and_with_notes(target)
+    before = snapshot(target)
+    with pytest.raises(OutputError, match="notes.txt"):
+        save(model, target)
+    assert snapshot(target) == before
