@@ -9,8 +9,8 @@ and does ~2 flops per weight byte or less, so its speed is bounded by memory ban
 ``bandwidth`` is this machine's, measured by a plain copy of a buffer larger than the caches
 (bytes read + bytes written over the seconds, STREAM's "copy" convention) and cached per machine
 in ``bandwidth.json`` of the user cache folder (:func:`light_llm.cache.cache_root`). The
-number of threads decoding runs fastest on is measured the same way, once per machine and model shape
-(:func:`decode_threads`): a tiny model's steps are too small to share between cores.
+number of threads decoding runs fastest on is measured the same way, once per machine and model
+shape (:func:`decode_threads`): a tiny model's steps are too small to share between cores.
 """
 
 from __future__ import annotations

@@ -82,7 +82,8 @@ def test_eval_scores_the_training_corpus_validation_split(trained, capsys):
 
 def test_eval_iters_reproduces_the_trainers_last_val_loss(trained, capsys):
     _, out = trained
-    last = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    last = [line for line in lines if line["kind"] == "eval"][-1]
     assert main(["eval", "--checkpoint", str(out), "--eval-iters", "2"]) == 0
     loss, _ = printed_loss(capsys)
     assert loss == pytest.approx(last["val_loss"], abs=1e-4)
@@ -202,7 +203,8 @@ def printed_loss_of(capsys, name):
 
 def test_bert_eval_iters_reproduces_the_trainers_last_val_loss(trained_bert, capsys):
     _, out = trained_bert
-    last = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    last = [line for line in lines if line["kind"] == "eval"][-1]
     assert main(["eval", "--checkpoint", str(out), "--eval-iters", "2"]) == 0
     assert printed_loss_of(capsys, "masked-LM loss") == pytest.approx(last["val_loss"], abs=1e-4)
 

@@ -220,11 +220,17 @@ def test_the_page_shows_what_the_api_computes(server, browser, tmp_path):
     assert [chip.get_attribute("title") for chip in chips] == [f"id {i}" for i in tokens["ids"]]
 
     # the next-token table at temperature 1, then after moving the temperature to 0.5
-    wait_for(driver, lambda d: page_table(d) == api_table(server, prompt, 1.0), "table at τ = 1")
+    # the slider starts at the library's default temperature (generate's), then moves
+    start = httpx.get(server + "api/model").json()["defaults"]["temperature"]
+    assert driver.find_element(By.ID, "temperature-value").text == f"{start:g}"
+    wait_for(driver, lambda d: page_table(d) == api_table(server, prompt, start), "table at τ0")
     slider = driver.find_element(By.ID, "temperature")
     slider.send_keys(*([Keys.ARROW_LEFT] * 10))
-    assert driver.find_element(By.ID, "temperature-value").text == "0.5"
-    wait_for(driver, lambda d: page_table(d) == api_table(server, prompt, 0.5), "table at τ = 0.5")
+    lower = round(start - 0.5, 2)
+    assert driver.find_element(By.ID, "temperature-value").text == f"{lower:g}"
+    wait_for(
+        driver, lambda d: page_table(d) == api_table(server, prompt, lower), "table at τ - 0.5"
+    )
 
     # one small heatmap per layer and head
     attention = httpx.post(server + "api/attention", json={"prompt": prompt}).json()
@@ -256,7 +262,7 @@ def test_the_page_shows_what_the_api_computes(server, browser, tmp_path):
     wait_for(driver, lambda d: status.get_attribute("data-state") in finished, "generation")
     assert status.get_attribute("data-state") == "done"
     shown = driver.find_element(By.ID, "generated").get_attribute("data-text")
-    body = {"prompt": prompt, "max_new_tokens": 15, "temperature": 0.5, "seed": 7}
+    body = {"prompt": prompt, "max_new_tokens": 15, "temperature": lower, "seed": 7}
     assert shown == api_generation(server, body)
     pieces = texts(driver, "#generated .gen-token")
     assert "".join(pieces).replace("\n", "") == shown.replace("\n", "")

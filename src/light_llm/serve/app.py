@@ -213,7 +213,8 @@ def create_app(
 
     @app.get("/api/model")
     def model_card() -> dict[str, Any]:
-        return explorer.card()
+        # the library's sampling defaults, which the page's controls start from
+        return {**explorer.card(), "defaults": {"temperature": DEFAULT_TEMPERATURE}}
 
     @app.post("/api/tokenize")
     def tokenize(body: TokenizeBody) -> dict[str, Any]:

@@ -136,6 +136,12 @@ function drawFlow() {
         el("div", { class: "flow-row" }, ...stage.stages.map((inner, j) => stageBox(inner, `${s}.${j}`)))));
     } else rows.push(el("div", { class: "flow-row" }, stageBox(stage, String(s))));
   });
+  if (flowState.open === null) { // at first: the first layer's attention, formula and numbers
+    const first = result.stages.findIndex((stage) => stage.key === "layer");
+    const inner = result.stages[first].stages.findIndex((stage) => stage.key === "pattern");
+    flowState.open = `${first}.${inner}`;
+    rows.forEach((row) => row.querySelectorAll(".flow-stage").forEach((b) => b.classList.toggle("open", b.dataset.path === flowState.open)));
+  }
   $("#flow").replaceChildren(...rows);
   const open = flowState.open && findStage(flowState.open);
   if (open) showStage(open);
