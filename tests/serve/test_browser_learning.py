@@ -19,6 +19,7 @@ from light_llm.checkpoints.probes import probe_iterations, read_probe
 from light_llm.checkpoints.run import read_trainer_state
 from light_llm.errors import CheckpointError
 from light_llm.inspect.probe import take_probe
+from light_llm.train.probes import PROBE_SLICE_WINDOWS
 from tests.serve.test_browser import (  # noqa: F401 (fixtures)
     browser,
     light_llm_command,
@@ -162,8 +163,22 @@ def test_a_run_is_followed_live_and_replayed_after_a_kill(browser, tmp_path):  #
             model, tokenizer = load(out), load_tokenizer(out)
             record = read_probe(out, saved)
             val = np.fromfile(out / "data" / "val.bin", dtype=np.uint16)
-            fresh = take_probe(model, tokenizer, record["prompt"]["ids"], val[: 4 * 16 + 1])
-            wait_for(driver, lambda d: texts(d, ".probe-next .p-before"), "the next-token panel")
+            fresh = take_probe(
+                model, tokenizer, record["prompt"]["ids"], val[: PROBE_SLICE_WINDOWS * 16 + 1]
+            )
+            wait_for(
+                driver,
+                lambda d: (
+                    texts(d, ".probe-panel > .muted")[:1]
+                    == [
+                        t
+                        for t in texts(d, ".probe-panel > .muted")[:1]
+                        if t.startswith(f"iteration {saved:,},")
+                    ]
+                    and texts(d, ".probe-panel > .muted")
+                ),
+                "the panel of the checkpoint's iteration",
+            )
             shown = [float(x) for x in texts(driver, ".probe-next .p-before")]
             np.testing.assert_allclose(shown, fresh["next_token"]["probs"], atol=1e-4)
             screenshot(driver, tmp_path, "explorer-learning.png")

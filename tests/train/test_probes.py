@@ -190,7 +190,9 @@ def test_each_probe_adds_a_point_of_the_slices_loss_in_bits_per_byte(corpus, tmp
     points = [line for line in lines if line["kind"] == "probe"]
     assert [point["iter"] for point in points] == probe_iterations(tmp_path)
     record = read_probe(tmp_path, 10)
-    scored = np.fromfile(tmp_path / "data" / "val.bin", dtype=np.uint16)[1 : 4 * 16 + 1]
+    scored = np.fromfile(tmp_path / "data" / "val.bin", dtype=np.uint16)[
+        1 : PROBE_SLICE_WINDOWS * 16 + 1
+    ]
     text_bytes = len(load_tokenizer(tmp_path).decode(scored.tolist()).encode("utf-8"))
     expected = record["slice_loss"] * len(scored) / (np.log(2) * text_bytes)
     assert points[-1]["bpb"] == pytest.approx(expected, rel=1e-9)

@@ -174,6 +174,25 @@ class ImportanceTable:
     n_tokens: int
 
 
+def layer_heads_ablated(inspector, inputs, targets, resid, clean, heads, patches) -> np.ndarray:
+    """The token losses (n, B, T) with each of the heads ``patches[heads]`` (all of one layer)
+    ablated alone, in one forward over n copies of the batch: copy j has head_out of that layer
+    replaced by its clean value with head j's slice set to the ablation's value (the layer's
+    input is the clean one, so its other heads' outputs are the clean ones)."""
+    layer = patches[heads[0]].layer
+    n, B = len(heads), inputs.shape[0]
+    value = np.tile(clean.activations[f"head_out.{layer}"], (n, 1, 1, 1))  # (n B, T, nh, d)
+    for j, index in enumerate(heads):
+        value[j * B : (j + 1) * B, :, patches[index].head] = patches[index].value
+    trace = inspector.run(
+        np.tile(inputs, (n, 1)),
+        patches=[Patch("head_out", layer, value=value)],
+        targets=np.tile(targets, (n, 1)),
+        start=(layer, np.tile(resid, (n, 1, 1))),
+    )
+    return trace.token_losses.reshape(n, B, -1)
+
+
 def head_importance(
     model, ids, *, method: str = "zero", mlps: bool = True, tokenizer=None
 ) -> ImportanceTable:
@@ -189,17 +208,30 @@ def head_importance(
         names += [f"L{l}MLP" for l in range(config.n_layer)]
     patches = ablation_patches(inspector, names, method, ids, tokenizer)
     clean_total, ablated_totals, count = 0.0, np.zeros(len(patches)), 0
-    starts = [f"resid_pre.{layer}" for layer in range(config.n_layer)]
-    per_token = config.vocab_size + config.n_layer * config.n_embd
+    L = config.n_layer
+    recorded = [f"resid_pre.{layer}" for layer in range(L)] + [f"head_out.{l}" for l in range(L)]
+    # each batch is run once per layer with its heads ablated side by side: n_head copies
+    per_token = (config.vocab_size + 2 * L * config.n_embd) * config.n_head
     for inputs, targets, _ in scoring_batches(inspector, ids, tokenizer, per_token):
-        clean = inspector.run(inputs, record=starts, targets=targets)
+        clean = inspector.run(inputs, record=recorded, targets=targets)
         scored = targets != -1
         clean_total += float(clean.token_losses[scored].sum(dtype=np.float64))
         count += int(scored.sum())
-        for index, patch in enumerate(patches):  # from its own layer: nothing before changes
-            start = (patch.layer, clean.activations[f"resid_pre.{patch.layer}"])
-            trace = inspector.run(inputs, patches=[patch], targets=targets, start=start)
-            ablated_totals[index] += float(trace.token_losses[scored].sum(dtype=np.float64))
+        for layer in range(L):  # from its own layer: nothing before it changes
+            resid = clean.activations[f"resid_pre.{layer}"]
+            heads = [i for i, p in enumerate(patches) if p.layer == layer and p.site == "head_out"]
+            if heads:  # every head of the layer in one forward, one copy of the batch each
+                losses = layer_heads_ablated(
+                    inspector, inputs, targets, resid, clean, heads, patches
+                )
+                for index, loss in zip(heads, losses, strict=True):
+                    ablated_totals[index] += float(loss[scored].sum(dtype=np.float64))
+            for index, patch in enumerate(patches):
+                if patch.layer == layer and patch.site != "head_out":
+                    trace = inspector.run(
+                        inputs, patches=[patch], targets=targets, start=(layer, resid)
+                    )
+                    ablated_totals[index] += float(trace.token_losses[scored].sum(dtype=np.float64))
     loss = clean_total / count
     deltas = ablated_totals / count - loss
     n_heads = config.n_layer * config.n_head

@@ -34,7 +34,7 @@ from light_llm.reference.softmax import softmax_forward
 PROBE_VERSION = 1
 PROBE_TOP_K = 10  # next tokens kept
 PROBE_DECIMALS = 5
-PROBE_SAMPLE_TOKENS = 48  # new tokens of the probe's sample
+PROBE_SAMPLE_TOKENS = 24  # new tokens of the probe's sample (a line of text: cheap to draw)
 PROBE_SAMPLE_TEMPERATURE = 0.8  # as the end-of-run sample
 PROBE_ROLE_SEQUENCES = 4  # random sequences of the induction test
 

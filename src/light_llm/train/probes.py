@@ -9,7 +9,7 @@ and a sample, as the model was at each recorded iteration.
                      run); 0: no probes at all
     probe_prompt     None: "It is the east, and Juliet is the" on Shakespeare, else the
                      first 32 tokens of the validation split (both cut to the context)
-    the slice        the validation split's first 4 windows of the context
+    the slice        the validation split's first 2 windows of the context
 
 A probe runs in float32 with dropout off on rank 0 alone, and costs about 2% of the default
 run's training time (benchmarks/bench_probes.py).
@@ -31,7 +31,7 @@ from light_llm.train.metrics import bits_per_unit
 
 DEFAULT_PROBE_PROMPT = "It is the east, and Juliet is the"  # mid-sentence: "sun" follows
 PROBE_PROMPT_TOKENS = 32  # of the validation split, for a corpus of the learner's own
-PROBE_SLICE_WINDOWS = 4  # windows of the context that the importance table reads
+PROBE_SLICE_WINDOWS = 2  # windows of the context that the importance table reads
 EVALUATIONS_PER_PROBE_DEFAULT = 5  # probes between two evaluations by default
 MIN_DEFAULT_PROBE_INTERVAL = 10  # ... but no more often than this (evaluations aside)
 

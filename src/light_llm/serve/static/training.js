@@ -78,11 +78,13 @@ async function showIteration(iteration) {
     const key = `${run.index}:${at}`;
     if (at === null) { trainingState.probes[run.index] = { error: `${run.name} has no probe at or before iteration ${iteration}.` }; return; }
     if (trainingState.probes[run.index] && trainingState.probes[run.index].key === key) return;
+    let entry;
     try {
-      trainingState.probes[run.index] = { key, record: await api(`/api/runs/${run.index}/probes/${at}`) };
-    } catch (exc) { trainingState.probes[run.index] = { key, error: exc.message }; }
+      entry = { key, record: await api(`/api/runs/${run.index}/probes/${at}`) };
+    } catch (exc) { entry = { key, error: exc.message }; }
+    if (trainingState.iteration === iteration) trainingState.probes[run.index] = entry; // not a slower, older answer
   }));
-  drawProbes();
+  if (trainingState.iteration === iteration) drawProbes();
 }
 
 // ---------------------------------------------------------------- the curves
