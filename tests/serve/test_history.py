@@ -5,10 +5,16 @@ checkpoint picked up while the server runs."""
 import json
 import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
+import httpx
 import pytest
 
+import light_llm
 from light_llm.checkpoints.probes import probe_file, probe_iterations, read_probe
 from light_llm.checkpoints.run import LOCK_FILE, MetricsLog, evaluation_records
 from light_llm.cli import main
@@ -108,3 +114,31 @@ def test_a_newer_checkpoint_replaces_the_served_model(runs, tmp_path):
     after = client.post("/api/next-token", json={"prompt": "the king"}).json()
     assert after["tokens"] != before["tokens"]
     assert json.dumps(client.get("/api/runs").json()[0]["probes"][-1]) == "20"
+
+
+def test_train_serve_starts_the_explorer_beside_the_run_and_stops_on_ctrl_c(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus.txt", n_lines=300)
+    out = tmp_path / "run"
+    flags = [str(flag) for flag in tiny_flags(corpus, out, tokenizer="char", max_iters=20)]
+    command = [sys.executable, "-m", "light_llm", "train", *flags, "--serve", "0"]
+    source = str(Path(light_llm.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([source, os.environ.get("PYTHONPATH", "")])}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    try:
+        url, ended = None, False
+        for line in process.stdout:  # the server's address; the run's end (either first)
+            url = line.split()[1] if line.startswith("open ") else url
+            ended = ended or line.startswith("training has ended")  # the explorer stays up
+            if url and ended:
+                break
+        assert url is not None and ended
+        runs = httpx.get(url + "api/runs").json()
+        assert runs[0]["probes"] == probe_iterations(out) and runs[0]["probes"][-1] == 20
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+        with pytest.raises(httpx.TransportError):  # the explorer stopped with it
+            httpx.get(url + "api/runs", timeout=5)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -420,7 +420,10 @@ class ExplorerBeside:
         self.stopped.set()
         if self.process is None or self.process.poll() is not None:
             return status
-        print("training has ended; the explorer stays up with its history (Ctrl-C stops it)")
+        print(
+            "training has ended; the explorer stays up with its history (Ctrl-C stops it)",
+            flush=True,
+        )
         try:
             self.process.wait()
         except KeyboardInterrupt:
