@@ -29,7 +29,6 @@ from light_llm.inspect.ablation import head_importance
 from light_llm.inspect.heads import head_roles, patterns
 from light_llm.inspect.inspector import Inspector
 from light_llm.inspect.lens import logit_lens, top_tokens
-from light_llm.reference.softmax import softmax_forward
 
 PROBE_VERSION = 1
 PROBE_TOP_K = 10  # next tokens kept
@@ -67,7 +66,7 @@ def take_probe(
     }
     pattern, _ = patterns(inspector, ids[None])  # (L, 1, nh, T, T)
     record["attention"] = rounded(pattern[:, 0])
-    lens = logit_lens(inspector, ids, top_k=1)
+    lens = logit_lens(inspector, ids, top_k=1, keep_log_probs=True)
     record["lens"] = {
         "stages": lens.stages,
         "top_ids": lens.top_ids[..., 0].tolist(),
@@ -84,8 +83,7 @@ def take_probe(
     }
     if inspector.encoder:
         return record
-    logits = inspector.run(ids[None]).logits[0, -1].astype(np.float64)  # (V,)
-    probs, _ = softmax_forward(logits)
+    probs = np.exp(lens.log_probs[-1, -1])  # the last stage is the model's output: (V,)
     top = top_tokens(probs, min(PROBE_TOP_K, config.vocab_size))
     record["next_token"] = {
         "ids": top.tolist(),

@@ -111,9 +111,7 @@ class ExplorerModel:
         self.folder = folder.path
         self.origin = origin
         self.is_encoder = folder.holds_encoder
-        self.model = self.load_model()
-        self.tokenizer = load_tokenizer(folder.path)
-        check_tokenizer_matches_model(self.tokenizer, self.model.config.vocab_size, folder.path)
+        self.model, self.tokenizer = self.load_checkpoint()
         # a training output folder OUT holds OUT/checkpoint and OUT/metrics.jsonl
         parent = self.folder.parent
         is_run = self.folder.name == CHECKPOINT_SUBFOLDER and (parent / METRICS_FILE).is_file()
@@ -128,11 +126,14 @@ class ExplorerModel:
         self.training = self.read_training()
         self.history = self.loaded_history()
 
-    def load_model(self):
+    def load_checkpoint(self):
         """The model in the folder (an int8 checkpoint as its float weights q s: the page looks
-        inside the weights)."""
+        inside the weights) and its tokenizer, checked to match."""
         architecture = "bert" if self.is_encoder else "gpt"
-        return load(self.folder, architecture=architecture, dequantize=True)
+        model = load(self.folder, architecture=architecture, dequantize=True)
+        tokenizer = load_tokenizer(self.folder)
+        check_tokenizer_matches_model(tokenizer, model.config.vocab_size, self.folder)
+        return model, tokenizer
 
     def reload_if_replaced(self) -> bool:
         """Load the checkpoint again when its folder was replaced since (a run still training
@@ -142,9 +143,7 @@ class ExplorerModel:
         if stamp is None or stamp == self.stamp:
             return False
         try:
-            model = self.load_model()
-            tokenizer = load_tokenizer(self.folder)
-            check_tokenizer_matches_model(tokenizer, model.config.vocab_size, self.folder)
+            model, tokenizer = self.load_checkpoint()
         except LightLLMError:
             return False
         with self.forward_lock:
