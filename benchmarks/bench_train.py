@@ -1,46 +1,79 @@
-"""Training speed on the CPU: light-llm's GPT against HuggingFace transformers' GPT-2 of the
-same shape, with the same optimiser, measured side by side in one process.
+"""Training speed on the CPU: light-llm's training step against HuggingFace transformers' GPT-2
+of the same shape measured side by side in one process, against nanoGPT's own ``train.py``
+in a subprocess, and against the machine: a CPU "MFU" (light_llm.train.mfu), the matmul
+FLOP/s a step achieves (FLOPs a token from ModelCounts) over the peak of a large matmul
+measured in this process in the same number format.
 
-One training step, for both models: forward on a (B, T) batch, mean next-token
-cross-entropy (computed the same way from the logits), backward, global-norm clipping at 1.0,
-AdamW with decay on matrices only (light_llm.train.optim.configure_adamw for both), zero
-grads. Each model runs in float32 and under bfloat16 autocast; light-llm's bfloat16 step
-uses the attention kernel its trainer picks on the CPU (PyTorch's math kernel, see
-light_llm.train.precision.attention_kernels), and transformers runs under bfloat16 both with
-its own choice and with that same kernel, so every ratio can be read like for like. The
-variants take turns: every round times ``--steps`` steps of each, and the median tokens/s
-over ``--rounds`` rounds is reported, so load from other work on a shared machine hits all
-variants alike. The process keeps freed memory for reuse
-(:func:`light_llm.train.cpu_allocator.keep_freed_memory`), as ``light-llm train`` does.
+light-llm's step is the trainer's (``recipe_sweep.step_timer``: the preset's model and
+optimizer, autocast and attention as ``light-llm train --dtype D`` runs them). transformers'
+step, for the GPT-2-like shapes only: forward on a (B, T) batch, mean next-token
+cross-entropy, backward, global-norm clipping at 1.0, AdamW with decay on matrices only
+(light_llm.train.optim.configure_adamw), zero grads; in float32 and under bfloat16 autocast,
+with its own attention kernel and with PyTorch's math kernel. The variants take turns: every
+round times ``--steps`` steps of each, and the median tokens/s over ``--rounds`` rounds is
+reported, so load from other work on a shared machine hits all variants alike. The process
+keeps freed memory for reuse (:func:`light_llm.train.cpu_allocator.keep_freed_memory`), as
+``light-llm train`` does.
 
-Shapes: nanoGPT's CPU recipe (the char-baby preset: 4 layers, 4 heads, 128 wide, context 64,
-batch 12) and its shakespeare-char preset (6 layers, 6 heads, 384 wide, context 256, batch
-64, dropout 0.2), vocabulary 65.
+nanoGPT (``--nanogpt-dir DIR``, a checkout of github.com/karpathy/nanoGPT; nothing of it is
+copied here): its ``train.py`` runs in a subprocess on the nanogpt-cpu shape with its README's
+CPU settings (device=cpu, compile=False, 4 layers, 4 heads, 128 wide, context 64, batch 12,
+dropout 0, float32 as nanoGPT always trains on a CPU) for ``--nanogpt-iters`` iterations on
+the packaged Shakespeare (written as its character-level train.bin / val.bin / meta.pkl in
+a temporary folder), after light-llm's rounds; its "iter N: ... time X ms" lines give its
+tokens/s (the median over the iterations after the first 5; its evaluation at iteration 0 is
+left out), and its MFU is counted with the same ModelCounts and float32 peak.
 
-    PYTHONPATH=src python benchmarks/bench_train.py [--shapes char-baby shakespeare-char]
-        [--rounds 5] [--steps 10] [--threads N]
+Shapes: nanoGPT's CPU recipe (nanogpt-cpu: 4 layers, 4 heads, 128 wide, context 64, batch
+12, vocabulary 65), light-llm's default (bpe-cpu: 96 wide, batch 32, vocabulary 768) and
+nanoGPT's shakespeare-char preset (6 layers, 6 heads, 384 wide, context 256, batch 64,
+dropout 0.2, vocabulary 65).
+
+    PYTHONPATH=src python benchmarks/bench_train.py [--shapes nanogpt-cpu bpe-cpu]
+        [--rounds 5] [--steps 10] [--threads N] [--nanogpt-dir DIR] [--nanogpt-iters 40]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import pickle
+import re
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
+from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 import transformers
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from light_llm.config import preset
-from light_llm.models.gpt import GPT
+from light_llm.shakespeare import shakespeare_text
+from light_llm.train.config import PRESET_RECIPES
 from light_llm.train.cpu_allocator import keep_freed_memory
+from light_llm.train.mfu import (
+    matmul_dtype,
+    model_flops_utilisation,
+    peak_matmul_flops,
+    train_flops_per_token,
+)
 from light_llm.train.optim import clip_grad_norm, configure_adamw
-from light_llm.train.precision import attention_kernels, autocast
+from light_llm.train.precision import autocast
 
-BATCH_SIZES = {"char-baby": 12, "shakespeare-char": 64}
-VOCAB_SIZE = 65
+sys.path.insert(0, os.path.dirname(__file__))
+from recipe_sweep import step_timer  # noqa: E402
+
+VOCAB_SIZES = {"nanogpt-cpu": 65, "bpe-cpu": 768, "shakespeare-char": 65}
+GPT2_LIKE = ("nanogpt-cpu", "shakespeare-char")  # transformers' GPT-2 has their architecture
+NANOGPT_LINE = re.compile(r"^iter (\d+): loss [-\d.naninf]+, time ([\d.]+)ms", re.MULTILINE)
+NANOGPT_SKIPPED = 5  # its first iterations: allocator and kernels warming up
 
 
 def hf_gpt2_like(config) -> torch.nn.Module:
@@ -63,120 +96,186 @@ def hf_gpt2_like(config) -> torch.nn.Module:
     return model
 
 
-def light_logits(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-    return model(x)[0]
-
-
-def hf_logits(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-    return model(input_ids=x).logits
-
-
-def make_step(
-    model: torch.nn.Module,
-    logits_of: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor],
-    dtype: str,
-    math_attention: bool,
-) -> Callable[[torch.Tensor, torch.Tensor], float]:
-    """One training step of ``model``; ``math_attention`` selects PyTorch's math attention
-    kernel (what light-llm's trainer does under bfloat16 on the CPU)."""
+def hf_step(config, dtype: str, math_attention: bool) -> Callable[[torch.Tensor], None]:
+    """One training step of transformers' GPT-2 of ``config``'s shape on a (B, T + 1) batch;
+    ``math_attention`` selects PyTorch's math attention kernel."""
+    model = hf_gpt2_like(config)
     optimizer = configure_adamw(model, 0.1, 1e-3, (0.9, 0.99), "cpu")
     device = torch.device("cpu")
-    kernels = (lambda: attention_kernels(device, dtype)) if math_attention else nullcontext
     model.train()
 
-    def step(x: torch.Tensor, y: torch.Tensor) -> float:
-        with autocast(device, dtype), kernels():
-            logits = logits_of(model, x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), y.reshape(-1))
+    def step(batch: torch.Tensor) -> None:
+        kernels = sdpa_kernel([SDPBackend.MATH]) if math_attention else nullcontext()
+        with autocast(device, dtype), kernels:
+            logits = model(input_ids=batch[:, :-1]).logits
+        loss = F.cross_entropy(
+            logits.reshape(-1, logits.size(-1)).float(), batch[:, 1:].reshape(-1)
+        )
         loss.backward()
         clip_grad_norm(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        return loss.item()
 
     return step
 
 
-def tokens_per_second(step, batch_size: int, block_size: int, steps: int, seed: int) -> float:
+def tokens_per_second(step, batch_size: int, block_size: int, vocab: int, steps: int, seed: int):
     generator = torch.Generator().manual_seed(seed)
     batches = [
-        torch.randint(0, VOCAB_SIZE, (batch_size, block_size + 1), generator=generator)
+        torch.randint(0, vocab, (batch_size, block_size + 1), generator=generator)
         for _ in range(steps)
     ]
     start = time.perf_counter()
     for batch in batches:
-        step(batch[:, :-1], batch[:, 1:])
+        step(batch)
     return steps * batch_size * block_size / (time.perf_counter() - start)
 
 
-def bench_shape(name: str, rounds: int, steps: int) -> dict[str, float]:
-    config = preset(name, vocab_size=VOCAB_SIZE)
-    batch_size = BATCH_SIZES[name]
-    builders = {
-        # label: (model factory, logits function, dtype, math attention kernel)
-        "light-llm float32": (lambda: GPT(config), light_logits, "float32", False),
-        "light-llm bfloat16": (lambda: GPT(config), light_logits, "bfloat16", True),
-        "transformers float32": (lambda: hf_gpt2_like(config), hf_logits, "float32", False),
-        "transformers bfloat16": (lambda: hf_gpt2_like(config), hf_logits, "bfloat16", False),
-        "transformers bf16+math": (lambda: hf_gpt2_like(config), hf_logits, "bfloat16", True),
-    }
+def variants_of(name: str) -> dict[str, tuple[Callable, str]]:
+    """label -> (step on a batch, dtype of its matmuls)."""
+    config = preset(name, vocab_size=VOCAB_SIZES[name])
     variants = {}
-    for label, (build, logits_of, dtype, math_attention) in builders.items():
+    for dtype in ("float32", "bfloat16"):
         torch.manual_seed(0)
-        variants[label] = make_step(build(), logits_of, dtype, math_attention)
-    for step in variants.values():  # warm-up: allocator, oneDNN kernels
-        tokens_per_second(step, batch_size, config.block_size, 2, seed=0)
+        light = step_timer(["--preset", name, "--dtype", dtype], VOCAB_SIZES[name])
+        variants[f"light-llm {dtype}"] = (lambda batch, light=light: light(), dtype)
+    if name in GPT2_LIKE:
+        for label, dtype, math_attention in (
+            ("transformers float32", "float32", False),
+            ("transformers bfloat16", "bfloat16", False),
+            ("transformers bf16+math", "bfloat16", True),
+        ):
+            torch.manual_seed(0)
+            variants[label] = (hf_step(config, dtype, math_attention), dtype)
+    return variants
+
+
+def bench_shape(name: str, rounds: int, steps: int, nanogpt: Path | None, iters: int) -> None:
+    config = preset(name, vocab_size=VOCAB_SIZES[name])
+    batch_size = PRESET_RECIPES[name].get("batch_size", 12)
+    shape = (batch_size, config.block_size, config.vocab_size)
+    variants = variants_of(name)
+    for step, _ in variants.values():  # warm-up: allocator, oneDNN kernels
+        tokens_per_second(step, *shape, 2, seed=0)
     rates: dict[str, list[float]] = {label: [] for label in variants}
     for round_index in range(rounds):
-        for label, step in variants.items():
-            rate = tokens_per_second(step, batch_size, config.block_size, steps, round_index)
-            rates[label].append(rate)
+        for label, (step, _) in variants.items():
+            rates[label].append(tokens_per_second(step, *shape, steps, round_index))
     medians = {label: statistics.median(values) for label, values in rates.items()}
+    if nanogpt is not None and name == "nanogpt-cpu":
+        medians["nanoGPT train.py (float32)"] = nanogpt_tokens_per_second(nanogpt, iters)
+        variants["nanoGPT train.py (float32)"] = (None, "float32")
+    flops = train_flops_per_token(config)
     print(
         f"\n{name}: {config.n_layer} layers, {config.n_head} heads, {config.n_embd} wide, "
-        f"context {config.block_size}, batch {batch_size}, dropout {config.dropout} "
-        f"({rounds} rounds x {steps} steps, median tokens/s)"
+        f"context {config.block_size}, batch {batch_size}, vocabulary {config.vocab_size}, "
+        f"dropout {config.dropout}; {flops / 1e6:.2f} MFLOPs a training token (ModelCounts); "
+        f"{rounds} rounds x {steps} steps, median tokens/s"
     )
     for label, rate in medians.items():
-        spread = f"{min(rates[label]):,.0f} .. {max(rates[label]):,.0f}"
-        print(f"  {label:<24} {rate:>10,.0f} tokens/s   (range {spread})")
+        dtype = matmul_dtype(variants[label][1])
+        peak = peak_matmul_flops(dtype, torch.get_num_threads())
+        mfu = model_flops_utilisation(rate, flops, peak)
+        spread = (
+            f"range {min(rates[label]):,.0f} .. {max(rates[label]):,.0f}"
+            if label in rates
+            else f"{iters} iterations, one run after light-llm's"
+        )
+        print(f"  {label:<28} {rate:>9,.0f} tokens/s  MFU {mfu:6.1%}   ({spread})")
+    if nanogpt is None and name == "nanogpt-cpu":
+        print("  nanoGPT: not measured (give --nanogpt-dir DIR, a checkout of karpathy/nanoGPT)")
     comparisons = {
-        "both float32": ("light-llm float32", "transformers float32"),
-        "both bfloat16, each with its attention kernel": (
+        "light-llm bfloat16 / float32": ("light-llm bfloat16", "light-llm float32"),
+        "light-llm / transformers, both float32": ("light-llm float32", "transformers float32"),
+        "light-llm / transformers, both bfloat16, each with its attention": (
             "light-llm bfloat16",
             "transformers bfloat16",
         ),
-        "both bfloat16 with the math attention kernel": (
+        "light-llm bfloat16 / transformers bfloat16 with the math kernel": (
             "light-llm bfloat16",
             "transformers bf16+math",
         ),
-        "light-llm bfloat16 vs transformers float32 (its default)": (
+        "light-llm bfloat16 / transformers float32 (its default)": (
             "light-llm bfloat16",
             "transformers float32",
         ),
+        "light-llm float32 / nanoGPT (float32)": (
+            "light-llm float32",
+            "nanoGPT train.py (float32)",
+        ),
+        "light-llm bfloat16 (its default here) / nanoGPT": (
+            "light-llm bfloat16",
+            "nanoGPT train.py (float32)",
+        ),
     }
     for what, (ours, theirs) in comparisons.items():
-        print(f"  ratio light-llm / transformers, {what}: {medians[ours] / medians[theirs]:.2f}x")
-    return medians
+        if ours in medians and theirs in medians:
+            print(f"  ratio {what}: {medians[ours] / medians[theirs]:.2f}x")
+
+
+def nanogpt_tokens_per_second(checkout: Path, iters: int) -> float:
+    """nanoGPT's train.py on the nanogpt-cpu shape and its README's CPU settings, in a
+    subprocess with this process's threads: tokens/s from its per-iteration times."""
+    if not (checkout / "train.py").is_file() or not (checkout / "model.py").is_file():
+        sys.exit(f"--nanogpt-dir {checkout} holds no nanoGPT train.py and model.py.")
+    with tempfile.TemporaryDirectory() as folder:
+        data = Path(folder) / "shakespeare_char"
+        data.mkdir()
+        text = shakespeare_text()
+        chars = sorted(set(text))
+        stoi = {ch: i for i, ch in enumerate(chars)}
+        ids = np.array([stoi[ch] for ch in text], dtype=np.uint16)
+        cut = int(0.9 * len(ids))  # nanoGPT's prepare.py split
+        ids[:cut].tofile(data / "train.bin")
+        ids[cut:].tofile(data / "val.bin")
+        meta = {"vocab_size": len(chars), "itos": dict(enumerate(chars)), "stoi": stoi}
+        (data / "meta.pkl").write_bytes(pickle.dumps(meta))
+        command = [
+            sys.executable, "train.py", "config/train_shakespeare_char.py",
+            f"--dataset={data}", f"--out_dir={Path(folder) / 'out'}",  # absolute: beside cwd
+            "--device=cpu", "--compile=False", "--eval_iters=1", "--log_interval=1",
+            "--block_size=64", "--batch_size=12", "--n_layer=4", "--n_head=4",
+            "--n_embd=128", f"--max_iters={iters}", f"--lr_decay_iters={iters}",
+            "--dropout=0.0", "--eval_interval=100000", "--always_save_checkpoint=False",
+        ]  # fmt: skip
+        env = dict(os.environ, OMP_NUM_THREADS=str(torch.get_num_threads()))
+        done = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"nanoGPT's train.py failed:\n{done.stderr[-2000:]}")
+    times = [float(ms) / 1e3 for it, ms in NANOGPT_LINE.findall(done.stdout) if int(it) > 0]
+    times = times[NANOGPT_SKIPPED:]
+    if not times:
+        sys.exit("nanoGPT's train.py printed no iteration times; give --nanogpt-iters > 6.")
+    return 12 * 64 / statistics.median(times)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shapes", nargs="+", default=list(BATCH_SIZES), choices=BATCH_SIZES)
+    parser.add_argument(
+        "--shapes", nargs="+", default=["nanogpt-cpu", "bpe-cpu"], choices=VOCAB_SIZES
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
+    parser.add_argument("--nanogpt-dir", type=Path, help="a checkout of karpathy/nanoGPT")
+    parser.add_argument("--nanogpt-iters", type=int, default=40)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    keep_freed_memory()  # as light-llm's trainer does on the CPU; both models run under it
+    keep_freed_memory()  # as light-llm's trainer does on the CPU; every model runs under it
     transformers.logging.set_verbosity_error()
     print(
         f"torch {torch.__version__}, transformers {transformers.__version__}, "
-        f"{torch.get_num_threads()} threads"
+        f"{torch.get_num_threads()} threads, CPU capability "
+        f"{torch.backends.cpu.get_cpu_capability()}"
     )
+    for dtype in (torch.float32, torch.bfloat16):
+        peak = peak_matmul_flops(dtype, torch.get_num_threads())
+        print(f"peak matmul, {str(dtype)[6:]}: {peak / 1e9:.1f} GFLOP/s (1024x1024, ~1 s)")
+    if args.nanogpt_dir is None:
+        print("nanoGPT: no --nanogpt-dir given, so nanoGPT's train.py is not run")
     for name in args.shapes:
-        bench_shape(name, args.rounds, args.steps)
+        bench_shape(name, args.rounds, args.steps, args.nanogpt_dir, args.nanogpt_iters)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,13 @@ import math
 import numpy as np
 import torch
 
-from light_llm.nn.attention import attention_explicit, attention_mask, causal_linear_attention
+from light_llm.nn.attention import (
+    attention_explicit,
+    attention_fast,
+    attention_mask,
+    causal_linear_attention,
+    fused_attention_dtype,
+)
 from light_llm.nn.feedforward import SwiGLU, activation_fn
 from light_llm.nn.norms import LayerNorm, RMSNorm
 from light_llm.nn.positions import apply_rotary, rope_angles, sinusoidal_table
@@ -140,6 +146,26 @@ def test_explicit_attention_matches_a_loop_over_positions():
             p /= p.sum()
             np.testing.assert_allclose(weights[0, h, i, : i + 1].numpy(), p, rtol=1e-12)
             np.testing.assert_allclose(y[0, h, i].numpy(), p @ vn[0, h, : i + 1], rtol=1e-10)
+
+
+def test_fused_attention_in_float32_under_bfloat16_autocast_keeps_float32():
+    """The trainer's attention on a bfloat16 CPU (light_llm.train.precision.attention_kernels):
+    the fused kernel in float32 inside autocast agrees with the explicit formula as closely
+    as float32 does outside it, and its gradient flows back to bfloat16 inputs."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 8, 4, dtype=torch.float64) for _ in range(3))
+    allowed = attention_mask(8, 8, 0, True, None, q.device)
+    reference, _ = attention_explicit(q, k, v, allowed)
+    inputs = [t.to(torch.bfloat16).requires_grad_() for t in (q, k, v)]
+    with torch.autocast("cpu", dtype=torch.bfloat16), fused_attention_dtype(torch.float32):
+        out = attention_fast(*inputs, None, True)
+    assert out.dtype == torch.float32
+    exact_inputs = [t.to(torch.bfloat16).double() for t in (q, k, v)]
+    expected, _ = attention_explicit(*exact_inputs, allowed)
+    assert torch.allclose(out.double(), expected, atol=1e-5)
+    assert not torch.allclose(out.double(), reference, atol=1e-5)  # inputs were rounded
+    out.sum().backward()
+    assert all(t.grad is not None and t.grad.dtype == torch.bfloat16 for t in inputs)
 
 
 def test_causal_linear_attention_matches_running_sums():

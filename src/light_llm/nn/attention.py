@@ -3,12 +3,17 @@
 Seed 000 §3 writes attention as five steps; ``attention_explicit`` is exactly those steps and
 ``attention_fast`` hands the same computation to PyTorch's fused kernel
 (``F.scaled_dot_product_attention``, flash / memory-efficient where available). Both read the
-same boolean mask, so they agree to rounding.
+same boolean mask, so they agree to rounding. Inside :func:`fused_attention_dtype` the fused
+kernel runs in a given number format whatever autocast would choose (the trainer's choice on
+the CPU under bfloat16, :func:`light_llm.train.precision.attention_kernels`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import torch
@@ -75,6 +80,23 @@ def attention_explicit(
     return weights @ v, weights  # step 5, weighted sum of values: (B, nh, Tq, hs)
 
 
+# the number format of attention_fast inside fused_attention_dtype; None: autocast's (or q's)
+FUSED_ATTENTION_DTYPE: ContextVar[torch.dtype | None] = ContextVar(
+    "fused_attention_dtype", default=None
+)
+
+
+@contextlib.contextmanager
+def fused_attention_dtype(dtype: torch.dtype) -> Iterator[None]:
+    """Within this block :func:`attention_fast` computes in ``dtype`` (Q, K, V cast to it,
+    autocast off for the kernel); its output stays in ``dtype``."""
+    token = FUSED_ATTENTION_DTYPE.set(dtype)
+    try:
+        yield
+    finally:
+        FUSED_ATTENTION_DTYPE.reset(token)
+
+
 def attention_fast(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -84,7 +106,19 @@ def attention_fast(
     dropout_p: float = 0.0,
 ) -> torch.Tensor:
     """The same softmax(Q K^T / sqrt(d_k)) V through PyTorch's fused kernel, which never stores
-    the T x T matrix when it can avoid it (flash attention on GPUs)."""
+    the T x T matrix when it can avoid it (flash attention on GPUs); in the number format
+    :func:`fused_attention_dtype` sets, if any."""
+    dtype = FUSED_ATTENTION_DTYPE.get()
+    if dtype is not None:
+        with torch.autocast(q.device.type, enabled=False):
+            return F.scaled_dot_product_attention(
+                q.to(dtype),
+                k.to(dtype),
+                v.to(dtype),
+                attn_mask=allowed,
+                dropout_p=dropout_p,
+                is_causal=is_causal,
+            )
     return F.scaled_dot_product_attention(
         q, k, v, attn_mask=allowed, dropout_p=dropout_p, is_causal=is_causal
     )

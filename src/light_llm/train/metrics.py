@@ -121,13 +121,16 @@ def plot_loss_curve(records: list[dict[str, Any]], path: Path, title: str = "") 
 class ThroughputMeter:
     """Training tokens per second: over the last few iterations (for the progress bar) and
     since the previous evaluation (the ``tokens_per_s`` of metrics.jsonl, in both training
-    loops); only the time of training steps is counted, evaluation and saving are not."""
+    loops) and over the whole run (``run_rate``); only the time of training steps is
+    counted, evaluation and saving are not."""
 
     def __init__(self, smoothing: float = 0.1) -> None:
         self.smoothing = smoothing
         self.recent_rate = 0.0
         self.tokens = 0
         self.seconds = 0.0
+        self.run_tokens = 0
+        self.run_seconds = 0.0
 
     def add(self, tokens: int, seconds: float) -> None:
         rate = tokens / max(seconds, 1e-9)
@@ -137,6 +140,13 @@ class ThroughputMeter:
             self.recent_rate += self.smoothing * (rate - self.recent_rate)
         self.tokens += tokens
         self.seconds += seconds
+        self.run_tokens += tokens
+        self.run_seconds += seconds
+
+    @property
+    def run_rate(self) -> float:
+        """Tokens per second over every step added so far."""
+        return self.run_tokens / self.run_seconds if self.run_seconds > 0 else 0.0
 
     def rate_since_last_call(self) -> float:
         rate = self.tokens / self.seconds if self.seconds > 0 else 0.0

@@ -18,6 +18,7 @@ import contextlib
 import torch
 
 from light_llm.errors import ConfigError
+from light_llm.nn.attention import fused_attention_dtype
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -64,18 +65,23 @@ def autocast(device: torch.device, dtype: str) -> contextlib.AbstractContextMana
 
 
 def attention_kernels(device: torch.device, dtype: str) -> contextlib.AbstractContextManager:
-    """Which fused-attention kernel the forward pass may use.
+    """How the fused attention of the forward pass runs.
 
-    On the CPU under bfloat16 autocast, PyTorch's flash-attention kernel has a backward
-    pass several times slower than its plain "math" kernel (the same softmax(QK^T/sqrt(d))V
-    as separate matmuls, which then run on the CPU's bfloat16 units): measured on the
-    char-baby shape, one thread, 19 ms against 3 ms per layer. There the math kernel is
-    chosen; everywhere else PyTorch picks.
+    On the CPU under bfloat16 autocast, attention runs in float32 with the kernel PyTorch
+    picks (flash attention), Q, K and V cast up: at the preset shapes the bfloat16 kernels
+    lose. PyTorch's bfloat16 flash kernel has a backward pass several times slower than its
+    float32 one, and the bfloat16 "math" kernel (the same softmax(QK^T/sqrt(d))V as separate
+    matmuls) is still slower than float32 flash: attention forward + backward, one thread,
+    2-core AMD EPYC with AVX-512 BF16 (benchmarks/bench_precision.py):
+
+        shape (B, heads, T, d_head)   float32 flash   bfloat16 math   bfloat16 flash
+        (32, 4, 64, 24)  bpe-cpu        5.4 ms          9.5 ms          19.2 ms
+        (12, 4, 64, 32)  nanogpt-cpu    2.0 ms          3.2 ms           8.6 ms
+
+    Everywhere else autocast and PyTorch choose.
     """
     if device.type == "cpu" and dtype == "bfloat16":
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
-        return sdpa_kernel([SDPBackend.MATH])
+        return fused_attention_dtype(torch.float32)
     return contextlib.nullcontext()
 
 

@@ -38,6 +38,7 @@ import torch
 from tqdm.auto import tqdm
 
 from light_llm.checkpoints.run import LOSS_CURVE_FILE, trainer_state_file
+from light_llm.config import ModelConfig
 from light_llm.errors import CheckpointError, TrainingError, reason
 from light_llm.generate import generate_text
 from light_llm.train.batches import micro_batch_rng
@@ -46,6 +47,7 @@ from light_llm.train.distributed import shutdown_distributed
 from light_llm.train.evaluate import sampled_loss
 from light_llm.train.interrupt import StopRequest
 from light_llm.train.metrics import ThroughputMeter, plot_loss_curve
+from light_llm.train.mfu import mfu_line
 from light_llm.train.optim import clip_grad_norm, set_learning_rate
 from light_llm.train.optimizer_state import capture_rng_states, optimizer_files
 from light_llm.train.precision import attention_kernels, autocast
@@ -79,6 +81,7 @@ class Trainer:
         self.prepared: PreparedRun = prepare(config, architecture)
         self.started = time.perf_counter()
         self.probes: ProbeRecorder | None = None
+        self.meter = ThroughputMeter()
         run = self.prepared
         if run.subject.takes_probes:  # every process asks when one is due; rank 0 takes it
             self.probes = ProbeRecorder(
@@ -116,7 +119,7 @@ class Trainer:
             dynamic_ncols=True,
             disable=None if run.dist.is_main else True,
         )
-        meter = ThroughputMeter()
+        meter = self.meter = ThroughputMeter()
         iteration_seconds: list[float] = []  # of this process, until a --time run is fixed
         with bar:
             while True:
@@ -402,6 +405,12 @@ class Trainer:
             )
             subject, config = run.subject, run.config
             print(subject.printed_sample(result.sample, run.tokenizer, run.val_data, config))
+        if (
+            run.device.type == "cpu"
+            and type(run.model_config) is ModelConfig  # a GPT's, which ModelCounts counts
+            and self.meter.run_tokens  # this process's steps
+        ):
+            print(mfu_line(run.model_config, self.meter.run_rate, run.dtype), flush=True)
         print(
             f"done: {result.iteration} iterations; checkpoint {run.folder.checkpoint_dir}, "
             f"metrics {run.record.metrics.path}, loss curve {out / LOSS_CURVE_FILE}",

@@ -1,0 +1,78 @@
+"""How close to the machine a run trains: its matrix-multiply throughput as a fraction of the
+CPU's peak (a CPU "MFU", model FLOPs utilisation).
+
+    MFU = tokens/s x FLOPs a token / peak FLOP/s
+
+FLOPs a token are :class:`light_llm.config.ModelCounts`'s ``flops_train_per_token`` (6 N
+plus attention: every weight used once forward, twice backward). The peak is measured in the
+same process, in the same number format as the run's matrix products (float32, or bfloat16
+under autocast) and with the same threads: the FLOP rate of a large square product
+``PEAK_SIZE`` x ``PEAK_SIZE``, repeated for about a second, once per process and format.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import torch
+
+from light_llm.config import ModelConfig, model_counts
+
+PEAK_SIZE = 1024  # 2 x 1024³ FLOPs a product: tens of milliseconds on a laptop core
+PEAK_SECONDS = 1.0
+
+
+@functools.cache
+def peak_matmul_flops(dtype: torch.dtype, threads: int, seconds: float = PEAK_SECONDS) -> float:
+    """The CPU's matrix-multiply rate in FLOP/s: 2 n³ FLOPs per n x n product (n multiply-adds
+    for each of the n² outputs), the fastest of the batches of products timed over about
+    ``seconds``; measured once per process for each ``dtype`` and thread count (``threads``
+    is the key: the caller's ``torch.get_num_threads()``)."""
+    n = PEAK_SIZE
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(n, n, generator=generator).to(dtype)
+    b = torch.randn(n, n, generator=generator).to(dtype)
+    out = torch.empty(n, n, dtype=dtype)
+    torch.mm(a, b, out=out)  # warm-up: oneDNN picks and builds its kernel
+    best, deadline = 0.0, time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        start = time.perf_counter()
+        for _ in range(3):
+            torch.mm(a, b, out=out)
+        best = max(best, 3 * 2 * n**3 / (time.perf_counter() - start))
+    return best
+
+
+def train_flops_per_token(config: ModelConfig, context: int | None = None) -> int:
+    """FLOPs of one training token of ``config`` at ``context`` tokens (default T_max):
+    :func:`light_llm.config.model_counts`'s ``flops_train_per_token``."""
+    return model_counts(config, context).flops_train_per_token
+
+
+def model_flops_utilisation(tokens_per_s: float, flops_per_token: int, peak: float) -> float:
+    """MFU = tokens/s x FLOPs a token / peak FLOP/s (module docstring)."""
+    return tokens_per_s * flops_per_token / peak if peak > 0 else float("nan")
+
+
+def matmul_dtype(dtype: str) -> torch.dtype:
+    """The number format a run's matrix products take: bfloat16 or float16 under autocast,
+    float32 otherwise."""
+    return {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(dtype, torch.float32)
+
+
+def mfu_line(config: ModelConfig, tokens_per_s: float, dtype: str) -> str:
+    """One line saying a CPU run's training tokens a second as matmul FLOP/s and as a
+    fraction of this CPU's peak in the run's number format (:func:`peak_matmul_flops`,
+    measured now if not yet)."""
+    flops = train_flops_per_token(config)
+    kind = matmul_dtype(dtype)
+    peak = peak_matmul_flops(kind, torch.get_num_threads())
+    achieved = tokens_per_s * flops
+    name = str(kind).removeprefix("torch.")
+    return (
+        f"speed: {tokens_per_s:,.0f} training tokens a second x {flops / 1e6:.2f} MFLOPs a token = "
+        f"{achieved / 1e9:.2f} GFLOP/s, {model_flops_utilisation(tokens_per_s, flops, peak):.1%} "
+        f"of this CPU's {name} matmul peak ({peak / 1e9:.1f} GFLOP/s on "
+        f"{torch.get_num_threads()} threads, a {PEAK_SIZE}x{PEAK_SIZE} product)"
+    )

@@ -1,0 +1,50 @@
+"""The CPU MFU of a run (light_llm.train.mfu): FLOPs a token from ModelCounts, the peak
+measured once per process and number format."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from light_llm.checkpoints import load_config
+from light_llm.config import model_counts
+from light_llm.train import TrainConfig, train
+from light_llm.train.mfu import model_flops_utilisation, peak_matmul_flops
+from tests.train.helpers import TINY
+
+SPEED = re.compile(
+    r"speed: ([\d,]+) training tokens a second x ([\d.]+) MFLOPs a token = ([\d.]+) GFLOP/s, "
+    r"([\d.]+)% of this CPU's (\w+) matmul peak \(([\d.]+) GFLOP/s on (\d+) threads"
+)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_end_of_a_run_says_its_flops_against_the_peak_of_its_number_format(
+    corpus, tmp_path, capsys, dtype
+):
+    out = tmp_path / "run"
+    train(TrainConfig(**{**TINY, "data": str(corpus), "out": str(out), "dtype": dtype}))
+    (match,) = [
+        SPEED.search(line) for line in capsys.readouterr().out.splitlines() if "speed:" in line
+    ]
+    tokens, mflops, gflops, percent, name, peak, threads = match.groups()
+    counted = model_counts(load_config(out / "checkpoint")).flops_train_per_token
+    assert float(mflops) == pytest.approx(counted / 1e6, abs=0.006)
+    rate = float(tokens.replace(",", ""))
+    assert float(gflops) == pytest.approx(rate * counted / 1e9, rel=1e-2, abs=0.006)
+    assert float(percent) == pytest.approx(100 * float(gflops) / float(peak), rel=0.05, abs=0.06)
+    assert name == dtype and int(threads) == torch.get_num_threads()
+
+
+def test_the_peak_is_measured_once_per_number_format_and_thread_count():
+    first = peak_matmul_flops(torch.float32, 1, seconds=0.05)
+    hits = peak_matmul_flops.cache_info().hits
+    assert peak_matmul_flops(torch.float32, 1, seconds=0.05) == first
+    assert peak_matmul_flops.cache_info().hits == hits + 1
+    assert first > 0
+
+
+def test_mfu_is_the_counted_flops_over_the_peak():
+    assert model_flops_utilisation(1000.0, 6_000_000, 1e10) == pytest.approx(1000 * 6e6 / 1e10)
