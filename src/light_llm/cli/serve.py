@@ -20,13 +20,16 @@ and the model card (config, training, loss curve). For an encoder: attention, fi
 sentence similarity. Every worked example of `light-llm explain` is a page too, and a JSON API
 under /api serves programs (docs/explorer.md).
 
-Without --checkpoint it serves the newest training run under the current folder, or else the
-packaged MiniLM encoder. Everything the page needs ships with light-llm: it works offline.
+Without --checkpoint it serves the newest training run under the current folder, else the small
+GPT run that ships with light-llm (its slider replays its learning), else the packaged MiniLM
+encoder; with --encoder, the newest masked-LM encoder run here, else the small encoder that
+ships with light-llm. Everything the page needs ships with light-llm: it works offline.
 """
 
 EXAMPLES = """\
 examples:
-  light-llm serve                                   newest run here, or MiniLM
+  light-llm serve                                   newest run here, or the shipped one
+  light-llm serve --encoder                         an encoder: fill-mask, similarity
   light-llm serve --checkpoint out-light-llm --open
   light-llm serve --checkpoint out-bert --port 8001
   light-llm serve --checkpoint out-light-llm --compare out-nanogpt
@@ -47,7 +50,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         metavar="DIR",
         help="a light-llm checkpoint (GPT or encoder), a training output folder, or a "
-        "HuggingFace GPT-2 or BERT folder (default: the newest run here, else MiniLM)",
+        "HuggingFace GPT-2 or BERT folder (default: the newest run here, else the one that "
+        "ships with light-llm)",
+    )
+    parser.add_argument(
+        "--encoder",
+        action="store_true",
+        help="serve a masked-LM encoder: the newest encoder run here, else the one that ships "
+        "with light-llm",
     )
     parser.add_argument(
         "--compare",
@@ -121,12 +131,17 @@ def warn_if_exposed(host: str) -> None:
 def serve(args: argparse.Namespace, sock: socket.socket) -> int:
     import uvicorn
 
+    from light_llm.checkpoints.discovery import default_encoder
     from light_llm.serve import ExplorerModel, create_app, default_model
     from light_llm.serve.history import RunHistory
 
     compared = [RunHistory(folder) for folder in args.compare or ()]
+    if args.checkpoint is not None and args.encoder:
+        raise ConfigError("give --checkpoint DIR or --encoder, not both.")
     if args.checkpoint is not None:
         folder, origin = args.checkpoint, f"--checkpoint {args.checkpoint}"
+    elif args.encoder:
+        folder, origin = default_encoder(Path.cwd())
     else:
         folder, origin = default_model(Path.cwd())
     explorer = ExplorerModel(folder, origin)
