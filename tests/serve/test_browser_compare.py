@@ -24,6 +24,7 @@ from tests.serve.test_browser import (  # noqa: F401 (fixtures)
     texts,
     wait_for,
 )
+from tests.serve.test_browser_learning import move_slider
 from tests.train.helpers import tiny_flags, write_corpus
 
 DIFFER = "the runs' tokenizers differ"
@@ -41,19 +42,6 @@ def runs(tmp_path_factory):
     assert main(["train", *tiny_flags(corpus, bpe, max_iters=12, eval_interval=4)]) == 0
     assert probe_iterations(chars) == [0, 5, 10] and probe_iterations(bpe) == [0, 4, 8, 10, 12]
     return chars, bpe
-
-
-def move_slider(driver, index: int, iteration: int) -> None:
-    driver.execute_script(
-        "const s = document.getElementById('probe-slider'); s.value = arguments[0];"
-        "s.dispatchEvent(new Event('input'));",
-        str(index),
-    )
-    wait_for(
-        driver,
-        lambda d: d.find_element(By.ID, "probe-iteration").text == f"{iteration:,}",
-        f"the slider at iteration {iteration}",
-    )
 
 
 def wait_for_panel(driver, run: int, iteration: int) -> None:
