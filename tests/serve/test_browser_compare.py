@@ -1,8 +1,8 @@
 """``light-llm serve --compare RUN`` in a real browser (set-up: test_browser.py): the compared
 run's curve is drawn over the served run's, its probe panel stands beside at the slider's
 iteration (its latest record at or before it) with the numbers its record holds, runs of
-different tokenizers are said to differ, and a damaged record is one sentence in its panel
-while the rest of the page keeps working."""
+different tokenizers (or of one kind, other vocabularies) are said to differ, and a damaged
+record is one sentence in its panel while the rest of the page keeps working."""
 
 from __future__ import annotations
 
@@ -149,15 +149,27 @@ def test_a_damaged_compared_record_is_one_sentence_and_the_rest_works(
         np.testing.assert_allclose(shown_probabilities(driver, 1), compared, atol=6e-5)
 
 
-def test_runs_of_one_tokenizer_are_not_said_to_differ(runs, browser, tmp_path):  # noqa: F811
+def test_runs_are_said_to_differ_exactly_when_their_tokens_do(runs, browser, tmp_path):  # noqa: F811
+    """A copy of a run has its tokens; a character run on another text has other characters,
+    though both tokenizers are called "char"."""
     chars, _ = runs
     twin = tmp_path / "chars-again"
     shutil.copytree(chars, twin)
+    other = tmp_path / "chars-other"
+    corpus = tmp_path / "other.txt"
+    corpus.write_text("a text of other letters: xyz, quiz, jazz!\n" * 200, encoding="utf-8")
+    assert main(["train", *tiny_flags(corpus, other, tokenizer="char", max_iters=2)]) == 0
     driver = browser
-    with serving(chars, tmp_path, "--compare", str(twin)) as url:
-        driver.get(url)
-        wait_for(driver, page_ready, "the page never got ready")
-        wait_for(
-            driver, lambda d: "chars-again:" in d.find_element(By.ID, "training-status").text, ""
-        )
-        assert DIFFER not in driver.find_element(By.ID, "training-status").text
+    for compared, differ in ((twin, False), (other, True)):
+        with serving(chars, tmp_path, "--compare", str(compared)) as url:
+            driver.get(url)
+            wait_for(driver, page_ready, "the page never got ready")
+            wait_for(
+                driver,
+                lambda d, name=compared.name: (
+                    f"{name}:" in d.find_element(By.ID, "training-status").text
+                ),
+                "the compared run's status",
+            )
+            status = driver.find_element(By.ID, "training-status").text
+            assert status.count("char tokens") == 2 and (DIFFER in status) == differ

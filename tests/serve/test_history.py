@@ -2,6 +2,7 @@
 them, a run compared beside another, a run folder that disappears, a damaged record, a newer
 checkpoint picked up while the server runs."""
 
+import hashlib
 import json
 import os
 import shutil
@@ -54,6 +55,22 @@ def test_runs_are_the_records_and_probes_on_disk(runs):
     record = client.get("/api/runs/0/probes/8").json()
     assert record == read_probe(char, 8)
     assert client.get("/api/runs/1/probes/6").json()["iter"] == 6
+
+
+def test_a_runs_vocabulary_is_its_tokenizer_files_digest(runs, tmp_path):
+    char, bpe = runs
+    copy = tmp_path / "char"
+    shutil.copytree(char, copy)
+    client = local_client(
+        create_app(ExplorerModel(char, "test"), [RunHistory(copy), RunHistory(bpe)])
+    )
+    first, twin, other = (run["vocabulary"] for run in client.get("/api/runs").json())
+    expected = hashlib.sha256(
+        b"light_tokenizer.json\0" + (char / "checkpoint" / "light_tokenizer.json").read_bytes()
+    )
+    assert first == twin == expected.hexdigest()[:16] and other != first
+    (copy / "checkpoint" / "light_tokenizer.json").write_text('{"type": "char", "chars": "ab"}')
+    assert client.get("/api/runs").json()[1]["vocabulary"] != first
 
 
 def test_unknown_and_damaged_records_are_one_sentence(runs, tmp_path):

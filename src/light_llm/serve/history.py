@@ -10,12 +10,16 @@ A run's curves (``train``: the logged batches; ``val`` and ``train_eval``: the e
 ``probe``: the probes' slice of validation text, often on a short run) hold, per point, the
 iteration, the training tokens seen by then, the wall time, the loss (nats per token) and the
 same loss in bits per byte of the split's text, which compares runs of different tokenizers. A
-run folder that disappears while it is watched keeps showing what was read, with a sentence
-saying so; a damaged probe record is one sentence too.
+run's ``vocabulary`` is a digest of its checkpoint's tokenizer files: two runs of one kind of
+tokenizer (two BPEs, or characters of two corpora) compare token for token only when theirs are
+equal, and the page says when they are not. A run folder that disappears while it is watched
+keeps showing what was read, with a sentence saying so; a damaged probe record is one sentence
+too.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import socket
@@ -36,7 +40,9 @@ from light_llm.checkpoints.run import (
     training_records,
 )
 from light_llm.errors import CheckpointError, ConfigError, LightLLMError
-from light_llm.untrusted import read_regular_file
+from light_llm.tokenizers.base import TOKENIZER_FILE
+from light_llm.tokenizers.bert import VOCAB_FILE
+from light_llm.untrusted import JSON_LIMIT, read_regular_file
 
 HOLDER = re.compile(r"process (\d+) on (\S+),")
 
@@ -59,6 +65,22 @@ def still_training(folder: Path) -> bool:
         return False
     match = HOLDER.match(holder)
     return bool(match) and match[2] == socket.gethostname() and process_alive(int(match[1]))
+
+
+def vocabulary_digest(checkpoint: Path) -> str | None:
+    """A short SHA-256 of the tokenizer files in ``checkpoint`` (``light_tokenizer.json``, and
+    ``vocab.txt`` for WordPiece): equal exactly when two runs' tokens are the same; None when
+    they cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        for name in (TOKENIZER_FILE, VOCAB_FILE):
+            if name == TOKENIZER_FILE or (checkpoint / name).is_file():
+                digest.update(
+                    name.encode() + b"\0" + read_regular_file(checkpoint / name, JSON_LIMIT)
+                )
+    except CheckpointError:
+        return None
+    return digest.hexdigest()[:16]
 
 
 def finite(value: object) -> float | None:
@@ -117,6 +139,7 @@ class RunHistory:
             "name": self.name,
             "live": still_training(self.folder),
             "tokenizer": tokenizer,
+            "vocabulary": vocabulary_digest(self.folder / CHECKPOINT_SUBFOLDER),
             "curves": {
                 "train": [point(r, "loss", "bpb") for r in training_records(records)],
                 "val": [point(r, "val_loss", "val_bpb") for r in evaluation_records(records)],
