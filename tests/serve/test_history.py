@@ -107,6 +107,23 @@ def test_a_folder_that_is_not_a_run_is_refused(tmp_path):
     assert main(command) == 2
 
 
+def test_runs_of_one_name_are_told_apart_and_a_run_given_twice_is_refused(runs, tmp_path, capsys):
+    char, _ = runs
+    for parent in ("a", "b"):
+        shutil.copytree(char, tmp_path / parent / "run")
+    served = ExplorerModel(tmp_path / "a" / "run", "test")
+    client = local_client(create_app(served, [RunHistory(tmp_path / "b" / "run")]))
+    assert [run["name"] for run in client.get("/api/runs").json()] == ["a/run", "b/run"]
+    again = ["serve", "--checkpoint", str(char), "--compare", str(char), "--port", "0"]
+    assert main(again) == 2
+    twice = ["serve", "--checkpoint", str(char), "--compare", str(tmp_path / "a" / "run")]
+    assert main([*twice, str(tmp_path / "a" / "run" / "."), "--port", "0"]) == 2
+    captured = capsys.readouterr()
+    errors = captured.err.strip().splitlines()
+    assert len(errors) == 2 and all("is shown twice" in line for line in errors)
+    assert "open http" not in captured.out  # refused before the address is given
+
+
 def test_a_live_run_is_one_whose_lock_holder_is_alive(tmp_path):
     (tmp_path / "metrics.jsonl").write_text("")
     host = socket.gethostname()

@@ -145,6 +145,7 @@ def serve(args: argparse.Namespace, sock: socket.socket) -> int:
     else:
         folder, origin = default_model(Path.cwd())
     explorer = ExplorerModel(folder, origin)
+    app = create_app(explorer, compared, host=args.host)  # a run given twice is refused here
     host, port = sock.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{port}/"
@@ -155,7 +156,7 @@ def serve(args: argparse.Namespace, sock: socket.socket) -> int:
 
         webbrowser.open(url)
     config = uvicorn.Config(
-        create_app(explorer, compared, host=args.host),
+        app,
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=0,  # SIGTERM, Ctrl-C: stop now, closing open streams

@@ -23,6 +23,7 @@ import hashlib
 import math
 import re
 import socket
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -161,3 +162,27 @@ class RunHistory:
                 f"the run {self.name} has no probe record of iteration {iteration}."
             )
         return read_probe(self.folder, iteration)
+
+
+def runs_shown(served: Path | None, compared: list[RunHistory] | tuple) -> list[RunHistory]:
+    """The runs the page replays: the served model's run (when it comes from one), then the
+    ``compared`` ones. ConfigError for a run given twice; runs of one folder name (a/run,
+    b/run) are called by as many of their path's last parts as tell them apart."""
+    runs = ([RunHistory(served)] if served else []) + list(compared)
+    seen: dict[Path, RunHistory] = {}
+    for run in runs:
+        where = run.folder.resolve()
+        if where in seen:
+            raise ConfigError(
+                f"the run {run.folder} is shown twice (served and compared, or compared twice): "
+                "give --compare other runs."
+            )
+        seen[where] = run
+    for depth in range(2, max((len(where.parts) for where in seen), default=0) + 1):
+        counts = Counter(run.name for run in runs)
+        clashing = [run for run in runs if counts[run.name] > 1]
+        if not clashing:
+            break
+        for run in clashing:
+            run.name = "/".join(run.folder.resolve().parts[-depth:])
+    return runs
