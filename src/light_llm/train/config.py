@@ -444,6 +444,11 @@ class TrainConfig:
             check_integer("vocab_size", self.vocab_size, 1, MAX_VOCAB_SIZE)
         if self.probe_interval is not None:
             check_integer("probe_interval (0 = no probes)", self.probe_interval, 0)
+        if self.model == "bert" and (self.probe_prompt is not None or self.probe_interval):
+            raise ConfigError(
+                "an encoder (--model bert) records no probes (they read a GPT's next token): "
+                "drop --probe-prompt and --probe-interval."
+            )
         if self.probe_prompt is not None and not self.probe_prompt.strip():
             raise ConfigError(
                 "--probe-prompt is empty: give the text the probes should read (or "
