@@ -3,6 +3,7 @@
 import errno
 import os
 import signal
+import socket
 
 import pytest
 import torch
@@ -435,3 +436,17 @@ def test_help_states_the_defaults_a_run_without_flags_gets(capsys, flag):
     shown = f"{value:g}" if isinstance(value, float) else str(value)
     assert f"default {shown}" in described, described
     assert "adamw (default)" not in described  # the default optimizer is the preset's, Muon
+
+
+def test_a_serve_port_taken_or_out_of_range_is_refused_before_the_run(corpus, tmp_path, capsys):
+    out = tmp_path / "run"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["train", *tiny_flags(corpus, out), "--serve", str(port)]) == 2
+    message = error_line(capsys)
+    assert f"port {port} on 127.0.0.1 is already in use" in message and "--serve" in message
+    assert main(["train", *tiny_flags(corpus, out), "--serve", "70000"]) == 2
+    assert "--serve must be between 0 and 65535, got 70000" in error_line(capsys)
+    assert not out.exists()  # nothing trained

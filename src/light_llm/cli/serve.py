@@ -81,11 +81,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def listening_socket(host: str, port: int) -> socket.socket:
+def listening_socket(host: str, port: int, flag: str = "--port") -> socket.socket:
     """A socket listening on ``host``:``port``, ready to hand to uvicorn; ConfigError in one
-    sentence when the port is taken or the address is not this machine's."""
+    sentence when the port is taken or the address is not this machine's (``flag`` names the
+    option that gave the port)."""
     if not 0 <= port <= 65535:
-        raise ConfigError(f"--port must be between 0 and 65535, got {port}.")
+        raise ConfigError(f"{flag} must be between 0 and 65535, got {port}.")
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
     except socket.gaierror:
@@ -99,7 +100,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
         if exc.errno == errno.EADDRINUSE:
             raise ConfigError(
                 f"port {port} on {host} is already in use: stop what uses it or pick "
-                "another with --port."
+                f"another with {flag}."
             ) from None
         raise ConfigError(f"cannot listen on {host}:{port}: {reason(exc)}.") from None
     sock.listen(LISTEN_BACKLOG)  # a browser opened at once waits in the queue, not refused

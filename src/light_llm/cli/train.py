@@ -394,8 +394,9 @@ class ExplorerBeside:
     POLL_S = 0.5
 
     def __init__(self, out: Path, port: int) -> None:
-        if not 0 <= port <= 65535:
-            raise ConfigError(f"--serve takes a port between 0 and 65535, got {port}.")
+        from light_llm.cli.serve import listening_socket
+
+        listening_socket("127.0.0.1", port, "--serve").close()  # a taken port: before the run
         self.out, self.port = out, port
         self.process: subprocess.Popen | None = None
         self.stopped = threading.Event()
