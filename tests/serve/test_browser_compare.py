@@ -173,3 +173,28 @@ def test_runs_are_said_to_differ_exactly_when_their_tokens_do(runs, browser, tmp
             )
             status = driver.find_element(By.ID, "training-status").text
             assert status.count("char tokens") == 2 and (DIFFER in status) == differ
+
+
+def test_a_compared_run_deleted_while_watched_stays_on_the_page(runs, browser, tmp_path):  # noqa: F811
+    chars, bpe = runs
+    doomed = tmp_path / "doomed"
+    shutil.copytree(bpe, doomed)
+    driver = browser
+    with serving(chars, tmp_path, "--compare", str(doomed)) as url:
+        driver.get(url)
+        wait_for(driver, page_ready, "the page never got ready")
+        wait_for_panel(driver, 1, 10)
+        before = validation_dots(driver)
+        shutil.rmtree(doomed)
+        wait_for(
+            driver,
+            lambda d: "has gone" in d.find_element(By.ID, "training-status").text,
+            "the page says the run folder has gone",
+        )
+        status = driver.find_element(By.ID, "training-status").text
+        assert status.count("has gone") == 1 and str(doomed) in status
+        assert validation_dots(driver) == before  # its curve stays
+        move_slider(driver, 1, 5)  # the served run's panels still answer
+        wait_for_panel(driver, 0, 5)
+        served = read_probe(chars, 5)["next_token"]["probs"]
+        np.testing.assert_allclose(shown_probabilities(driver, 0), served, atol=6e-5)
