@@ -99,6 +99,26 @@ def test_a_run_folder_deleted_while_watched_keeps_what_was_read(runs, tmp_path):
     assert client.get("/api/model").json()["warning"]  # the model card says so too
 
 
+def test_a_run_whose_log_cannot_be_read_leaves_the_others_shown(runs, tmp_path):
+    char, bpe = runs
+    copy = tmp_path / "bpe"
+    shutil.copytree(bpe, copy)
+    client = local_client(create_app(ExplorerModel(char, "test"), [RunHistory(copy)]))
+    served, before = client.get("/api/runs").json()
+    (copy / "metrics.jsonl").unlink()
+    (copy / "metrics.jsonl").mkdir()  # unreadable: a folder in the log's place
+    response = client.get("/api/runs")
+    assert response.status_code == 200
+    again, after = response.json()
+    assert again == served  # the served run as it was
+    assert after["curves"] == before["curves"]  # the last good reading, said to be one
+    assert "is a folder, not a file; what was read before is still shown" in after["warning"]
+    fresh = local_client(create_app(ExplorerModel(char, "test"), [RunHistory(copy)]))
+    listed = fresh.get("/api/runs").json()  # never read: the sentence alone
+    assert listed[0] == served and "curves" not in listed[1]
+    assert "is a folder, not a file." in listed[1]["warning"]
+
+
 def test_a_folder_that_is_not_a_run_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="not a training run's folder"):
         RunHistory(tmp_path)

@@ -268,7 +268,7 @@ def create_app(
         for index, run in enumerate(runs):
             try:
                 summaries.append({"index": index, **run.summary()})
-            except UnknownRecord as exc:
+            except LightLLMError as exc:  # one run's trouble leaves the others shown
                 summaries.append({"index": index, "name": run.name, "warning": str(exc)})
         return summaries
 

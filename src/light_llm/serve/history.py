@@ -113,16 +113,26 @@ class RunHistory:
             return None, None
 
     def summary(self) -> dict[str, Any]:
-        """The run as the page draws it (module docstring)."""
+        """The run as the page draws it (module docstring); when its folder has gone or its
+        log cannot be read, the last good reading with a sentence saying so (a
+        LightLLMError when there is none)."""
         if not self.folder.is_dir():
-            if self.last is None:
-                raise UnknownRecord(f"the run folder {self.folder} has gone.")
-            return {
-                **self.last,
-                "live": False,
-                "warning": f"the run folder {self.folder} has gone; what was read before is "
-                "still shown.",
-            }
+            trouble = UnknownRecord(f"the run folder {self.folder} has gone.")
+        else:
+            try:
+                return self.read()
+            except LightLLMError as exc:
+                trouble = exc
+        if self.last is None:
+            raise trouble
+        return {
+            **self.last,
+            "live": False,
+            "warning": f"{str(trouble).removesuffix('.')}; what was read before is still shown.",
+        }
+
+    def read(self) -> dict[str, Any]:
+        """The run as its folder holds it now (kept as the last good reading)."""
         per_step, tokenizer = self.tokens_per_iteration()
         records = [r for r in MetricsLog(self.folder).records() if isinstance(r.get("iter"), int)]
 

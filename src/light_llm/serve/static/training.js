@@ -99,7 +99,7 @@ function niceTicks(low, high, count = 5) {
 
 function curveSeries() {
   const [column] = AXES[trainingState.axis];
-  const bits = trainingState.runs.every((run) => run.curves && run.curves.val.every((p) => p[4] !== null));
+  const bits = trainingState.runs.every((run) => !run.curves || run.curves.val.every((p) => p[4] !== null));
   const y = bits ? 4 : 3;
   const series = [];
   trainingState.runs.forEach((run, r) => {
