@@ -17,6 +17,7 @@ from light_llm.models.gpt import GPT
 from light_llm.serve import default_model, newest_run
 from light_llm.tokenizers import BertTokenizer, CharTokenizer
 from light_llm.tokenizers.bert import packaged_bert_folder
+from light_llm.train.config import DEFAULT_PRESETS
 
 
 def error_line(capsys) -> str:
@@ -56,7 +57,7 @@ def test_the_newest_run_under_the_folder_is_served_else_the_shipped_one(tmp_path
     assert newest_run(tmp_path) is None
     folder, origin = default_model(tmp_path)
     assert folder == packaged_run_folder() and "ships with light-llm" in origin
-    assert load(folder).config.n_layer == PRESETS["bpe-cpu"].n_layer  # the main job's model
+    assert load(folder).config.n_layer == PRESETS[DEFAULT_PRESETS["gpt"]].n_layer  # the main job's
     assert probe_iterations(folder)  # and its history
     missing = tmp_path / "x"
     monkeypatch.setattr("light_llm.checkpoints.discovery.packaged_run_folder", lambda: missing)

@@ -21,6 +21,7 @@ from light_llm.schedule import learning_rate
 from light_llm.tokenizers import get_tokenizer
 from light_llm.train import TrainConfig, train
 from light_llm.train.batches import micro_batch_rng
+from light_llm.train.config import DEFAULT_PRESETS
 from light_llm.train.optim import clip_grad_norm, configure_adamw
 from light_llm.train.trainer import train_mlm
 from tests.conftest import tiny_config
@@ -126,6 +127,26 @@ def test_a_run_saved_before_the_optimizer_setting_resumes_with_adamw(corpus, tmp
     resumed = train(TrainConfig(out=str(out), max_iters=5, resume=True))
     assert resumed.iteration == 5
     assert read_trainer_state(out / "checkpoint")["resolved_config"]["optimizer"] == "adamw"
+
+
+def test_a_run_of_an_older_default_recipe_resumes_with_its_own_settings(corpus, tmp_path):
+    """A run started when the default preset was bpe-cpu (its config as given names no
+    preset and no orthogonaliser) resumes as bpe-cpu with Newton-Schulz, bit for bit as the
+    run that was never stopped, though today's default is another model."""
+    common = {"max_iters": 8, "lr_decay_iters": 8, "preset": "bpe-cpu", "tokenizer": "char"}
+    straight = train(tiny_run(corpus, tmp_path / "straight", **common))
+    out = tmp_path / "old"
+    train(tiny_run(corpus, out, **{**common, "max_iters": 4}))
+    path = out / "checkpoint" / "trainer_state.json"
+    state = json.loads(path.read_text())
+    state["config"]["preset"] = None  # the default of the time
+    for key in ("config", "resolved_config"):
+        del state[key]["muon_orthogonaliser"], state[key]["cautious_weight_decay"]
+    path.write_text(json.dumps(state))
+    assert DEFAULT_PRESETS["gpt"] != "bpe-cpu"
+    resumed = train(TrainConfig(out=str(out), max_iters=8, resume=True))
+    assert resumed.losses == {i: straight.losses[i] for i in range(4, 8)}
+    assert read_trainer_state(out / "checkpoint")["resolved_config"]["preset"] == "bpe-cpu"
 
 
 def stopped_then_resumed(monkeypatch, config, call):

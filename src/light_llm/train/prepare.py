@@ -138,7 +138,9 @@ def prepare_in(
     if saved:
         check_same_architecture(saved, architecture, folder.out)
         config, schedule_note = schedule_of_extension(config, saved)
-        config = config.inherit(TrainConfig.from_dict(saved["config"]))
+        config = config.inherit(
+            TrainConfig.from_dict(saved["config"]), TrainConfig.from_dict(saved["resolved_config"])
+        )
     given = dataclasses.replace(config, model=architecture)
     cfg = given.resolve()
     budget_s = parse_duration(cfg.time) if given.awaits_budget_estimate() else None
