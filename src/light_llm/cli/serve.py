@@ -160,7 +160,9 @@ def serve(args: argparse.Namespace, sock: socket.socket) -> int:
         app,
         log_level="warning",
         access_log=False,
-        timeout_graceful_shutdown=0,  # SIGTERM, Ctrl-C: stop now, closing open streams
+        # SIGTERM, Ctrl-C: stop at once, cutting open streams after 0.1 s (at 0, uvicorn said
+        # "ERROR: Cancel 0 running task(s)" at every stop, none open or not)
+        timeout_graceful_shutdown=0.1,
     )
     uvicorn.Server(config).run(sockets=[sock])
     return 0
