@@ -206,6 +206,8 @@ def train_and_score(name: str, data: str, iters: int, seed: int, threads: int, r
         "0",
         "--eval-interval",
         str(iters),
+        "--probe-interval",
+        "0",
         "--overwrite",
         threads=threads,
     )

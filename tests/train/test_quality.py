@@ -22,9 +22,12 @@ hence slow.
 import math
 
 import pytest
+import torch
 
 from light_llm.shakespeare import shakespeare_text
 from light_llm.train import TrainConfig, train
+from light_llm.train.config import FITTED_MAX_ITERS
+from light_llm.train.precision import default_dtype
 
 
 def last_megabyte_of_shakespeare() -> str:
@@ -55,5 +58,6 @@ def test_the_default_recipe_beats_nanogpts_on_1mb_of_shakespeare(tmp_path):
     corpus.write_text(last_megabyte_of_shakespeare(), encoding="utf-8")
     final = train(TrainConfig(data=str(corpus), out=str(tmp_path / "out"), device="cpu"))
     last = final.evaluations[-1]
-    assert last["iter"] == 820
+    fitted = FITTED_MAX_ITERS.get(default_dtype(torch.device("cpu")), 820)
+    assert last["iter"] == fitted  # 820 in float32, more under bfloat16 autocast
     assert last["val_bpc"] * math.log(2) <= 1.60  # nats per character, the bar

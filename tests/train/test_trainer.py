@@ -359,3 +359,25 @@ def test_extending_a_run_goes_on_at_the_final_learning_rate(corpus, tmp_path, ca
     assert "re-stretched to end at 16" in capsys.readouterr().out
     logged = {r["iter"]: r["lr"] for r in metric_lines(tmp_path / "stretched", "train")}
     assert logged[10] == learning_rate(10, 1e-3, 1e-4, 2, 16) > 1e-4
+
+
+def test_the_default_length_follows_the_machines_arithmetic_and_is_recorded(
+    corpus, tmp_path, capsys, monkeypatch
+):
+    """A run that gives no --max-iters takes the count fitted to its dtype, says so in its
+    first lines and records it as --max-iters: its resume keeps it when the table changes."""
+    monkeypatch.setattr("light_llm.train.config.FITTED_MAX_ITERS", {"float32": 3})
+    settings = {key: value for key, value in TINY.items() if key != "max_iters"}
+    out = tmp_path / "fitted"
+    result = train(TrainConfig(**settings, data=str(corpus), out=str(out)))
+    assert result.iteration == 3
+    printed = capsys.readouterr().out
+    assert "3 iterations, not the recipe's 820: this CPU" in printed
+    state = read_trainer_state(out / "checkpoint")
+    assert state["config"]["max_iters"] == 3 and state["resolved_config"]["max_iters"] == 3
+    monkeypatch.setattr("light_llm.train.config.FITTED_MAX_ITERS", {"float32": 5})
+    resumed = train(TrainConfig(out=str(out), resume=True))
+    assert resumed.iteration == 3 and not resumed.losses  # already at its end
+    given = TrainConfig(**settings, data=str(corpus), out=str(tmp_path / "given"), max_iters=2)
+    given = train(given)
+    assert given.iteration == 2 and "not the recipe's" not in capsys.readouterr().out

@@ -117,6 +117,13 @@ CHAR_CPU_RECIPE = {
     # evaluations as large as nanoGPT's recipe's (20 batches of 12 sequences): 8 of 32
     "eval_iters": 8,
 }
+# The default's length fitted to the machine (issue 25). Its recipe's 820 iterations end the
+# whole command inside the wall time of nanoGPT's CPU recipe in float32, the arithmetic of a
+# CPU without bfloat16 (AVX2). Where the trainer runs under bfloat16 autocast (a CPU with
+# AVX-512 BF16 or AMX) its steps gain more than nanoGPT's do, so that wall time holds more
+# of them: this many, measured there as the 820 were (docs/recipe.md, "The default's length").
+FITTED_MAX_ITERS: dict[str, int] = {}  # dtype -> iterations; not yet measured
+FITTED_PRESETS = ("bpe-cpu", "qwen3-cpu")
 PRESET_RECIPES: dict[str, dict[str, Any]] = {
     "char-baby": NANOGPT_CPU_RECIPE,
     "nanogpt-cpu": NANOGPT_CPU_RECIPE,
@@ -568,6 +575,31 @@ class TrainConfig:
             )
         if self.max_iters is not None:
             raise ConfigError("give --time or --max-iters, not both.")
+
+
+def fitted_length(
+    given: TrainConfig, resolved: TrainConfig, device_type: str, dtype: str, cpu: str
+) -> tuple[int | None, str]:
+    """The iteration count for a run that gave neither --max-iters nor --time, fitted to the
+    machine's arithmetic (``FITTED_MAX_ITERS``; None: the recipe's), and the sentence that
+    says what was chosen and why ("" for a run whose length is not fitted: a given length,
+    fine-tuning, a preset not fitted, a GPU)."""
+    fitted = given.max_iters is None and given.time is None and given.init_from is None
+    if not fitted or resolved.preset not in FITTED_PRESETS or device_type != "cpu":
+        return None, ""
+    recipe = resolved.max_iters
+    iterations = FITTED_MAX_ITERS.get(dtype)
+    if iterations is None:
+        return None, (
+            f"{recipe} iterations: {dtype} on this CPU ({cpu}), the length that ends the run "
+            "inside the wall time of nanoGPT's CPU recipe (--max-iters or --time sets another)."
+        )
+    return iterations, (
+        f"{iterations} iterations, not the recipe's {recipe}: this CPU ({cpu}) trains under "
+        f"{dtype} autocast, where a step of this model gains more than nanoGPT's do, and "
+        f"{iterations} end the run inside the wall time of nanoGPT's CPU recipe here as {recipe} "
+        "do in float32 (--max-iters or --time sets another length)."
+    )
 
 
 def tokenizer_folder(tokenizer: str) -> bool:
