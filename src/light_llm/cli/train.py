@@ -27,6 +27,7 @@ from light_llm.train.config import (
     DEFAULT_MODEL,
     DEFAULT_PRESETS,
     FINETUNE_RECIPE,
+    FITTED_MAX_ITERS,
     GENERAL_DEFAULTS,
     LORA_DEFAULTS,
     LORA_RECIPE,
@@ -40,6 +41,9 @@ DEFAULT_PRESET = DEFAULT_PRESETS[DEFAULT_MODEL]
 # the help quotes these, so that it states the defaults that really apply
 R = {**GENERAL_DEFAULTS, **PRESET_RECIPES[DEFAULT_PRESET]}
 V = TRAINED_TOKENIZER_VOCAB
+# the default's length on a CPU, which follows its arithmetic (train.config.fitted_length)
+LENGTH = "".join(f"{n} iterations in {dtype} on a CPU, " for dtype, n in FITTED_MAX_ITERS.items())
+LENGTH += f"{R['max_iters']} iterations" + (" elsewhere" if FITTED_MAX_ITERS else "")
 
 
 def default(key: str) -> str:
@@ -70,7 +74,7 @@ computes: light-llm export writes it as a Qwen3 folder); Muon for the matrices i
 blocks (peak lr {R["muon_lr"]}) and AdamW for the rest (peak lr {R["lr"]}, the embedding
 tables {R["embedding_lr"]}; betas ({R["beta1"]}, {R["beta2"]})), warmed up over
 {R["warmup_iters"]} iterations and decayed by one cosine to {R["min_lr"]:g}; batch
-{R["batch_size"]}, {R["max_iters"]} iterations, weight decay {R["weight_decay"]}, clipping at
+{R["batch_size"]}, {LENGTH}, weight decay {R["weight_decay"]}, clipping at
 {R["grad_clip"]}. It takes about the wall time of nanoGPT's CPU recipe, --preset nanogpt-cpu
 (128 wide, learned positions, LayerNorm, GELU and AdamW; batch 12, 2000 iterations, lr 1e-3,
 cosine to 1e-4, betas (0.9, 0.99)), and ends far lower (benchmarks/recipe_sweep.py,
@@ -203,7 +207,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"micro-batches per step, over all processes ({default('grad_accum')})",
     )
     optim.add_argument(
-        "--max-iters", type=int, metavar="N", help=f"optimiser steps ({default('max_iters')})"
+        "--max-iters",
+        type=int,
+        metavar="N",
+        help=f"optimiser steps ({default('max_iters')}; the default preset's: {LENGTH})",
     )
     optim.add_argument("--lr", type=float, help=f"peak learning rate ({default('lr')})")
     optim.add_argument(
