@@ -55,26 +55,30 @@ def corpus_file(name: str, folder: Path) -> Path | None:
     return Path(name)
 
 
-def light_llm(*arguments: str) -> str:
-    """Run ``light-llm ARGUMENTS`` and return its output; stop the benchmark if it fails."""
+def light_llm(*arguments: str, folder: Path) -> str:
+    """Run ``light-llm ARGUMENTS`` in ``folder`` and return its output; stop the benchmark if
+    it fails."""
     command = [sys.executable, "-m", "light_llm", *arguments]
-    done = subprocess.run(command, capture_output=True, text=True, env={**os.environ})
+    done = subprocess.run(command, capture_output=True, text=True, cwd=folder)
     if done.returncode != 0:
         raise SystemExit(f"light-llm {' '.join(arguments)} failed:\n{done.stderr[-2000:]}")
     return done.stdout
 
 
-def train_and_score(recipe: str, data: Path | None, seed: int, out: Path, flags: list[str]) -> dict:
-    """One run: the whole training command's wall time, its iterations, and its whole-split
-    validation loss in nats per character."""
-    data_flags = ["--data", str(data)] if data else []
-    arguments = ["train", *RECIPES[recipe], *data_flags, "--seed", str(seed), "--out", str(out)]
+def train_and_score(
+    recipe: str, data: Path | None, seed: int, folder: Path, out: str, flags: list[str]
+) -> dict:
+    """One run into ``folder/out`` (named relative to ``folder``, as a user would): the whole
+    training command's wall time, its iterations, and its whole-split validation loss in nats
+    per character."""
+    data_flags = ["--data", str(data.resolve())] if data else []
+    arguments = ["train", *RECIPES[recipe], *data_flags, "--seed", str(seed), "--out", out]
     start = time.perf_counter()
-    light_llm(*arguments, *flags, "--overwrite")
+    light_llm(*arguments, *flags, "--overwrite", folder=folder)
     seconds = time.perf_counter() - start
-    report = light_llm("eval", "--checkpoint", str(out), *data_flags)
+    report = light_llm("eval", "--checkpoint", out, *data_flags, folder=folder)
     nats = float(re.search(r"([0-9.]+) nats per character", report).group(1))
-    state = json.loads((out / "checkpoint" / "trainer_state.json").read_text())
+    state = json.loads((folder / out / "checkpoint" / "trainer_state.json").read_text())
     return {"recipe": recipe, "seconds": seconds, "nats": nats, "iters": state["iteration"]}
 
 
@@ -97,8 +101,8 @@ def main() -> None:
         for seed in args.seeds:
             pair = {}
             for recipe in RECIPES:  # nanoGPT first, then the default: taking turns
-                out = folder / f"{recipe}-{Path(name).stem}-{seed}"
-                pair[recipe] = train_and_score(recipe, data, seed, out, extra[recipe])
+                out = f"{recipe}-{Path(name).stem}-{seed}"
+                pair[recipe] = train_and_score(recipe, data, seed, folder, out, extra[recipe])
                 row = {"data": name, "seed": seed, **pair[recipe]}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
