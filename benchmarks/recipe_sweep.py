@@ -33,9 +33,15 @@ MUON = ["--optimizer", "muon"]
 FULL = ["--activation", "relu2", "--qk-norm", "--untie-embeddings", "--logit-softcap", "15"]
 CANDIDATES: dict[str, list[str]] = {
     "nanogpt-cpu": ["--preset", "nanogpt-cpu"],
-    # light-llm train with no flags (--preset bpe-cpu, a 768-id BPE; `speed` times every
-    # candidate at the character vocabulary: tokenizer_sweep.py compares vocabularies)
+    # light-llm train with no flags (--preset qwen3-cpu, a 768-id BPE; `speed` times every
+    # candidate at the character vocabulary unless given --vocab-size: tokenizer_sweep.py
+    # compares vocabularies)
     "default": [],
+    "bpe-cpu": ["--preset", "bpe-cpu"],
+    # round two (issue 25): Muon's orthogonaliser and the weight decay
+    "polar-express": ["--muon-orthogonaliser", "polar-express"],
+    "cautious-wd": ["--cautious-weight-decay"],
+    "pe-cautious": ["--muon-orthogonaliser", "polar-express", "--cautious-weight-decay"],
     "char-cpu": ["--preset", "char-cpu"],
     "modern-adamw": [*MODERN, "--activation", "swiglu"],
     "muon-relu2": [*MODERN, *MUON, "--activation", "relu2"],
@@ -157,10 +163,15 @@ def seconds_per_step(step, steps: int) -> float:
     return (time.perf_counter() - start) / steps
 
 
-def measure_speed(names: list[str], rounds: int, steps: int) -> dict[str, float]:
-    """Median over rounds of t_candidate / t_nanogpt (one step each)."""
-    baseline = step_timer(CANDIDATES["nanogpt-cpu"])
-    timers = {name: step_timer(CANDIDATES[name]) for name in names}
+def measure_speed(
+    names: list[str], rounds: int, steps: int, dtype: str | None = None, vocab_size: int = 65
+) -> dict[str, float]:
+    """Median over rounds of t_candidate / t_nanogpt (one step each), both in ``dtype``
+    (default: the trainer's on this machine); the candidates over ``vocab_size`` ids,
+    nanoGPT's recipe over 65 characters."""
+    dtype_flags = ["--dtype", dtype] if dtype else []
+    baseline = step_timer([*CANDIDATES["nanogpt-cpu"], *dtype_flags])
+    timers = {name: step_timer([*CANDIDATES[name], *dtype_flags], vocab_size) for name in names}
     for step in (baseline, *timers.values()):
         seconds_per_step(step, 5)  # warm up
     ratios: dict[str, list[float]] = {name: [] for name in names}
@@ -195,12 +206,15 @@ def train_and_score(name: str, data: str, iters: int, seed: int, threads: int, r
         "0",
         "--eval-interval",
         str(iters),
+        "--probe-interval",
+        "0",
         "--overwrite",
         threads=threads,
     )
     seconds = time.perf_counter() - start
     report = run_cli("eval", "--checkpoint", out, "--data", data, threads=threads)
-    loss = float(re.search(r"loss[^0-9]*([0-9.]+)", report).group(1))
+    per_character = re.search(r"([0-9.]+) nats per character", report)  # a BPE model's
+    loss = float((per_character or re.search(r"loss[^0-9]*([0-9.]+)", report)).group(1))
     return {
         "name": name,
         "data": os.path.basename(data),
@@ -220,6 +234,8 @@ def main() -> None:
     speed.add_argument("names", nargs="*")
     speed.add_argument("--rounds", type=int, default=5)
     speed.add_argument("--steps", type=int, default=10)
+    speed.add_argument("--dtype", choices=("float32", "bfloat16"), help="default: the trainer's")
+    speed.add_argument("--vocab-size", type=int, default=65, help="of the candidates (65)")
     run = sub.add_parser("train")
     run.add_argument("names", nargs="+")
     run.add_argument("--data", required=True)
@@ -230,7 +246,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "speed":
         names = args.names or [name for name in CANDIDATES if name != "nanogpt-cpu"]
-        for name, ratio in measure_speed(names, args.rounds, args.steps).items():
+        measured = measure_speed(names, args.rounds, args.steps, args.dtype, args.vocab_size)
+        for name, ratio in measured.items():
             print(
                 f"{name:28s} step time / nanogpt-cpu's = {ratio:.3f}  "
                 f"-> {round(2000 / ratio)} iterations in nanogpt-cpu's 2000"

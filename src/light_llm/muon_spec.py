@@ -1,5 +1,6 @@
 """The parts of Muon that both engines share, without torch: which parameters it updates, the
-Newton-Schulz coefficients and the shape-dependent scale of its update.
+Newton-Schulz coefficients (Keller Jordan's, or Polar Express's per-step ones) and the
+shape-dependent scale of its update.
 
 Muon (Keller Jordan's "Muon: An optimizer for hidden layers in neural networks", 2024)
 orthogonalises the momentum of a weight matrix; it is meant for the matrices that mix
@@ -14,11 +15,52 @@ from __future__ import annotations
 import math
 import re
 
+from light_llm.errors import ConfigError
+
 # Quintic Newton-Schulz X <- a X + (b A + c A²) X with A = X Xᵀ: chosen (not convergent to
 # exactly 1) so that small singular values grow fast; after 5 steps they lie near [0.7, 1.2].
 NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
 NS_STEPS = 5
 NS_EPS = 1e-7  # added to ||G||_F so that a zero gradient stays zero
+
+# Polar Express (Amsel, Persson, Musco and Gower, "The Polar Express: Optimal Matrix Sign
+# Methods and Their Application to the Muon Algorithm", 2025): a different quintic at each
+# step, each the minimax-optimal one for the interval the singular values lie in after the
+# steps before it, so that five steps bring every σ in [1e-3, 1] much closer to 1 than five
+# steps of one fixed quintic. Their coefficients for 5 steps, as the NanoGPT speedrun uses
+# them, with X0 = G / (1.02 ||G||_F + ε): the margin keeps σ_max below 1 in bfloat16.
+POLAR_EXPRESS_COEFFICIENTS = (
+    (8.156554524902461, -22.48329292557795, 15.878769915207462),
+    (4.042929935166739, -2.808917465908714, 0.5000178451051316),
+    (3.8916678022926607, -2.772484153217685, 0.5060648178503393),
+    (3.285753657755655, -2.3681294933425376, 0.46449024233003106),
+    (2.3465413258596377, -1.7097828382687081, 0.42323551169305323),
+)
+POLAR_EXPRESS_MARGIN = 1.02
+ORTHOGONALISERS = ("newton-schulz", "polar-express")
+
+# Cautious Weight Decay (Chen, Liu, Liang et al., "Cautious Weight Decay", 2025): for a step
+# W <- W - η u, decay only the entries where the update and the weight agree in sign,
+#     W <- W - η (u + λ 1[u ⊙ W >= 0] ⊙ W),
+# so that decay never pulls a weight against the direction its own update moves it. Both
+# engines' MuonAdamW apply it to their Muon and AdamW parameters with --cautious-weight-decay.
+
+
+def orthogonaliser_steps(
+    method: str = "newton-schulz", steps: int = NS_STEPS
+) -> tuple[float, tuple[tuple[float, float, float], ...]]:
+    """(margin m, the (a, b, c) of each step) of an orthogonaliser: X0 = G / (m ||G||_F + ε),
+    then Xk = a_k Xk-1 + (b_k A + c_k A²) Xk-1 with A = Xk-1 Xk-1ᵀ. "newton-schulz" repeats
+    Keller Jordan's quintic ``steps`` times (m = 1); "polar-express" takes Polar Express's
+    first ``steps`` quintics (at most 5)."""
+    if method == "newton-schulz":
+        return 1.0, (NS_COEFFICIENTS,) * steps
+    if method == "polar-express":
+        if not 0 <= steps <= len(POLAR_EXPRESS_COEFFICIENTS):
+            raise ConfigError(f"Polar Express has {len(POLAR_EXPRESS_COEFFICIENTS)} steps.")
+        return POLAR_EXPRESS_MARGIN, POLAR_EXPRESS_COEFFICIENTS[:steps]
+    raise ConfigError(f"unknown orthogonaliser {method!r}; known: {', '.join(ORTHOGONALISERS)}.")
+
 
 # a parameter inside transformer block i is named "...h.{i}.<module>.weight" in both engines
 BLOCK_PARAMETER = re.compile(r"(^|\.)h\.\d+\.")

@@ -4,6 +4,7 @@ next-token loss and a BERT-style encoder's masked-LM loss, each with its unigram
 import json
 import math
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -274,3 +275,17 @@ def test_eval_bits_per_byte_of_a_bpe_model_is_the_sum_of_token_losses(tmp_path, 
     val_chars = len(text[int(len(text) * 0.9) :])  # the issue's unit: nats per character
     assert report["chars"] == val_chars
     assert report["nats_per_char"] == pytest.approx(losses.sum().item() / val_chars, abs=1e-6)
+
+
+def test_a_run_without_its_token_cache_gets_none_written(trained, tmp_path, capsys):
+    """A run folder that ships without data/ (light_llm/runs/*, inside the installed package)
+    is scored from a scratch cache, to the same loss, and left as it was."""
+    _, out = trained
+    assert main(["eval", "--checkpoint", str(out), "--json"]) == 0
+    with_cache = json.loads(capsys.readouterr().out)
+    bare = tmp_path / "shipped"
+    shutil.copytree(out, bare, ignore=shutil.ignore_patterns("data"))
+    before = sorted(path.relative_to(bare) for path in bare.rglob("*"))
+    assert main(["eval", "--checkpoint", str(bare), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["val_loss"] == with_cache["val_loss"]
+    assert sorted(path.relative_to(bare) for path in bare.rglob("*")) == before

@@ -2,15 +2,18 @@
 bad input gets one sentence and exit code 2."""
 
 import json
+import shutil
 
+import numpy as np
 import pytest
 import torch
 
-from light_llm.checkpoints import load, save
+from light_llm.assets import packaged_encoder_folder
+from light_llm.checkpoints import load, load_tokenizer, save
 from light_llm.checkpoints.hf_bert import packaged_minilm_path
 from light_llm.cli import main
 from light_llm.config import ModelConfig
-from light_llm.models.bert import IGNORE_INDEX, BertEncoder, EncoderConfig
+from light_llm.models.bert import IGNORE_INDEX, BertEncoder, EncoderConfig, predict_masked
 from light_llm.models.gpt import GPT
 from light_llm.tokenizers import BertTokenizer
 from light_llm.tokenizers.bert import SPECIAL_TOKENS
@@ -101,7 +104,6 @@ def test_bad_input_gets_one_sentence(trained_checkpoint, tmp_path, capsys):
 def test_fills_in_from_a_training_output_folder(tmp_path, capsys):
     """`light-llm train --model bert` writes OUT/checkpoint; fill-mask takes OUT itself and
     prints the top-k of softmax over the logits the loaded encoder gives at the [MASK]."""
-    from light_llm.tokenizers import load_tokenizer
     from tests.train.helpers import tiny_flags, write_corpus
 
     out = tmp_path / "run"
@@ -112,7 +114,7 @@ def test_fills_in_from_a_training_output_folder(tmp_path, capsys):
     assert main(["fill-mask", "--checkpoint", str(out), "--json", text]) == 0
     (candidates,) = json.loads(capsys.readouterr().out)
     model = load(out, architecture="bert")
-    tokenizer = load_tokenizer(out / "checkpoint")
+    tokenizer = load_tokenizer(out)
     ids = tokenizer.encode_plus(text)["input_ids"]
     with torch.no_grad():
         logits, _ = model(torch.tensor([ids]))
@@ -123,21 +125,80 @@ def test_fills_in_from_a_training_output_folder(tmp_path, capsys):
     )
 
 
-def test_without_checkpoint_it_names_an_encoder_run_or_how_to_train_one(
-    capsys, tmp_path, monkeypatch
+def shipped_answer(text: str, top_k: int = 5) -> list[tuple[int, float]]:
+    """The shipped encoder's top ``top_k`` (id, probability) at the [MASK] of ``text``, from
+    its own forward: softmax over the MLM head's logits at that position."""
+    folder = packaged_encoder_folder()
+    model = load(folder, architecture="bert")
+    tokenizer = load_tokenizer(folder)
+    ids = tokenizer.encode_plus(text)["input_ids"]
+    with torch.no_grad():
+        logits, _ = model(torch.tensor([ids]))
+    top = torch.softmax(logits[0, ids.index(tokenizer.mask_id)], -1).topk(top_k)
+    return list(zip(top.indices.tolist(), top.values.tolist(), strict=True))
+
+
+def test_without_checkpoint_the_shipped_encoder_answers(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no encoder run here
+    text = "to be or not to [MASK]"
+    assert main(["fill-mask", "--json", text]) == 0
+    captured = capsys.readouterr()
+    (candidates,) = json.loads(captured.out)
+    assert captured.err.strip().splitlines() == [
+        f"fill-mask: using {packaged_encoder_folder()}, the small masked-LM encoder that ships "
+        f"with light-llm (no encoder run under {tmp_path.resolve()} yet)."
+    ]
+    expected = shipped_answer(text)
+    assert [c["id"] for c in candidates] == [i for i, _ in expected]
+    np.testing.assert_allclose([c["probability"] for c in candidates], [p for _, p in expected])
+    # the Python API on the same checkpoint gives the same answer
+    folder = packaged_encoder_folder()
+    (api,) = predict_masked(load(folder, architecture="bert"), load_tokenizer(folder), text)
+    assert [c._asdict() for c in api] == candidates
+
+
+def test_an_encoder_run_here_or_an_explicit_checkpoint_comes_before_the_shipped_one(
+    trained_checkpoint, capsys, tmp_path, monkeypatch
 ):
+    folder, _, _ = trained_checkpoint
     monkeypatch.chdir(tmp_path)
-    assert main(["fill-mask", "the [MASK] is"]) == 2
-    err = capsys.readouterr().err
-    assert "light-llm train --model bert" in err and len(err.strip().splitlines()) == 1
-    tokenizer = BertTokenizer.packaged()
-    config = EncoderConfig(
-        vocab_size=tokenizer.vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=8
-    )
+    text = "to be or not to [MASK]"
+    assert main(["fill-mask", "--checkpoint", str(folder), "--json", text]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)[0][0]["token"] == "be" and captured.err == ""
+    # a GPT run here is not an encoder: the shipped encoder still answers
     save(
-        BertEncoder(config.replace(mlm_head=True)),
-        tmp_path / "out-bert" / "checkpoint",
-        tokenizer=tokenizer,
+        GPT(ModelConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8)),
+        tmp_path / "out-gpt" / "checkpoint",
     )
+    assert main(["fill-mask", "--json", text]) == 0
+    assert "ships with light-llm" in capsys.readouterr().err
+    shutil.copytree(folder, tmp_path / "runs" / "out-bert" / "checkpoint")
+    assert main(["fill-mask", "--json", text]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)[0][0]["token"] == "be"  # the run's, not the shipped one's
+    assert f"using {tmp_path.resolve() / 'runs' / 'out-bert'}, the newest encoder run" in (
+        captured.err
+    )
+
+
+@pytest.mark.parametrize("damage", ["weights missing", "weights cut short", "vocabulary missing"])
+def test_a_damaged_shipped_encoder_is_one_sentence(damage, capsys, tmp_path, monkeypatch):
+    shipped = tmp_path / "shipped"
+    shutil.copytree(packaged_encoder_folder(), shipped)
+    weights = shipped / "checkpoint" / "model.safetensors"
+    if damage == "weights missing":
+        weights.unlink()
+    elif damage == "weights cut short":
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    else:
+        (shipped / "checkpoint" / "vocab.txt").unlink()
+    monkeypatch.setattr("light_llm.checkpoints.discovery.packaged_encoder_folder", lambda: shipped)
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")  # no encoder run here
     assert main(["fill-mask", "the [MASK] is"]) == 2
-    assert "--checkpoint" in (err := capsys.readouterr().err) and "out-bert" in err
+    err = one_error_line(capsys)
+    assert str(shipped / "checkpoint") in err
+    if damage == "weights missing":
+        assert "ships with light-llm is missing its weights" in err
+        assert "light-llm train --model bert" in err

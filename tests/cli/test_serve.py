@@ -1,20 +1,23 @@
 """``light-llm serve``'s bad input (one sentence, exit 2) and which model it serves when none
-is named."""
+is named (a GPT run, or with --encoder an encoder run; else the one that ships)."""
 
 from __future__ import annotations
 
 import os
 import socket
 
-from light_llm.assets import packaged_run_folder
+from light_llm.assets import packaged_encoder_folder, packaged_run_folder
 from light_llm.checkpoints import load, save
+from light_llm.checkpoints.discovery import default_encoder
 from light_llm.checkpoints.probes import probe_iterations
 from light_llm.cli import main
 from light_llm.config import PRESETS, ModelConfig
+from light_llm.models.bert import BertEncoder, EncoderConfig
 from light_llm.models.gpt import GPT
 from light_llm.serve import default_model, newest_run
-from light_llm.tokenizers import CharTokenizer
+from light_llm.tokenizers import BertTokenizer, CharTokenizer
 from light_llm.tokenizers.bert import packaged_bert_folder
+from light_llm.train.config import DEFAULT_PRESETS
 
 
 def error_line(capsys) -> str:
@@ -54,9 +57,10 @@ def test_the_newest_run_under_the_folder_is_served_else_the_shipped_one(tmp_path
     assert newest_run(tmp_path) is None
     folder, origin = default_model(tmp_path)
     assert folder == packaged_run_folder() and "ships with light-llm" in origin
-    assert load(folder).config.n_layer == PRESETS["bpe-cpu"].n_layer  # the main job's model
+    assert load(folder).config.n_layer == PRESETS[DEFAULT_PRESETS["gpt"]].n_layer  # the main job's
     assert probe_iterations(folder)  # and its history
-    monkeypatch.setattr("light_llm.serve.discovery.packaged_run_folder", lambda: tmp_path / "x")
+    missing = tmp_path / "x"
+    monkeypatch.setattr("light_llm.checkpoints.discovery.packaged_run_folder", lambda: missing)
     folder, origin = default_model(tmp_path)
     assert folder == packaged_bert_folder() and "MiniLM" in origin
     save_run(tmp_path / "old", 1_000_000)
@@ -65,3 +69,20 @@ def test_the_newest_run_under_the_folder_is_served_else_the_shipped_one(tmp_path
     assert newest_run(tmp_path) == tmp_path / "runs" / "new"
     folder, origin = default_model(tmp_path)
     assert folder == tmp_path / "runs" / "new" and "newest training run" in origin
+
+
+def test_serve_encoder_shows_the_newest_encoder_run_else_the_shipped_one(tmp_path, capsys):
+    folder, origin = default_encoder(tmp_path)
+    assert folder == packaged_encoder_folder() and "ships with light-llm" in origin
+    assert load(folder, architecture="bert").mlm_head is not None  # it can fill masks
+    tokenizer = BertTokenizer.packaged()
+    config = EncoderConfig(vocab_size=tokenizer.vocab_size, block_size=8, n_layer=1, n_head=1)
+    save(BertEncoder(config.replace(n_embd=4)), tmp_path / "bert-run" / "checkpoint", tokenizer)
+    written = (tmp_path / "bert-run" / "checkpoint" / "model.safetensors").stat().st_mtime
+    save_run(tmp_path / "gpt-run", written + 10)  # newer, but a GPT
+    assert newest_run(tmp_path) == tmp_path / "gpt-run"
+    folder, origin = default_encoder(tmp_path)
+    assert folder == tmp_path / "bert-run" and "newest encoder run" in origin
+    argv = ["serve", "--encoder", "--checkpoint", str(tmp_path / "bert-run"), "--port", "0"]
+    assert main(argv) == 2
+    assert "--checkpoint DIR or --encoder, not both" in error_line(capsys)

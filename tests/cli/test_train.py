@@ -3,10 +3,12 @@
 import errno
 import os
 import signal
+import socket
 
 import pytest
 import torch
 
+from light_llm.checkpoints.hf_architectures import hf_architecture
 from light_llm.checkpoints.run import read_trainer_state
 from light_llm.cli import build_parser, main
 from light_llm.cli.train import config_from_args
@@ -35,25 +37,33 @@ def folder_bytes(folder):
 
 
 @pytest.mark.parametrize("data", [[], ["--data", "my.txt"]])
-def test_no_flags_means_the_bpe_cpu_recipe_with_a_learned_bpe(data):
+def test_no_flags_means_the_qwen3_cpu_recipe_with_a_learned_bpe(data):
     config = config_from_args(build_parser().parse_args(["train", *data])).resolve()
-    assert config.preset == "bpe-cpu" and config.tokenizer == "bpe"
+    assert config.preset == "qwen3-cpu" and config.tokenizer == "bpe"
     assert config.vocab_size is None  # the default size, TRAINED_TOKENIZER_VOCAB's
     model = config.model_config(768)
     switches = (model.positions, model.norm, model.activation, model.qk_norm)
-    assert switches == ("rotary", "rmsnorm", "relu2", True)
-    assert (model.tie_embeddings, model.bias, model.logit_softcap) == (False, False, 15.0)
+    assert switches == ("rotary", "rmsnorm", "swiglu", True)
+    assert (model.tie_embeddings, model.bias, model.logit_softcap) == (False, False, None)
+    assert hf_architecture(model) == "Qwen3"  # the default leaves light-llm
     assert (config.optimizer, config.batch_size) == ("muon", 32)
 
 
-def test_preset_char_cpu_is_the_default_model_and_recipe_on_characters():
-    char = config_from_args(build_parser().parse_args(["train", "--preset", "char-cpu"]))
-    default = config_from_args(build_parser().parse_args(["train"])).resolve().to_dict()
-    char = char.resolve().to_dict()
-    assert char.pop("tokenizer") == "char" and default.pop("tokenizer") == "bpe"
-    assert char.pop("sample_tokens") == 300 and default.pop("sample_tokens") == 150
-    assert char.pop("preset") == "char-cpu" and default.pop("preset") == "bpe-cpu"
-    assert char == default
+def test_preset_char_cpu_is_bpe_cpu_on_characters_and_bpe_cpu_the_default_with_relu2():
+    def resolved(*flags):
+        return config_from_args(build_parser().parse_args(["train", *flags])).resolve().to_dict()
+
+    char, bpe = resolved("--preset", "char-cpu"), resolved("--preset", "bpe-cpu")
+    default = resolved()
+    assert char.pop("tokenizer") == "char" and bpe.pop("tokenizer") == "bpe"
+    assert char.pop("sample_tokens") == 300 and bpe.pop("sample_tokens") == 150
+    assert char.pop("preset") == "char-cpu" and bpe.pop("preset") == "bpe-cpu"
+    assert char == bpe
+    assert default.pop("preset") == "qwen3-cpu" and default.pop("tokenizer") == "bpe"
+    assert default.pop("sample_tokens") == 150
+    assert (default.pop("activation"), default.pop("logit_softcap")) == ("swiglu", None)
+    assert (bpe.pop("activation"), bpe.pop("logit_softcap")) == ("relu2", 15.0)
+    assert default == bpe  # one recipe; the models differ only in the MLP and the cap
 
 
 def test_preset_nanogpt_cpu_is_nanogpts_cpu_recipe_on_character_shakespeare():
@@ -333,6 +343,15 @@ def test_the_help_names_every_preset_of_both_models():
             "muon_momentum must be a finite number in [0, 1)",
         ),
         (["--preset", "nanogpt-cpu", "--muon-lr", "0.01"], "but this run uses adamw; add"),
+        (
+            ["--preset", "nanogpt-cpu", "--muon-orthogonaliser", "polar-express"],
+            "but this run uses adamw; add --optimizer muon.",
+        ),
+        (
+            ["--preset", "nanogpt-cpu", "--cautious-weight-decay"],
+            "written into light-llm's Muon + AdamW optimizer, and this run uses PyTorch's adamw",
+        ),
+        (["--cautious-weight-decay", "--weight-decay", "0"], "but weight_decay is 0"),
     ],
 )
 def test_combinations_that_make_no_sense_are_one_sentence(corpus, tmp_path, capsys, flags, phrase):
@@ -416,6 +435,7 @@ HELP_DEFAULTS = {
     "--beta2": "beta2",
     "--optimizer": "optimizer",
     "--muon-lr": "muon_lr",
+    "--muon-orthogonaliser": "muon_orthogonaliser",
     "--eval-iters": "eval_iters",
     "--seed": "seed",
 }
@@ -435,3 +455,17 @@ def test_help_states_the_defaults_a_run_without_flags_gets(capsys, flag):
     shown = f"{value:g}" if isinstance(value, float) else str(value)
     assert f"default {shown}" in described, described
     assert "adamw (default)" not in described  # the default optimizer is the preset's, Muon
+
+
+def test_a_serve_port_taken_or_out_of_range_is_refused_before_the_run(corpus, tmp_path, capsys):
+    out = tmp_path / "run"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["train", *tiny_flags(corpus, out), "--serve", str(port)]) == 2
+    message = error_line(capsys)
+    assert f"port {port} on 127.0.0.1 is already in use" in message and "--serve" in message
+    assert main(["train", *tiny_flags(corpus, out), "--serve", "70000"]) == 2
+    assert "--serve must be between 0 and 65535, got 70000" in error_line(capsys)
+    assert not out.exists()  # nothing trained

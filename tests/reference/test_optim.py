@@ -162,28 +162,40 @@ def test_ten_adamw_training_steps_of_the_gpt_equal_torch(dtype, variant, embeddi
         assert rel(ours, theirs) <= TOLERANCE[dtype], name
 
 
-def test_newton_schulz_equals_the_torch_one():
+@pytest.mark.parametrize("method", ["newton-schulz", "polar-express"])
+def test_newton_schulz_equals_the_torch_one(method):
     rng = np.random.default_rng(2)
     for shape in ((6, 6), (9, 4), (4, 9)):
         matrix = rng.standard_normal(shape)
-        expected = torch_newton_schulz(torch.from_numpy(matrix)).numpy()
-        assert rel(newton_schulz(matrix), expected) < 1e-13, shape
+        expected = torch_newton_schulz(torch.from_numpy(matrix), method=method).numpy()
+        assert rel(newton_schulz(matrix, method=method), expected) < 1e-13, shape
 
 
-@pytest.mark.parametrize(("activation", "embedding_lr"), [("gelu", None), ("swiglu", 0.3)])
-def test_muon_steps_of_the_gpt_equal_torch_in_float64(activation, embedding_lr):
+@pytest.mark.parametrize(
+    ("activation", "embedding_lr", "orthogonaliser", "cautious"),
+    [
+        ("gelu", None, "newton-schulz", False),
+        ("swiglu", 0.3, "newton-schulz", False),
+        ("swiglu", 0.3, "polar-express", True),
+    ],
+)
+def test_muon_steps_of_the_gpt_equal_torch_in_float64(
+    activation, embedding_lr, orthogonaliser, cautious
+):
     """The same float64 GPT (untied head, so that every kind of parameter is there), the
     same random gradients, the warmup + cosine schedule: after six steps of each engine's
-    MuonAdamW every parameter agrees to about 1e-12 and has moved."""
+    MuonAdamW every parameter agrees to about 1e-12 and has moved (also with Polar Express
+    and cautious weight decay)."""
     config = tiny_config(activation=activation, tie_embeddings=False)
     torch_model = GPT(config).double()
     numpy_model = NumpyGPT.from_torch_state_dict(torch_model.state_dict(), config)
     start = {n: p.copy() for n, p in numpy_model.params.items()}
+    switches = {"orthogonaliser": orthogonaliser, "cautious": cautious}
     torch_optimizer = configure_muon(
-        torch_model, 1e-3, 0.02, 0.95, (0.9, 0.95), 0.1, embedding_lr=embedding_lr
+        torch_model, 1e-3, 0.02, 0.95, (0.9, 0.95), 0.1, embedding_lr=embedding_lr, **switches
     )
     numpy_optimizer = MuonAdamW(
-        numpy_model.params, 1e-3, 0.02, 0.95, (0.9, 0.95), 1e-8, 0.1, embedding_lr
+        numpy_model.params, 1e-3, 0.02, 0.95, (0.9, 0.95), 1e-8, 0.1, embedding_lr, **switches
     )
     assert len(numpy_optimizer.muon_params) == 4 * config.n_layer + (
         config.n_layer if activation == "swiglu" else 0

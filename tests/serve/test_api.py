@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from light_llm import explain
+from light_llm.assets import packaged_encoder_folder
 from light_llm.checkpoints import load, load_tokenizer
 from light_llm.checkpoints.run import MetricsLog, evaluation_records, read_trainer_state
 from light_llm.cli import main
@@ -26,6 +27,7 @@ from light_llm.models.bert import (
     predict_masked,
 )
 from light_llm.serve import ExplorerModel, create_app
+from tests.cli.test_fill_mask import shipped_answer
 from tests.serve.conftest import local_client
 from tests.train.helpers import tiny_flags, write_corpus
 
@@ -351,3 +353,20 @@ def test_a_numpy_runs_card_has_its_curve_like_any_other(tmp_path):
     assert training["curve"]["train"] == [[i, r["loss"]] for i, r in enumerate(logged)]
     assert len(logged) == 4
     assert training["val_bpb"] == pytest.approx(evaluation_records(records)[-1]["val_bpb"])
+
+
+def test_the_shipped_encoder_is_served_with_its_history():
+    """What ``light-llm serve --encoder`` shows before anything is trained: the encoder that
+    ships fills masks as its own forward does, and its run's curve is replayed."""
+    folder = packaged_encoder_folder()
+    client = local_client(create_app(ExplorerModel(folder, "test")))
+    card = client.get("/api/model").json()
+    assert card["kind"] == "encoder" and card["name"] == folder.name
+    text = "to be or not to [MASK]"
+    (masks,) = client.post("/api/fill-mask", json={"text": text, "top_k": 5}).json()["masks"]
+    expected = shipped_answer(text)
+    assert [c["id"] for c in masks] == [i for i, _ in expected]
+    np.testing.assert_allclose([c["probability"] for c in masks], [p for _, p in expected])
+    (run,) = client.get("/api/runs").json()
+    evaluations = evaluation_records(MetricsLog(folder).records())
+    assert [point[3] for point in run["curves"]["val"]] == [r["val_loss"] for r in evaluations]

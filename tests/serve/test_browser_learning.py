@@ -43,6 +43,21 @@ def checkpoint_probed(out) -> bool:
         return False
 
 
+def move_slider(driver, index: int, iteration: int) -> None:
+    """The time slider moved to its ``index``-th recorded iteration, ``iteration``, and
+    waited for until the page says so."""
+    driver.execute_script(
+        "const s = document.getElementById('probe-slider'); s.value = arguments[0];"
+        "s.dispatchEvent(new Event('input'));",
+        str(index),
+    )
+    wait_for(
+        driver,
+        lambda d: d.find_element(By.ID, "probe-iteration").text == f"{iteration:,}",
+        f"the slider at iteration {iteration}",
+    )
+
+
 def set_prompt(driver, prompt: str) -> None:
     driver.execute_script(
         "const box = document.getElementById('prompt'); box.value = arguments[0];"
@@ -136,30 +151,10 @@ def test_a_run_is_followed_live_and_replayed_after_a_kill(browser, tmp_path):  #
                 read_probe(out, iteration)
             wait_for(driver, lambda d: slider_max(d) == len(recorded) - 1, "every record")
             for index, iteration in enumerate(recorded):  # the slider reaches each
-                driver.execute_script(
-                    "const s = document.getElementById('probe-slider'); s.value = arguments[0];"
-                    "s.dispatchEvent(new Event('input'));",
-                    str(index),
-                )
-                wait_for(
-                    driver,
-                    lambda d, i=iteration: (
-                        d.find_element(By.ID, "probe-iteration").text == f"{i:,}"
-                    ),
-                    f"iteration {iteration}",
-                )
+                move_slider(driver, index, iteration)
             # at the checkpoint's iteration, the panel shows what the checkpoint gives
             saved = read_trainer_state(out / "checkpoint")["iteration"]
-            driver.execute_script(
-                "const s = document.getElementById('probe-slider'); s.value = arguments[0];"
-                "s.dispatchEvent(new Event('input'));",
-                str(recorded.index(saved)),
-            )
-            wait_for(
-                driver,
-                lambda d: d.find_element(By.ID, "probe-iteration").text == f"{saved:,}",
-                "the checkpoint's iteration",
-            )
+            move_slider(driver, recorded.index(saved), saved)
             model, tokenizer = load(out), load_tokenizer(out)
             record = read_probe(out, saved)
             val = np.fromfile(out / "data" / "val.bin", dtype=np.uint16)

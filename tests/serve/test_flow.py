@@ -67,7 +67,7 @@ def test_the_flow_of_a_token_is_the_models_own_computation(client, gpt):
     top = torch.argsort(probs, descending=True, stable=True)[:10]
     assert stages["softmax"]["values"]["ids"] == top.tolist()
     np.testing.assert_allclose(stages["softmax"]["values"]["probs"], probs[top], atol=1e-5)
-    assert "tanh" in stages["logits"]["formula"]  # the soft-cap of this config
+    assert "tanh" not in stages["logits"]["formula"]  # the default config has no soft-cap
     assert stages["rotary"]["values"]["angles"][0] == pytest.approx(position)  # t·θ_0, θ_0 = 1
 
 
@@ -81,6 +81,7 @@ def test_the_flow_of_a_token_is_the_models_own_computation(client, gpt):
             "Swish",
         ),
         ({"block_order": "post", "activation": "gelu"}, [], ["final_norm"], "GELU"),
+        ({"activation": "relu2", "logit_softcap": 15.0}, ["final_norm"], [], "\\max(0, x W_1)^2"),
     ],
 )
 def test_the_stages_follow_the_config(tmp_path, shape, present, absent, formula):
@@ -98,6 +99,7 @@ def test_the_stages_follow_the_config(tmp_path, shape, present, absent, formula)
         assert key not in stages
     assert formula in stages[(0, "mlp_hidden")]["formula"]
     assert ((0, "ln1") in stages) == (shape.get("block_order", "pre") == "pre")
+    assert ("tanh" in stages["logits"]["formula"]) == ("logit_softcap" in shape)  # the soft-cap
 
 
 def test_an_encoder_flows_through_its_masked_lm_head(encoder_client):

@@ -2,6 +2,7 @@
 them, a run compared beside another, a run folder that disappears, a damaged record, a newer
 checkpoint picked up while the server runs."""
 
+import hashlib
 import json
 import os
 import shutil
@@ -56,6 +57,22 @@ def test_runs_are_the_records_and_probes_on_disk(runs):
     assert client.get("/api/runs/1/probes/6").json()["iter"] == 6
 
 
+def test_a_runs_vocabulary_is_its_tokenizer_files_digest(runs, tmp_path):
+    char, bpe = runs
+    copy = tmp_path / "char"
+    shutil.copytree(char, copy)
+    client = local_client(
+        create_app(ExplorerModel(char, "test"), [RunHistory(copy), RunHistory(bpe)])
+    )
+    first, twin, other = (run["vocabulary"] for run in client.get("/api/runs").json())
+    expected = hashlib.sha256(
+        b"light_tokenizer.json\0" + (char / "checkpoint" / "light_tokenizer.json").read_bytes()
+    )
+    assert first == twin == expected.hexdigest()[:16] and other != first
+    (copy / "checkpoint" / "light_tokenizer.json").write_text('{"type": "char", "chars": "ab"}')
+    assert client.get("/api/runs").json()[1]["vocabulary"] != first
+
+
 def test_unknown_and_damaged_records_are_one_sentence(runs, tmp_path):
     copy = tmp_path / "char"
     shutil.copytree(runs[0], copy)
@@ -82,12 +99,49 @@ def test_a_run_folder_deleted_while_watched_keeps_what_was_read(runs, tmp_path):
     assert client.get("/api/model").json()["warning"]  # the model card says so too
 
 
+def test_a_run_whose_log_cannot_be_read_leaves_the_others_shown(runs, tmp_path):
+    char, bpe = runs
+    copy = tmp_path / "bpe"
+    shutil.copytree(bpe, copy)
+    client = local_client(create_app(ExplorerModel(char, "test"), [RunHistory(copy)]))
+    served, before = client.get("/api/runs").json()
+    (copy / "metrics.jsonl").unlink()
+    (copy / "metrics.jsonl").mkdir()  # unreadable: a folder in the log's place
+    response = client.get("/api/runs")
+    assert response.status_code == 200
+    again, after = response.json()
+    assert again == served  # the served run as it was
+    assert after["curves"] == before["curves"]  # the last good reading, said to be one
+    assert "is a folder, not a file; what was read before is still shown" in after["warning"]
+    fresh = local_client(create_app(ExplorerModel(char, "test"), [RunHistory(copy)]))
+    listed = fresh.get("/api/runs").json()  # never read: the sentence alone
+    assert listed[0] == served and "curves" not in listed[1]
+    assert "is a folder, not a file." in listed[1]["warning"]
+
+
 def test_a_folder_that_is_not_a_run_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="not a training run's folder"):
         RunHistory(tmp_path)
     (tmp_path / "notes.txt").write_text("x")
     command = ["serve", "--checkpoint", "nowhere", "--compare", str(tmp_path), "--port", "0"]
     assert main(command) == 2
+
+
+def test_runs_of_one_name_are_told_apart_and_a_run_given_twice_is_refused(runs, tmp_path, capsys):
+    char, _ = runs
+    for parent in ("a", "b"):
+        shutil.copytree(char, tmp_path / parent / "run")
+    served = ExplorerModel(tmp_path / "a" / "run", "test")
+    client = local_client(create_app(served, [RunHistory(tmp_path / "b" / "run")]))
+    assert [run["name"] for run in client.get("/api/runs").json()] == ["a/run", "b/run"]
+    again = ["serve", "--checkpoint", str(char), "--compare", str(char), "--port", "0"]
+    assert main(again) == 2
+    twice = ["serve", "--checkpoint", str(char), "--compare", str(tmp_path / "a" / "run")]
+    assert main([*twice, str(tmp_path / "a" / "run" / "."), "--port", "0"]) == 2
+    captured = capsys.readouterr()
+    errors = captured.err.strip().splitlines()
+    assert len(errors) == 2 and all("is shown twice" in line for line in errors)
+    assert "open http" not in captured.out  # refused before the address is given
 
 
 def test_a_live_run_is_one_whose_lock_holder_is_alive(tmp_path):

@@ -219,7 +219,8 @@ TOO_LONG = "the king shall come to rome"  # 27 tokens, the context is 16
         ("attribution", {"prompt": PROMPT, "position": 14}, "position", "-14 to 13"),
         ("ablate", {"prompt": PROMPT, "components": ["L2H0"]}, "components", "0 to 1"),
         ("ablate", {"prompt": PROMPT, "components": ["L0H2"]}, "components", "0 to 1"),
-        ("ablate", {"prompt": PROMPT, "components": ["L0N64"]}, "components", "0 to 63"),
+        # the tiny default model's MLP has 48 hidden units (SwiGLU's ffn_hidden at 16 wide)
+        ("ablate", {"prompt": PROMPT, "components": ["L0N48"]}, "components", "0 to 47"),
         ("ablate", {"prompt": PROMPT, "components": ["head"]}, "components", "L0H1"),
         ("ablate", {"prompt": PROMPT, "components": []}, "components", "at least one"),
         ("ablate", {"prompt": PROMPT, "components": ["L0H0"], "method": "x"}, "method", ""),
@@ -257,7 +258,7 @@ TOO_LONG = "the king shall come to rome"  # 27 tokens, the context is 16
         ("head-roles", {"prompt": PROMPT, "length": 9}, "length", "2 to 8"),
         ("head-roles", {"prompt": "t"}, "prompt", "at least 2 tokens"),
         ("neuron", {"prompt": PROMPT, "layer": 2, "neuron": 0}, "layer", "0 to 1"),
-        ("neuron", {"prompt": PROMPT, "layer": 0, "neuron": 64}, "neuron", "0 to 63"),
+        ("neuron", {"prompt": PROMPT, "layer": 0, "neuron": 48}, "neuron", "0 to 47"),
         ("neuron", {"prompt": PROMPT, "layer": -1, "neuron": 0}, "layer", ""),
         ("surprise", {"text": ""}, "text", "empty"),
         ("surprise", {"text": "t"}, "text", "at least 2 tokens"),

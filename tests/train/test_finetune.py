@@ -133,13 +133,25 @@ def test_the_optimizer_holds_only_a_and_b(base, new_text, tmp_path):
     assert held == adapters and len(adapters) == 2 * 2  # c_attn and c_fc of the one block
 
 
-def test_the_adapter_checkpoint_holds_only_the_adapters(lora_run):
+def test_lora_by_default_adapts_every_matrix_of_a_swiglu_block(base, new_text, tmp_path):
+    """With no --lora-targets: the fused QKV, both output projections, and SwiGLU's gate
+    c_fc and value c_v (every linear layer inside the block)."""
+    assert load(base).config.activation == "swiglu"  # the default preset's MLP
+    trainer = Trainer(run_config(base, new_text, tmp_path / "out", lora_rank=2))
+    parameters = [name for name, _ in trainer.prepared.raw_model.named_parameters()]
+    adapted = {name.rsplit(".", 1)[0] for name in parameters if name.endswith(".lora_A")}
+    in_blocks = [name for name in parameters if ".h." in name and ".ln_" not in name]
+    matrices = {name.removesuffix(".weight") for name in in_blocks if name.endswith(".weight")}
+    assert adapted == matrices and any(name.endswith("mlp.c_v") for name in adapted)
+
+
+def test_the_adapter_checkpoint_holds_only_the_adapters(base, lora_run):
     out, _ = lora_run
     folder = out / "checkpoint"
     assert not (folder / "model.safetensors").exists()
-    d = TINY["n_embd"]
+    d, hidden = TINY["n_embd"], load(base).config.ffn_hidden
     r = LORA["lora_rank"]
-    floats = r * (d + 3 * d) + r * (d + 4 * d)  # c_attn (3d x d), c_fc (4d x d)
+    floats = r * (d + 3 * d) + r * (d + hidden)  # A (r x in), B (out x r): c_attn, c_fc
     data = (folder / ADAPTERS_FILE).read_bytes()
     (header_size,) = struct.unpack("<Q", data[:8])
     assert len(data) - 8 - header_size == 4 * floats  # float32, nothing else

@@ -8,7 +8,13 @@ import torch
 from light_llm.errors import ConfigError
 from light_llm.models.bert import ENCODER_PRESETS, BertEncoder
 from light_llm.models.gpt import GPT
-from light_llm.muon_spec import NS_COEFFICIENTS, NS_STEPS, is_muon_matrix
+from light_llm.muon_spec import (
+    NS_COEFFICIENTS,
+    NS_STEPS,
+    POLAR_EXPRESS_COEFFICIENTS,
+    POLAR_EXPRESS_MARGIN,
+    is_muon_matrix,
+)
 from light_llm.train.muon import MuonAdamW, configure_muon, muon_param_groups, newton_schulz
 from light_llm.train.optim import set_learning_rate
 from light_llm.train.optimizer_state import load_optimizer_state, optimizer_files
@@ -30,22 +36,49 @@ def with_singular_values(shape, singular_values, seed=0):
     return torch.from_numpy(u * singular_values @ v.T), torch.from_numpy(u), torch.from_numpy(v)
 
 
+METHODS = {
+    "newton-schulz": (1.0, [NS_COEFFICIENTS] * NS_STEPS),
+    "polar-express": (POLAR_EXPRESS_MARGIN, list(POLAR_EXPRESS_COEFFICIENTS)),
+}
+
+
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("shape", SHAPES)
-def test_newton_schulz_keeps_the_singular_vectors_and_maps_each_singular_value(shape):
+def test_newton_schulz_keeps_the_singular_vectors_and_maps_each_singular_value(shape, method):
     """O = NS(G) for G = U S Vᵀ: Uᵀ O V is diagonal (same singular vectors), and its diagonal
-    is the scalar quintic p(σ) = aσ + bσ³ + cσ⁵ iterated five times on σ / ||G||_F."""
+    is the scalar quintic p_k(σ) = a_k σ + b_k σ³ + c_k σ⁵ applied step by step to
+    σ / (m ||G||_F): Keller Jordan's one quintic five times, or Polar Express's five."""
     g = random_matrix(shape)
     u, s, vt = torch.linalg.svd(g, full_matrices=False)
-    o = newton_schulz(g)
+    o = newton_schulz(g, method=method)
     assert o.shape == g.shape and o.dtype == torch.float64
     core = u.T @ o @ vt.T  # (r, r)
     off_diagonal = core - torch.diag(torch.diagonal(core))
     assert off_diagonal.abs().max() < 1e-12
-    sigma = s / (torch.linalg.norm(g) + 1e-7)
-    a, b, c = NS_COEFFICIENTS
-    for _ in range(NS_STEPS):
+    margin, steps = METHODS[method]
+    sigma = s / (margin * torch.linalg.norm(g) + 1e-7)
+    for a, b, c in steps:
         sigma = a * sigma + b * sigma**3 + c * sigma**5
     torch.testing.assert_close(torch.diagonal(core), sigma, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_polar_express_lands_nearer_the_polar_factor_than_newton_schulz(shape):
+    """Singular values spread over two decades: Polar Express's five steps leave every one
+    within 0.16 of 1, and O nearer U Vᵀ (the polar factor, from the SVD) than Keller
+    Jordan's quintic does, which leaves some 0.3 away."""
+    r = min(shape)
+    g, u, v = with_singular_values(shape, 3.0 * np.geomspace(1.0, 1e-2, r))
+    polar = u @ v.T
+    express, jordan = newton_schulz(g, method="polar-express"), newton_schulz(g)
+    after = torch.linalg.svdvals(express)
+    assert (after - 1).abs().max() < 0.16, after
+    assert (torch.linalg.svdvals(jordan) - 1).abs().max() > 0.25
+    distance = {
+        name: torch.linalg.matrix_norm(o - polar, ord=2).item()
+        for name, o in (("express", express), ("jordan", jordan))
+    }
+    assert distance["express"] < 0.16 < distance["jordan"], distance
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -157,6 +190,38 @@ def test_two_muon_steps_follow_the_nesterov_equations():
         weight.grad = grad.clone()
         optimizer.step()
         torch.testing.assert_close(weight.detach(), expected, rtol=1e-13, atol=1e-13)
+
+
+def test_cautious_weight_decay_shrinks_only_where_the_update_agrees_in_sign():
+    """W = W - η λ_μ 1[O ⊙ W >= 0] ⊙ W - η sqrt(max(1, 16/4)) O with O = NS(N): the entries
+    whose update points the other way keep their size before the step, the rest shrink as
+    under plain decay; and an AdamW parameter likewise with its update m̂ / (sqrt(v̂) + ε)."""
+    mu, lr, decay = 0.9, 0.1, 0.5
+    weight = torch.nn.Parameter(random_matrix((16, 4), seed=2))
+    table = torch.nn.Parameter(random_matrix((5, 3), seed=5))
+    optimizer = MuonAdamW(
+        [
+            {"params": [weight], "kind": "muon", "weight_decay": decay},
+            {"params": [table], "kind": "adamw", "weight_decay": decay},
+        ],
+        lr=lr,
+        momentum=mu,
+        betas=(0.0, 0.0),  # one step: m̂ = g, v̂ = g², so the update is g / (|g| + ε)
+        cautious=True,
+    )
+    grad, table_grad = random_matrix((16, 4), seed=3), random_matrix((5, 3), seed=6)
+    before, table_before = weight.detach().clone(), table.detach().clone()
+    weight.grad, table.grad = grad.clone(), table_grad.clone()
+    optimizer.step()
+    update = newton_schulz(grad + mu * grad)  # N1 = G1 + μ M1, M1 = G1
+    agree = (update * before >= 0).double()
+    assert 0 < agree.mean() < 1  # both kinds of entry are there
+    expected = before - lr * decay * agree * before - lr * 2.0 * update
+    torch.testing.assert_close(weight.detach(), expected, rtol=1e-13, atol=1e-13)
+    adam_update = table_grad / (table_grad.abs() + 1e-8)
+    agree = (adam_update * table_before >= 0).double()
+    expected = table_before - lr * decay * agree * table_before - lr * adam_update
+    torch.testing.assert_close(table.detach(), expected, rtol=1e-12, atol=1e-12)
 
 
 def test_set_learning_rate_scales_the_muon_group_by_its_ratio():

@@ -129,14 +129,19 @@ def test_char_baby_200_iterations_follow_the_pytorch_trainer(tmp_path):
         assert abs(ours - theirs) <= 0.01 * theirs, (numpy_curve, torch_curve)
 
 
-def test_muon_training_follows_the_pytorch_trainer(corpus, tmp_path):
+@pytest.mark.parametrize(
+    "switches",
+    [{}, {"muon_orthogonaliser": "polar-express", "cautious_weight_decay": True}],
+)
+def test_muon_training_follows_the_pytorch_trainer(corpus, tmp_path, switches):
     """--optimizer muon on both engines from the same weights and batches: the training
     losses of every iteration agree (to 1%, room for a bfloat16 Newton-Schulz on CPUs that
-    have bfloat16 arithmetic) and fall."""
+    have bfloat16 arithmetic) and fall; also with Polar Express and cautious weight decay."""
     from light_llm.models.gpt import GPT
     from light_llm.train import train
 
     settings = dict(SMALL, data=str(corpus), optimizer="muon", muon_lr=0.05, sample_tokens=0)
+    settings.update(switches)
     torch_result = train(TrainConfig(out=str(tmp_path / "torch"), dtype="float32", **settings))
     config = TrainConfig(out=str(tmp_path / "numpy"), engine="numpy", **settings).resolve()
     model_config = load(tmp_path / "torch").config

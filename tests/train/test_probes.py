@@ -172,6 +172,19 @@ def test_bad_probe_flags_are_one_sentence_and_write_nothing(
     assert not out.exists() or not any(out.iterdir())
 
 
+@pytest.mark.parametrize("flags", [["--probe-prompt", "the king"], ["--probe-interval", "3"]])
+def test_probe_flags_on_an_encoder_are_one_sentence_and_write_nothing(
+    corpus, tmp_path, capsys, flags
+):
+    out = tmp_path / "run"
+    status = main(["train", "--model", "bert", *tiny_flags(corpus, out), *flags])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and "an encoder (--model bert) records no probes" in err[0]
+    assert not out.exists() or not any(out.iterdir())
+    assert main(["train", "--model", "bert", *tiny_flags(corpus, out, max_iters=1)]) == 0
+    assert probe_iterations(out) == []  # none, as said
+
+
 def test_a_config_rejects_an_empty_prompt():
     with pytest.raises(ConfigError, match="empty"):
         TrainConfig(probe_prompt="").resolve()

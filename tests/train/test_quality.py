@@ -1,5 +1,5 @@
 """Quality: nanoGPT's CPU recipe (``--preset nanogpt-cpu``) on 1 MB of our Shakespeare
-reaches val loss <= 1.88 nats per character, and light-llm's default recipe (``bpe-cpu``),
+reaches val loss <= 1.88 nats per character, and light-llm's default recipe (``qwen3-cpu``),
 in no more wall time, goes well below it (its loss per BPE token turned into nats per
 character of the validation text).
 
@@ -22,9 +22,12 @@ hence slow.
 import math
 
 import pytest
+import torch
 
 from light_llm.shakespeare import shakespeare_text
 from light_llm.train import TrainConfig, train
+from light_llm.train.config import FITTED_MAX_ITERS
+from light_llm.train.precision import default_dtype
 
 
 def last_megabyte_of_shakespeare() -> str:
@@ -46,14 +49,15 @@ def test_nanogpt_cpu_recipe_reaches_1_88_on_1mb_of_shakespeare(tmp_path):
 
 @pytest.mark.slow
 def test_the_default_recipe_beats_nanogpts_on_1mb_of_shakespeare(tmp_path):
-    """The default (bpe-cpu: a 768-id BPE learned from the training split, 96 wide, Muon,
-    rotary, RMSNorm, ReLU², QK-norm...) in its 820 iterations, which take no longer than
-    nanoGPT's recipe (docs/recipe.md): measured 1.558 nats per character
-    here by ``light-llm eval`` over the whole split (1.543 with seed 2), against nanoGPT's
-    1.876."""
+    """The default (qwen3-cpu: a 768-id BPE learned from the training split, 96 wide, Muon,
+    rotary, RMSNorm, SwiGLU, QK-norm...) in its 820 iterations, which take no longer than
+    nanoGPT's recipe (docs/recipe.md): measured 1.545 nats per character here by ``light-llm
+    eval`` over the whole split (1.541 with seed 2; bfloat16 autocast, AVX-512), against
+    nanoGPT's 1.876."""
     corpus = tmp_path / "shakespeare-last-1mb.txt"
     corpus.write_text(last_megabyte_of_shakespeare(), encoding="utf-8")
     final = train(TrainConfig(data=str(corpus), out=str(tmp_path / "out"), device="cpu"))
     last = final.evaluations[-1]
-    assert last["iter"] == 820
+    fitted = FITTED_MAX_ITERS.get(default_dtype(torch.device("cpu")), 820)
+    assert last["iter"] == fitted  # 820 in float32, more under bfloat16 autocast
     assert last["val_bpc"] * math.log(2) <= 1.60  # nats per character, the issue's bar

@@ -114,7 +114,7 @@ def test_the_default_bpe_learns_fewer_ids_from_a_small_text_and_says_so(capsys, 
     small = tmp_path / "small.txt"
     small.write_text("".join(f"to be or not to be, line {n}.\n" for n in range(120)))
     out = tmp_path / "run"
-    flags = tiny_flags(small, out, max_iters=1)  # the default preset, bpe-cpu: a bpe of 512
+    flags = tiny_flags(small, out, max_iters=1)  # the default preset, qwen3-cpu: a bpe of 512
     assert main(["train", *flags]) == 0
     training_split, _ = split_train_val(load_corpus(small))
     most = train_bpe(training_split, TRAINED_TOKENIZER_VOCAB["bpe"], at_most=True).vocab_size

@@ -21,6 +21,7 @@ from light_llm.schedule import learning_rate
 from light_llm.tokenizers import get_tokenizer
 from light_llm.train import TrainConfig, train
 from light_llm.train.batches import micro_batch_rng
+from light_llm.train.config import DEFAULT_PRESETS
 from light_llm.train.optim import clip_grad_norm, configure_adamw
 from light_llm.train.trainer import train_mlm
 from tests.conftest import tiny_config
@@ -126,6 +127,26 @@ def test_a_run_saved_before_the_optimizer_setting_resumes_with_adamw(corpus, tmp
     resumed = train(TrainConfig(out=str(out), max_iters=5, resume=True))
     assert resumed.iteration == 5
     assert read_trainer_state(out / "checkpoint")["resolved_config"]["optimizer"] == "adamw"
+
+
+def test_a_run_of_an_older_default_recipe_resumes_with_its_own_settings(corpus, tmp_path):
+    """A run started when the default preset was bpe-cpu (its config as given names no
+    preset and no orthogonaliser) resumes as bpe-cpu with Newton-Schulz, bit for bit as the
+    run that was never stopped, though today's default is another model."""
+    common = {"max_iters": 8, "lr_decay_iters": 8, "preset": "bpe-cpu", "tokenizer": "char"}
+    straight = train(tiny_run(corpus, tmp_path / "straight", **common))
+    out = tmp_path / "old"
+    train(tiny_run(corpus, out, **{**common, "max_iters": 4}))
+    path = out / "checkpoint" / "trainer_state.json"
+    state = json.loads(path.read_text())
+    state["config"]["preset"] = None  # the default of the time
+    for key in ("config", "resolved_config"):
+        del state[key]["muon_orthogonaliser"], state[key]["cautious_weight_decay"]
+    path.write_text(json.dumps(state))
+    assert DEFAULT_PRESETS["gpt"] != "bpe-cpu"
+    resumed = train(TrainConfig(out=str(out), max_iters=8, resume=True))
+    assert resumed.losses == {i: straight.losses[i] for i in range(4, 8)}
+    assert read_trainer_state(out / "checkpoint")["resolved_config"]["preset"] == "bpe-cpu"
 
 
 def stopped_then_resumed(monkeypatch, config, call):
@@ -338,3 +359,25 @@ def test_extending_a_run_goes_on_at_the_final_learning_rate(corpus, tmp_path, ca
     assert "re-stretched to end at 16" in capsys.readouterr().out
     logged = {r["iter"]: r["lr"] for r in metric_lines(tmp_path / "stretched", "train")}
     assert logged[10] == learning_rate(10, 1e-3, 1e-4, 2, 16) > 1e-4
+
+
+def test_the_default_length_follows_the_machines_arithmetic_and_is_recorded(
+    corpus, tmp_path, capsys, monkeypatch
+):
+    """A run that gives no --max-iters takes the count fitted to its dtype, says so in its
+    first lines and records it as --max-iters: its resume keeps it when the table changes."""
+    monkeypatch.setattr("light_llm.train.config.FITTED_MAX_ITERS", {"float32": 3})
+    settings = {key: value for key, value in TINY.items() if key != "max_iters"}
+    out = tmp_path / "fitted"
+    result = train(TrainConfig(**settings, data=str(corpus), out=str(out)))
+    assert result.iteration == 3
+    printed = capsys.readouterr().out
+    assert "3 iterations, not the recipe's 820: this CPU" in printed
+    state = read_trainer_state(out / "checkpoint")
+    assert state["config"]["max_iters"] == 3 and state["resolved_config"]["max_iters"] == 3
+    monkeypatch.setattr("light_llm.train.config.FITTED_MAX_ITERS", {"float32": 5})
+    resumed = train(TrainConfig(out=str(out), resume=True))
+    assert resumed.iteration == 3 and not resumed.losses  # already at its end
+    given = TrainConfig(**settings, data=str(corpus), out=str(tmp_path / "given"), max_iters=2)
+    given = train(given)
+    assert given.iteration == 2 and "not the recipe's" not in capsys.readouterr().out

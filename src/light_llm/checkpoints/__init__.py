@@ -27,6 +27,7 @@ this module) imports no torch.
     hf_bert.py           HuggingFace BERT folders, read
     lora.py              a LoRA run's adapters over the base model they name
     run.py               a training run's output folder: its names, lock, records, trainer state
+    discovery.py         which model a command uses when no --checkpoint names one
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 DESCRIPTION = """\
@@ -12,10 +13,14 @@ Predict the token behind each [MASK] of TEXT with a masked-language-model encode
 P = softmax(logits) at that position. Give a second text for a sentence pair. The checkpoint
 must have an MLM head: one trained with `light-llm train --model bert`, or a HuggingFace
 BertForMaskedLM folder (the packaged MiniLM is a sentence-embedding model without one).
+Without --checkpoint: the newest encoder run under the current folder, else the small encoder
+that ships with light-llm (trained by light-llm on Shakespeare; docs/bert.md); a line on
+stderr says which.
 """
 
 EXAMPLES = """\
 examples:
+  light-llm fill-mask "to be or not to [MASK]"       the encoder run here, or the shipped one
   light-llm fill-mask --checkpoint out-bert "to be or not to [MASK]"
   light-llm fill-mask --checkpoint out-bert --top-k 10 "[MASK] , [MASK] , wherefore art thou"
   light-llm fill-mask --checkpoint out-bert --json "the king is [MASK]"
@@ -39,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         metavar="DIR",
         help="a light-llm BERT checkpoint (or training output folder) or HuggingFace BERT folder "
-        "with a masked-LM head (required; without it, the error names one to use)",
+        "with a masked-LM head (default: the newest encoder run here, else the one that ships "
+        "with light-llm)",
     )
     parser.add_argument(
         "--top-k", type=int, default=5, metavar="K", help="candidates per [MASK] (default 5)"
@@ -52,46 +58,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def missing_checkpoint(root: Path) -> str:
-    """What to give as --checkpoint: the newest encoder run under ``root``, else how to train
-    one (the packaged MiniLM embeds sentences but has no masked-LM head to fill masks)."""
-    from light_llm.checkpoints.folder import ENCODER_ARCHITECTURE, RUN_PATTERNS, inspect_folder
-    from light_llm.errors import LightLLMError
-
-    runs = []
-    for pattern in RUN_PATTERNS:
-        for weights in root.glob(pattern):
-            try:
-                encoder = inspect_folder(weights.parent).architecture == ENCODER_ARCHITECTURE
-            except LightLLMError:
-                continue
-            if encoder:
-                runs.append(weights)
-    if runs:
-        newest = max(runs, key=lambda path: path.stat().st_mtime).parent.parent
-        return f"fill-mask needs --checkpoint DIR: the encoder run here is --checkpoint {newest}."
-    return (
-        "fill-mask needs --checkpoint DIR, a masked-LM encoder: train one with `light-llm "
-        "train --model bert --out out-bert` (the packaged MiniLM embeds sentences but has no "
-        "masked-LM head)."
-    )
-
-
 def run(args: argparse.Namespace) -> int:
     from light_llm.checkpoints import load, load_tokenizer, resolve_checkpoint_dir
-    from light_llm.errors import CheckpointError, ConfigError
+    from light_llm.checkpoints.discovery import default_encoder
+    from light_llm.errors import CheckpointError
     from light_llm.models.bert import predict_masked
     from light_llm.tokenizers import BertTokenizer
 
-    if args.checkpoint is None:
-        raise ConfigError(missing_checkpoint(Path.cwd()))
-    folder = resolve_checkpoint_dir(args.checkpoint)
+    chosen, origin = (args.checkpoint, None) if args.checkpoint else default_encoder(Path.cwd())
+    folder = resolve_checkpoint_dir(chosen)
     model = load(folder, architecture="bert")
     tokenizer = load_tokenizer(folder, check_model=True)
     if not isinstance(tokenizer, BertTokenizer):
         raise CheckpointError(
             f"{folder} has a {tokenizer.name} tokenizer, not BERT's WordPiece with [MASK]."
         )
+    if origin is not None:  # said once it has loaded, so that an error stays one line
+        print(f"fill-mask: using {chosen}, {origin}.", file=sys.stderr, flush=True)
     predictions = predict_masked(model, tokenizer, args.text, args.text_pair, args.top_k)
     if args.json:
         print(json.dumps([[candidate._asdict() for candidate in row] for row in predictions]))

@@ -20,13 +20,16 @@ and the model card (config, training, loss curve). For an encoder: attention, fi
 sentence similarity. Every worked example of `light-llm explain` is a page too, and a JSON API
 under /api serves programs (docs/explorer.md).
 
-Without --checkpoint it serves the newest training run under the current folder, or else the
-packaged MiniLM encoder. Everything the page needs ships with light-llm: it works offline.
+Without --checkpoint it serves the newest training run under the current folder, else the small
+GPT run that ships with light-llm (its slider replays its learning), else the packaged MiniLM
+encoder; with --encoder, the newest masked-LM encoder run here, else the small encoder that
+ships with light-llm. Everything the page needs ships with light-llm: it works offline.
 """
 
 EXAMPLES = """\
 examples:
-  light-llm serve                                   newest run here, or MiniLM
+  light-llm serve                                   newest run here, or the shipped one
+  light-llm serve --encoder                         an encoder: fill-mask, similarity
   light-llm serve --checkpoint out-light-llm --open
   light-llm serve --checkpoint out-bert --port 8001
   light-llm serve --checkpoint out-light-llm --compare out-nanogpt
@@ -47,7 +50,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         metavar="DIR",
         help="a light-llm checkpoint (GPT or encoder), a training output folder, or a "
-        "HuggingFace GPT-2 or BERT folder (default: the newest run here, else MiniLM)",
+        "HuggingFace GPT-2 or BERT folder (default: the newest run here, else the one that "
+        "ships with light-llm)",
+    )
+    parser.add_argument(
+        "--encoder",
+        action="store_true",
+        help="serve a masked-LM encoder: the newest encoder run here, else the one that ships "
+        "with light-llm",
     )
     parser.add_argument(
         "--compare",
@@ -71,11 +81,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def listening_socket(host: str, port: int) -> socket.socket:
+def listening_socket(host: str, port: int, flag: str = "--port") -> socket.socket:
     """A socket listening on ``host``:``port``, ready to hand to uvicorn; ConfigError in one
-    sentence when the port is taken or the address is not this machine's."""
+    sentence when the port is taken or the address is not this machine's (``flag`` names the
+    option that gave the port)."""
     if not 0 <= port <= 65535:
-        raise ConfigError(f"--port must be between 0 and 65535, got {port}.")
+        raise ConfigError(f"{flag} must be between 0 and 65535, got {port}.")
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
     except socket.gaierror:
@@ -89,7 +100,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
         if exc.errno == errno.EADDRINUSE:
             raise ConfigError(
                 f"port {port} on {host} is already in use: stop what uses it or pick "
-                "another with --port."
+                f"another with {flag}."
             ) from None
         raise ConfigError(f"cannot listen on {host}:{port}: {reason(exc)}.") from None
     sock.listen(LISTEN_BACKLOG)  # a browser opened at once waits in the queue, not refused
@@ -121,15 +132,21 @@ def warn_if_exposed(host: str) -> None:
 def serve(args: argparse.Namespace, sock: socket.socket) -> int:
     import uvicorn
 
+    from light_llm.checkpoints.discovery import default_encoder
     from light_llm.serve import ExplorerModel, create_app, default_model
     from light_llm.serve.history import RunHistory
 
     compared = [RunHistory(folder) for folder in args.compare or ()]
+    if args.checkpoint is not None and args.encoder:
+        raise ConfigError("give --checkpoint DIR or --encoder, not both.")
     if args.checkpoint is not None:
         folder, origin = args.checkpoint, f"--checkpoint {args.checkpoint}"
+    elif args.encoder:
+        folder, origin = default_encoder(Path.cwd())
     else:
         folder, origin = default_model(Path.cwd())
     explorer = ExplorerModel(folder, origin)
+    app = create_app(explorer, compared, host=args.host)  # a run given twice is refused here
     host, port = sock.getsockname()[:2]
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{port}/"
@@ -140,10 +157,12 @@ def serve(args: argparse.Namespace, sock: socket.socket) -> int:
 
         webbrowser.open(url)
     config = uvicorn.Config(
-        create_app(explorer, compared, host=args.host),
+        app,
         log_level="warning",
         access_log=False,
-        timeout_graceful_shutdown=0,  # SIGTERM, Ctrl-C: stop now, closing open streams
+        # SIGTERM, Ctrl-C: stop at once, cutting open streams after 0.1 s (at 0, uvicorn said
+        # "ERROR: Cancel 0 running task(s)" at every stop, none open or not)
+        timeout_graceful_shutdown=0.1,
     )
     uvicorn.Server(config).run(sockets=[sock])
     return 0

@@ -1,6 +1,6 @@
 """``light-llm train``: train a model on a text, with progress, checkpoints and a loss curve.
 
-With no flags it trains the ``bpe-cpu`` GPT (a modern recipe measured against nanoGPT's at
+With no flags it trains the ``qwen3-cpu`` GPT (a modern recipe measured against nanoGPT's at
 equal wall time; ``--preset nanogpt-cpu`` is nanoGPT's) on Shakespeare, over a byte-level BPE
 it first learns from the training split;
 ``--model bert`` trains a BERT-style encoder by masked-LM instead. Every flag left out
@@ -22,10 +22,12 @@ from light_llm.cli.model_flags import add_model_flags
 from light_llm.config import PRESETS
 from light_llm.device import DEVICES
 from light_llm.errors import ConfigError
+from light_llm.muon_spec import ORTHOGONALISERS
 from light_llm.train.config import (
     DEFAULT_MODEL,
     DEFAULT_PRESETS,
     FINETUNE_RECIPE,
+    FITTED_MAX_ITERS,
     GENERAL_DEFAULTS,
     LORA_DEFAULTS,
     LORA_RECIPE,
@@ -40,6 +42,9 @@ DEFAULT_PRESET = DEFAULT_PRESETS[DEFAULT_MODEL]
 # the help quotes these, so that it states the defaults that really apply
 R = {**GENERAL_DEFAULTS, **PRESET_RECIPES[DEFAULT_PRESET]}
 V = TRAINED_TOKENIZER_VOCAB
+# the default's length on a CPU, which follows its arithmetic (train.config.fitted_length)
+LENGTH = "".join(f"{n} iterations in {dtype} on a CPU, " for dtype, n in FITTED_MAX_ITERS.items())
+LENGTH += f"{R['max_iters']} iterations" + (" elsewhere" if FITTED_MAX_ITERS else "")
 
 
 def default(key: str) -> str:
@@ -63,21 +68,21 @@ Train a GPT on a text file, or with no --data on all of Shakespeare's plays; wit
 a BERT-style encoder by masked-LM (15% of the WordPiece tokens chosen; of those 80% [MASK],
 10% a random token, 10% unchanged; the loss on the chosen ones only).
 
-Defaults (no flags, --preset bpe-cpu): a byte-level BPE of {V["bpe"]} ids learned from
+Defaults (no flags, --preset qwen3-cpu): a byte-level BPE of {V["bpe"]} ids learned from
 the training split; 4 layers, 4 heads, 96 wide, context 64 tokens, with rotary
-positions, RMSNorm, ReLU², QK-norm, an untied output head, no biases and logits soft-capped
-at 15; Muon for the matrices inside the blocks (peak lr {R["muon_lr"]}) and AdamW for the
-rest (peak lr {R["lr"]}, the embedding tables {R["embedding_lr"]}; betas
-({R["beta1"]}, {R["beta2"]})), warmed up over {R["warmup_iters"]} iterations and decayed by one
-cosine to {R["min_lr"]:g}; batch {R["batch_size"]}, {R["max_iters"]} iterations, weight decay
-{R["weight_decay"]}, clipping at {R["grad_clip"]}. It
-takes about the wall time of nanoGPT's CPU recipe, --preset nanogpt-cpu (128 wide, learned
-positions, LayerNorm, GELU and AdamW; batch 12, 2000 iterations, lr 1e-3, cosine to 1e-4,
-betas (0.9, 0.99)), and ends far lower
-(benchmarks/recipe_sweep.py, benchmarks/tokenizer_sweep.py). --preset char-cpu is the same
-on characters; --preset qwen3-cpu the same with SwiGLU in place of ReLU² and no soft cap, which
-light-llm export writes as a Qwen3 folder (not yet measured against the default). Other
-presets bring their own recipe (--preset shakespeare-char: batch 64, 5000 iterations, dropout
+positions, RMSNorm, SwiGLU, QK-norm, an untied output head and no biases (the model Qwen3
+computes: light-llm export writes it as a Qwen3 folder); Muon for the matrices inside the
+blocks (peak lr {R["muon_lr"]}) and AdamW for the rest (peak lr {R["lr"]}, the embedding
+tables {R["embedding_lr"]}; betas ({R["beta1"]}, {R["beta2"]})), warmed up over
+{R["warmup_iters"]} iterations and decayed by one cosine to {R["min_lr"]:g}; batch
+{R["batch_size"]}, {LENGTH}, weight decay {R["weight_decay"]}, clipping at
+{R["grad_clip"]}. It takes about the wall time of nanoGPT's CPU recipe, --preset nanogpt-cpu
+(128 wide, learned positions, LayerNorm, GELU and AdamW; batch 12, 2000 iterations, lr 1e-3,
+cosine to 1e-4, betas (0.9, 0.99)), and ends far lower (benchmarks/recipe_sweep.py,
+benchmarks/tokenizer_sweep.py). --preset bpe-cpu is the same with ReLU² in place of SwiGLU
+and logits soft-capped at 15 (as good, but no HuggingFace architecture computes it),
+--preset char-cpu that one on characters. Other presets bring their own recipe (--preset
+shakespeare-char: batch 64, 5000 iterations, dropout
 0.2); any flag overrides it. GPT
 presets: {", ".join(PRESETS)}. BERT presets: bert-shakespeare (the default with
 --model bert), minilm-l6 (the shape of the packaged MiniLM).
@@ -167,7 +172,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--lora-targets",
         metavar="NAMES",
         help="comma-separated layers to adapt: c_attn, c_proj, c_fc, c_v, lm_head, or a longer "
-        f"suffix such as mlp.c_proj (default {LORA_DEFAULTS['lora_targets']})",
+        f"suffix such as mlp.c_proj (default {LORA_DEFAULTS['lora_targets']}, and c_v with "
+        "SwiGLU)",
     )
 
     model = parser.add_argument_group("model")
@@ -184,7 +190,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     model.add_argument(
         "--preset",
-        help="model shape and its recipe (default bpe-cpu; with --model bert, bert-shakespeare)",
+        help="model shape and its recipe (default qwen3-cpu; with --model bert, bert-shakespeare)",
     )
     add_model_flags(model)
 
@@ -202,7 +208,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"micro-batches per step, over all processes ({default('grad_accum')})",
     )
     optim.add_argument(
-        "--max-iters", type=int, metavar="N", help=f"optimiser steps ({default('max_iters')})"
+        "--max-iters",
+        type=int,
+        metavar="N",
+        help=f"optimiser steps ({default('max_iters')}; the default preset's: {LENGTH})",
     )
     optim.add_argument("--lr", type=float, help=f"peak learning rate ({default('lr')})")
     optim.add_argument(
@@ -249,6 +258,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         metavar="MU",
         help=f"Muon momentum ({default('muon_momentum')})",
+    )
+    optim.add_argument(
+        "--muon-orthogonaliser",
+        choices=ORTHOGONALISERS,
+        help="how Muon orthogonalises its momentum: Keller Jordan's quintic Newton-Schulz, 5 "
+        "times, or Polar Express's 5 quintics, one per step "
+        f"({default('muon_orthogonaliser')})",
+    )
+    optim.add_argument(
+        "--cautious-weight-decay",
+        action="store_const",
+        const=True,
+        help="decay only the weights whose update agrees with them in sign (Cautious Weight "
+        "Decay; Muon + AdamW only)",
     )
     optim.add_argument(
         "--embedding-lr",
@@ -396,8 +419,9 @@ class ExplorerBeside:
     POLL_S = 0.5
 
     def __init__(self, out: Path, port: int) -> None:
-        if not 0 <= port <= 65535:
-            raise ConfigError(f"--serve takes a port between 0 and 65535, got {port}.")
+        from light_llm.cli.serve import listening_socket
+
+        listening_socket("127.0.0.1", port, "--serve").close()  # a taken port: before the run
         self.out, self.port = out, port
         self.process: subprocess.Popen | None = None
         self.stopped = threading.Event()

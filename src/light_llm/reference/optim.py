@@ -20,11 +20,12 @@ import numpy as np
 
 from light_llm.errors import ConfigError
 from light_llm.muon_spec import (
-    NS_COEFFICIENTS,
     NS_EPS,
     NS_STEPS,
+    ORTHOGONALISERS,
     is_embedding_table,
     is_muon_matrix,
+    orthogonaliser_steps,
     update_scale,
 )
 
@@ -112,6 +113,7 @@ class Adam:
         eps: float = 1e-8,
         weight_decay: float = 0.0,
         embedding_lr: float | None = None,
+        cautious: bool = False,
     ) -> None:
         check_learning_rate(lr)
         if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
@@ -120,6 +122,7 @@ class Adam:
             raise ConfigError(f"weight decay must be >= 0, got {weight_decay}.")
         self.params = params
         self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
+        self.cautious = cautious
         if embedding_lr is not None:
             check_learning_rate(embedding_lr)
         ratio = 1.0 if embedding_lr is None else embedding_lr / lr
@@ -136,11 +139,9 @@ class Adam:
         sqrt_correction2 = math.sqrt(1.0 - beta2**self.t)  # sqrt(v̂) = sqrt(v) / this
         for name, param in self.params.items():
             grad = grads[name]
-            if self.weight_decay and decays(param):
-                if self.decoupled:
-                    param *= 1.0 - lr * self.weight_decay  # θ -= η λ θ (AdamW)
-                else:
-                    grad = grad + self.weight_decay * param  # g += λ θ (L2)
+            decayed = self.weight_decay and decays(param)
+            if decayed and not self.decoupled:
+                grad = grad + self.weight_decay * param  # g += λ θ (L2)
             m, v = self.m[name], self.v[name]
             m *= beta1
             m += (1.0 - beta1) * grad
@@ -149,6 +150,8 @@ class Adam:
             denominator = np.sqrt(v)
             denominator /= sqrt_correction2
             denominator += self.eps
+            if decayed and self.decoupled:  # θ -= η λ θ (AdamW), cautious: where u ⊙ θ >= 0
+                decay(param, m / denominator, lr * self.weight_decay, self.cautious)
             param -= (step_size * self.lr_ratios[name]) * m / denominator
 
 
@@ -172,25 +175,44 @@ class AdamW(Adam):
         eps: float = 1e-8,
         weight_decay: float = 0.01,
         embedding_lr: float | None = None,
+        cautious: bool = False,
     ) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, embedding_lr)
+        super().__init__(params, lr, betas, eps, weight_decay, embedding_lr, cautious)
 
 
-def newton_schulz(matrix: np.ndarray, steps: int = NS_STEPS) -> np.ndarray:
+def newton_schulz(
+    matrix: np.ndarray, steps: int = NS_STEPS, method: str = "newton-schulz"
+) -> np.ndarray:
     """The quintic Newton-Schulz orthogonalisation of Keller Jordan's Muon: about U Vᵀ for
     matrix = U S Vᵀ (its singular values pushed into about [0.7, 1.2]), in its dtype.
 
-        X0 = G / (||G||_F + ε)   (Gᵀ when G has more rows than columns)
-        Xk = a Xk-1 + (b A + c A²) Xk-1,   A = Xk-1 Xk-1ᵀ,   (a, b, c) = (3.4445, -4.7750, 2.0315)
+        X0 = G / (m ||G||_F + ε)   (Gᵀ when G has more rows than columns)
+        Xk = a_k Xk-1 + (b_k A + c_k A²) Xk-1,   A = Xk-1 Xk-1ᵀ
+
+    with (a, b, c) = (3.4445, -4.7750, 2.0315) at every step and m = 1, or with
+    ``method="polar-express"`` Polar Express's quintic for each step and m = 1.02
+    (:func:`light_llm.muon_spec.orthogonaliser_steps`).
     """
-    a, b, c = NS_COEFFICIENTS
+    margin, coefficients = orthogonaliser_steps(method, steps)
     tall = matrix.shape[0] > matrix.shape[1]
     x = matrix.T if tall else matrix  # (r, n), r = min(rows, cols)
-    x = x / (np.sqrt(np.sum(x * x)) + NS_EPS)
-    for _ in range(steps):
+    x = x / (margin * np.sqrt(np.sum(x * x)) + NS_EPS)
+    for a, b, c in coefficients:
         gram = x @ x.T  # (r, r)
         x = a * x + (b * gram + c * (gram @ gram)) @ x
     return x.T if tall else x
+
+
+def decay(param: np.ndarray, update: np.ndarray, rate: float, cautious: bool) -> None:
+    """Decoupled weight decay θ = θ (1 - η λ), ``rate`` = η λ, before the step along
+    ``update``; with ``cautious`` only where update and weight agree in sign,
+    θ = θ - η λ 1[u ⊙ θ >= 0] ⊙ θ (Cautious Weight Decay, :mod:`light_llm.muon_spec`)."""
+    if not rate:
+        return
+    if cautious:
+        param -= rate * (param * (update * param >= 0))
+    else:
+        param *= 1.0 - rate
 
 
 class MuonAdamW:
@@ -215,16 +237,23 @@ class MuonAdamW:
         eps: float = 1e-8,
         weight_decay: float = 0.0,
         embedding_lr: float | None = None,
+        orthogonaliser: str = "newton-schulz",
+        cautious: bool = False,
     ) -> None:
         if not (lr > 0 and muon_lr > 0):
             raise ConfigError(f"the learning rates must be positive, got {lr} and {muon_lr}.")
         if not 0.0 <= momentum < 1.0:
             raise ConfigError(f"the Muon momentum must lie in [0, 1), got {momentum}.")
+        if orthogonaliser not in ORTHOGONALISERS:
+            raise ConfigError(
+                f"unknown orthogonaliser {orthogonaliser!r}; known: {', '.join(ORTHOGONALISERS)}."
+            )
         self.lr, self.lr_ratio, self.momentum = lr, muon_lr / lr, momentum
+        self.orthogonaliser, self.cautious = orthogonaliser, cautious
         self.muon_weight_decay = weight_decay / self.lr_ratio
         self.muon_params = {n: p for n, p in params.items() if is_muon_matrix(n, p.ndim)}
         others = {n: p for n, p in params.items() if n not in self.muon_params}
-        self.adamw = AdamW(others, lr, betas, eps, weight_decay, embedding_lr)
+        self.adamw = AdamW(others, lr, betas, eps, weight_decay, embedding_lr, cautious)
         self.velocity = {name: np.zeros_like(p) for name, p in self.muon_params.items()}
 
     def step(self, grads: Params, lr: float | None = None) -> None:
@@ -234,8 +263,8 @@ class MuonAdamW:
             grad, momentum = grads[name], self.velocity[name]  # (d_out, d_in)
             momentum *= self.momentum
             momentum += grad
-            orthogonal = newton_schulz(grad + self.momentum * momentum)
-            param *= 1.0 - muon_lr * self.muon_weight_decay
+            orthogonal = newton_schulz(grad + self.momentum * momentum, method=self.orthogonaliser)
+            decay(param, orthogonal, muon_lr * self.muon_weight_decay, self.cautious)
             param -= (muon_lr * update_scale(*param.shape)) * orthogonal
         self.adamw.step(grads, lr)
 
@@ -253,6 +282,8 @@ def configure_optimizer(params: Params, cfg) -> AdamW | MuonAdamW:
             betas,
             weight_decay=cfg.weight_decay,
             embedding_lr=cfg.embedding_lr,
+            orthogonaliser=cfg.muon_orthogonaliser,
+            cautious=cfg.cautious_weight_decay,
         )
     return AdamW(
         params, cfg.lr, betas, weight_decay=cfg.weight_decay, embedding_lr=cfg.embedding_lr

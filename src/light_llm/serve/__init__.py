@@ -8,12 +8,11 @@ inspection.py  the numbers of the "look inside" panels (light_llm.inspect on tha
 app.py         the FastAPI application: the page and the JSON API under /api
 inspect_api.py the look-inside endpoints under /api/inspect
 fields.py      what every request body shares
-discovery.py   which model to serve when none is named
 static/        the page: HTML, script (explorer.js, inspect.js) and style (no CDN; offline)
 """
 
+from light_llm.checkpoints.discovery import default_model, newest_run
 from light_llm.serve.app import create_app
-from light_llm.serve.discovery import default_model, newest_run
 from light_llm.serve.session import ExplorerModel, NotForThisModel, RequestError
 
 __all__ = [

@@ -50,7 +50,7 @@ from light_llm.sampling_options import DEFAULT_TEMPERATURE
 from light_llm.serve.fields import Body, Prompt
 from light_llm.serve.flow import flow
 from light_llm.serve.guard import Guard, allowed_hosts
-from light_llm.serve.history import RunHistory, UnknownRecord
+from light_llm.serve.history import RunHistory, UnknownRecord, runs_shown
 from light_llm.serve.inspect_api import inspect_router
 from light_llm.serve.inspection import Inspection
 from light_llm.serve.session import ExplorerModel, NotForThisModel, RequestError, event_stream
@@ -161,7 +161,7 @@ def create_app(
     comes from one) and the ``compared`` runs are replayed under /api/runs. It answers
     requests for the loopback host names and ``host`` (the address it listens on) only, with
     bodies of bounded size (:mod:`light_llm.serve.guard`)."""
-    runs = ([RunHistory(explorer.run_folder)] if explorer.run_folder else []) + list(compared)
+    runs = runs_shown(explorer.run_folder, compared)
     scratch = tempfile.TemporaryDirectory(prefix="light-llm-serve-")
     figures = ExampleFigures(Path(scratch.name))
 
@@ -268,7 +268,7 @@ def create_app(
         for index, run in enumerate(runs):
             try:
                 summaries.append({"index": index, **run.summary()})
-            except UnknownRecord as exc:
+            except LightLLMError as exc:  # one run's trouble leaves the others shown
                 summaries.append({"index": index, "name": run.name, "warning": str(exc)})
         return summaries
 

@@ -10,15 +10,20 @@ A run's curves (``train``: the logged batches; ``val`` and ``train_eval``: the e
 ``probe``: the probes' slice of validation text, often on a short run) hold, per point, the
 iteration, the training tokens seen by then, the wall time, the loss (nats per token) and the
 same loss in bits per byte of the split's text, which compares runs of different tokenizers. A
-run folder that disappears while it is watched keeps showing what was read, with a sentence
-saying so; a damaged probe record is one sentence too.
+run's ``vocabulary`` is a digest of its checkpoint's tokenizer files: two runs of one kind of
+tokenizer (two BPEs, or characters of two corpora) compare token for token only when theirs are
+equal, and the page says when they are not. A run folder that disappears while it is watched
+keeps showing what was read, with a sentence saying so; a damaged probe record is one sentence
+too.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import socket
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +41,9 @@ from light_llm.checkpoints.run import (
     training_records,
 )
 from light_llm.errors import CheckpointError, ConfigError, LightLLMError
-from light_llm.untrusted import read_regular_file
+from light_llm.tokenizers.base import TOKENIZER_FILE
+from light_llm.tokenizers.bert import VOCAB_FILE
+from light_llm.untrusted import JSON_LIMIT, read_regular_file
 
 HOLDER = re.compile(r"process (\d+) on (\S+),")
 
@@ -59,6 +66,22 @@ def still_training(folder: Path) -> bool:
         return False
     match = HOLDER.match(holder)
     return bool(match) and match[2] == socket.gethostname() and process_alive(int(match[1]))
+
+
+def vocabulary_digest(checkpoint: Path) -> str | None:
+    """A short SHA-256 of the tokenizer files in ``checkpoint`` (``light_tokenizer.json``, and
+    ``vocab.txt`` for WordPiece): equal exactly when two runs' tokens are the same; None when
+    they cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        for name in (TOKENIZER_FILE, VOCAB_FILE):
+            if name == TOKENIZER_FILE or (checkpoint / name).is_file():
+                digest.update(
+                    name.encode() + b"\0" + read_regular_file(checkpoint / name, JSON_LIMIT)
+                )
+    except CheckpointError:
+        return None
+    return digest.hexdigest()[:16]
 
 
 def finite(value: object) -> float | None:
@@ -90,16 +113,26 @@ class RunHistory:
             return None, None
 
     def summary(self) -> dict[str, Any]:
-        """The run as the page draws it (module docstring)."""
+        """The run as the page draws it (module docstring); when its folder has gone or its
+        log cannot be read, the last good reading with a sentence saying so (a
+        LightLLMError when there is none)."""
         if not self.folder.is_dir():
-            if self.last is None:
-                raise UnknownRecord(f"the run folder {self.folder} has gone.")
-            return {
-                **self.last,
-                "live": False,
-                "warning": f"the run folder {self.folder} has gone; what was read before is "
-                "still shown.",
-            }
+            trouble = UnknownRecord(f"the run folder {self.folder} has gone.")
+        else:
+            try:
+                return self.read()
+            except LightLLMError as exc:
+                trouble = exc
+        if self.last is None:
+            raise trouble
+        return {
+            **self.last,
+            "live": False,
+            "warning": f"{str(trouble).removesuffix('.')}; what was read before is still shown.",
+        }
+
+    def read(self) -> dict[str, Any]:
+        """The run as its folder holds it now (kept as the last good reading)."""
         per_step, tokenizer = self.tokens_per_iteration()
         records = [r for r in MetricsLog(self.folder).records() if isinstance(r.get("iter"), int)]
 
@@ -117,6 +150,7 @@ class RunHistory:
             "name": self.name,
             "live": still_training(self.folder),
             "tokenizer": tokenizer,
+            "vocabulary": vocabulary_digest(self.folder / CHECKPOINT_SUBFOLDER),
             "curves": {
                 "train": [point(r, "loss", "bpb") for r in training_records(records)],
                 "val": [point(r, "val_loss", "val_bpb") for r in evaluation_records(records)],
@@ -138,3 +172,27 @@ class RunHistory:
                 f"the run {self.name} has no probe record of iteration {iteration}."
             )
         return read_probe(self.folder, iteration)
+
+
+def runs_shown(served: Path | None, compared: list[RunHistory] | tuple) -> list[RunHistory]:
+    """The runs the page replays: the served model's run (when it comes from one), then the
+    ``compared`` ones. ConfigError for a run given twice; runs of one folder name (a/run,
+    b/run) are called by as many of their path's last parts as tell them apart."""
+    runs = ([RunHistory(served)] if served else []) + list(compared)
+    seen: dict[Path, RunHistory] = {}
+    for run in runs:
+        where = run.folder.resolve()
+        if where in seen:
+            raise ConfigError(
+                f"the run {run.folder} is shown twice (served and compared, or compared twice): "
+                "give --compare other runs."
+            )
+        seen[where] = run
+    for depth in range(2, max((len(where.parts) for where in seen), default=0) + 1):
+        counts = Counter(run.name for run in runs)
+        clashing = [run for run in runs if counts[run.name] > 1]
+        if not clashing:
+            break
+        for run in clashing:
+            run.name = "/".join(run.folder.resolve().parts[-depth:])
+    return runs

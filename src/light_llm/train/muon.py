@@ -16,7 +16,12 @@ the same amount however large its singular value. At step t with learning rate �
 
 One Newton-Schulz step maps each singular value σ of X to p(σ) = aσ + bσ³ + cσ⁵ and keeps
 the singular vectors; five steps of this quintic push every σ in (0, 1] into about
-[0.7, 1.2], so X5 ≈ U Vᵀ without an SVD. It runs in bfloat16 where that is fast (CUDA, a
+[0.7, 1.2], so X5 ≈ U Vᵀ without an SVD. ``orthogonaliser="polar-express"`` takes Polar
+Express's five quintics instead, one per step
+(:data:`light_llm.muon_spec.POLAR_EXPRESS_COEFFICIENTS`), and ``cautious=True`` decays only
+the entries whose update agrees in sign with the weight (Cautious Weight Decay:
+W = W - η (u + λ 1[u ⊙ W >= 0] ⊙ W), for Muon's u = scale · X5 and AdamW's
+u = m̂ / (sqrt(v̂) + ε) alike). It runs in bfloat16 where that is fast (CUDA, a
 CPU with bfloat16 arithmetic) and in the parameter's dtype otherwise (float64 stays float64,
 for the comparison with the NumPy engine).
 
@@ -40,10 +45,11 @@ from torch import nn
 
 from light_llm.errors import ConfigError
 from light_llm.muon_spec import (
-    NS_COEFFICIENTS,
     NS_EPS,
     NS_STEPS,
+    ORTHOGONALISERS,
     is_muon_matrix,
+    orthogonaliser_steps,
     update_scale,
 )
 from light_llm.train.param_groups import embedding_group
@@ -53,19 +59,23 @@ KINDS = ("muon", "adamw")
 
 
 def newton_schulz(
-    matrix: torch.Tensor, steps: int = NS_STEPS, dtype: torch.dtype | None = None
+    matrix: torch.Tensor,
+    steps: int = NS_STEPS,
+    dtype: torch.dtype | None = None,
+    method: str = "newton-schulz",
 ) -> torch.Tensor:
-    """The quintic Newton-Schulz orthogonalisation of a matrix (Keller Jordan's Muon;
-    equations in the module docstring): about U Vᵀ for matrix = U S Vᵀ, in ``dtype``
-    (default: the matrix's). A stack (..., rows, cols) is orthogonalised matrix by matrix,
-    in one batched product per step."""
-    a, b, c = NS_COEFFICIENTS
+    """The quintic Newton-Schulz orthogonalisation of a matrix (Keller Jordan's Muon, or
+    Polar Express's per-step quintics with ``method="polar-express"``; equations in the
+    module docstring and :func:`light_llm.muon_spec.orthogonaliser_steps`): about U Vᵀ for
+    matrix = U S Vᵀ, in ``dtype`` (default: the matrix's). A stack (..., rows, cols) is
+    orthogonalised matrix by matrix, in one batched product per step."""
+    margin, coefficients = orthogonaliser_steps(method, steps)
     x = matrix.to(dtype or matrix.dtype)  # (..., rows, cols)
     tall = x.shape[-2] > x.shape[-1]
     if tall:  # (..., r, n) with r = min(rows, cols): the Gram matrix below is r x r,
         x = x.mT.contiguous()  # laid out row by row (bfloat16 products of a view are slower)
-    x = x / (torch.linalg.matrix_norm(x, keepdim=True) + NS_EPS)
-    for _ in range(steps):
+    x = x / (margin * torch.linalg.matrix_norm(x, keepdim=True) + NS_EPS)
+    for a, b, c in coefficients:
         gram = x @ x.mT  # (..., r, r)
         x = a * x + (b * gram + c * (gram @ gram)) @ x
     return x.mT if tall else x
@@ -89,7 +99,8 @@ def orthogonalisation_dtype(parameter: torch.Tensor) -> torch.dtype:
 class MuonAdamW(torch.optim.Optimizer):
     """Muon on the param groups of ``kind="muon"`` (2-D tensors only), AdamW on those of
     ``kind="adamw"`` (see the module docstring). Group options: ``lr``, ``lr_ratio``,
-    ``weight_decay``, ``momentum`` μ (muon), ``betas`` and ``eps`` (adamw)."""
+    ``weight_decay``, ``cautious`` (Cautious Weight Decay), ``momentum`` μ and
+    ``orthogonaliser`` (muon), ``betas`` and ``eps`` (adamw)."""
 
     def __init__(
         self,
@@ -99,9 +110,15 @@ class MuonAdamW(torch.optim.Optimizer):
         betas: tuple[float, float] = (0.9, 0.95),
         eps: float = 1e-8,
         weight_decay: float = 0.0,
+        orthogonaliser: str = "newton-schulz",
+        cautious: bool = False,
     ) -> None:
         if not 0.0 <= momentum < 1.0:
             raise ConfigError(f"the Muon momentum must lie in [0, 1), got {momentum}.")
+        if orthogonaliser not in ORTHOGONALISERS:
+            raise ConfigError(
+                f"unknown orthogonaliser {orthogonaliser!r}; known: {', '.join(ORTHOGONALISERS)}."
+            )
         if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
             raise ConfigError(f"AdamW betas must lie in [0, 1), got {betas}.")
         defaults = {
@@ -112,6 +129,8 @@ class MuonAdamW(torch.optim.Optimizer):
             "betas": betas,
             "eps": eps,
             "weight_decay": weight_decay,
+            "orthogonaliser": orthogonaliser,
+            "cautious": cautious,
         }
         super().__init__(params, defaults)
         for group in self.param_groups:
@@ -156,11 +175,13 @@ class MuonAdamW(torch.optim.Optimizer):
             momentum.mul_(mu).add_(parameter.grad)
             nesterov.append(parameter.grad.add(momentum, alpha=mu))
         dtype = orthogonalisation_dtype(parameters[0])
-        orthogonal = newton_schulz(torch.stack(nesterov), dtype=dtype)  # (k, d_out, d_in)
+        method = group["orthogonaliser"]
+        orthogonal = newton_schulz(torch.stack(nesterov), dtype=dtype, method=method)
         scale = update_scale(*parameters[0].shape)
         for parameter, update in zip(parameters, orthogonal.unbind(), strict=True):
-            parameter.mul_(1.0 - lr * group["weight_decay"])
-            parameter.add_(update.to(parameter.dtype), alpha=-lr * scale)
+            update = update.to(parameter.dtype)  # (d_out, d_in)
+            decay(parameter, update, lr * group["weight_decay"], group["cautious"])
+            parameter.add_(update, alpha=-lr * scale)
 
     @staticmethod
     def _adamw_update(parameter, grad, group, state) -> None:
@@ -171,11 +192,26 @@ class MuonAdamW(torch.optim.Optimizer):
             state["exp_avg_sq"] = torch.zeros_like(parameter)
         state["step"] += 1
         t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
-        parameter.mul_(1.0 - lr * group["weight_decay"])
         m.mul_(beta1).add_(grad, alpha=1.0 - beta1)
         v.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
         denominator = (v.sqrt() / (1.0 - beta2**t) ** 0.5).add_(eps)
+        if group["cautious"] and group["weight_decay"]:  # the update's sign decides the decay
+            decay(parameter, m / denominator, lr * group["weight_decay"], cautious=True)
+        else:
+            parameter.mul_(1.0 - lr * group["weight_decay"])
         parameter.addcdiv_(m, denominator, value=-lr / (1.0 - beta1**t))
+
+
+def decay(parameter: torch.Tensor, update: torch.Tensor, rate: float, cautious: bool) -> None:
+    """Decoupled weight decay W = W (1 - η λ) with ``rate`` = η λ, before the step along
+    ``update``; with ``cautious`` only where update and weight agree in sign,
+    W = W - η λ 1[u ⊙ W >= 0] ⊙ W (Cautious Weight Decay, :mod:`light_llm.muon_spec`)."""
+    if not rate:
+        return
+    if cautious:
+        parameter.sub_(parameter * (update * parameter >= 0), alpha=rate)
+    else:
+        parameter.mul_(1.0 - rate)
 
 
 def muon_param_groups(
@@ -225,6 +261,8 @@ def configure_muon(
     betas: tuple[float, float],
     weight_decay: float,
     embedding_lr: float | None = None,
+    orthogonaliser: str = "newton-schulz",
+    cautious: bool = False,
 ) -> MuonAdamW:
     """:class:`MuonAdamW` over ``model``'s parameters (:func:`muon_param_groups`), the
     learning rates set to their peaks ``muon_lr`` (muon) and ``lr`` (adamw)."""
@@ -233,4 +271,12 @@ def configure_muon(
     if weight_decay < 0:
         raise ConfigError(f"weight decay must be >= 0, got {weight_decay}.")
     groups = muon_param_groups(model, lr, muon_lr, weight_decay, embedding_lr)
-    return MuonAdamW(groups, lr, momentum=momentum, betas=betas, weight_decay=weight_decay)
+    return MuonAdamW(
+        groups,
+        lr,
+        momentum=momentum,
+        betas=betas,
+        weight_decay=weight_decay,
+        orthogonaliser=orthogonaliser,
+        cautious=cautious,
+    )

@@ -109,6 +109,8 @@ def configure_optimizer(
             betas,
             cfg.weight_decay,
             embedding_lr=cfg.embedding_lr,
+            orthogonaliser=cfg.muon_orthogonaliser,
+            cautious=cfg.cautious_weight_decay,
         )
     raise ConfigError(f"unknown optimizer {cfg.optimizer!r}; known: {', '.join(OPTIMIZERS)}.")
 

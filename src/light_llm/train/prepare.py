@@ -39,7 +39,7 @@ from light_llm.errors import CheckpointError, ConfigError, TrainingError
 from light_llm.tokenizers import load_tokenizer
 from light_llm.train.batches import rank_slots
 from light_llm.train.budget import parse_duration
-from light_llm.train.config import LORA_FIELDS, TrainConfig
+from light_llm.train.config import LORA_FIELDS, TrainConfig, fitted_length
 from light_llm.train.cpu_allocator import keep_freed_memory
 from light_llm.train.distributed import (
     DistributedContext,
@@ -99,6 +99,7 @@ class PreparedRun:
     budget_s: float | None = None  # a --time run whose iteration count is not fixed yet
     eval_seconds: float = 0.0  # of the latest evaluation (with its checkpoint)
     schedule_note: str = ""  # how a resume beyond the run's end treats the schedule
+    length_note: str = ""  # how many iterations the default takes on this machine, and why
     last_saved: tuple[Path, int] | None = None  # the checkpoint folder and its iteration
 
 
@@ -138,12 +139,21 @@ def prepare_in(
     if saved:
         check_same_architecture(saved, architecture, folder.out)
         config, schedule_note = schedule_of_extension(config, saved)
-        config = config.inherit(TrainConfig.from_dict(saved["config"]))
+        config = config.inherit(
+            TrainConfig.from_dict(saved["config"]), TrainConfig.from_dict(saved["resolved_config"])
+        )
     given = dataclasses.replace(config, model=architecture)
     cfg = given.resolve()
     budget_s = parse_duration(cfg.time) if given.awaits_budget_estimate() else None
     dtype = cfg.dtype or default_dtype(device)
     check_dtype(dtype, device)
+    length_note = ""
+    if not saved:  # the length fitted to the machine, recorded as --max-iters (resumes keep it)
+        cpu = torch.backends.cpu.get_cpu_capability()
+        iterations, length_note = fitted_length(given, cfg, device.type, dtype, cpu)
+        if iterations is not None:
+            given = dataclasses.replace(given, max_iters=iterations)
+            cfg = given.resolve()
     metrics = MetricsLog(folder.out)
 
     text = load_corpus(cfg.data)
@@ -212,6 +222,7 @@ def prepare_in(
         budget_s=budget_s,
         eval_seconds=eval_seconds,
         schedule_note=schedule_note,
+        length_note=length_note,
     )
     if saved:
         restore(run, saved, resume_folder)

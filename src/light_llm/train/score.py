@@ -125,8 +125,10 @@ def score_checkpoint(
     text = load_corpus(corpus)
     with tempfile.TemporaryDirectory(prefix="light-llm-eval-") as scratch:
         cache = Path(scratch)
-        if trained and corpus == trained.get("data") and folder.name == CHECKPOINT_SUBFOLDER:
-            cache = folder.parent / DATA_SUBFOLDER  # the run's own token cache, not rebuilt
+        own = folder.parent / DATA_SUBFOLDER  # the run's token cache, not rebuilt; none is
+        ours = trained and corpus == trained.get("data") and folder.name == CHECKPOINT_SUBFOLDER
+        if ours and own.is_dir():  # written into a run without one (a shipped run)
+            cache = own
         train_tokens, dataset = split_datasets(
             text, tokenizer, cache, model.config.block_size, encoder
         )

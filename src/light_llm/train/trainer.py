@@ -457,8 +457,9 @@ def announce(run: PreparedRun) -> None:
     if iteration:
         end = "a --time budget" if run.budget_s else cfg.max_iters
         print(f"resuming at iteration {iteration} of {end}", flush=True)
-    if run.schedule_note:
-        print(run.schedule_note, flush=True)
+    for note in (run.schedule_note, run.length_note):
+        if note:
+            print(note, flush=True)
     if run.budget_s is not None:
         print(
             f"training for --time {cfg.time}: the speed measured during the warmup "

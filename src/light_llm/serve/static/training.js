@@ -54,7 +54,8 @@ async function refreshRuns() {
   const words = runs.map((run) => `${run.name}: ${run.live ? "training now (the page follows it)" : "not training"}` +
     (run.probes && run.probes.length ? `, ${run.probes.length} probes` : ", no probes recorded") +
     (run.tokenizer ? `, ${run.tokenizer} tokens` : "") + (run.warning ? ` (${run.warning})` : ""));
-  const tokenizers = new Set(runs.map((run) => run.tokenizer).filter(Boolean));
+  // a run's vocabulary: a digest of its tokenizer files (two runs' "char" may differ)
+  const tokenizers = new Set(runs.map((run) => run.vocabulary).filter(Boolean));
   if (tokenizers.size > 1) words.push("the runs' tokenizers differ, so their token panels are not token for token comparable; the curves are in bits per byte, which are");
   $("#training-status").textContent = words.join("; ");
   drawCurves();
@@ -98,7 +99,7 @@ function niceTicks(low, high, count = 5) {
 
 function curveSeries() {
   const [column] = AXES[trainingState.axis];
-  const bits = trainingState.runs.every((run) => run.curves && run.curves.val.every((p) => p[4] !== null));
+  const bits = trainingState.runs.every((run) => !run.curves || run.curves.val.every((p) => p[4] !== null));
   const y = bits ? 4 : 3;
   const series = [];
   trainingState.runs.forEach((run, r) => {

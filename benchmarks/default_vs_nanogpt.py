@@ -1,0 +1,121 @@
+"""The default against nanoGPT's CPU recipe, as a user runs them: the whole ``light-llm train``
+command (start-up, learning the tokenizer, encoding, training, evaluations, probes, the sample)
+timed by the wall clock, then ``light-llm eval`` over the whole validation split in nats per
+character (the unit that compares a BPE model with a character model).
+
+The two take turns (nanoGPT, default, nanoGPT, default, ...) so that load from other work on
+the machine hits both alike; every pair is one seed on one corpus. The table printed at the
+end has one row a run and, per corpus and seed, the default's time as a fraction of nanoGPT's
+and its loss below nanoGPT's. The CPU kind (``torch.backends.cpu.get_cpu_capability()``) and
+the load average before and after are printed with it: timings need a quiet machine.
+
+Corpora: ``shakespeare`` (all of it, the main job), ``first`` (its first megabyte,
+``shakespeare.shakespeare_slice()``), ``last`` (its last megabyte, the slice of
+``tests/train/test_quality.py``), or a path to a text file.
+
+    PYTHONPATH=src python benchmarks/default_vs_nanogpt.py [--data shakespeare first last]
+        [--seeds 1337 2] [--flags "--dtype float32"] [--default-flags "..."] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from light_llm.shakespeare import shakespeare_slice, shakespeare_text
+
+RECIPES = {"nanogpt-cpu": ["--preset", "nanogpt-cpu"], "default": []}
+
+
+def last_megabyte() -> str:
+    """The last 1,000,000 bytes of Shakespeare from a whole speech on (test_quality's slice)."""
+    tail = shakespeare_text().encode("utf-8")[-1_000_000:].decode("utf-8", errors="ignore")
+    return tail[tail.index("\n\n") + 2 :]
+
+
+def corpus_file(name: str, folder: Path) -> Path | None:
+    """The text file of a corpus name (None: the trainer's own default, all of Shakespeare)."""
+    if name == "shakespeare":
+        return None
+    texts = {"first": shakespeare_slice, "last": last_megabyte}
+    if name in texts:
+        path = folder / f"{name}.txt"
+        path.write_text(texts[name](), encoding="utf-8")
+        return path
+    return Path(name)
+
+
+def light_llm(*arguments: str, folder: Path) -> str:
+    """Run ``light-llm ARGUMENTS`` in ``folder`` and return its output; stop the benchmark if
+    it fails."""
+    command = [sys.executable, "-m", "light_llm", *arguments]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=folder)
+    if done.returncode != 0:
+        raise SystemExit(f"light-llm {' '.join(arguments)} failed:\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def train_and_score(
+    recipe: str, data: Path | None, seed: int, folder: Path, out: str, flags: list[str]
+) -> dict:
+    """One run into ``folder/out`` (named relative to ``folder``, as a user would): the whole
+    training command's wall time, its iterations, and its whole-split validation loss in nats
+    per character."""
+    data_flags = ["--data", str(data.resolve())] if data else []
+    arguments = ["train", *RECIPES[recipe], *data_flags, "--seed", str(seed), "--out", out]
+    start = time.perf_counter()
+    light_llm(*arguments, *flags, "--overwrite", folder=folder)
+    seconds = time.perf_counter() - start
+    report = light_llm("eval", "--checkpoint", out, *data_flags, folder=folder)
+    nats = float(re.search(r"([0-9.]+) nats per character", report).group(1))
+    state = json.loads((folder / out / "checkpoint" / "trainer_state.json").read_text())
+    return {"recipe": recipe, "seconds": seconds, "nats": nats, "iters": state["iteration"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", nargs="+", default=["shakespeare"])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1337])
+    parser.add_argument("--flags", default="", help="given to both recipes (e.g. --dtype)")
+    parser.add_argument("--default-flags", default="", help="given to the default only")
+    parser.add_argument("--out", help="where the runs go (default: a temporary folder)")
+    args = parser.parse_args()
+    folder = Path(args.out or tempfile.mkdtemp(prefix="default-vs-nanogpt-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"CPU kind {torch.backends.cpu.get_cpu_capability()}; load {os.getloadavg()}")
+    shared = shlex.split(args.flags)
+    extra = {"nanogpt-cpu": shared, "default": [*shared, *shlex.split(args.default_flags)]}
+    rows = []
+    for name in args.data:
+        data = corpus_file(name, folder)
+        for seed in args.seeds:
+            pair = {}
+            for recipe in RECIPES:  # nanoGPT first, then the default: taking turns
+                out = f"{recipe}-{Path(name).stem}-{seed}"
+                pair[recipe] = train_and_score(recipe, data, seed, folder, out, extra[recipe])
+                row = {"data": name, "seed": seed, **pair[recipe]}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+            nano, ours = pair["nanogpt-cpu"], pair["default"]
+            print(
+                f"{name} seed {seed}: default {ours['nats']:.4f} vs nanoGPT {nano['nats']:.4f} "
+                f"nats per character ({nano['nats'] - ours['nats']:+.4f} below), in "
+                f"{ours['seconds']:.1f} s vs {nano['seconds']:.1f} s "
+                f"({ours['seconds'] / nano['seconds']:.2f}x nanoGPT's time)",
+                flush=True,
+            )
+    print(f"load {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
