@@ -13,6 +13,8 @@ variant runs in a child process of its own, its environment set before ``import 
     default           libgomp's own (spin, then sleep)
     passive           OMP_WAIT_POLICY=PASSIVE: a waiting thread sleeps at once
     spin-10k          GOMP_SPINCOUNT=10000: spin briefly, then sleep
+    governor          libgomp's own, with the trainer's thread governor watching the steps
+                      (light_llm.train.thread_governor: one thread while the pool stalls)
 
 The step is the trainer's (``recipe_sweep.step_timer``, the default preset ``bpe-cpu`` at
 vocabulary 768, bfloat16 autocast where the CPU has it). The "busy" process is
@@ -24,7 +26,7 @@ speed against the first variant idle. The load average (what else ran) is printe
 after: on a shared machine "idle" means "without the busy process".
 
     PYTHONPATH=src python benchmarks/bench_busy.py [--preset bpe-cpu] [--rounds 3]
-        [--steps 20] [--variants 2:default 2:passive 2:spin-10k 1:default]
+        [--steps 20] [--variants 2:default 2:governor 1:default 2:passive]
 """
 
 from __future__ import annotations
@@ -40,16 +42,19 @@ POLICIES = {
     "default": {},
     "passive": {"OMP_WAIT_POLICY": "PASSIVE"},
     "spin-10k": {"GOMP_SPINCOUNT": "10000"},
+    "governor": {},
 }
-DEFAULT_VARIANTS = ["2:default", "2:passive", "1:default", "1:passive"]
+DEFAULT_VARIANTS = ["2:default", "2:governor", "1:default", "2:passive"]
 VOCAB_SIZE = 768
 
 
-def child(preset: str, steps: int) -> None:
-    """Print the seconds per training step of ``preset``, after a warm-up."""
+def child(preset: str, steps: int, governed: bool) -> None:
+    """Print the seconds per training step of ``preset``, after a warm-up; ``governed``: the
+    trainer's thread governor sees every step's time, as in ``light-llm train``."""
     import torch
 
     from light_llm.train.cpu_allocator import keep_freed_memory
+    from light_llm.train.thread_governor import ThreadGovernor
 
     keep_freed_memory()
     sys.path.insert(0, os.path.dirname(__file__))
@@ -58,9 +63,13 @@ def child(preset: str, steps: int) -> None:
     step = step_timer(["--preset", preset], vocab_size=VOCAB_SIZE)
     for _ in range(3):
         step()
+    governor = ThreadGovernor() if governed else None
     start = time.perf_counter()
     for _ in range(steps):
+        tick = time.perf_counter()
         step()
+        if governor is not None:
+            governor.observe(time.perf_counter() - tick)
     print(torch.get_num_threads(), (time.perf_counter() - start) / steps)
 
 
@@ -72,7 +81,8 @@ def seconds_per_step(variant: str, preset: str, steps: int, busy: bool) -> float
     if busy:
         hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        command = [sys.executable, __file__, "--child", "--preset", preset, "--steps", str(steps)]
+        command = [sys.executable, __file__, "--child", policy, "--preset", preset]
+        command += ["--steps", str(steps)]
         done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     finally:
         if hog is not None:
@@ -87,10 +97,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--variants", nargs="+", default=DEFAULT_VARIANTS)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=POLICIES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.preset, args.steps)
+        child(args.preset, args.steps, args.child == "governor")
         return
     for variant in args.variants:
         threads, _, policy = variant.partition(":")

@@ -35,7 +35,6 @@ from light_llm.train.config import (
     PRESET_RECIPES,
     TRAINED_TOKENIZER_VOCAB,
 )
-from light_llm.train.thread_waiting import wait_passively
 
 DEFAULT_PRESET = DEFAULT_PRESETS[DEFAULT_MODEL]
 # every setting of a run with no flags: the default preset's recipe over the general defaults;
@@ -382,7 +381,6 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run_train(args: argparse.Namespace) -> int:
-    wait_passively()  # before torch loads its OpenMP runtime (light_llm.train.thread_waiting)
     from light_llm.train.config import DEFAULT_MODEL
     from light_llm.train.trainer import saved_run_config
 

@@ -57,6 +57,7 @@ from light_llm.train.records import trainer_state, training_line
 from light_llm.train.result import TrainResult
 from light_llm.train.run_tokenizer import fewer_ids_note
 from light_llm.train.sizing import sizing_advice, vocabulary_parameters, vocabulary_remedy
+from light_llm.train.thread_governor import ThreadGovernor
 
 __all__ = ["Trainer", "saved_run_config", "train", "train_mlm"]
 
@@ -121,6 +122,10 @@ class Trainer:
         )
         meter = self.meter = ThroughputMeter()
         iteration_seconds: list[float] = []  # of this process, until a --time run is fixed
+        # one thread while the CPU is too busy for all (light_llm.train.thread_governor)
+        governor = None
+        if run.device.type == "cpu" and not run.dist.enabled:
+            governor = ThreadGovernor()
         with bar:
             while True:
                 # a --time run: fix the iteration count from the warmup's speed
@@ -142,6 +147,10 @@ class Trainer:
                 loss, stop_requested = self.step(stop)
                 seconds = time.perf_counter() - tick
                 meter.add(self.tokens_per_iteration, seconds)
+                if governor is not None:
+                    governor.observe(seconds)
+                    if governor.note and run.dist.is_main:
+                        tqdm.write(governor.note, file=sys.stdout)
                 if run.budget_s is not None:
                     iteration_seconds.append(seconds)
                 # log
@@ -160,6 +169,8 @@ class Trainer:
                     result.interrupted = True
                     break
         result.iteration = progress.iteration
+        if governor is not None:
+            governor.restore()
         if run.dist.is_main:
             self.finish(result)
         return result

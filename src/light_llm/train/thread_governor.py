@@ -1,0 +1,105 @@
+"""Fewer threads while the CPU is busy: the trainer's answer to a busy laptop (issue 25,
+item 4).
+
+PyTorch's CPU wheels run their parallel regions on GNU OpenMP (libgomp, inside torch/lib).
+A thread that finishes its share of a region first spins at the barrier for the others.
+With one of two cores kept busy by another process, the late thread waits for the scheduler
+at every region of the step, hundreds a step: measured on a 2-core AMD EPYC with AVX-512 BF16
+(benchmarks/bench_busy.py, docs/benchmarks.md), the default step went from 58.5 ms to 224.9
+ms (3.8x) beside one busy process, while on one thread it went from 92.3 to 97.6 ms. Waiting
+passively (``OMP_WAIT_POLICY=PASSIVE``) made the busy step 106.5 ms but the quiet one 102.0 ms
+(1.7x slower than spinning): no fixed setting is good for both, so the trainer watches.
+
+The rule, over windows of ``WINDOW`` steps (their median step time, so that one slow step,
+an evaluation's neighbour or a page fault, decides nothing):
+
+- the first window on all threads is followed by a trial window on one thread (a run that
+  starts on a busy machine has no quiet best to compare with);
+- on all threads, a window slower than ``STALL`` x the best window on all threads so far
+  starts a trial: the next window runs on one thread;
+- after a trial, or every ``RETRY`` windows on one thread, the faster of the last window on
+  one thread and the last on all threads decides where training goes on (all threads are
+  tried again for one window first).
+
+On the CPUs measured the thread count does not change the numbers a step computes (each
+thread's share of a product or a reduction is summed in the same order), so a run that
+changed threads gives the losses of one that did not; ``tests/train/test_thread_governor.py``
+checks that on this machine.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+WINDOW = 5  # steps whose median step time is one reading
+STALL = 1.4  # a window this much slower than the best on all threads: try one thread
+RETRY = 10  # windows on one thread before all threads are tried again
+
+
+class ThreadGovernor:
+    """Chooses between ``threads`` (all, the default: torch's) and one thread from the step
+    times it is given (:meth:`observe`), setting ``torch.set_num_threads``."""
+
+    def __init__(self, threads: int | None = None) -> None:
+        self.full = threads or torch.get_num_threads()
+        self.current = self.full
+        self.times: list[float] = []
+        self.best_full = float("inf")
+        self.last = {self.full: float("inf"), 1: float("inf")}
+        self.windows_on_one = 0
+        self.trying = False
+        self.probed = False  # the first trial on one thread is behind
+        self.switches = 0
+        self.note: str | None = None  # what the last observe changed, for the run's log
+
+    @property
+    def active(self) -> bool:
+        return self.full > 1
+
+    def observe(self, seconds: float) -> None:
+        """Record one step's time; at the end of a window, maybe change the thread count."""
+        self.note = None
+        if not self.active:
+            return
+        self.times.append(seconds)
+        if len(self.times) < WINDOW:
+            return
+        median = statistics.median(self.times)
+        self.times = []
+        self.last[self.current] = median
+        if self.current == self.full:
+            self.best_full = min(self.best_full, median)
+            if self.trying:  # the retry window on all threads: compare with one thread
+                self.trying = False
+                if self.last[1] < median:
+                    self.use(1)
+            elif not self.probed or median > STALL * self.best_full:
+                self.probed = True
+                self.use(1)
+            return
+        self.windows_on_one += 1
+        if self.windows_on_one == 1 and self.last[1] >= self.last[self.full]:
+            self.use(self.full)  # the trial on one thread was no faster
+        elif self.windows_on_one >= RETRY:
+            self.trying = True
+            self.use(self.full)
+
+    def restore(self) -> None:
+        """All threads again (for what follows the training loop)."""
+        if self.active and self.current != self.full:
+            torch.set_num_threads(self.full)
+            self.current = self.full
+
+    def use(self, threads: int) -> None:
+        if threads != self.current:
+            self.note = (
+                f"threads {self.current} -> {threads}: a step took {self.last[self.current]:.3g}"
+                f" s on {self.current} (best on {self.full}: {self.best_full:.3g} s)"
+            )
+            torch.set_num_threads(threads)
+            self.current = threads
+            self.switches += 1
+        if threads == 1:
+            self.windows_on_one = 0

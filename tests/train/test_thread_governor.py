@@ -1,0 +1,70 @@
+"""The trainer's thread governor (light_llm.train.thread_governor): its rule on given step
+times, and a run that changes threads mid-way gives the losses of one that never did."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import light_llm.train.trainer as trainer_module
+from light_llm.train import TrainConfig, train
+from light_llm.train.thread_governor import RETRY, WINDOW, ThreadGovernor
+from tests.train.helpers import TINY
+
+
+def windows(governor: ThreadGovernor, seconds_by_threads: dict[int, float], count: int):
+    """Feed ``count`` windows of steps taking the time given for the governor's current
+    thread count; the thread counts it ran them on."""
+    seen = []
+    for _ in range(count):
+        seen.append(governor.current)
+        for _ in range(WINDOW):
+            governor.observe(seconds_by_threads[governor.current])
+    return seen
+
+
+def test_a_stalled_pool_drops_to_one_thread_and_comes_back_when_the_cpu_frees():
+    threads = torch.get_num_threads()
+    try:
+        governor = ThreadGovernor(threads=2)
+        # quiet: one trial window on one thread, then all threads
+        assert windows(governor, {2: 0.06, 1: 0.09}, 4) == [2, 1, 2, 2]
+        busy = {2: 0.22, 1: 0.10}  # another process takes a core
+        seen = windows(governor, busy, 2 + RETRY + 2)
+        assert seen[:3] == [2, 1, 1] and 2 in seen[3:]  # drops, stays, retries all threads
+        assert seen[-1] == 1  # the retry was slower: back to one thread
+        seen = windows(governor, {2: 0.06, 1: 0.09}, RETRY + 2)  # quiet again
+        assert seen[-1] == 2 and torch.get_num_threads() == 2
+        # a trial on one thread that is no faster goes back at once
+        governor = ThreadGovernor(threads=2)
+        assert windows(governor, {2: 0.06, 1: 0.5}, 3) == [2, 1, 2]
+        assert windows(governor, {2: 0.2, 1: 0.5}, 3) == [2, 1, 2]
+        # a run that starts on a busy machine finds one thread faster at once
+        governor = ThreadGovernor(threads=2)
+        assert windows(governor, {2: 0.22, 1: 0.10}, 4) == [2, 1, 1, 1]
+    finally:
+        torch.set_num_threads(threads)
+
+
+class Alternating(ThreadGovernor):
+    """Switches between 2 threads and 1 every 3 steps, whatever the times."""
+
+    def observe(self, seconds: float) -> None:
+        self.note = None
+        self.times.append(seconds)
+        if len(self.times) % 3 == 0:
+            self.use(1 if self.current == 2 else 2)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_changing_threads_mid_run_leaves_the_losses_bit_identical(
+    corpus, tmp_path, monkeypatch, dtype
+):
+    settings = {**TINY, "data": str(corpus), "max_iters": 12, "n_embd": 32, "batch_size": 8}
+    settings["dtype"] = dtype
+    torch.set_num_threads(2)  # the one_thread fixture restores the count
+    fixed = train(TrainConfig(**settings, out=str(tmp_path / "fixed")))
+    monkeypatch.setattr(trainer_module, "ThreadGovernor", Alternating)
+    switching = train(TrainConfig(**settings, out=str(tmp_path / "switching")))
+    assert switching.losses == fixed.losses
+    assert torch.get_num_threads() == 2  # restored after the loop
