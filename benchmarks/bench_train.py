@@ -25,11 +25,12 @@ tokens/s (the median over the iterations after the first 5; its evaluation at it
 left out), and its MFU is counted with the same ModelCounts and float32 peak.
 
 Shapes: nanoGPT's CPU recipe (nanogpt-cpu: 4 layers, 4 heads, 128 wide, context 64, batch
-12, vocabulary 65), light-llm's default (bpe-cpu: 96 wide, batch 32, vocabulary 768) and
+12, vocabulary 65), light-llm's default (qwen3-cpu: 96 wide, SwiGLU, batch 32, vocabulary
+768), the default before it (bpe-cpu: ReLU² and a soft-cap) and
 nanoGPT's shakespeare-char preset (6 layers, 6 heads, 384 wide, context 256, batch 64,
 dropout 0.2, vocabulary 65).
 
-    PYTHONPATH=src python benchmarks/bench_train.py [--shapes nanogpt-cpu bpe-cpu]
+    PYTHONPATH=src python benchmarks/bench_train.py [--shapes nanogpt-cpu qwen3-cpu bpe-cpu]
         [--rounds 5] [--steps 10] [--threads N] [--nanogpt-dir DIR] [--nanogpt-iters 40]
 """
 
@@ -70,7 +71,7 @@ from light_llm.train.precision import autocast
 sys.path.insert(0, os.path.dirname(__file__))
 from recipe_sweep import step_timer  # noqa: E402
 
-VOCAB_SIZES = {"nanogpt-cpu": 65, "bpe-cpu": 768, "shakespeare-char": 65}
+VOCAB_SIZES = {"nanogpt-cpu": 65, "qwen3-cpu": 768, "bpe-cpu": 768, "shakespeare-char": 65}
 GPT2_LIKE = ("nanogpt-cpu", "shakespeare-char")  # transformers' GPT-2 has their architecture
 NANOGPT_LINE = re.compile(r"^iter (\d+): loss [-\d.naninf]+, time ([\d.]+)ms", re.MULTILINE)
 NANOGPT_SKIPPED = 5  # its first iterations: allocator and kernels warming up
@@ -252,7 +253,7 @@ def nanogpt_tokens_per_second(checkout: Path, iters: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--shapes", nargs="+", default=["nanogpt-cpu", "bpe-cpu"], choices=VOCAB_SIZES
+        "--shapes", nargs="+", default=["nanogpt-cpu", "qwen3-cpu", "bpe-cpu"], choices=VOCAB_SIZES
     )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=10)

@@ -26,7 +26,7 @@ def windows(governor: ThreadGovernor, seconds_by_threads: dict[int, float], coun
 def test_a_stalled_pool_drops_to_one_thread_and_comes_back_when_the_cpu_frees():
     threads = torch.get_num_threads()
     try:
-        governor = ThreadGovernor(threads=2)
+        governor = ThreadGovernor(threads=2, warmup=0)
         # quiet: one trial window on one thread, then all threads
         assert windows(governor, {2: 0.06, 1: 0.09}, 4) == [2, 1, 2, 2]
         busy = {2: 0.22, 1: 0.10}  # another process takes a core
@@ -36,12 +36,22 @@ def test_a_stalled_pool_drops_to_one_thread_and_comes_back_when_the_cpu_frees():
         seen = windows(governor, {2: 0.06, 1: 0.09}, RETRY + 2)  # quiet again
         assert seen[-1] == 2 and torch.get_num_threads() == 2
         # a trial on one thread that is no faster goes back at once
-        governor = ThreadGovernor(threads=2)
+        governor = ThreadGovernor(threads=2, warmup=0)
         assert windows(governor, {2: 0.06, 1: 0.5}, 3) == [2, 1, 2]
         assert windows(governor, {2: 0.2, 1: 0.5}, 3) == [2, 1, 2]
         # a run that starts on a busy machine finds one thread faster at once
-        governor = ThreadGovernor(threads=2)
+        governor = ThreadGovernor(threads=2, warmup=0)
         assert windows(governor, {2: 0.22, 1: 0.10}, 4) == [2, 1, 1, 1]
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_the_warmup_steps_are_not_read():
+    threads = torch.get_num_threads()
+    try:
+        governor = ThreadGovernor(threads=2)  # a slow first window: kernels being built
+        assert windows(governor, {2: 0.5, 1: 0.5}, 1) == [2] and governor.current == 2
+        assert windows(governor, {2: 0.06, 1: 0.09}, 4) == [2, 1, 2, 2]
     finally:
         torch.set_num_threads(threads)
 

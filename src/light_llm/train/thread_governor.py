@@ -13,6 +13,7 @@ passively (``OMP_WAIT_POLICY=PASSIVE``) made the busy step 106.5 ms but the quie
 The rule, over windows of ``WINDOW`` steps (their median step time, so that one slow step,
 an evaluation's neighbour or a page fault, decides nothing):
 
+- the first ``WINDOW`` steps are not read (the allocator and oneDNN's kernels warming up);
 - the first window on all threads is followed by a trial window on one thread (a run that
   starts on a busy machine has no quiet best to compare with);
 - on all threads, a window slower than ``STALL`` x the best window on all threads so far
@@ -42,8 +43,9 @@ class ThreadGovernor:
     """Chooses between ``threads`` (all, the default: torch's) and one thread from the step
     times it is given (:meth:`observe`), setting ``torch.set_num_threads``."""
 
-    def __init__(self, threads: int | None = None) -> None:
+    def __init__(self, threads: int | None = None, warmup: int = WINDOW) -> None:
         self.full = threads or torch.get_num_threads()
+        self.warmup = warmup  # steps still to pass by unread
         self.current = self.full
         self.times: list[float] = []
         self.best_full = float("inf")
@@ -62,6 +64,9 @@ class ThreadGovernor:
         """Record one step's time; at the end of a window, maybe change the thread count."""
         self.note = None
         if not self.active:
+            return
+        if self.warmup > 0:
+            self.warmup -= 1
             return
         self.times.append(seconds)
         if len(self.times) < WINDOW:
