@@ -37,7 +37,9 @@ def default_dtype(device: torch.device) -> str:
     On the CPU the choice was measured (2-core AMD EPYC with AVX-512 BF16): nanoGPT's CPU
     recipe on 1 MB of Shakespeare ends at validation loss 1.9095 under bfloat16 autocast and
     1.9104 in float32, while a training step runs 1.2x (char-baby shape) to 1.85x
-    (shakespeare-char shape) faster (benchmarks/bench_train.py).
+    (shakespeare-char shape) faster (benchmarks/bench_train.py); at the presets' shapes,
+    with attention in float32 (:func:`attention_kernels`), 1.25x (qwen3-cpu) to 1.42x
+    (nanogpt-cpu) on 2 threads (benchmarks/bench_precision.py, docs/benchmarks.md).
     """
     if device.type == "cuda":
         return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
