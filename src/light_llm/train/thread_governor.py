@@ -13,7 +13,9 @@ passively (``OMP_WAIT_POLICY=PASSIVE``) made the busy step 106.5 ms but the quie
 The rule, over windows of ``WINDOW`` steps (their median step time, so that one slow step,
 an evaluation's neighbour or a page fault, decides nothing):
 
-- the first ``WINDOW`` steps are not read (the allocator and oneDNN's kernels warming up);
+- the first ``WINDOW`` steps are not read (the allocator and oneDNN's kernels warming up),
+  nor, in a ``--time`` run, the warmup whose speed fixes its iteration count (so that a trial
+  on one thread does not shorten the run of a quiet machine);
 - the first window on all threads is followed by a trial window on one thread (a run that
   starts on a busy machine has no quiet best to compare with);
 - on all threads, a window slower than ``STALL`` x the best window on all threads so far

@@ -57,7 +57,7 @@ from light_llm.train.records import trainer_state, training_line
 from light_llm.train.result import TrainResult
 from light_llm.train.run_tokenizer import fewer_ids_note
 from light_llm.train.sizing import sizing_advice, vocabulary_parameters, vocabulary_remedy
-from light_llm.train.thread_governor import ThreadGovernor
+from light_llm.train.thread_governor import WINDOW, ThreadGovernor
 
 __all__ = ["Trainer", "saved_run_config", "train", "train_mlm"]
 
@@ -125,7 +125,9 @@ class Trainer:
         # one thread while the CPU is too busy for all (light_llm.train.thread_governor)
         governor = None
         if run.device.type == "cpu" and not run.dist.enabled:
-            governor = ThreadGovernor()
+            # a --time run's speed measurement (its warmup) runs on all threads, untried
+            measuring = run.config.warmup_iters - progress.iteration if run.budget_s else 0
+            governor = ThreadGovernor(warmup=WINDOW + max(measuring, 0))
         with bar:
             while True:
                 # a --time run: fix the iteration count from the warmup's speed
