@@ -101,9 +101,17 @@ class ThreadGovernor:
 
     def use(self, threads: int) -> None:
         if threads != self.current:
+            why = (
+                "trying one thread"
+                if threads == 1
+                else "back to all threads"
+                if self.last[1] >= self.last[self.full]
+                else "retrying all threads"
+            )
             self.note = (
-                f"threads {self.current} -> {threads}: a step took {self.last[self.current]:.3g}"
-                f" s on {self.current} (best on {self.full}: {self.best_full:.3g} s)"
+                f"threads {self.current} -> {threads} ({why}): a step took "
+                f"{self.last[self.current]:.3g} s on {self.current} (the best on "
+                f"{self.full}: {self.best_full:.3g} s)"
             )
             torch.set_num_threads(threads)
             self.current = threads
