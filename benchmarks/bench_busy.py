@@ -16,8 +16,9 @@ variant runs in a child process of its own, its environment set before ``import 
     governor          libgomp's own, with the trainer's thread governor watching the steps
                       (light_llm.train.thread_governor: one thread while the pool stalls)
 
-The step is the trainer's (``recipe_sweep.step_timer``, the default preset ``bpe-cpu`` at
-vocabulary 768, bfloat16 autocast where the CPU has it). The "busy" process is
+The step is the trainer's (``recipe_sweep.step_timer``: ``--preset``, default ``bpe-cpu``
+as in docs/benchmarks.md, ``qwen3-cpu`` being the same size; vocabulary 768, bfloat16
+autocast where the CPU has it). The "busy" process is
 ``python -c "while True: pass"``, started before and killed after each busy measurement.
 Variants take turns over ``--rounds`` rounds; the median seconds per step is printed with the
 ratio busy / idle (proportional to the CPU lost would be 2x for a 2-thread step on 2 cores,
