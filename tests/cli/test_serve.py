@@ -57,7 +57,8 @@ def test_the_newest_run_under_the_folder_is_served_else_the_shipped_one(tmp_path
     assert newest_run(tmp_path) is None
     folder, origin = default_model(tmp_path)
     assert folder == packaged_run_folder() and "ships with light-llm" in origin
-    assert load(folder).config.n_layer == PRESETS[DEFAULT_PRESETS["gpt"]].n_layer  # the main job's
+    shipped = load(folder).config  # the main job's model: the default preset's
+    assert shipped == PRESETS[DEFAULT_PRESETS["gpt"]].replace(vocab_size=shipped.vocab_size)
     assert probe_iterations(folder)  # and its history
     missing = tmp_path / "x"
     monkeypatch.setattr("light_llm.checkpoints.discovery.packaged_run_folder", lambda: missing)

@@ -119,10 +119,11 @@ CHAR_CPU_RECIPE = {
 }
 # The default's length fitted to the machine (issue 25). Its recipe's 820 iterations end the
 # whole command inside the wall time of nanoGPT's CPU recipe in float32, the arithmetic of a
-# CPU without bfloat16 (AVX2). Where the trainer runs under bfloat16 autocast (a CPU with
-# AVX-512 BF16 or AMX) its steps gain more than nanoGPT's do, so that wall time holds more
-# of them: this many, measured there as the 820 were (docs/recipe.md, "The default's length").
-FITTED_MAX_ITERS: dict[str, int] = {}  # dtype -> iterations; not yet measured
+# CPU without bfloat16 (measured on AVX2). Under bfloat16 autocast (a CPU with AVX-512 BF16 or
+# AMX) both run faster, nanoGPT's small matrices more so (1.42x against 1.25x a step), so fewer
+# fit: measured there on all of Shakespeare, the main job (docs/recipe.md, "The default's
+# length"): nanoGPT's recipe 68.4 s, this model 6.9 s + 85.5 ms an iteration.
+FITTED_MAX_ITERS: dict[str, int] = {"bfloat16": 700}
 FITTED_PRESETS = ("bpe-cpu", "qwen3-cpu")
 PRESET_RECIPES: dict[str, dict[str, Any]] = {
     "char-baby": NANOGPT_CPU_RECIPE,
@@ -596,9 +597,9 @@ def fitted_length(
         )
     return iterations, (
         f"{iterations} iterations, not the recipe's {recipe}: this CPU ({cpu}) trains under "
-        f"{dtype} autocast, where a step of this model gains more than nanoGPT's do, and "
-        f"{iterations} end the run inside the wall time of nanoGPT's CPU recipe here as {recipe} "
-        "do in float32 (--max-iters or --time sets another length)."
+        f"{dtype} autocast, and there {iterations} end the run inside the wall time of nanoGPT's "
+        f"CPU recipe, as {recipe} do in float32 (measured, docs/recipe.md; --max-iters or --time "
+        "sets another length)."
     )
 
 
