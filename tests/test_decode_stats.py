@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from light_llm import decode_stats
-from light_llm.cache import CACHE_ENV, cache_root
+from light_llm.cache import cache_root
 from light_llm.decode_stats import (
     DecodeStats,
     decode_threads,
@@ -84,14 +84,6 @@ def test_bandwidth_is_measured_once_and_cached_in_the_cache_folder(monkeypatch):
     assert list(stored.values())[0]["bytes_per_s"] == first
     (cache_root() / decode_stats.BANDWIDTH_FILE).write_text("{damaged")
     assert memory_bandwidth() > 0 and calls == [1, 1]  # a damaged cache is measured again
-
-
-def test_the_cache_folder_follows_the_environment(monkeypatch, tmp_path):
-    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "here"))
-    assert cache_root() == tmp_path / "here"
-    monkeypatch.delenv(CACHE_ENV)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert cache_root() == tmp_path / "xdg" / "light-llm"
 
 
 def test_decode_threads_are_measured_once_per_machine_and_shape():
