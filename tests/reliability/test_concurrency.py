@@ -14,7 +14,7 @@ import pytest
 
 from light_llm.atomic import write_atomically
 from light_llm.checkpoints.folder import names_before_manifests
-from light_llm.checkpoints.run import LOCK_FILE, MetricsLog, RunFolder
+from light_llm.checkpoints.run import LOCK_FILE, MetricsLog, RunFolder, held_by_live_process
 from tests.reliability.conftest import assert_refused, run_cli, snapshot
 from tests.train.helpers import tiny_flags
 
@@ -24,6 +24,7 @@ def test_a_second_run_on_a_held_folder_names_the_holder(capsys, tmp_path, corpus
     holder = RunFolder(out)
     holder.claim(overwrite=False, checkpoint_names=names_before_manifests)
     try:
+        assert held_by_live_process(out)  # what the explorer reads as "still training"
         before = snapshot(out)
         code, _, err = run_cli(capsys, "train", *tiny_flags(corpus, out, max_iters=1))
         assert_refused(code, err, "in use by another training run", f"process {os.getpid()}")
@@ -44,6 +45,7 @@ def test_a_lock_left_by_a_killed_run_does_not_hold_the_folder(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
     assert (out / LOCK_FILE).exists()  # left behind, as after kill -9
+    assert not held_by_live_process(out)  # its holder is gone
     folder = RunFolder(out)
     folder.claim(overwrite=False, checkpoint_names=names_before_manifests)
     folder.release()

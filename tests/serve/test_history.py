@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,11 +16,11 @@ import pytest
 
 import light_llm
 from light_llm.checkpoints.probes import probe_file, probe_iterations, read_probe
-from light_llm.checkpoints.run import LOCK_FILE, MetricsLog, evaluation_records
+from light_llm.checkpoints.run import MetricsLog, evaluation_records
 from light_llm.cli import main
 from light_llm.errors import ConfigError
 from light_llm.serve import ExplorerModel, create_app
-from light_llm.serve.history import RunHistory, still_training
+from light_llm.serve.history import RunHistory
 from tests.serve.conftest import local_client
 from tests.train.helpers import tiny_flags, write_corpus
 
@@ -142,17 +141,6 @@ def test_runs_of_one_name_are_told_apart_and_a_run_given_twice_is_refused(runs, 
     errors = captured.err.strip().splitlines()
     assert len(errors) == 2 and all("is shown twice" in line for line in errors)
     assert "open http" not in captured.out  # refused before the address is given
-
-
-def test_a_live_run_is_one_whose_lock_holder_is_alive(tmp_path):
-    (tmp_path / "metrics.jsonl").write_text("")
-    host = socket.gethostname()
-    (tmp_path / LOCK_FILE).write_text(f"process {os.getpid()} on {host}, since now")
-    assert still_training(tmp_path)
-    (tmp_path / LOCK_FILE).write_text(f"process 999999999 on {host}, since now")  # killed -9
-    assert not still_training(tmp_path)
-    (tmp_path / LOCK_FILE).unlink()
-    assert not still_training(tmp_path)
 
 
 def test_a_newer_checkpoint_replaces_the_served_model(runs, tmp_path):

@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import stat
 import tempfile
@@ -55,6 +56,7 @@ from light_llm.atomic import (
     check_replaceable,
     existing_folder,
     make_folder,
+    process_alive,
     why_not,
     write_atomically,
     written_names,
@@ -79,6 +81,9 @@ TRAINER_STATE_FILE = "trainer_state.json"  # inside the checkpoint
 TRAINER_STATE_FORMAT = "light-llm-trainer"
 TRAINER_STATE_VERSION = 1
 HOLDER_LIMIT = 4096  # bytes of a lock file worth reading
+# what a lock file says of its holder, and how it is read back (held_by_live_process)
+HOLDER_LINE = "process {pid} on {host}, since {since}"
+HOLDER = re.compile(r"process (\d+) on (\S+),")
 METRICS_LIMIT = 2**30  # bytes of a metrics.jsonl worth reading (a line an iteration: millions)
 
 
@@ -264,6 +269,18 @@ RUN_FOLDERS = (CHECKPOINT_SUBFOLDER, DATA_SUBFOLDER, PROBES_SUBFOLDER)
 WRITTEN_IN_PLACE = (LOCK_FILE, METRICS_FILE)
 
 
+def held_by_live_process(out: Path) -> bool:
+    """Whether a live process on this machine holds the lock of the run in ``out``, as its
+    lock file's holder line (``HOLDER_LINE``) names it: a run killed with -9 leaves the file,
+    whose holder is then gone."""
+    try:
+        holder = read_regular_file(out / LOCK_FILE, HOLDER_LIMIT).decode("utf-8", "replace")
+    except CheckpointError:
+        return False
+    match = HOLDER.match(holder)
+    return bool(match) and match[2] == socket.gethostname() and process_alive(int(match[1]))
+
+
 class RunFolder:
     """``out`` claimed for one run; :meth:`release` (or the process's end) frees it.
 
@@ -419,7 +436,9 @@ class RunFolder:
         lock.seek(0)
         lock.truncate()
         started = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime())
-        lock.write(f"process {os.getpid()} on {socket.gethostname()}, since {started}".encode())
+        lock.write(
+            HOLDER_LINE.format(pid=os.getpid(), host=socket.gethostname(), since=started).encode()
+        )
         lock.flush()
         self.lock = lock
 

@@ -21,21 +21,17 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
-import socket
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from light_llm.atomic import process_alive
 from light_llm.checkpoints.probes import probe_iterations, read_probe
 from light_llm.checkpoints.run import (
     CHECKPOINT_SUBFOLDER,
-    HOLDER_LIMIT,
-    LOCK_FILE,
     METRICS_FILE,
     MetricsLog,
     evaluation_records,
+    held_by_live_process,
     probe_records,
     read_trainer_state,
     training_records,
@@ -45,8 +41,6 @@ from light_llm.tokenizers.base import TOKENIZER_FILE
 from light_llm.tokenizers.bert import VOCAB_FILE
 from light_llm.untrusted import JSON_LIMIT, read_regular_file
 
-HOLDER = re.compile(r"process (\d+) on (\S+),")
-
 
 class UnknownRecord(LightLLMError):
     """A run or a probe record that is not there (the page asked for what it was not offered)."""
@@ -55,17 +49,6 @@ class UnknownRecord(LightLLMError):
 def is_run_folder(folder: Path) -> bool:
     """Whether ``folder`` is a training run's output folder (it has its records)."""
     return (folder / METRICS_FILE).is_file() or (folder / CHECKPOINT_SUBFOLDER).is_dir()
-
-
-def still_training(folder: Path) -> bool:
-    """Whether a live process on this machine holds the run's lock (a run killed with -9
-    leaves the lock file, whose holder is then gone)."""
-    try:
-        holder = read_regular_file(folder / LOCK_FILE, HOLDER_LIMIT).decode("utf-8", "replace")
-    except CheckpointError:
-        return False
-    match = HOLDER.match(holder)
-    return bool(match) and match[2] == socket.gethostname() and process_alive(int(match[1]))
 
 
 def vocabulary_digest(checkpoint: Path) -> str | None:
@@ -148,7 +131,7 @@ class RunHistory:
 
         self.last = {
             "name": self.name,
-            "live": still_training(self.folder),
+            "live": held_by_live_process(self.folder),
             "tokenizer": tokenizer,
             "vocabulary": vocabulary_digest(self.folder / CHECKPOINT_SUBFOLDER),
             "curves": {
