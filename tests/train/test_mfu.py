@@ -1,5 +1,5 @@
 """The CPU MFU of a run (light_llm.train.mfu): FLOPs a token from ModelCounts, the peak
-measured once per process and number format."""
+measured once per process and number format, and kept per machine for the trainer."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import re
 import pytest
 import torch
 
+from light_llm.cache import cache_root
 from light_llm.checkpoints import load_config
 from light_llm.config import model_counts
-from light_llm.train import TrainConfig, train
-from light_llm.train.mfu import model_flops_utilisation, peak_matmul_flops
+from light_llm.train import TrainConfig, mfu, train
+from light_llm.train.mfu import machine_peak, model_flops_utilisation, peak_matmul_flops
 from tests.train.helpers import TINY
 
 SPEED = re.compile(
@@ -48,3 +49,13 @@ def test_the_peak_is_measured_once_per_number_format_and_thread_count():
 
 def test_mfu_is_the_counted_flops_over_the_peak():
     assert model_flops_utilisation(1000.0, 6_000_000, 1e10) == pytest.approx(1000 * 6e6 / 1e10)
+
+
+def test_the_trainers_peak_is_measured_once_per_machine_and_kept_in_the_cache(monkeypatch):
+    calls = []
+    monkeypatch.setattr(mfu, "peak_matmul_flops", lambda dtype, threads: calls.append(1) or 1e9)
+    assert machine_peak(torch.float32, 3) == 1e9 and calls == [1]
+    assert machine_peak(torch.float32, 3) == 1e9 and calls == [1]  # read back, not measured
+    assert machine_peak(torch.bfloat16, 3) == 1e9 and calls == [1, 1]  # another format
+    (cache_root() / mfu.PEAK_FILE).write_text("{damaged")
+    assert machine_peak(torch.float32, 3) == 1e9 and calls == [1, 1, 1]  # measured again

@@ -5,9 +5,12 @@ CPU's peak (a CPU "MFU", model FLOPs utilisation).
 
 FLOPs a token are :class:`light_llm.config.ModelCounts`'s ``flops_train_per_token`` (6 N
 plus attention: every weight used once forward, twice backward). The peak is measured in the
-same process, in the same number format as the run's matrix products (float32, or bfloat16
-under autocast) and with the same threads: the FLOP rate of a large square product
-``PEAK_SIZE`` x ``PEAK_SIZE``, repeated for about a second, once per process and format.
+same way as the run's matrix products (float32, or bfloat16 under autocast) and with the same
+threads: the FLOP rate of a large square product ``PEAK_SIZE`` x ``PEAK_SIZE``, repeated for
+about a second. A benchmark measures it in its own process (:func:`peak_matmul_flops`); the
+trainer's end line takes it from the user cache, measured once per machine, format and thread
+count (:func:`machine_peak`, as :func:`light_llm.decode_stats.memory_bandwidth` keeps the
+memory bandwidth), so that a run does not spend a second of its wall time on it each time.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ import time
 import torch
 
 from light_llm.config import ModelConfig, model_counts
+from light_llm.decode_stats import machine_key, read_cache, write_cache
 
+PEAK_FILE = "matmul_peak.json"  # in the user cache (light_llm.cache)
 PEAK_SIZE = 1024  # 2 x 1024³ FLOPs a product: tens of milliseconds on a laptop core
 PEAK_SECONDS = 1.0
 
@@ -44,6 +49,19 @@ def peak_matmul_flops(dtype: torch.dtype, threads: int, seconds: float = PEAK_SE
     return best
 
 
+def machine_peak(dtype: torch.dtype, threads: int) -> float:
+    """:func:`peak_matmul_flops` of this machine for ``dtype`` on ``threads`` threads, measured
+    once and kept in ``matmul_peak.json`` of the user cache (measured again when absent or
+    damaged, or when caching is off)."""
+    key = f"{machine_key()}; {dtype}; {threads} threads"
+    found = read_cache(PEAK_FILE).get(key, {}).get("flops_per_s")
+    if isinstance(found, (int, float)) and found > 0:
+        return float(found)
+    peak = peak_matmul_flops(dtype, threads)
+    write_cache(PEAK_FILE, key, {"flops_per_s": peak, "size": PEAK_SIZE})
+    return peak
+
+
 def train_flops_per_token(config: ModelConfig, context: int | None = None) -> int:
     """FLOPs of one training token of ``config`` at ``context`` tokens (default T_max):
     :func:`light_llm.config.model_counts`'s ``flops_train_per_token``."""
@@ -63,11 +81,10 @@ def matmul_dtype(dtype: str) -> torch.dtype:
 
 def mfu_line(config: ModelConfig, tokens_per_s: float, dtype: str) -> str:
     """One line saying a CPU run's training tokens a second as matmul FLOP/s and as a
-    fraction of this CPU's peak in the run's number format (:func:`peak_matmul_flops`,
-    measured now if not yet)."""
+    fraction of this CPU's peak in the run's number format (:func:`machine_peak`)."""
     flops = train_flops_per_token(config)
     kind = matmul_dtype(dtype)
-    peak = peak_matmul_flops(kind, torch.get_num_threads())
+    peak = machine_peak(kind, torch.get_num_threads())
     achieved = tokens_per_s * flops
     name = str(kind).removeprefix("torch.")
     return (
