@@ -1,5 +1,6 @@
-"""The learning-rate schedule both engines follow: linear warmup, then cosine decay to a floor
-(seed 000 §7, seed 002 §4.2). Plain arithmetic, no tensor library.
+"""The learning-rate schedules both engines follow: linear warmup, then cosine decay to a
+floor (seed 000 §7, seed 002 §4.2), or warmup-stable-decay: the peak held, then a linear
+cooldown to the floor. Plain arithmetic, no tensor library.
 """
 
 from __future__ import annotations
@@ -8,31 +9,54 @@ import math
 
 from light_llm.errors import ConfigError
 
+SCHEDULES = ("cosine", "wsd")
+
 
 def learning_rate(
-    step: int, max_lr: float, min_lr: float, warmup_iters: int, lr_decay_iters: int
+    step: int,
+    max_lr: float,
+    min_lr: float,
+    warmup_iters: int,
+    lr_decay_iters: int,
+    cooldown_fraction: float | None = None,
 ) -> float:
     """Learning rate at optimiser step ``step`` (0-based): warmup + cosine (seed 000 §7,
-    seed 002 §4.2, eq. 10 and the cosine formula after it).
+    seed 002 §4.2, eq. 10 and the cosine formula after it), or with ``cooldown_fraction``
+    f warmup + stable + linear decay ("WSD", the NanoGPT speedrun's and MiniCPM's):
 
         step <  T_w:          lr = lr_max (step + 1) / (T_w + 1)
-        T_w <= step <= T_d:   r  = (step - T_w) / (T_d - T_w)
+        cosine, T_w <= step <= T_d:
+                              r  = (step - T_w) / (T_d - T_w)
                               lr = lr_min + 0.5 (1 + cos(pi r)) (lr_max - lr_min)
+        WSD, T_c = T_d - f (T_d - T_w):
+            T_w <= step <= T_c:   lr = lr_max
+            T_c <  step <= T_d:   lr = lr_min + (T_d - step) / (T_d - T_c) (lr_max - lr_min)
         step >  T_d:          lr = lr_min
 
     The warmup counts from step + 1 so that the very first step already moves (the seed's
-    t / T_w would give 0 at t = 0); it reaches lr_max at step T_w, where the cosine starts.
-    Unlike the seed's version, the cosine ends at a floor lr_min instead of 0. With an empty
-    decay phase (T_d == T_w) every step from T_w on uses lr_min.
+    t / T_w would give 0 at t = 0); it reaches lr_max at step T_w, where the cosine (or the
+    stable phase) starts. Unlike the seed's version, the decay ends at a floor lr_min instead
+    of 0. With an empty decay phase (T_d == T_w) every step from T_w on uses lr_min.
     """
     if warmup_iters < 0 or lr_decay_iters < warmup_iters:
         raise ConfigError(
             f"the schedule needs 0 <= warmup_iters <= lr_decay_iters, got "
             f"warmup_iters={warmup_iters} and lr_decay_iters={lr_decay_iters}."
         )
+    if cooldown_fraction is not None and not 0 < cooldown_fraction <= 1:
+        raise ConfigError(
+            f"the cooldown is a fraction of the steps after warmup, in (0, 1], got "
+            f"{cooldown_fraction}."
+        )
     if step < warmup_iters:
         return max_lr * (step + 1) / (warmup_iters + 1)
     if step > lr_decay_iters or lr_decay_iters == warmup_iters:
         return min_lr
+    if cooldown_fraction is not None:
+        cooldown_start = lr_decay_iters - cooldown_fraction * (lr_decay_iters - warmup_iters)
+        if step <= cooldown_start:
+            return max_lr
+        left = (lr_decay_iters - step) / (lr_decay_iters - cooldown_start)
+        return min_lr + left * (max_lr - min_lr)
     ratio = (step - warmup_iters) / (lr_decay_iters - warmup_iters)
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (max_lr - min_lr)

@@ -49,7 +49,7 @@ def test_no_flags_means_the_qwen3_cpu_recipe_with_a_learned_bpe(data):
     assert (config.optimizer, config.batch_size) == ("muon", 32)
 
 
-def test_preset_char_cpu_is_bpe_cpu_on_characters_and_bpe_cpu_the_default_with_relu2():
+def test_preset_char_cpu_is_bpe_cpu_on_characters_and_bpe_cpu_the_default_with_relu2_cosine():
     def resolved(*flags):
         return config_from_args(build_parser().parse_args(["train", *flags])).resolve().to_dict()
 
@@ -63,7 +63,10 @@ def test_preset_char_cpu_is_bpe_cpu_on_characters_and_bpe_cpu_the_default_with_r
     assert default.pop("sample_tokens") == 150
     assert (default.pop("activation"), default.pop("logit_softcap")) == ("swiglu", None)
     assert (bpe.pop("activation"), bpe.pop("logit_softcap")) == ("relu2", 15.0)
-    assert default == bpe  # one recipe; the models differ only in the MLP and the cap
+    assert (default.pop("lr_schedule"), default.pop("cooldown_fraction")) == ("wsd", 0.5)
+    assert (bpe.pop("lr_schedule"), bpe.pop("cooldown_fraction")) == ("cosine", None)
+    # one recipe but the schedule; the models differ only in the MLP and the cap
+    assert default == bpe
 
 
 def test_preset_nanogpt_cpu_is_nanogpts_cpu_recipe_on_character_shakespeare():
@@ -352,6 +355,15 @@ def test_the_help_names_every_preset_of_both_models():
             "written into light-llm's Muon + AdamW optimizer, and this run uses PyTorch's adamw",
         ),
         (["--cautious-weight-decay", "--weight-decay", "0"], "but weight_decay is 0"),
+        (
+            ["--lr-schedule", "cosine", "--cooldown-fraction", "0.3"],
+            "this run's schedule is cosine: add --lr-schedule wsd, or drop it.",
+        ),
+        (
+            ["--lr-schedule", "wsd", "--cooldown-fraction", "0"],
+            "cooldown_fraction must be a finite number in (0, 1]",
+        ),
+        (["--lr-schedule", "wsd", "--cooldown-fraction", "nan"], "cooldown_fraction must be"),
     ],
 )
 def test_combinations_that_make_no_sense_are_one_sentence(corpus, tmp_path, capsys, flags, phrase):
@@ -436,6 +448,7 @@ HELP_DEFAULTS = {
     "--optimizer": "optimizer",
     "--muon-lr": "muon_lr",
     "--muon-orthogonaliser": "muon_orthogonaliser",
+    "--lr-schedule": "lr_schedule",
     "--eval-iters": "eval_iters",
     "--seed": "seed",
 }

@@ -49,6 +49,35 @@ def test_schedule_rejects_decay_before_warmup():
         learning_rate(0, MAX_LR, MIN_LR, warmup_iters=10, lr_decay_iters=5)
 
 
+def wsd(step, fraction):
+    return learning_rate(step, MAX_LR, MIN_LR, WARMUP, DECAY, cooldown_fraction=fraction)
+
+
+def test_wsd_holds_the_peak_then_cools_down_linearly_to_the_floor():
+    # fraction 0.25 of the 1900 steps after warmup: the cooldown starts at step 1525
+    start = DECAY - 0.25 * (DECAY - WARMUP)
+    assert start == 1525
+    assert wsd(WARMUP - 1, 0.25) == lr(WARMUP - 1)  # the warmup is the cosine's
+    for step in (WARMUP, 800, 1525):
+        assert wsd(step, 0.25) == MAX_LR
+    for step in (1526, 1700, 1999, 2000):  # a straight line from (1525, peak) to (2000, floor)
+        expected = MAX_LR + (step - start) * (MIN_LR - MAX_LR) / (DECAY - start)
+        assert wsd(step, 0.25) == pytest.approx(expected, rel=1e-12)
+    assert wsd(DECAY + 1, 0.25) == MIN_LR
+
+
+def test_wsd_with_the_whole_run_cooling_down_is_a_linear_decay_from_warmup():
+    for step in range(WARMUP, DECAY + 1, 100):
+        expected = MAX_LR + (step - WARMUP) / (DECAY - WARMUP) * (MIN_LR - MAX_LR)
+        assert wsd(step, 1.0) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("fraction", [0.0, -0.5, 1.5, math.nan])
+def test_wsd_rejects_a_cooldown_that_is_no_share_of_the_run(fraction):
+    with pytest.raises(ConfigError, match="fraction of the steps after warmup"):
+        wsd(500, fraction)
+
+
 def make_gradients(scale):
     generator = torch.Generator().manual_seed(0)
     parameters = [torch.nn.Parameter(torch.zeros(shape)) for shape in [(3, 4), (5,), (2, 2, 2)]]

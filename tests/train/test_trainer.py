@@ -21,7 +21,7 @@ from light_llm.schedule import learning_rate
 from light_llm.tokenizers import get_tokenizer
 from light_llm.train import TrainConfig, train
 from light_llm.train.batches import micro_batch_rng
-from light_llm.train.config import DEFAULT_PRESETS
+from light_llm.train.config import DEFAULT_PRESETS, PRESET_RECIPES
 from light_llm.train.optim import clip_grad_norm, configure_adamw
 from light_llm.train.trainer import train_mlm
 from tests.conftest import tiny_config
@@ -147,6 +147,25 @@ def test_a_run_of_an_older_default_recipe_resumes_with_its_own_settings(corpus, 
     resumed = train(TrainConfig(out=str(out), max_iters=8, resume=True))
     assert resumed.losses == {i: straight.losses[i] for i in range(4, 8)}
     assert read_trainer_state(out / "checkpoint")["resolved_config"]["preset"] == "bpe-cpu"
+
+
+def test_a_run_from_before_the_schedule_was_a_setting_resumes_on_its_cosine(corpus, tmp_path):
+    """A default run started when every run decayed by the cosine (its trainer state names
+    no lr_schedule) resumes on the cosine, bit for bit as the run that was never stopped,
+    though today's default preset cools down by warmup-stable-decay."""
+    common = {"max_iters": 8, "lr_decay_iters": 8, "tokenizer": "char"}
+    straight = train(tiny_run(corpus, tmp_path / "straight", lr_schedule="cosine", **common))
+    out = tmp_path / "old"
+    train(tiny_run(corpus, out, lr_schedule="cosine", **{**common, "max_iters": 4}))
+    path = out / "checkpoint" / "trainer_state.json"
+    state = json.loads(path.read_text())
+    for key in ("config", "resolved_config"):
+        del state[key]["lr_schedule"], state[key]["cooldown_fraction"]
+    path.write_text(json.dumps(state))
+    assert PRESET_RECIPES[DEFAULT_PRESETS["gpt"]]["lr_schedule"] == "wsd"
+    resumed = train(TrainConfig(out=str(out), max_iters=8, resume=True))
+    assert resumed.losses == {i: straight.losses[i] for i in range(4, 8)}
+    assert read_trainer_state(out / "checkpoint")["resolved_config"]["lr_schedule"] == "cosine"
 
 
 def stopped_then_resumed(monkeypatch, config, call):
@@ -344,6 +363,7 @@ def test_bits_per_byte_of_gpt2_tokens_is_total_nats_over_bytes(corpus, tmp_path)
 
 def test_extending_a_run_goes_on_at_the_final_learning_rate(corpus, tmp_path, capsys):
     common = {"max_iters": 10, "warmup_iters": 2, "log_interval": 1, "lr": 1e-3, "min_lr": 1e-4}
+    common["lr_schedule"] = "cosine"
     train(tiny_run(corpus, tmp_path / "kept", **common))
     train(TrainConfig(out=str(tmp_path / "kept"), max_iters=16, resume=True))
     assert "at its final learning rate 0.0001" in capsys.readouterr().out
@@ -359,6 +379,15 @@ def test_extending_a_run_goes_on_at_the_final_learning_rate(corpus, tmp_path, ca
     assert "re-stretched to end at 16" in capsys.readouterr().out
     logged = {r["iter"]: r["lr"] for r in metric_lines(tmp_path / "stretched", "train")}
     assert logged[10] == learning_rate(10, 1e-3, 1e-4, 2, 16) > 1e-4
+
+
+def test_wsd_holds_the_peak_then_cools_down_to_the_floor_in_the_logged_rates(corpus, tmp_path):
+    common = {"max_iters": 12, "warmup_iters": 2, "log_interval": 1, "lr": 1e-3, "min_lr": 1e-4}
+    train(tiny_run(corpus, tmp_path, lr_schedule="wsd", cooldown_fraction=0.3, **common))
+    logged = {r["iter"]: r["lr"] for r in metric_lines(tmp_path, "train")}
+    # 10 steps after warmup, the last 3 of them cooling down: from step 9 to the floor at 12
+    expected = [1e-3 / 3, 2e-3 / 3, *[1e-3] * 8, 7e-4, 4e-4]
+    assert [logged[i] for i in range(12)] == pytest.approx(expected, rel=1e-12)
 
 
 def test_the_default_length_follows_the_machines_arithmetic_and_is_recorded(

@@ -23,7 +23,9 @@ from light_llm.config import PRESETS
 from light_llm.device import DEVICES
 from light_llm.errors import ConfigError
 from light_llm.muon_spec import ORTHOGONALISERS
+from light_llm.schedule import SCHEDULES
 from light_llm.train.config import (
+    DEFAULT_COOLDOWN,
     DEFAULT_MODEL,
     DEFAULT_PRESETS,
     FINETUNE_RECIPE,
@@ -91,7 +93,7 @@ unit), metrics.jsonl (the training loss every --log-interval steps, "kind": "tra
 line per evaluation, "kind": "eval"; losses also in bits per byte and per character),
 loss_curve.png, data/ (the token cache). Ctrl-C stops after the current iteration and saves;
 --resume continues exactly. --resume --max-iters beyond the run's end goes on at the final
-learning rate (--restretch-schedule stretches the cosine instead).
+learning rate (--restretch-schedule stretches the schedule instead).
 Under torchrun the same command trains with DistributedDataParallel.
 """
 
@@ -216,7 +218,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     optim.add_argument(
         "--min-lr",
         type=float,
-        help=f"learning rate at the end of the cosine ({default('min_lr')})",
+        help=f"learning rate at the end of the decay ({default('min_lr')})",
     )
     optim.add_argument(
         "--warmup-iters",
@@ -225,7 +227,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"linear warmup steps ({default('warmup_iters')})",
     )
     optim.add_argument(
-        "--lr-decay-iters", type=int, metavar="N", help="step where the cosine ends (max-iters)"
+        "--lr-decay-iters", type=int, metavar="N", help="step where the decay ends (max-iters)"
+    )
+    optim.add_argument(
+        "--lr-schedule",
+        choices=SCHEDULES,
+        help="after warmup: cosine decay, or wsd: the peak held, then a linear cooldown "
+        f"({default('lr_schedule')})",
+    )
+    optim.add_argument(
+        "--cooldown-fraction",
+        type=float,
+        metavar="F",
+        help="wsd: the share of the steps after warmup spent cooling down "
+        f"({default('cooldown_fraction')}; {DEFAULT_COOLDOWN} when a preset sets none)",
     )
     optim.add_argument("--beta1", type=float, help=f"AdamW beta1 ({default('beta1')})")
     optim.add_argument("--beta2", type=float, help=f"AdamW beta2 ({default('beta2')})")
@@ -298,7 +313,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     length.add_argument(
         "--restretch-schedule",
         action="store_true",
-        help="with --resume --max-iters beyond the run's end: stretch the cosine to the new end "
+        help="with --resume --max-iters beyond the run's end: stretch the decay to the new end "
         "(the learning rate rises again) instead of going on at the final learning rate",
     )
 

@@ -228,12 +228,17 @@ def learning_rate_figure(
     max_iters: int,
     title: str = "Learning-rate schedule",
     logged: Sequence[tuple[int, float]] = (),
+    cooldown_fraction: float | None = None,
 ) -> Path:
-    """The learning rate at every step of a run, by ``train.optim.learning_rate`` (seed 000 §7,
-    seed 002 §4.2): linear warmup, cosine decay, then the floor; with ``logged`` (step, lr)
-    pairs, also the rates a run really used, as it logged them."""
+    """The learning rate at every step of a run, by :func:`light_llm.schedule.learning_rate`
+    (seed 000 §7, seed 002 §4.2): linear warmup, cosine decay (or with ``cooldown_fraction``
+    the peak held, then a linear cooldown), then the floor; with ``logged`` (step, lr) pairs,
+    also the rates a run really used, as it logged them."""
     steps = np.arange(max_iters)
-    rates = [learning_rate(int(t), max_lr, min_lr, warmup_iters, lr_decay_iters) for t in steps]
+    rates = [
+        learning_rate(int(t), max_lr, min_lr, warmup_iters, lr_decay_iters, cooldown_fraction)
+        for t in steps
+    ]
     figure = Figure(figsize=WIDE_FIGURE, layout="constrained")
     axes = figure.subplots()
     axes.plot(steps, rates, color="tab:blue", label="schedule of the final settings")
@@ -255,7 +260,12 @@ def learning_rate_figure(
     axes.axhline(min_lr, color="tab:red", linestyle=":", label=f"min_lr = {min_lr:g}")
     axes.set_xlabel("optimizer step")
     axes.set_ylabel("learning rate")
-    axes.set_title(f"{title}\nlinear warmup + cosine decay, max_lr = {max_lr:g}")
+    shape = (
+        "cosine decay"
+        if cooldown_fraction is None
+        else f"peak held, then a linear cooldown over {cooldown_fraction:g} of the rest"
+    )
+    axes.set_title(f"{title}\nlinear warmup + {shape}, max_lr = {max_lr:g}")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8, loc="upper right")
     return save_figure(figure, path, DPI)

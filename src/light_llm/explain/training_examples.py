@@ -6,6 +6,7 @@ functions the trainer calls."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -146,10 +147,13 @@ class ScheduleSettings:
     max_iters: int
     source: str
     logged: tuple[tuple[int, float], ...] = ()  # (step, lr) the run logged, in step order
+    cooldown_fraction: float | None = None  # warmup-stable-decay's; None: the cosine
 
     @classmethod
     def from_train_config(cls, config: TrainConfig, source: str) -> ScheduleSettings:
-        """The schedule of a resolved :class:`TrainConfig`."""
+        """The schedule of a resolved :class:`TrainConfig` (a run from before the schedule
+        was a setting has none: the cosine)."""
+        wsd = config.lr_schedule == "wsd"
         return cls(
             config.lr,
             config.min_lr,
@@ -157,17 +161,33 @@ class ScheduleSettings:
             config.lr_decay_iters,
             config.max_iters,
             source,
+            cooldown_fraction=config.cooldown_fraction if wsd else None,
         )
 
     def rate(self, step: int) -> float:
-        """The learning rate at ``step``, by ``train.optim.learning_rate``."""
-        return learning_rate(step, self.max_lr, self.min_lr, self.warmup_iters, self.lr_decay_iters)
+        """The learning rate at ``step``, by :func:`light_llm.schedule.learning_rate`."""
+        return learning_rate(
+            step,
+            self.max_lr,
+            self.min_lr,
+            self.warmup_iters,
+            self.lr_decay_iters,
+            self.cooldown_fraction,
+        )
+
+    @property
+    def decay_start(self) -> int:
+        """Where the decay starts: the end of warmup (cosine), or of the stable phase (WSD)."""
+        warmup, decay_end = self.warmup_iters, self.lr_decay_iters
+        if self.cooldown_fraction is None:
+            return warmup
+        return math.ceil(decay_end - self.cooldown_fraction * (decay_end - warmup))
 
     def landmarks(self) -> list[int]:
         """Steps worth a look: the start, the warmup, the quarters of the decay, the end."""
-        warmup, decay_end = self.warmup_iters, self.lr_decay_iters
-        decay = [warmup + (decay_end - warmup) * k // 4 for k in range(5)]
-        steps = {0, warmup // 2, max(warmup - 1, 0), *decay, max(self.max_iters - 1, 0)}
+        warmup, start, decay_end = self.warmup_iters, self.decay_start, self.lr_decay_iters
+        decay = [start + (decay_end - start) * k // 4 for k in range(5)]
+        steps = {0, warmup // 2, max(warmup - 1, 0), warmup, *decay, max(self.max_iters - 1, 0)}
         return sorted(steps)
 
 
@@ -200,14 +220,37 @@ def run_schedule(folder: str | Path) -> ScheduleSettings:
 
 
 def lr_schedule(settings: ScheduleSettings | None = None) -> list[Step]:
-    """The warmup + cosine learning-rate schedule (seed 000 §7; seed 002 §4.2, eq. 10 and the
-    cosine formula) of a training configuration (default: ``light-llm train``'s), by
-    ``train.optim.learning_rate`` at its landmark steps."""
+    """The learning-rate schedule of a training configuration (default: ``light-llm
+    train``'s), by :func:`light_llm.schedule.learning_rate` at its landmark steps: warmup +
+    cosine (seed 000 §7; seed 002 §4.2, eq. 10 and the cosine formula), or warmup, stable
+    phase and linear cooldown (WSD)."""
     s = settings or default_schedule()
     steps = s.landmarks()
     rates = [s.rate(step) for step in steps]
     columns = tuple(f"t={t}" for t in steps)
-    middle = (s.warmup_iters + s.lr_decay_iters) // 2
+    middle = (s.decay_start + s.lr_decay_iters) // 2
+    if s.cooldown_fraction is None:
+        lengths = "Warmup until T_w, cosine decay until T_d, the floor after that."
+        formula = (
+            "Linear warmup lr_max (t + 1) / (T_w + 1), then lr_min + 0.5 (1 + cos(π r)) "
+            "(lr_max - lr_min) with r = (t - T_w) / (T_d - T_w), then lr_min. Unlike the "
+            "seeds' t / T_w, the first step already moves, and the cosine ends at lr_min, "
+            f"not 0. Half way through the decay (t = {middle}) the rate is about the mean of "
+            "max and min."
+        )
+    else:
+        lengths = (
+            f"Warmup until T_w, the peak held until T_c = T_d - f (T_d - T_w) with f = "
+            f"{s.cooldown_fraction:g} (warmup-stable-decay), a linear cooldown until T_d, the "
+            "floor after that."
+        )
+        formula = (
+            "Linear warmup lr_max (t + 1) / (T_w + 1) (the first step already moves), then "
+            "lr_max until T_c, then lr_min + (T_d - t) / (T_d - T_c) (lr_max - lr_min), then "
+            f"lr_min. Half way through the cooldown (t = {middle}) the rate is about the mean "
+            "of max and min. This is not the seeds' cosine (seed 000 §7): the NanoGPT "
+            "speedrun's schedule, measured better for light-llm's default (docs/recipe.md)."
+        )
     return [
         Step(
             "Peak and floor: lr_max, lr_min",
@@ -219,7 +262,7 @@ def lr_schedule(settings: ScheduleSettings | None = None) -> list[Step]:
         ),
         Step(
             "Lengths: warmup_iters T_w, lr_decay_iters T_d, max_iters",
-            "Warmup until T_w, cosine decay until T_d, the floor after that.",
+            lengths,
             [s.warmup_iters, s.lr_decay_iters, s.max_iters],
             "seed 000 §7; seed 002 §4.2",
             columns=("warmup_iters", "lr_decay_iters", "max_iters"),
@@ -227,11 +270,7 @@ def lr_schedule(settings: ScheduleSettings | None = None) -> list[Step]:
         ),
         Step(
             "Learning rate at selected steps",
-            "Linear warmup lr_max (t + 1) / (T_w + 1), then lr_min + 0.5 (1 + cos(π r)) "
-            "(lr_max - lr_min) with r = (t - T_w) / (T_d - T_w), then lr_min. Unlike the "
-            "seeds' t / T_w, the first step already moves, and the cosine ends at lr_min, "
-            f"not 0. Half way through the decay (t = {middle}) the rate is about the mean of "
-            "max and min.",
+            formula,
             rates,
             "seed 000 §7, Learning Rate Scheduling; seed 002 §4.2",
             columns=columns,
@@ -388,6 +427,7 @@ def schedule_figure(folder: Path, settings: ScheduleSettings) -> Path:
         s.max_iters,
         title=f"Learning-rate schedule of {s.source}",
         logged=s.logged,
+        cooldown_fraction=s.cooldown_fraction,
     )
 
 

@@ -1,7 +1,7 @@
 """Training: the PyTorch trainer (mixed precision, gradient accumulation, activation
 checkpointing, DDP, exact resume) and the NumPy engine's loop, which read the same
 :class:`TrainConfig` and return a :class:`TrainResult`; AdamW or Muon with AdamW
-(``optim``, ``muon``) under a warmup + cosine schedule (:mod:`light_llm.schedule`).
+(``optim``, ``muon``) under a warmup + decay schedule (:mod:`light_llm.schedule`).
 
     from light_llm.train import TrainConfig, train
     result = train(TrainConfig(max_iters=500, out="out-demo"))

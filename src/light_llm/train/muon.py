@@ -32,7 +32,7 @@ here as ``torch.optim.AdamW`` computes it, decay on 2-D tensors only:
     W = W - η/(1-β1^t) · m / (sqrt(v)/sqrt(1-β2^t) + ε)
 
 Each param group has a ``kind`` ("muon" or "adamw") and an ``lr_ratio``: the trainer sets
-``lr = lr_ratio · lr(t)`` from the one warmup + cosine schedule
+``lr = lr_ratio · lr(t)`` from the one warmup + decay schedule
 (:func:`light_llm.train.optim.set_learning_rate`), so the muon group follows it at its own
 peak ``muon_lr``. Its weight decay is λ_μ = λ / lr_ratio, so that η_μ λ_μ = η λ: a matrix
 shrinks per step as much as under AdamW, whichever optimizer updates it.

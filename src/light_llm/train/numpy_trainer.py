@@ -50,7 +50,6 @@ from light_llm.errors import CheckpointError, ConfigError, TrainingError
 from light_llm.reference.model import NumpyGPT
 from light_llm.reference.optim import AdamW, MuonAdamW, clip_grad_norm, configure_optimizer
 from light_llm.reference.sampling import generate_text
-from light_llm.schedule import learning_rate
 from light_llm.train.batches import eval_batch_rng, micro_batch_rng
 from light_llm.train.budget import seconds_left
 from light_llm.train.config import TrainConfig
@@ -117,9 +116,7 @@ def train_step(
     iteration: int,
 ) -> float:
     """One optimiser step over ``grad_accum`` micro-batches; returns their mean loss."""
-    lr = learning_rate(
-        iteration, config.lr, config.min_lr, config.warmup_iters, config.lr_decay_iters
-    )
+    lr = config.learning_rate(iteration)
     grads: dict[str, np.ndarray] = {}
     loss_sum = 0.0
     for slot in range(config.grad_accum):

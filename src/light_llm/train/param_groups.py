@@ -1,6 +1,6 @@
 """The param group of the embedding tables, shared by AdamW (:mod:`light_llm.train.optim`)
 and Muon's AdamW half (:mod:`light_llm.train.muon`): the token and position tables at a peak
-rate of their own (``--embedding-lr``), on the one warmup + cosine schedule."""
+rate of their own (``--embedding-lr``), on the one warmup + decay schedule."""
 
 from __future__ import annotations
 

@@ -268,7 +268,7 @@ def saved_run(config: TrainConfig, folder: RunFolder) -> tuple[dict[str, Any] | 
 
 
 def schedule_of_extension(asked: TrainConfig, saved: dict[str, Any]) -> tuple[TrainConfig, str]:
-    """``asked`` (the flags of a resume) with the end of the cosine pinned when it extends
+    """``asked`` (the flags of a resume) with the end of the decay pinned when it extends
     the saved run beyond its end: at the saved run's end (the new iterations run at min_lr),
     or with ``restretch_schedule`` at the new end; and a note saying which ("" otherwise)."""
     stored = TrainConfig.from_dict(saved["resolved_config"])
@@ -283,14 +283,14 @@ def schedule_of_extension(asked: TrainConfig, saved: dict[str, Any]) -> tuple[Tr
     if asked.restretch_schedule:
         note = (
             f"extending the run from {stored.max_iters} to {asked.max_iters} iterations "
-            f"with the cosine re-stretched to end at {asked.max_iters} "
+            f"with the schedule re-stretched to end at {asked.max_iters} "
             "(--restretch-schedule): the learning rate rises again."
         )
         return dataclasses.replace(asked, lr_decay_iters=asked.max_iters), note
     note = (
         f"extending the run from {stored.max_iters} to {asked.max_iters} iterations at its "
-        f"final learning rate {stored.min_lr:g} (its cosine ended at "
-        f"{stored.lr_decay_iters}); --restretch-schedule stretches the cosine to "
+        f"final learning rate {stored.min_lr:g} (its decay ended at "
+        f"{stored.lr_decay_iters}); --restretch-schedule stretches the schedule to "
         f"{asked.max_iters} instead."
     )
     return dataclasses.replace(asked, lr_decay_iters=stored.lr_decay_iters), note

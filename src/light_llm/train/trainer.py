@@ -1,5 +1,5 @@
 """The training loop of the PyTorch models: next-token cross-entropy (seed 000 §7; an encoder's
-masked-LM loss, seed 003 §29) minimised with AdamW or Muon + AdamW under a warmup + cosine
+masked-LM loss, seed 003 §29) minimised with AdamW or Muon + AdamW under a warmup + decay
 learning rate (seed 002 §4.2) and global-norm clipping (seed 002 §4.3). Everything before the
 first step is :mod:`light_llm.train.prepare`; what is trained (GPT, encoder, fine-tuning,
 LoRA) is its subject (:mod:`light_llm.train.subject`); what a run prints and writes is
@@ -256,7 +256,7 @@ class Trainer:
                 f"--time {cfg.time}: {per_iteration * 1e3:.3g} ms an iteration (over "
                 f"{len(timed)} timed) and {eval_seconds:.2g} s an evaluation fit {end:,} "
                 f"iterations; the run is now --max-iters {end} (recorded in its checkpoint), "
-                f"its cosine decaying to iteration {run.config.lr_decay_iters}.",
+                f"its learning rate decaying to iteration {run.config.lr_decay_iters}.",
                 file=sys.stdout,
             )
 
