@@ -1,0 +1,45 @@
+"""Which arithmetic the trainer takes on a CPU: bfloat16 only where the hardware has it and
+PyTorch may use it (light_llm.train.precision.cpu_has_native_bfloat16)."""
+
+import os
+import subprocess
+import sys
+
+import torch
+
+from light_llm.train import precision
+from light_llm.train.muon import orthogonalisation_dtype
+
+
+def test_no_bfloat16_under_kernels_capped_at_avx2():
+    """ATEN_CPU_CAPABILITY=avx2 runs this machine as one with AVX2 only: float32 training and
+    a float32 Newton-Schulz, whatever bfloat16 arithmetic the hardware has (with it, capped
+    kernels would emulate bfloat16 at a fraction of float32's speed)."""
+    probe = (
+        "import torch\n"
+        "from light_llm.train.precision import cpu_has_native_bfloat16, default_dtype\n"
+        "from light_llm.train.muon import orthogonalisation_dtype\n"
+        "print(torch.backends.cpu.get_cpu_capability(), cpu_has_native_bfloat16(),\n"
+        "      default_dtype(torch.device('cpu')), orthogonalisation_dtype(torch.zeros(2, 2)))\n"
+    )
+    env = dict(os.environ, ATEN_CPU_CAPABILITY="avx2")
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == ["AVX2", "False", "float32", "torch.float32"]
+
+
+def test_bfloat16_needs_both_the_hardware_and_avx512_kernels(monkeypatch):
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    assert precision.cpu_has_native_bfloat16()
+    assert precision.default_dtype(torch.device("cpu")) == "bfloat16"
+    assert orthogonalisation_dtype(torch.zeros(2, 2)) == torch.bfloat16
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    assert not precision.cpu_has_native_bfloat16()
+    assert precision.default_dtype(torch.device("cpu")) == "float32"
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    assert not precision.cpu_has_native_bfloat16()
+    assert orthogonalisation_dtype(torch.zeros(2, 2)) == torch.float32
