@@ -66,7 +66,7 @@ from light_llm.train.mfu import (
     train_flops_per_token,
 )
 from light_llm.train.optim import clip_grad_norm, configure_adamw
-from light_llm.train.precision import autocast
+from light_llm.train.precision import autocast, default_dtype
 
 sys.path.insert(0, os.path.dirname(__file__))
 from recipe_sweep import step_timer  # noqa: E402
@@ -185,6 +185,7 @@ def bench_shape(name: str, rounds: int, steps: int, nanogpt: Path | None, iters:
         print(f"  {label:<28} {rate:>9,.0f} tokens/s  MFU {mfu:6.1%}   ({spread})")
     if nanogpt is None and name == "nanogpt-cpu":
         print("  nanoGPT: not measured (give --nanogpt-dir DIR, a checkout of karpathy/nanoGPT)")
+    trained = default_dtype(torch.device("cpu"))  # bfloat16 where the trainer takes it
     comparisons = {
         "light-llm bfloat16 / float32": ("light-llm bfloat16", "light-llm float32"),
         "light-llm / transformers, both float32": ("light-llm float32", "transformers float32"),
@@ -204,8 +205,8 @@ def bench_shape(name: str, rounds: int, steps: int, nanogpt: Path | None, iters:
             "light-llm float32",
             "nanoGPT train.py (float32)",
         ),
-        "light-llm bfloat16 (its default here) / nanoGPT": (
-            "light-llm bfloat16",
+        f"light-llm {trained} (the trainer's arithmetic here) / nanoGPT": (
+            f"light-llm {trained}",
             "nanoGPT train.py (float32)",
         ),
     }
