@@ -86,6 +86,29 @@ def test_unknown_and_damaged_records_are_one_sentence(runs, tmp_path):
     assert client.get("/api/runs/0/probes/8").status_code == 200  # the rest still answers
 
 
+def test_an_unchanged_run_is_not_read_again_and_a_new_record_is(runs, tmp_path, monkeypatch):
+    copy = tmp_path / "char"
+    shutil.copytree(runs[0], copy)
+    history = RunHistory(copy)
+    reads = []
+    original = MetricsLog.records
+
+    def counted(self):
+        reads.append(self.path)
+        return original(self)
+
+    monkeypatch.setattr(MetricsLog, "records", counted)
+    first = history.summary()
+    assert history.summary() == first and len(reads) == 1  # the page's next poll
+    record = {"kind": "train", "iter": 11, "loss": 1.25, "bpb": 1.5, "elapsed_s": 9.0}
+    with open(copy / "metrics.jsonl", "a", encoding="utf-8") as log:
+        log.write(json.dumps(record) + "\n")
+    grown = history.summary()
+    assert len(reads) == 2 and grown["curves"]["train"][-1] == [11, 11 * 4 * 16, 9.0, 1.25, 1.5]
+    shutil.copy(probe_file(copy, 8), probe_file(copy, 12))  # a new probe alone
+    assert history.summary()["probes"][-1] == 12 and len(reads) == 3
+
+
 def test_a_run_folder_deleted_while_watched_keeps_what_was_read(runs, tmp_path):
     copy = tmp_path / "char"
     shutil.copytree(runs[0], copy)

@@ -85,7 +85,11 @@ class Inspector:
         """logits = cap(LN_f(resid) W_U^T): what the model would predict if ``resid`` were its
         last residual (nostalgebraist's logit lens, 2020); for an encoder, its masked-LM head
         LN(GELU(x W_t + b_t)) E^T + b (seed 003 §29). (..., d) -> (..., V)."""
-        x = self.final_norm(resid)
+        return self.unembed(self.final_norm(resid))
+
+    def unembed(self, x: np.ndarray) -> np.ndarray:
+        """The head on a residual the final norm has already normalised (``final_norm``'s
+        output): cap(x W_U^T), or an encoder's masked-LM head. (..., d) -> (..., V)."""
         if self.encoder:
             hidden, _ = linear_forward(
                 x, self.params["mlm_head.dense.weight"], self.params.get("mlm_head.dense.bias")

@@ -181,9 +181,7 @@ def flow(explorer: ExplorerModel, prompt: str, position: int | None) -> dict[str
             norm,
         )
         stages.append({"key": "layer", "title": f"layer {layer}", "layer": layer, "stages": block})
-    logits = inspector.lens(trace.activations[f"resid_post.{config.n_layer - 1}"][0, t]).astype(
-        np.float64
-    )
+    logits = inspector.unembed(final).astype(np.float64)  # the lens, its norm taken once
     probs, _ = softmax_forward(logits)
     top = top_tokens(probs, min(FLOW_TOP_K, config.vocab_size))
     if pre:

@@ -1,6 +1,7 @@
 """Training runs as the explorer replays them: each run folder's records (``metrics.jsonl``) and
-probes (``probes/``, :mod:`light_llm.train.probes`), read again on every request, so that a run
-still training in another process grows on the page without a reload.
+probes (``probes/``, :mod:`light_llm.train.probes`), read again on a request when the files
+have changed since the last (a run still training in another process grows on the page
+without a reload; the page's poll every 2 s of a finished run reads nothing).
 
     GET /api/runs                        every run shown: name, whether it is still training,
                                          its curves and the iterations it has probes of
@@ -25,10 +26,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from light_llm.checkpoints.probes import probe_iterations, read_probe
+from light_llm.checkpoints.probes import PROBES_SUBFOLDER, probe_iterations, read_probe
 from light_llm.checkpoints.run import (
     CHECKPOINT_SUBFOLDER,
     METRICS_FILE,
+    TRAINER_STATE_FILE,
     MetricsLog,
     evaluation_records,
     held_by_live_process,
@@ -72,8 +74,9 @@ def finite(value: object) -> float | None:
 
 
 class RunHistory:
-    """One run folder, read on each :meth:`summary`; the last good reading is kept for when
-    the folder goes away."""
+    """One run folder, read on a :meth:`summary` when its files changed since the last; the
+    last good reading is kept, for the next summary of an unchanged run and for when the
+    folder goes away."""
 
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
@@ -84,6 +87,29 @@ class RunHistory:
             )
         self.name = self.folder.resolve().name
         self.last: dict[str, Any] | None = None
+        self.last_files: tuple | None = None  # the files_read() of the last reading
+
+    def files_read(self) -> tuple:
+        """What a reading depends on, cheaply: the size, modification time and inode of the
+        log, the trainer state, the tokenizer files and the probes folder (a new probe
+        changes it); None for one that is not there."""
+        checkpoint = self.folder / CHECKPOINT_SUBFOLDER
+        paths = (
+            self.folder / METRICS_FILE,
+            checkpoint / TRAINER_STATE_FILE,
+            checkpoint / TOKENIZER_FILE,
+            checkpoint / VOCAB_FILE,
+            self.folder / PROBES_SUBFOLDER,
+        )
+        stamps = []
+        for path in paths:
+            try:
+                status = path.stat()
+            except OSError:
+                stamps.append(None)
+            else:
+                stamps.append((status.st_mtime_ns, status.st_size, status.st_ino))
+        return tuple(stamps)
 
     def tokens_per_iteration(self) -> tuple[int | None, str | None]:
         """Training tokens a step and the tokenizer's name, from the checkpoint's state."""
@@ -115,7 +141,11 @@ class RunHistory:
         }
 
     def read(self) -> dict[str, Any]:
-        """The run as its folder holds it now (kept as the last good reading)."""
+        """The run as its folder holds it now (kept as the last good reading): read again
+        only when :meth:`files_read` differs from the last reading's."""
+        files = self.files_read()
+        if self.last is not None and files == self.last_files:
+            return {**self.last, "live": held_by_live_process(self.folder)}
         per_step, tokenizer = self.tokens_per_iteration()
         records = [r for r in MetricsLog(self.folder).records() if isinstance(r.get("iter"), int)]
 
@@ -145,6 +175,7 @@ class RunHistory:
             "probes": probe_iterations(self.folder),
             "warning": None,
         }
+        self.last_files = files
         return self.last
 
     def probe(self, iteration: int) -> dict[str, Any]:
