@@ -143,7 +143,7 @@ PRESET_RECIPES: dict[str, dict[str, Any]] = {
     # the default: bpe-cpu's model made exportable as Qwen3 (light_llm.config.PRESETS), with
     # bpe-cpu's recipe (as good as bpe-cpu at equal iterations and time), and since round two
     # (issue 25) its peak held for half the steps after warmup, then a linear cooldown to 0
-    # in place of the cosine: 0.010 nats per character lower at 700 iterations (docs/recipe.md)
+    # in place of the cosine: 0.009 nats per character lower at 700 iterations (docs/recipe.md)
     "qwen3-cpu": {
         **CHAR_CPU_RECIPE,
         "tokenizer": "bpe",
