@@ -15,6 +15,8 @@ variant runs in a child process of its own, its environment set before ``import 
     spin-10k          GOMP_SPINCOUNT=10000: spin briefly, then sleep
     governor          libgomp's own, with the trainer's thread governor watching the steps
                       (light_llm.train.thread_governor: one thread while the pool stalls)
+    bound-governor    the same with the threads bound to the cores, one each
+                      (OMP_PROC_BIND=close, OMP_PLACES=cores)
 
 The step is the trainer's (``recipe_sweep.step_timer``: ``--preset``, default ``bpe-cpu``
 as in docs/benchmarks.md, ``qwen3-cpu`` being the same size; vocabulary 768, bfloat16
@@ -44,6 +46,7 @@ POLICIES = {
     "passive": {"OMP_WAIT_POLICY": "PASSIVE"},
     "spin-10k": {"GOMP_SPINCOUNT": "10000"},
     "governor": {},
+    "bound-governor": {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"},
 }
 DEFAULT_VARIANTS = ["2:default", "2:governor", "1:default", "2:passive"]
 VOCAB_SIZE = 768
@@ -76,7 +79,8 @@ def child(preset: str, steps: int, governed: bool) -> None:
 
 def seconds_per_step(variant: str, preset: str, steps: int, busy: bool) -> float:
     threads, policy = variant.split(":")
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    settings = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_PROC_BIND", "OMP_PLACES")
+    env = {k: v for k, v in os.environ.items() if k not in settings}
     env.update(POLICIES[policy], OMP_NUM_THREADS=threads)
     hog = None
     if busy:
@@ -101,7 +105,7 @@ def main() -> None:
     parser.add_argument("--child", choices=POLICIES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.preset, args.steps, args.child == "governor")
+        child(args.preset, args.steps, args.child.endswith("governor"))
         return
     for variant in args.variants:
         threads, _, policy = variant.partition(":")
