@@ -441,7 +441,7 @@ EXAMPLES = (
     ),
     Example(
         "lr-schedule",
-        "linear warmup + cosine learning-rate schedule (seed 000 §7, 002 §4.2)",
+        "linear warmup, then cosine decay (seed 000 §7, 002 §4.2) or warmup-stable-decay",
         lr_schedule,
         lr_schedule_figures,
     ),
