@@ -32,22 +32,16 @@ from pathlib import Path
 
 import torch
 
-from light_llm.shakespeare import shakespeare_slice, shakespeare_text
+from light_llm.shakespeare import shakespeare_slice, shakespeare_tail
 
 RECIPES = {"nanogpt-cpu": ["--preset", "nanogpt-cpu"], "default": []}
-
-
-def last_megabyte() -> str:
-    """The last 1,000,000 bytes of Shakespeare from a whole speech on (test_quality's slice)."""
-    tail = shakespeare_text().encode("utf-8")[-1_000_000:].decode("utf-8", errors="ignore")
-    return tail[tail.index("\n\n") + 2 :]
 
 
 def corpus_file(name: str, folder: Path) -> Path | None:
     """The text file of a corpus name (None: the trainer's own default, all of Shakespeare)."""
     if name == "shakespeare":
         return None
-    texts = {"first": shakespeare_slice, "last": last_megabyte}
+    texts = {"first": shakespeare_slice, "last": shakespeare_tail}
     if name in texts:
         path = folder / f"{name}.txt"
         path.write_text(texts[name](), encoding="utf-8")

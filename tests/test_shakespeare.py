@@ -126,3 +126,12 @@ def test_shakespeare_slice_is_a_paragraph_aligned_prefix(shakespeare):
     assert source.shakespeare_slice(10**9) == shakespeare
     with pytest.raises(DataError):
         source.shakespeare_slice(5)
+
+
+def test_shakespeare_tail_is_a_suffix_from_a_whole_speech(shakespeare):
+    piece = source.shakespeare_tail()
+    assert shakespeare.endswith(piece) and shakespeare[: -len(piece)].endswith("\n\n")
+    assert 990_000 < len(piece.encode("utf-8")) <= 1_000_000
+    assert piece.split("\n")[0].endswith(":")  # a speaker's name first
+    with pytest.raises(DataError):
+        source.shakespeare_tail(0)

@@ -213,3 +213,13 @@ def shakespeare_slice(n_bytes: int = 1_000_000) -> str:
     if end < 0:
         raise DataError(f"{n_bytes} bytes do not hold one whole speech of the Shakespeare corpus.")
     return prefix[: end + 2]
+
+
+def shakespeare_tail(n_bytes: int = 1_000_000) -> str:
+    """The last ``n_bytes`` (at most) of :func:`shakespeare_text`, from the first whole speech
+    in them on: the other 1 MB slice the recipe was measured on (from Cymbeline on, the
+    romances and tragedies: tests/train/test_quality.py, benchmarks/default_vs_nanogpt.py)."""
+    if n_bytes < 1:
+        raise DataError(f"a corpus slice needs a positive number of bytes, got {n_bytes}.")
+    tail = shakespeare_text().encode("utf-8")[-n_bytes:].decode("utf-8", errors="ignore")
+    return tail[tail.index("\n\n") + 2 :]  # start at a whole speech

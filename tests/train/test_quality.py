@@ -24,21 +24,16 @@ import math
 import pytest
 import torch
 
-from light_llm.shakespeare import shakespeare_text
+from light_llm.shakespeare import shakespeare_tail
 from light_llm.train import TrainConfig, train
 from light_llm.train.config import FITTED_MAX_ITERS
 from light_llm.train.precision import default_dtype
 
 
-def last_megabyte_of_shakespeare() -> str:
-    tail = shakespeare_text().encode("utf-8")[-1_000_000:].decode("utf-8", errors="ignore")
-    return tail[tail.index("\n\n") + 2 :]  # start at a whole speech
-
-
 @pytest.mark.slow
 def test_nanogpt_cpu_recipe_reaches_1_88_on_1mb_of_shakespeare(tmp_path):
     corpus = tmp_path / "shakespeare-last-1mb.txt"
-    corpus.write_text(last_megabyte_of_shakespeare(), encoding="utf-8")
+    corpus.write_text(shakespeare_tail(), encoding="utf-8")
     config = TrainConfig(
         data=str(corpus), out=str(tmp_path / "out"), device="cpu", preset="nanogpt-cpu"
     )
@@ -55,7 +50,7 @@ def test_the_default_recipe_beats_nanogpts_on_1mb_of_shakespeare(tmp_path):
     eval`` over the whole split (1.541 with seed 2; bfloat16 autocast, AVX-512), against
     nanoGPT's 1.876."""
     corpus = tmp_path / "shakespeare-last-1mb.txt"
-    corpus.write_text(last_megabyte_of_shakespeare(), encoding="utf-8")
+    corpus.write_text(shakespeare_tail(), encoding="utf-8")
     final = train(TrainConfig(data=str(corpus), out=str(tmp_path / "out"), device="cpu"))
     last = final.evaluations[-1]
     fitted = FITTED_MAX_ITERS.get(default_dtype(torch.device("cpu")), 820)

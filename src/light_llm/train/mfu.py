@@ -22,6 +22,7 @@ import torch
 
 from light_llm.config import ModelConfig, model_counts
 from light_llm.decode_stats import machine_key, read_cache, write_cache
+from light_llm.train.precision import DTYPES
 
 PEAK_FILE = "matmul_peak.json"  # in the user cache (light_llm.cache)
 PEAK_SIZE = 1024  # 2 x 1024³ FLOPs a product: tens of milliseconds on a laptop core
@@ -76,7 +77,7 @@ def model_flops_utilisation(tokens_per_s: float, flops_per_token: int, peak: flo
 def matmul_dtype(dtype: str) -> torch.dtype:
     """The number format a run's matrix products take: bfloat16 or float16 under autocast,
     float32 otherwise."""
-    return {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(dtype, torch.float32)
+    return DTYPES.get(dtype, torch.float32)
 
 
 def mfu_line(config: ModelConfig, tokens_per_s: float, dtype: str) -> str:

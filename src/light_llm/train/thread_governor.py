@@ -55,7 +55,6 @@ class ThreadGovernor:
         self.windows_on_one = 0
         self.trying = False
         self.probed = False  # the first trial on one thread is behind
-        self.switches = 0
         self.note: str | None = None  # what the last observe changed, for the run's log
 
     @property
@@ -115,6 +114,5 @@ class ThreadGovernor:
             )
             torch.set_num_threads(threads)
             self.current = threads
-            self.switches += 1
         if threads == 1:
             self.windows_on_one = 0

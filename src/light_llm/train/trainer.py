@@ -120,7 +120,7 @@ class Trainer:
             dynamic_ncols=True,
             disable=None if run.dist.is_main else True,
         )
-        meter = self.meter = ThroughputMeter()
+        meter = self.meter  # this process's training steps, for the end line's rate
         iteration_seconds: list[float] = []  # of this process, until a --time run is fixed
         # one thread while the CPU is too busy for all (light_llm.train.thread_governor)
         governor = None
