@@ -30,6 +30,7 @@ VARIANTS = {
     "qk-norm": {"qk_norm": True},
     "qk-norm-linear-attention": {"qk_norm": True, "attention": "linear"},
     "softcap": {"logit_softcap": 2.0},
+    "multi-token": {"mtp_weight": 0.5},  # a training loss on the token after next too
     "recipe": RECIPE,  # every switch of issue 10's modern recipe together
 }
 

@@ -55,6 +55,7 @@ class ModelConfig:
     n_inner: int | None = None  # FFN hidden width; default 4*d (8d/3 rounded for SwiGLU)
     qk_norm: bool = False  # RMS-normalise q and k per head (no gain) before rotary and Q K^T
     logit_softcap: float | None = None  # c: logits = c tanh(z / c); None = no capping
+    mtp_weight: float = 0.0  # w: training loss + w x the loss on the token after next; 0 = off
 
     def __post_init__(self) -> None:
         self.validate()
@@ -73,6 +74,7 @@ class ModelConfig:
         check_real("norm_eps", self.norm_eps, 0.0, 1.0, low_open=True)
         if self.logit_softcap is not None:
             check_real("logit_softcap", self.logit_softcap, 0.0, low_open=True)
+        check_real("mtp_weight", self.mtp_weight, 0.0)
         for name in ("bias", "tie_embeddings", "qk_norm"):
             check_flag(name, getattr(self, name))
         choices = {
@@ -108,6 +110,11 @@ class ModelConfig:
         if self.activation == "swiglu":
             return 8 * math.ceil(8 * self.n_embd / 3 / 8)
         return 4 * self.n_embd
+
+    @property
+    def multi_token(self) -> bool:
+        """Whether the model has the head for the token after next (``mtp_weight`` > 0)."""
+        return self.mtp_weight > 0
 
     # ----------------------------------------------------------------- (de)serialisation
     def to_dict(self) -> dict[str, Any]:
@@ -218,7 +225,8 @@ def count_parameters(config: ModelConfig) -> dict[str, int]:
 
     Per layer: attention W^QKV (d x 3d) and W^O (d x d); FFN W_1 (d x d_ff), W_2 (d_ff x d)
     and, for SwiGLU, the gate V (d x d_ff); two norms. Plus the token table E (V x d), the
-    learned position table P (T_max x d), the final norm (pre-LN only), and an untied head.
+    learned position table P (T_max x d), the final norm (pre-LN only), an untied head, and
+    the multi-token projection W_mtp (d x d, with ``mtp_weight`` > 0).
     """
     d, d_ff, b = config.n_embd, config.ffn_hidden, int(config.bias)
     norm_params = d * (2 if (config.norm == "layernorm" and config.bias) else 1)
@@ -230,6 +238,7 @@ def count_parameters(config: ModelConfig) -> dict[str, int]:
     position_table = config.block_size * d if config.positions == "learned" else 0
     head = 0 if config.tie_embeddings else config.vocab_size * d
     final_norm = norm_params if config.block_order == "pre" else 0  # post-LN ends normalised
+    mtp = d * d if config.multi_token else 0
     return {
         "token_embedding": token_table,
         "position_embedding": position_table,
@@ -239,7 +248,13 @@ def count_parameters(config: ModelConfig) -> dict[str, int]:
         "layers": config.n_layer * per_layer,
         "final_norm": final_norm,
         "lm_head_untied": head,
-        "total": token_table + position_table + config.n_layer * per_layer + final_norm + head,
+        "mtp_head": mtp,
+        "total": token_table
+        + position_table
+        + config.n_layer * per_layer
+        + final_norm
+        + head
+        + mtp,
     }
 
 
@@ -318,7 +333,8 @@ def model_counts(
                                    averaged over causal positions (T/2 keys each), i.e.
                                    4 L d (T/2) = 2 L T d
       + 2 V d_model                the output head (tied or not)
-    Training is 3x the forward (backward ~ 2x forward), the usual 6N + attention estimate.
+    Training is 3x the forward (backward ~ 2x forward), the usual 6N + attention estimate,
+    plus, with multi-token prediction, 3x the second head's forward (2 d_model^2 + 2 V d_model).
     """
     T = config.block_size if context is None else int(context)
     if T < 1:
@@ -335,6 +351,7 @@ def model_counts(
     else:  # linear attention keeps a d_k x d_v state per head: 4 L d d_k per token
         attention_flops = 4 * L * d * config.head_dim
     forward = 2 * matmul_weights + attention_flops
+    mtp_forward = 2 * (d * d + config.vocab_size * d) if config.multi_token else 0
     kv = 2 * L * T * d * bytes_per_value  # K and V of every layer, T tokens (seed 002 §11.2)
     attention_matrix = config.n_head * T * T * bytes_per_value
     if config.attention == "linear":
@@ -348,7 +365,7 @@ def model_counts(
         params_embedding=embedding,
         params_non_embedding=parts["total"] - embedding,
         flops_forward_per_token=forward,
-        flops_train_per_token=3 * forward,
+        flops_train_per_token=3 * forward + 3 * mtp_forward,
         context=T,
         kv_cache_bytes=kv,
         attention_matrix_bytes=attention_matrix,

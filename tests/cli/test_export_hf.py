@@ -15,6 +15,7 @@ from light_llm.checkpoints.hf_architectures import hf_architecture
 from light_llm.cli import main
 from light_llm.config import ModelConfig, count_parameters, preset
 from light_llm.models.gpt import GPT
+from light_llm.tokenizers import get_tokenizer
 from light_llm.tokenizers.bpe import train_bpe
 from tests.checkpoints.test_hf_llama import LLAMA_SHAPE, _offline  # noqa: F401 (a fixture)
 from tests.cli.test_finetune import RUN, error_line
@@ -130,3 +131,28 @@ def test_the_exportable_preset_trains_and_leaves_as_qwen3(checkpoint, tmp_path, 
     trained = load(run)
     idx = torch.randint(0, trained.config.vocab_size, (2, 16))
     assert max_logit_difference(tmp_path / "hf", trained, idx) <= 1e-4
+
+
+@pytest.mark.parametrize("shape", ["qwen3", "gpt2"])
+def test_a_multi_token_model_leaves_without_its_training_head(tmp_path, capsys, shape):
+    """A model trained with --mtp-weight exports as its architecture (GPT-2 or Qwen3): the
+    folder holds no W_mtp and transformers' logits equal light-llm's (the head that predicts
+    the token after next is not part of the next-token computation); the output says so."""
+    tokenizer = get_tokenizer("char", text="to be or not to be, that is the question\n")
+    vocab = tokenizer.vocab_size
+    if shape == "qwen3":
+        config = ModelConfig(vocab_size=vocab, **QWEN3_SHAPE, mtp_weight=0.5)
+    else:
+        config = preset("char-baby").replace(
+            vocab_size=vocab, n_layer=1, n_head=2, n_embd=16, block_size=16, mtp_weight=0.5
+        )
+    model = shaken(GPT(config))
+    assert model.mtp_proj.weight.abs().max() > 0
+    save(model, tmp_path / "checkpoint", tokenizer)
+    assert export(tmp_path / "checkpoint", tmp_path / "hf") == 0
+    printed = capsys.readouterr().out
+    assert "its multi-token head (W_mtp, which only training uses) is left out" in printed
+    stored = safetensors.torch.load_file(tmp_path / "hf" / "model.safetensors")
+    assert not any("mtp" in name for name in stored)
+    idx = torch.randint(0, vocab, (2, 16), generator=torch.Generator().manual_seed(0))
+    assert max_logit_difference(tmp_path / "hf", model.eval(), idx) < 1e-4

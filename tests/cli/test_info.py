@@ -76,15 +76,26 @@ def test_every_count_matches_the_model_built_from_the_checkpoint(tmp_path, capsy
         block.ln_2
     )
 
-    # forward FLOPs: 2 per weight of every matrix product (the head included) + attention
+    # forward FLOPs: 2 per weight of every matrix product (the head included) + attention;
+    # the multi-token head (training only) counts in the training FLOPs alone
     config, T = model.config, model.config.block_size
-    matrix_weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
+    second_head = getattr(model, "mtp_proj", None)
+    matrix_weights = sum(
+        m.weight.numel()
+        for m in model.modules()
+        if isinstance(m, nn.Linear) and m is not second_head
+    )
     if config.attention == "softmax":
         attention = 2 * config.n_layer * T * config.n_embd  # QK^T and AV over T/2 keys
     else:
         attention = 4 * config.n_layer * config.n_embd * config.head_dim
     assert report["flops_per_token"]["forward"] == 2 * matrix_weights + attention
-    assert report["flops_per_token"]["training"] == 3 * report["flops_per_token"]["forward"]
+    second_forward = 0
+    if second_head is not None:  # (h + W_mtp h) W_U^T: two more products a token
+        second_forward = 2 * second_head.weight.numel() + 2 * model.lm_head.weight.numel()
+    assert report["flops_per_token"]["training"] == 3 * (
+        report["flops_per_token"]["forward"] + second_forward
+    )
 
     if config.attention == "softmax":  # one layer's n_h x T x T matrix, as the model makes it
         maps = model.attention_maps(torch.randint(0, config.vocab_size, (1, T)))

@@ -41,6 +41,15 @@ def paired_models(variant: str, dtype=np.float64, **overrides) -> tuple[GPT, Num
     return torch_model, numpy_model
 
 
+def autograd_gradient(name: str, parameter: torch.Tensor) -> np.ndarray:
+    """A parameter's gradient from autograd: 0 for the multi-token head, which only a
+    training-mode forward with targets uses (no gradient reaches it otherwise)."""
+    if parameter.grad is None:
+        assert name == "mtp_proj.weight", name
+        return np.zeros(parameter.shape)
+    return parameter.grad.numpy()
+
+
 def batch(seed: int = 0, B: int = 3, T: int = 16):
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, VOCAB, (B, T))
@@ -82,7 +91,89 @@ def test_logits_loss_and_every_gradient_match_autograd(variant, dtype):
     assert set(grads) == set(torch_grads)
     for name, parameter in torch_grads.items():
         assert grads[name].dtype == dtype
-        assert rel(grads[name], parameter.grad.numpy()) <= tol, name
+        assert rel(grads[name], autograd_gradient(name, parameter)) <= tol, name
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"tie_embeddings": False, "logit_softcap": 2.0}],
+    ids=["tied", "untied-softcap"],
+)
+def test_multi_token_training_loss_and_gradients_match_autograd(overrides, dtype):
+    """In training mode the loss adds w x the cross-entropy on the token after next: both
+    engines' losses, and every gradient, W_mtp's included, against autograd; in evaluation
+    mode the loss is the next-token loss alone (what eval and the validation split report)."""
+    torch_model, numpy_model = paired_models("multi-token", dtype, dropout=0.0, **overrides)
+    idx, targets = batch(2)
+    targets[1, 5:9] = -1
+    torch_model.train()
+    numpy_model.training = True
+    _, loss = torch_model(torch.from_numpy(idx), torch.from_numpy(targets), label_smoothing=0.1)
+    loss.backward()
+    _, our_loss, cache = numpy_model.forward(idx, targets, label_smoothing=0.1)
+    grads = numpy_model.backward(cache)
+    tol = TOLERANCE[dtype]
+    assert abs(our_loss - loss.item()) <= tol * abs(loss.item())
+    for name, parameter in torch_model.named_parameters():
+        assert rel(grads[name], autograd_gradient(name, parameter)) <= tol, name
+    assert np.abs(grads["mtp_proj.weight"]).max() > 1e-4  # W_mtp learns
+    # the same loss composed from F.cross_entropy by hand: next token + w x token after next
+    with torch.no_grad():
+        logits, _ = torch_model(torch.from_numpy(idx))
+        hidden = numpy_model_hidden(numpy_model, idx)  # LN_f(X_L): (B, T, d)
+        ahead = torch.from_numpy(hidden[:, :-1]) @ (
+            torch.eye(hidden.shape[-1], dtype=logits.dtype) + torch_model.mtp_proj.weight.T
+        )
+        second = ahead @ torch_model.lm_head.weight.T
+        if torch_model.config.logit_softcap:
+            cap = torch_model.config.logit_softcap
+            second = cap * torch.tanh(second / cap)
+        expected = F.cross_entropy(
+            logits.reshape(-1, VOCAB),
+            torch.from_numpy(targets).reshape(-1),
+            ignore_index=-1,
+            label_smoothing=0.1,
+        ) + 0.5 * F.cross_entropy(
+            second.reshape(-1, VOCAB),
+            torch.from_numpy(targets[:, 1:]).reshape(-1),
+            ignore_index=-1,
+            label_smoothing=0.1,
+        )
+    assert abs(loss.item() - expected.item()) <= tol * abs(expected.item())
+    torch_model.eval()
+    numpy_model.training = False
+    eval_loss = torch_model(torch.from_numpy(idx), torch.from_numpy(targets))[1].item()
+    plain = F.cross_entropy(
+        logits.reshape(-1, VOCAB), torch.from_numpy(targets).reshape(-1), ignore_index=-1
+    ).item()
+    assert abs(eval_loss - plain) <= tol * plain
+    assert abs(numpy_model.forward(idx, targets)[1] - plain) <= tol * plain
+
+
+def test_multi_token_loss_with_no_target_after_next_adds_nothing():
+    """A batch whose tokens after next are all ignored: the second loss is 0 (not NaN) in
+    both engines, and W_mtp gets no gradient."""
+    torch_model, numpy_model = paired_models("multi-token", dropout=0.0)
+    idx, targets = batch(3)
+    targets[:, 1:] = -1
+    torch_model.train()
+    numpy_model.training = True
+    _, loss = torch_model(torch.from_numpy(idx), torch.from_numpy(targets))
+    loss.backward()
+    torch_model.eval()
+    plain = torch_model(torch.from_numpy(idx), torch.from_numpy(targets))[1].item()
+    _, our_loss, cache = numpy_model.forward(idx, targets)
+    assert np.isfinite(loss.item()) and abs(loss.item() - plain) <= 1e-10 * plain
+    assert abs(our_loss - plain) <= 1e-10 * plain
+    assert not torch_model.mtp_proj.weight.grad.any()
+    assert not numpy_model.backward(cache)["mtp_proj.weight"].any()
+
+
+def numpy_model_hidden(model: NumpyGPT, idx) -> np.ndarray:
+    """The final hidden states LN_f(X_L) (B, T, d) of a NumPy forward: the head's input."""
+    _, _, cache = model.forward(idx)
+    return cache.head_cache[0]
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -102,7 +193,7 @@ def test_left_padding_matches_autograd(variant):
     grads = numpy_model.backward(cache)
     assert rel(our_logits, logits.detach().numpy()) <= 1e-10
     for name, parameter in torch_model.named_parameters():
-        assert rel(grads[name], parameter.grad.numpy()) <= 1e-10, name
+        assert rel(grads[name], autograd_gradient(name, parameter)) <= 1e-10, name
 
 
 def test_backward_with_a_given_upstream_gradient():
@@ -115,7 +206,7 @@ def test_backward_with_a_given_upstream_gradient():
     assert loss is None
     grads = numpy_model.backward(cache, upstream)
     for name, parameter in torch_model.named_parameters():
-        assert rel(grads[name], parameter.grad.numpy()) <= 1e-10, name
+        assert rel(grads[name], autograd_gradient(name, parameter)) <= 1e-10, name
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

@@ -350,6 +350,39 @@ def test_training_loss_records_every_log_interval_in_bits_too(corpus, tmp_path, 
     assert all(line.endswith(" left") for line in lines)
 
 
+def test_multi_token_prediction_trains_on_both_losses_and_evaluates_the_next_token(
+    corpus, tmp_path, capsys
+):
+    """--mtp-weight 0.5: each step's loss is the model's training-mode loss (next token + 0.5
+    x token after next, recomputed here from the saved batch), its lines carry no bits per
+    byte, the evaluations report the next token's loss (as `light-llm eval` computes it from
+    the checkpoint), the first lines say so, and a resumed run continues it bit for bit."""
+    common = dict(max_iters=8, lr_decay_iters=8, tokenizer="char", mtp_weight=0.5)
+    straight = train(tiny_run(corpus, tmp_path / "straight", **common))
+    assert "multi-token prediction: the training loss is" in capsys.readouterr().out
+    for record in metric_lines(tmp_path / "straight", "train"):
+        assert "bpb" not in record and "bpc" not in record
+    last_eval = metric_lines(tmp_path / "straight")[-1]
+    assert "val_bpb" in last_eval
+    model = load(tmp_path / "straight")
+    assert model.config.mtp_weight == 0.5 and model.mtp_proj.weight.abs().max() > 0
+    x, y = torch.randint(0, model.config.vocab_size, (2, 2, TINY["block_size"]))
+    model.train()
+    _, objective = model(x, y)
+    model.eval()
+    seen = []  # the head's input: the final hidden states LN_f(X_L), (B, T, d)
+    hook = model.lm_head.register_forward_hook(lambda module, args, out: seen.append(args[0]))
+    _, next_token = model(x, y)
+    hook.remove()
+    ahead = model.token_after_next_loss(seen[0][:, :-1], y[:, 1:], 0.0)
+    assert objective.item() == pytest.approx(next_token.item() + 0.5 * ahead.item(), rel=1e-6)
+    train(tiny_run(corpus, tmp_path / "split", **{**common, "max_iters": 4}))
+    resumed = train(TrainConfig(out=str(tmp_path / "split"), max_iters=8, resume=True))
+    for iteration, loss in resumed.losses.items():
+        assert loss == straight.losses[iteration], iteration  # bit for bit
+    assert_same_checkpoint_file(tmp_path / "straight", tmp_path / "split")
+
+
 def test_bits_per_byte_of_gpt2_tokens_is_total_nats_over_bytes(corpus, tmp_path):
     out = tmp_path / "run"
     train(tiny_run(corpus, out, max_iters=1, tokenizer="gpt2", eval_interval=1))

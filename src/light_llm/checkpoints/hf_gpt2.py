@@ -25,7 +25,7 @@ from light_llm.checkpoints.hf_gpt2_config import (
 )
 from light_llm.checkpoints.hf_tokenizer import exported_tokenizer_files
 from light_llm.errors import CheckpointError
-from light_llm.models.gpt import GPT
+from light_llm.models.gpt import GPT, TRAINING_ONLY_WEIGHTS
 from light_llm.tokenizers.gpt2 import gpt2_vocabulary_files
 
 
@@ -67,6 +67,8 @@ def export_hf_gpt2(
     for name, tensor in model.state_dict().items():
         if config.tie_embeddings and name == "lm_head.weight":
             continue  # GPT-2 ties it to wte itself
+        if name in TRAINING_ONLY_WEIGHTS:
+            continue  # not part of the logits GPT-2 computes
         tensor = tensor.detach().cpu()
         tensors[name] = (tensor.t() if is_conv1d_weight(name) else tensor).contiguous()
     eos_id = GPT2_END_OF_TEXT_ID if tokenizer is None else tokenizer.eos_id

@@ -73,6 +73,11 @@ def run(args: argparse.Namespace) -> int:
         f"exported {folder.path}{merged} as a HuggingFace {architecture} folder "
         f"({CLASS_NAMES[architecture]}): {args.out}"
     )
+    if model.config.multi_token:
+        print(
+            "note: its multi-token head (W_mtp, which only training uses) is left out; the "
+            "folder computes the same next-token logits."
+        )
     if hf_engine(tokenizer) is None:
         print(
             f"note: its {tokenizer.name} tokenizer is written only as light_tokenizer.json; "

@@ -238,6 +238,7 @@ def render(name: str, config: ModelConfig, report: dict) -> str:
         + ("" if config.bias else ", no biases")
         + (", QK-norm" if config.qk_norm else "")
         + ("" if config.logit_softcap is None else f", logits capped at {config.logit_softcap}")
+        + (f", multi-token prediction (weight {config.mtp_weight:g})" if config.multi_token else "")
     )
     rows.append("")
     rows.append("Parameters")
@@ -263,6 +264,8 @@ def render(name: str, config: ModelConfig, report: dict) -> str:
     row("  final norm", human_count(params["final_norm"]), "pre-LN only", "seed 002 §9.1")
     if params["lm_head_untied"]:
         row("  untied LM head", human_count(params["lm_head_untied"]), "V x d", "seed 002 §10.2")
+    if params["mtp_head"]:
+        row("  multi-token head", human_count(params["mtp_head"]), "W_mtp: d x d (training only)")
     rows.append("")
     rows.append(f"FLOPs per token at context {T}")
     attention_flops = "2 L T d" if config.attention == "softmax" else "4 L d d_k"
@@ -272,7 +275,8 @@ def render(name: str, config: ModelConfig, report: dict) -> str:
         f"2 x matrix weights + {attention_flops} (attention)",
         "seed 000 §9",
     )
-    row("  training", human_flops(flops["training"]), "3 x forward", "seed 000 §9")
+    training = "3 x (forward + the token after next's head)" if config.multi_token else None
+    row("  training", human_flops(flops["training"]), training or "3 x forward", "seed 000 §9")
     rows.append("")
     rows.append(f"Memory per sequence at {T} tokens, {dtype}")
     row("  weights", human_bytes(memory["weights"]), "N x bytes", "seed 000 §9")

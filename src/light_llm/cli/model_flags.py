@@ -31,6 +31,16 @@ VALUED = [
         "C",
         "cap the output logits smoothly: C tanh(logits / C), C > 0 (default: no cap)",
     ),
+    (
+        "--mtp-weight",
+        "mtp_weight",
+        float,
+        None,
+        "W",
+        "multi-token prediction: a second head (h + W_mtp h) predicts the token after next, "
+        "and the training loss adds W times its cross-entropy (default 0: off; the "
+        "validation loss stays the next token's)",
+    ),
 ]
 # (flag, config field, the value it sets, help) of the on/off flags
 SWITCHES = [

@@ -72,6 +72,11 @@ class EncoderConfig(ModelConfig):
             )
         if self.logit_softcap is not None:
             raise ConfigError("logit soft-capping is a GPT option; the encoder has none.")
+        if self.mtp_weight != 0:
+            raise ConfigError(
+                "multi-token prediction (mtp_weight) predicts the token after next, a GPT "
+                "option; the encoder predicts masked tokens, and has none."
+            )
 
 
 ENCODER_PRESETS: dict[str, EncoderConfig] = {

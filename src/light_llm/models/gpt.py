@@ -6,6 +6,12 @@
     logits = c tanh(logits / c)                          (only with logit_softcap = c)
     loss = -(1/T) Σ_t log softmax(logits_t)[x_{t+1}]     (seed 000 §7)
 
+With multi-token prediction (``mtp_weight`` w > 0, training only) a second head reads the same
+final hidden state h_t = LN_f(X_L)_t and predicts the token after next:
+
+    z'_t = (h_t + W_mtp h_t) W_U^T                       (W_mtp: d x d, starts at 0)
+    loss = loss + w · -(1/(T-1)) Σ_{t<T} log softmax(z'_t)[x_{t+2}]
+
 Module and weight names follow GPT-2 (``transformer.wte``, ``transformer.h.0.attn.c_attn``, ...)
 so HuggingFace checkpoints map onto them directly.
 """
@@ -29,6 +35,9 @@ from light_llm.nn.positions import RotaryTables, SinusoidalPositions
 from light_llm.nn.softcap import soft_cap
 
 INIT_STD = 0.02  # N(0, 0.02) for every weight matrix and embedding (seed 000 §10)
+# weights that only the training loss uses (the multi-token head), none of the next-token
+# logits: an exported model leaves them out
+TRAINING_ONLY_WEIGHTS = ("mtp_proj.weight",)
 
 
 class GPT(nn.Module):
@@ -60,11 +69,15 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         if config.tie_embeddings:
             self.lm_head.weight = self.transformer.wte.weight
+        if config.multi_token:  # the token after next (module docstring); not for inference
+            self.mtp_proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
         self.rope = None
         if config.positions == "rotary":
             self.rope = RotaryTables(config.block_size, config.head_dim, config.position_base)
         self.gradient_checkpointing = False
         self.apply(self._init_weights)
+        if config.multi_token:  # the second head starts as the first, shifted by one token
+            nn.init.zeros_(self.mtp_proj.weight)
 
     # ------------------------------------------------------------------ construction
     @staticmethod
@@ -195,15 +208,42 @@ class GPT(nn.Module):
             logits = soft_cap(logits, self.config.logit_softcap)  # before loss and sampling
         loss = None
         if targets is not None:
-            # the loss in float32 at least, also when the logits are bf16 / fp16
-            loss_dtype = torch.promote_types(logits.dtype, torch.float32)
-            loss = F.cross_entropy(
-                logits.reshape(-1, logits.size(-1)).to(loss_dtype),
-                targets.reshape(-1),
-                ignore_index=-1,
-                label_smoothing=label_smoothing,
-            )
+            loss = self.next_token_loss(logits, targets, label_smoothing)
+            if self.config.multi_token and self.training and T > 1:
+                loss = loss + self.config.mtp_weight * self.token_after_next_loss(
+                    x[:, :-1], targets[:, 1:], label_smoothing
+                )
         return logits, loss
+
+    @staticmethod
+    def next_token_loss(
+        logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float, reduction="mean"
+    ) -> torch.Tensor:
+        """Mean (or ``reduction="sum"``) cross-entropy of ``logits`` (B, T, V) at ``targets``
+        (B, T), -1 ignored (seed 000 §7; label smoothing: seed 002 §12.2, eq. 51), in float32
+        at least, also when the logits are bf16 / fp16."""
+        loss_dtype = torch.promote_types(logits.dtype, torch.float32)
+        return F.cross_entropy(
+            logits.reshape(-1, logits.size(-1)).to(loss_dtype),
+            targets.reshape(-1),
+            ignore_index=-1,
+            label_smoothing=label_smoothing,
+            reduction=reduction,
+        )
+
+    def token_after_next_loss(
+        self, hidden: torch.Tensor, targets: torch.Tensor, label_smoothing: float
+    ) -> torch.Tensor:
+        """Multi-token prediction's second loss (module docstring): the mean cross-entropy of
+        z' = (h + W_mtp h) W_U^T at the token after next. hidden: the final hidden states
+        h_1..h_{T-1} (B, T-1, d); targets: x_3..x_{T+1} (B, T-1). A batch whose targets are
+        all ignored adds 0 (a sum over no tokens), not NaN."""
+        ahead = hidden + self.mtp_proj(hidden)  # (B, T-1, d)
+        logits = self.lm_head(ahead)  # (B, T-1, V)
+        if self.config.logit_softcap is not None:
+            logits = soft_cap(logits, self.config.logit_softcap)
+        total = self.next_token_loss(logits, targets, label_smoothing, reduction="sum")
+        return total / (targets != -1).sum().clamp_min(1)
 
     @torch.no_grad()
     def attention_maps(self, idx: torch.Tensor) -> list[torch.Tensor]:

@@ -490,6 +490,14 @@ OPS: dict[str, Callable[[], OpCheck]] = {
         ModelConfig(**TINY_GPT, **RECIPE),
         description="NumpyGPT loss: rotary, RMSNorm, ReLU², QK-norm, untied, no bias, cap 3",
     ),
+    "multi_token": lambda: gpt_check(
+        ModelConfig(**TINY_GPT, **RECIPE, mtp_weight=0.5),
+        description="NumpyGPT loss + 0.5 x the loss on the token after next (W_mtp)",
+    ),
+    "multi_token_tied": lambda: gpt_check(
+        ModelConfig(**TINY_GPT, mtp_weight=0.5),
+        description="NumpyGPT, tied head: loss + 0.5 x the loss on the token after next",
+    ),
 }
 
 

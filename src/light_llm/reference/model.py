@@ -6,6 +6,9 @@
     logits = LN_f(X_L) W_head^T,  W_head = E if tied  (seed 002 §10.2, eq. 43)
     logits = c tanh(logits / c)                       (logit_softcap = c only; softcap.py)
     loss = mean cross-entropy(logits, targets)        (loss.py)
+    loss += w · mean CE((h + h W_mtp^T) W_head^T, the token after next)
+                                                      (mtp_weight = w > 0, training only;
+                                                      h = LN_f(X_L), models/gpt.py)
 
 ``forward`` returns the logits, the loss and a cache; ``backward(cache)`` walks the same steps
 in reverse and returns the gradient of every parameter, by the PyTorch engine's names
@@ -69,6 +72,8 @@ def parameter_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
         add_norm("transformer.ln_f")
     if not config.tie_embeddings:
         shapes["lm_head.weight"] = (V, d)
+    if config.multi_token:
+        shapes["mtp_proj.weight"] = (d, d)
     return shapes
 
 
@@ -92,13 +97,14 @@ class ForwardCache:
     head_cache: tuple
     softcap_cache: np.ndarray | None
     loss_cache: tuple | None
+    mtp_cache: tuple | None
     differentiable: bool
 
 
 class NumpyGPT:
     """A GPT language model in NumPy, built from a :class:`ModelConfig`; every variant the
     config allows (positions, norm, activation, block order, attention, bias, tying, QK-norm,
-    logit soft-capping).
+    logit soft-capping, multi-token prediction).
 
     ``params`` maps the PyTorch engine's parameter names to arrays of ``dtype`` (float32 or
     float64). ``training`` switches dropout on, drawn from ``rng``.
@@ -137,6 +143,8 @@ class NumpyGPT:
                 value = np.zeros(shape)
             elif len(shape) == 1:  # a norm's gain γ
                 value = np.ones(shape)
+            elif name == "mtp_proj.weight":  # the second head starts as the first
+                value = np.zeros(shape)
             else:
                 value = rng.normal(0.0, INIT_STD, size=shape)
             params[name] = value.astype(self.dtype)
@@ -295,9 +303,14 @@ class NumpyGPT:
         softcap_cache = None
         if config.logit_softcap is not None:
             logits, softcap_cache = softcap_forward(logits, config.logit_softcap)
-        loss, loss_cache = None, None
+        loss, loss_cache, mtp_cache = None, None, None
         if targets is not None:
             loss, loss_cache = cross_entropy_forward(logits, targets, -1, label_smoothing)
+            if config.multi_token and self.training and T > 1:
+                mtp_loss, mtp_cache = self.token_after_next_forward(
+                    x[:, :-1], np.asarray(targets)[:, 1:], label_smoothing
+                )
+                loss += config.mtp_weight * mtp_loss
         cache = ForwardCache(
             idx_cache,
             positions,
@@ -308,11 +321,42 @@ class NumpyGPT:
             head_cache,
             softcap_cache,
             loss_cache,
+            mtp_cache,
             differentiable=kv_cache is None and not cut,
         )
         return logits, loss, cache
 
     __call__ = forward
+
+    def token_after_next_forward(
+        self, hidden: np.ndarray, targets: np.ndarray, label_smoothing: float
+    ) -> tuple[float, tuple]:
+        """Multi-token prediction's second loss: the mean cross-entropy of
+        z' = (h + h W_mtp^T) W_head^T (soft-capped as the logits are) at the token after next.
+        hidden: h_1..h_{T-1} (B, T-1, d); targets: x_3..x_{T+1} (B, T-1). 0 when every target
+        is ignored. Returns (loss, cache)."""
+        shift, proj_cache = linear_forward(hidden, self.params["mtp_proj.weight"])  # h W^T
+        logits, head_cache = linear_forward(hidden + shift, self.head_weight)  # (B, T-1, V)
+        softcap_cache = None
+        if self.config.logit_softcap is not None:
+            logits, softcap_cache = softcap_forward(logits, self.config.logit_softcap)
+        loss, loss_cache = cross_entropy_forward(logits, targets, -1, label_smoothing)
+        counted = loss_cache[3] > 0
+        return (loss if counted else 0.0), (proj_cache, head_cache, softcap_cache, loss_cache)
+
+    def token_after_next_backward(
+        self, cache: tuple, weight: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Gradients of w · (the second loss) (:meth:`token_after_next_forward` in reverse):
+        at the hidden states (B, T-1, d), the head, and W_mtp. With a = h + h W_mtp^T:
+        dh = da + da W_mtp, dW_mtp = da^T h (the residual and the product, linear.py)."""
+        proj_cache, head_cache, softcap_cache, loss_cache = cache
+        dlogits = cross_entropy_backward(loss_cache, weight)
+        if softcap_cache is not None:
+            dlogits = softcap_backward(dlogits, softcap_cache)
+        dahead, dhead, _ = linear_backward(dlogits, head_cache)
+        dhidden, dproj, _ = linear_backward(dahead, proj_cache)
+        return dahead + dhidden, dhead, dproj
 
     @property
     def head_weight(self) -> np.ndarray:
@@ -325,9 +369,10 @@ class NumpyGPT:
         """Gradients of every parameter, by name, from a forward pass's cache: of the loss
         (when the forward had targets) or of Σ dlogits ⊙ logits for a given ``dlogits``.
 
-        The steps of ``forward`` in reverse: loss (softmax - one-hot), soft-cap, head, final norm,
-        blocks L..1, dropout, embeddings. A tied token table collects the gradient of both
-        its uses, as the lookup and as the head (seed 002 §10.2)."""
+        The steps of ``forward`` in reverse: loss (softmax - one-hot), soft-cap, head (and the
+        multi-token head's loss, when the forward computed it and no ``dlogits`` is given),
+        final norm, blocks L..1, dropout, embeddings. A tied token table collects the gradient
+        of both its uses, as the lookup and as the head (seed 002 §10.2)."""
         config = self.config
         if not isinstance(cache, ForwardCache):
             raise ConfigError(
@@ -338,6 +383,7 @@ class NumpyGPT:
                 "backward needs a forward pass over the whole sequence, without a KV cache "
                 "or last_only."
             )
+        given_dlogits = dlogits
         if dlogits is None:
             if cache.loss_cache is None:
                 raise ConfigError("backward needs a forward pass with targets, or dlogits.")
@@ -346,6 +392,14 @@ class NumpyGPT:
         if cache.softcap_cache is not None:
             dlogits = softcap_backward(dlogits, cache.softcap_cache)
         dx, dhead, _ = linear_backward(dlogits, cache.head_cache)
+        if cache.mtp_cache is not None and given_dlogits is None:
+            dhidden, dhead_ahead, grads["mtp_proj.weight"] = self.token_after_next_backward(
+                cache.mtp_cache, config.mtp_weight
+            )
+            dx[:, :-1] += dhidden
+            dhead += dhead_ahead
+        elif config.multi_token:  # no second loss in this forward: W_mtp is not used
+            grads["mtp_proj.weight"] = np.zeros_like(self.params["mtp_proj.weight"])
         if config.block_order == "pre":
             dx = norm_backward(dx, cache.final_norm_cache, grads, "transformer.ln_f", config)
         for i in reversed(range(config.n_layer)):

@@ -229,6 +229,7 @@ MODEL_FIELDS = (
     "attention",
     "qk_norm",
     "logit_softcap",
+    "mtp_weight",
     "tie_embeddings",
     "bias",
 )
@@ -284,6 +285,7 @@ class TrainConfig:
     attention: str | None = None
     qk_norm: bool | None = None
     logit_softcap: float | None = None  # None: the preset's (no capping)
+    mtp_weight: float | None = None  # multi-token prediction's loss weight; None: 0 (off)
     tie_embeddings: bool | None = None
     bias: bool | None = None
     # optimisation

@@ -58,6 +58,7 @@ from light_llm.train.metrics import ThroughputMeter, plot_loss_curve
 from light_llm.train.probes import ProbeRecorder, given_prompt_ids
 from light_llm.train.records import (
     RunRecord,
+    objective_note,
     printed_sample,
     sample_prompt,
     trainer_state,
@@ -188,8 +189,8 @@ def train_claimed(
         "train": TokenDataset(train_path, ids_dtype, cfg.block_size),
         "val": TokenDataset(val_path, ids_dtype, cfg.block_size),
     }
-    run_record = RunRecord(metrics, split_sizes(run_folder.data_dir))
     model_config = cfg.model_config(tokenizer.vocab_size)
+    run_record = RunRecord(metrics, split_sizes(run_folder.data_dir), model_config.mtp_weight)
     if model is None:
         model = NumpyGPT(model_config, dtype=NUMPY_DTYPES[cfg.dtype], seed=cfg.seed)
     elif model.config != model_config:
@@ -207,9 +208,9 @@ def train_claimed(
         f"writing to {out.resolve()}",
         flush=True,
     )
-    note = fewer_ids_note(cfg, tokenizer)
-    if note:
-        print(note, flush=True)
+    for note in (fewer_ids_note(cfg, tokenizer), objective_note(model_config.mtp_weight)):
+        if note:
+            print(note, flush=True)
     result = TrainResult(out, checkpoint_dir, 0)
     tokens_per_iteration = cfg.batch_size * cfg.grad_accum * cfg.block_size
     meter = ThroughputMeter()

@@ -214,7 +214,7 @@ def prepare_in(
         model_config=model_config,
         train_data=train_data,
         val_data=val_data,
-        record=RunRecord(metrics, sizes),
+        record=RunRecord(metrics, sizes, model_config.mtp_weight),
         raw_model=raw_model,
         model=raw_model,
         optimizer=optimizer,

@@ -27,11 +27,16 @@ from light_llm.train.metrics import bits_per_unit, perplexity
 class RunRecord:
     """The records of one run, appended to its ``metrics.jsonl`` (``metrics``). ``sizes`` are
     the token cache's split sizes (:func:`light_llm.data.split_sizes`: tokens, bytes and
-    characters of each split), or None for a loss that is not per next token."""
+    characters of each split), or None for a loss that is not per next token.
+    ``mtp_weight`` > 0: the training loss adds multi-token prediction's second term, so its
+    lines give no bits per byte (the evaluations, of the next token alone, do)."""
 
-    def __init__(self, metrics: MetricsLog, sizes: dict[str, dict[str, int]] | None) -> None:
+    def __init__(
+        self, metrics: MetricsLog, sizes: dict[str, dict[str, int]] | None, mtp_weight: float = 0
+    ) -> None:
         self.metrics = metrics
         self.sizes = sizes
+        self.mtp_weight = mtp_weight
 
     def bits(self, loss: float, split: str, prefix: str = "") -> dict[str, float]:
         """``loss`` (nats per token over ``split``) in bits per byte and per character of the
@@ -53,7 +58,7 @@ class RunRecord:
             "kind": "train",
             "iter": iteration,
             "loss": loss,
-            **self.bits(loss, "train"),
+            **({} if self.mtp_weight else self.bits(loss, "train")),
             "lr": lr,
             "tokens_per_s": tokens_per_s,
             "elapsed_s": elapsed_s,
@@ -110,6 +115,18 @@ def evaluation_line(record: dict[str, Any]) -> str:
     return (
         f"iter {record['iter']}: train loss {record['train_loss']:.4f}, val loss "
         f"{record['val_loss']:.4f} (perplexity {record['val_perplexity']:.2f}{in_bits})"
+    )
+
+
+def objective_note(mtp_weight: float) -> str | None:
+    """The run's first lines' word on what its training loss is, when it is not the next
+    token's cross-entropy alone (multi-token prediction)."""
+    if not mtp_weight:
+        return None
+    return (
+        f"multi-token prediction: the training loss is the next token's cross-entropy + "
+        f"{mtp_weight:g} x the token after next's (a second head); evaluations give the next "
+        "token's alone"
     )
 
 

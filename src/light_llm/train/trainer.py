@@ -53,7 +53,7 @@ from light_llm.train.optimizer_state import capture_rng_states, optimizer_files
 from light_llm.train.precision import attention_kernels, autocast
 from light_llm.train.prepare import PreparedRun, prepare, saved_run_config
 from light_llm.train.probes import ProbeRecorder
-from light_llm.train.records import trainer_state, training_line
+from light_llm.train.records import objective_note, trainer_state, training_line
 from light_llm.train.result import TrainResult
 from light_llm.train.run_tokenizer import fewer_ids_note
 from light_llm.train.sizing import sizing_advice, vocabulary_parameters, vocabulary_remedy
@@ -470,7 +470,7 @@ def announce(run: PreparedRun) -> None:
     if iteration:
         end = "a --time budget" if run.budget_s else cfg.max_iters
         print(f"resuming at iteration {iteration} of {end}", flush=True)
-    for note in (run.schedule_note, run.length_note):
+    for note in (run.schedule_note, run.length_note, objective_note(model.mtp_weight)):
         if note:
             print(note, flush=True)
     if run.budget_s is not None:
