@@ -16,7 +16,7 @@ from light_llm.muon_spec import (
     is_muon_matrix,
 )
 from light_llm.train.muon import MuonAdamW, configure_muon, muon_param_groups, newton_schulz
-from light_llm.train.optim import set_learning_rate
+from light_llm.train.optim import set_learning_rate, set_muon_momentum
 from light_llm.train.optimizer_state import load_optimizer_state, optimizer_files
 from tests.conftest import tiny_config
 
@@ -190,6 +190,31 @@ def test_two_muon_steps_follow_the_nesterov_equations():
         weight.grad = grad.clone()
         optimizer.step()
         torch.testing.assert_close(weight.detach(), expected, rtol=1e-13, atol=1e-13)
+
+
+def test_the_momentum_set_before_each_step_is_the_one_it_takes():
+    """set_muon_momentum μ1 = 0.85, then μ2 = 0.9 (a warmup's first two values, here by
+    hand): M1 = G1, N1 = G1 + μ1 M1; M2 = μ2 M1 + G2, N2 = G2 + μ2 M2. The AdamW group keeps
+    its betas."""
+    lr = 0.1
+    weight = torch.nn.Parameter(random_matrix((16, 4), seed=2))
+    table = torch.nn.Parameter(random_matrix((5, 3), seed=5))
+    optimizer = MuonAdamW(
+        [{"params": [weight], "kind": "muon"}, {"params": [table], "kind": "adamw"}],
+        lr=lr,
+        momentum=0.95,
+    )
+    expected, momentum = weight.detach().clone(), torch.zeros(16, 4, dtype=torch.float64)
+    for mu, seed in ((0.85, 3), (0.9, 4)):
+        grad = random_matrix((16, 4), seed=seed)
+        momentum = mu * momentum + grad
+        expected = expected - lr * 2.0 * newton_schulz(grad + mu * momentum)
+        set_muon_momentum(optimizer, mu)
+        weight.grad, table.grad = grad.clone(), torch.zeros(5, 3, dtype=torch.float64)
+        optimizer.step()
+        torch.testing.assert_close(weight.detach(), expected, rtol=1e-13, atol=1e-13)
+    kinds = {g["kind"]: g for g in optimizer.param_groups}
+    assert kinds["muon"]["momentum"] == 0.9 and kinds["adamw"]["momentum"] == 0.95
 
 
 def test_cautious_weight_decay_shrinks_only_where_the_update_agrees_in_sign():

@@ -225,7 +225,10 @@ class MuonAdamW:
 
     ``step(grads, lr)`` takes the schedule's AdamW rate η; the Muon rate is η_μ = η ·
     muon_lr / lr (the schedule scales both) and λ_μ = λ · lr / muon_lr, so that
-    η_μ λ_μ = η λ (the same decay per step as AdamW's)."""
+    η_μ λ_μ = η λ (the same decay per step as AdamW's). μ is the attribute ``momentum``, which
+    the NumPy trainer sets before every step from the momentum warmup
+    (:func:`light_llm.schedule.muon_momentum`: μ_t = (1 - f) 0.85 + f μ, f = min(t / T_μ, 1)),
+    as the PyTorch trainer does for its optimizer."""
 
     def __init__(
         self,

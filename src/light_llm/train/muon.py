@@ -14,6 +14,12 @@ the same amount however large its singular value. At step t with learning rate �
                                          when d_out > d_in, so that A is the smaller Gram)
     W  = W (1 - η λ_μ) - η sqrt(max(1, d_out / d_in)) X5
 
+The momentum μ is the group's ``momentum``, which the trainer sets before every step
+(:func:`light_llm.train.optim.set_muon_momentum`): the run's μ, or under a momentum warmup
+of T_μ steps (:func:`light_llm.schedule.muon_momentum`, the NanoGPT speedrun's)
+
+    μ_t = (1 - f) 0.85 + f μ,            f = min(t / T_μ, 1)
+
 One Newton-Schulz step maps each singular value σ of X to p(σ) = aσ + bσ³ + cσ⁵ and keeps
 the singular vectors; five steps of this quintic push every σ in (0, 1] into about
 [0.7, 1.2], so X5 ≈ U Vᵀ without an SVD. ``orthogonaliser="polar-express"`` takes Polar
