@@ -361,6 +361,11 @@ def test_the_help_names_every_preset_of_both_models():
             "optimizer, and this run uses PyTorch's adamw; add --optimizer muon.",
         ),
         (
+            ["--preset", "nanogpt-cpu", "--normuon"],
+            "NorMuon normalises the update of light-llm's Muon + AdamW optimizer, and this run "
+            "uses PyTorch's adamw; add --optimizer muon.",
+        ),
+        (
             ["--muon-momentum-warmup", "-1"],
             "muon_momentum_warmup (0 = off) must be an integer of at least 0, got -1.",
         ),

@@ -178,6 +178,8 @@ def test_newton_schulz_equals_the_torch_one(method):
         ("swiglu", 0.3, {}, 0),
         ("swiglu", 0.3, {"orthogonaliser": "polar-express", "cautious": True}, 0),
         ("gelu", None, {}, 4),
+        ("gelu", None, {"normuon": True}, 0),
+        ("swiglu", 0.3, {"normuon": True, "orthogonaliser": "polar-express", "cautious": True}, 4),
     ],
 )
 def test_muon_steps_of_the_gpt_equal_torch_in_float64(
@@ -186,8 +188,8 @@ def test_muon_steps_of_the_gpt_equal_torch_in_float64(
     """The same float64 GPT (untied head, so that every kind of parameter is there), the
     same random gradients, the warmup + cosine schedule: after six steps of each engine's
     MuonAdamW every parameter agrees to about 1e-12 and has moved (also with Polar Express
-    and cautious weight decay, and with the momentum set before each step by a 4-step
-    momentum warmup, as the trainers set it)."""
+    and cautious weight decay, with the momentum set before each step by a 4-step momentum
+    warmup, as the trainers set it, and with NorMuon's per-neuron normalisation)."""
     config = tiny_config(activation=activation, tie_embeddings=False)
     torch_model = GPT(config).double()
     numpy_model = NumpyGPT.from_torch_state_dict(torch_model.state_dict(), config)

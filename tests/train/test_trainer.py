@@ -145,6 +145,24 @@ def test_the_muon_momentum_warmup_sets_each_steps_momentum_and_resumes_exactly(
     assert resumed.losses == {i: straight.losses[i] for i in range(4, 8)}
 
 
+def test_normuon_resumes_exactly_from_its_saved_second_moments(corpus, tmp_path):
+    """--normuon stopped after 4 of 8 steps: the checkpoint holds one second moment
+    (d_out, 1) per Muon matrix, and the resumed run's losses and weights are those of the run
+    never stopped, bit for bit."""
+    common = {"max_iters": 8, "lr_decay_iters": 8, "optimizer": "muon", "normuon": True}
+    straight = train(tiny_run(corpus, tmp_path / "straight", **common))
+    plain = train(tiny_run(corpus, tmp_path / "plain", **{**common, "normuon": False}))
+    assert plain.losses[1] != straight.losses[1]  # NorMuon changed the run
+    train(tiny_run(corpus, tmp_path / "split", **{**common, "max_iters": 4}))
+    saved = tensors(tmp_path / "split" / "checkpoint" / "optimizer.safetensors")
+    moments = [t for name, t in saved.items() if name.endswith(".second_moment")]
+    assert len(moments) == 5 * TINY["n_layer"]  # c_attn, c_proj, c_fc, c_proj and SwiGLU's c_v
+    assert all(m.shape[1] == 1 and m.abs().sum() > 0 for m in moments)
+    resumed = train(TrainConfig(out=str(tmp_path / "split"), max_iters=8, resume=True))
+    assert resumed.losses == {i: straight.losses[i] for i in range(4, 8)}
+    assert_same_checkpoint_file(tmp_path / "straight", tmp_path / "split")
+
+
 def test_a_run_saved_before_the_optimizer_setting_resumes_with_adamw(corpus, tmp_path):
     out = tmp_path / "old"
     train(tiny_run(corpus, out, max_iters=3, preset="char-baby"))  # the default then
@@ -161,9 +179,9 @@ def test_a_run_saved_before_the_optimizer_setting_resumes_with_adamw(corpus, tmp
 
 def test_a_run_of_an_older_default_recipe_resumes_with_its_own_settings(corpus, tmp_path):
     """A run started when the default preset was bpe-cpu (its config as given names no
-    preset, no orthogonaliser and no momentum warmup) resumes as bpe-cpu with Newton-Schulz
-    and a constant momentum, bit for bit as the run that was never stopped, though today's
-    default is another model."""
+    preset, no orthogonaliser, no momentum warmup, no NorMuon) resumes as bpe-cpu with
+    Newton-Schulz, a constant momentum and without NorMuon, bit for bit as the run that was
+    never stopped, though today's default is another model."""
     common = {"max_iters": 8, "lr_decay_iters": 8, "preset": "bpe-cpu", "tokenizer": "char"}
     straight = train(tiny_run(corpus, tmp_path / "straight", **common))
     out = tmp_path / "old"
@@ -173,13 +191,14 @@ def test_a_run_of_an_older_default_recipe_resumes_with_its_own_settings(corpus, 
     state["config"]["preset"] = None  # the default of the time
     for key in ("config", "resolved_config"):
         del state[key]["muon_orthogonaliser"], state[key]["cautious_weight_decay"]
-        del state[key]["muon_momentum_warmup"]
+        del state[key]["muon_momentum_warmup"], state[key]["normuon"]
     path.write_text(json.dumps(state))
     assert DEFAULT_PRESETS["gpt"] != "bpe-cpu"
     resumed = train(TrainConfig(out=str(out), max_iters=8, resume=True))
     assert resumed.losses == {i: straight.losses[i] for i in range(4, 8)}
     resolved = read_trainer_state(out / "checkpoint")["resolved_config"]
     assert resolved["preset"] == "bpe-cpu" and resolved["muon_momentum_warmup"] == 0
+    assert resolved["normuon"] is False
 
 
 def test_a_run_from_before_the_schedule_was_a_setting_resumes_on_its_cosine(corpus, tmp_path):

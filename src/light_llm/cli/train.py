@@ -288,6 +288,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Decay; Muon + AdamW only)",
     )
     optim.add_argument(
+        "--normuon",
+        action="store_const",
+        const=True,
+        help="NorMuon: divide each output neuron's row of Muon's update by the root of its "
+        "running mean square, then scale the update back to its norm (Muon + AdamW only)",
+    )
+    optim.add_argument(
         "--muon-momentum-warmup",
         type=int,
         metavar="N",

@@ -111,6 +111,7 @@ def configure_optimizer(
             embedding_lr=cfg.embedding_lr,
             orthogonaliser=cfg.muon_orthogonaliser,
             cautious=cfg.cautious_weight_decay,
+            normuon=cfg.normuon,
         )
     raise ConfigError(f"unknown optimizer {cfg.optimizer!r}; known: {', '.join(OPTIMIZERS)}.")
 
