@@ -42,6 +42,9 @@ CANDIDATES: dict[str, list[str]] = {
     "polar-express": ["--muon-orthogonaliser", "polar-express"],
     "cautious-wd": ["--cautious-weight-decay"],
     "pe-cautious": ["--muon-orthogonaliser", "polar-express", "--cautious-weight-decay"],
+    # round two's Muon tries as switches (the prototypes' mmwarm: 300 steps from 0.85)
+    "muon-momentum-warmup": ["--muon-momentum-warmup", "300"],
+    "normuon": ["--normuon"],
     "char-cpu": ["--preset", "char-cpu"],
     "modern-adamw": [*MODERN, "--activation", "swiglu"],
     "muon-relu2": [*MODERN, *MUON, "--activation", "relu2"],

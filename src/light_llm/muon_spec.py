@@ -45,6 +45,20 @@ ORTHOGONALISERS = ("newton-schulz", "polar-express")
 # so that decay never pulls a weight against the direction its own update moves it. Both
 # engines' MuonAdamW apply it to their Muon and AdamW parameters with --cautious-weight-decay.
 
+# NorMuon (Li et al., "NorMuon: Making Muon more efficient and scalable", 2025):
+# Muon's orthogonalised update O (d_out, d_in) gives its output neurons (rows) updates of
+# unequal size; NorMuon keeps a second moment per neuron, an exponential average of each
+# row's mean square, and divides the row by its root, then scales the whole update back to
+# O's Frobenius norm (so the step size stays Muon's):
+#     v_i = β2 v_i + (1 - β2) mean_j(O_ij²)          v ∈ R^{d_out}, v = 0 at the start
+#     Ô_ij = O_ij / (sqrt(v_i) + ε);    Ô <- Ô ||O||_F / (||Ô||_F + ε)
+# with β2 = 0.95 and ε = 1e-10 as in the authors' reference implementation, and as there
+# without bias correction: v's correction 1 / (1 - β2^t) is the same for every row, so the
+# rescaling to ||O||_F takes it out again (up to ε). Both engines' MuonAdamW do this with
+# --normuon, before the weight decay and the shape scale sqrt(max(1, d_out / d_in)).
+NORMUON_BETA2 = 0.95
+NORMUON_EPS = 1e-10
+
 
 def orthogonaliser_steps(
     method: str = "newton-schulz", steps: int = NS_STEPS

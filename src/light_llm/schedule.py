@@ -1,6 +1,7 @@
 """The learning-rate schedules both engines follow: linear warmup, then cosine decay to a
 floor (seed 000 §7, seed 002 §4.2), or warmup-stable-decay: the peak held, then a linear
-cooldown to the floor. Plain arithmetic, no tensor library.
+cooldown to the floor; and Muon's momentum warmup (:func:`muon_momentum`). Plain arithmetic,
+no tensor library.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import math
 from light_llm.errors import ConfigError
 
 SCHEDULES = ("cosine", "wsd")
+# where Muon's momentum starts under --muon-momentum-warmup (the NanoGPT speedrun's 0.85)
+MUON_MOMENTUM_WARMUP_START = 0.85
 
 
 def learning_rate(
@@ -60,3 +63,25 @@ def learning_rate(
         return min_lr + left * (max_lr - min_lr)
     ratio = (step - warmup_iters) / (lr_decay_iters - warmup_iters)
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (max_lr - min_lr)
+
+
+def muon_momentum(
+    step: int, momentum: float, warmup_iters: int, start: float = MUON_MOMENTUM_WARMUP_START
+) -> float:
+    """Muon's momentum μ_t at optimiser step ``step`` (0-based): with ``warmup_iters``
+    T_μ > 0 it moves linearly from ``start`` μ_0 (0.85) to the run's ``momentum`` μ over the
+    first T_μ steps (the NanoGPT speedrun's "Muon momentum warmup"), then stays at μ:
+
+        f   = min(step / T_μ, 1)
+        μ_t = (1 - f) μ_0 + f μ
+
+    With T_μ = 0 (off) it is μ at every step. A μ below μ_0 is reached the same way, from
+    above (the formula unchanged), rather than refused: the warmup then lowers the momentum.
+    The trainers of both engines set the optimizer's μ from it before every step, so a
+    resumed run goes on with the momentum of its step."""
+    if warmup_iters < 0:
+        raise ConfigError(f"the momentum warmup must be >= 0 steps, got {warmup_iters}.")
+    if warmup_iters == 0:
+        return momentum
+    fraction = min(step / warmup_iters, 1.0)
+    return (1.0 - fraction) * start + fraction * momentum

@@ -356,6 +356,20 @@ def test_the_help_names_every_preset_of_both_models():
         ),
         (["--cautious-weight-decay", "--weight-decay", "0"], "but weight_decay is 0"),
         (
+            ["--preset", "nanogpt-cpu", "--muon-momentum-warmup", "10"],
+            "--muon-momentum-warmup warms up the momentum of light-llm's Muon + AdamW "
+            "optimizer, and this run uses PyTorch's adamw; add --optimizer muon.",
+        ),
+        (
+            ["--preset", "nanogpt-cpu", "--normuon"],
+            "NorMuon normalises the update of light-llm's Muon + AdamW optimizer, and this run "
+            "uses PyTorch's adamw; add --optimizer muon.",
+        ),
+        (
+            ["--muon-momentum-warmup", "-1"],
+            "muon_momentum_warmup (0 = off) must be an integer of at least 0, got -1.",
+        ),
+        (
             ["--lr-schedule", "cosine", "--cooldown-fraction", "0.3"],
             "this run's schedule is cosine: add --lr-schedule wsd, or drop it.",
         ),
@@ -448,6 +462,7 @@ HELP_DEFAULTS = {
     "--optimizer": "optimizer",
     "--muon-lr": "muon_lr",
     "--muon-orthogonaliser": "muon_orthogonaliser",
+    "--muon-momentum-warmup": "muon_momentum_warmup",
     "--lr-schedule": "lr_schedule",
     "--eval-iters": "eval_iters",
     "--seed": "seed",

@@ -19,10 +19,10 @@ from light_llm.reference.optim import (
     clip_grad_norm,
     newton_schulz,
 )
-from light_llm.schedule import learning_rate
+from light_llm.schedule import learning_rate, muon_momentum
 from light_llm.train.muon import configure_muon
 from light_llm.train.muon import newton_schulz as torch_newton_schulz
-from light_llm.train.optim import configure_adamw, set_learning_rate
+from light_llm.train.optim import configure_adamw, set_learning_rate, set_muon_momentum
 from tests.conftest import VARIANTS, tiny_config
 
 TOLERANCE = {np.float64: 1e-10, np.float32: 1e-5}
@@ -172,25 +172,28 @@ def test_newton_schulz_equals_the_torch_one(method):
 
 
 @pytest.mark.parametrize(
-    ("activation", "embedding_lr", "orthogonaliser", "cautious"),
+    ("activation", "embedding_lr", "switches", "momentum_warmup"),
     [
-        ("gelu", None, "newton-schulz", False),
-        ("swiglu", 0.3, "newton-schulz", False),
-        ("swiglu", 0.3, "polar-express", True),
+        ("gelu", None, {}, 0),
+        ("swiglu", 0.3, {}, 0),
+        ("swiglu", 0.3, {"orthogonaliser": "polar-express", "cautious": True}, 0),
+        ("gelu", None, {}, 4),
+        ("gelu", None, {"normuon": True}, 0),
+        ("swiglu", 0.3, {"normuon": True, "orthogonaliser": "polar-express", "cautious": True}, 4),
     ],
 )
 def test_muon_steps_of_the_gpt_equal_torch_in_float64(
-    activation, embedding_lr, orthogonaliser, cautious
+    activation, embedding_lr, switches, momentum_warmup
 ):
     """The same float64 GPT (untied head, so that every kind of parameter is there), the
     same random gradients, the warmup + cosine schedule: after six steps of each engine's
     MuonAdamW every parameter agrees to about 1e-12 and has moved (also with Polar Express
-    and cautious weight decay)."""
+    and cautious weight decay, with the momentum set before each step by a 4-step momentum
+    warmup, as the trainers set it, and with NorMuon's per-neuron normalisation)."""
     config = tiny_config(activation=activation, tie_embeddings=False)
     torch_model = GPT(config).double()
     numpy_model = NumpyGPT.from_torch_state_dict(torch_model.state_dict(), config)
     start = {n: p.copy() for n, p in numpy_model.params.items()}
-    switches = {"orthogonaliser": orthogonaliser, "cautious": cautious}
     torch_optimizer = configure_muon(
         torch_model, 1e-3, 0.02, 0.95, (0.9, 0.95), 0.1, embedding_lr=embedding_lr, **switches
     )
@@ -208,6 +211,8 @@ def test_muon_steps_of_the_gpt_equal_torch_in_float64(
         for name, parameter in parameters.items():
             parameter.grad = torch.from_numpy(grads[name].copy())
         set_learning_rate(torch_optimizer, lr)
+        set_muon_momentum(torch_optimizer, muon_momentum(step, 0.95, momentum_warmup))
+        numpy_optimizer.momentum = muon_momentum(step, 0.95, momentum_warmup)
         torch_optimizer.step()
         numpy_optimizer.step(grads, lr)
     for name, parameter in parameters.items():

@@ -16,7 +16,7 @@ from light_llm.muon_spec import (
     is_muon_matrix,
 )
 from light_llm.train.muon import MuonAdamW, configure_muon, muon_param_groups, newton_schulz
-from light_llm.train.optim import set_learning_rate
+from light_llm.train.optim import set_learning_rate, set_muon_momentum
 from light_llm.train.optimizer_state import load_optimizer_state, optimizer_files
 from tests.conftest import tiny_config
 
@@ -192,6 +192,76 @@ def test_two_muon_steps_follow_the_nesterov_equations():
         torch.testing.assert_close(weight.detach(), expected, rtol=1e-13, atol=1e-13)
 
 
+def test_the_momentum_set_before_each_step_is_the_one_it_takes():
+    """set_muon_momentum μ1 = 0.85, then μ2 = 0.9 (a warmup's first two values, here by
+    hand): M1 = G1, N1 = G1 + μ1 M1; M2 = μ2 M1 + G2, N2 = G2 + μ2 M2. The AdamW group keeps
+    its betas."""
+    lr = 0.1
+    weight = torch.nn.Parameter(random_matrix((16, 4), seed=2))
+    table = torch.nn.Parameter(random_matrix((5, 3), seed=5))
+    optimizer = MuonAdamW(
+        [{"params": [weight], "kind": "muon"}, {"params": [table], "kind": "adamw"}],
+        lr=lr,
+        momentum=0.95,
+    )
+    expected, momentum = weight.detach().clone(), torch.zeros(16, 4, dtype=torch.float64)
+    for mu, seed in ((0.85, 3), (0.9, 4)):
+        grad = random_matrix((16, 4), seed=seed)
+        momentum = mu * momentum + grad
+        expected = expected - lr * 2.0 * newton_schulz(grad + mu * momentum)
+        set_muon_momentum(optimizer, mu)
+        weight.grad, table.grad = grad.clone(), torch.zeros(5, 3, dtype=torch.float64)
+        optimizer.step()
+        torch.testing.assert_close(weight.detach(), expected, rtol=1e-13, atol=1e-13)
+    kinds = {g["kind"]: g for g in optimizer.param_groups}
+    assert kinds["muon"]["momentum"] == 0.9 and kinds["adamw"]["momentum"] == 0.95
+
+
+def normuon_by_hand(o, v, beta2=0.95, eps=1e-10):
+    """NorMuon's formula, entry by entry in plain Python: v_i = β2 v_i + (1-β2) Σ_j O_ij² /
+    d_in per row i, Ô_ij = O_ij / (sqrt(v_i) + ε), then Ô scaled to O's Frobenius norm."""
+    rows, cols = o.shape
+    v = [
+        beta2 * v[i] + (1 - beta2) * sum(o[i, j] ** 2 for j in range(cols)) / cols
+        for i in range(rows)
+    ]
+    hat = np.array([[o[i, j] / (v[i] ** 0.5 + eps) for j in range(cols)] for i in range(rows)])
+    norm = sum(o[i, j] ** 2 for i in range(rows) for j in range(cols)) ** 0.5
+    hat_norm = sum(hat[i, j] ** 2 for i in range(rows) for j in range(cols)) ** 0.5
+    return hat * norm / (hat_norm + eps), v
+
+
+@pytest.mark.parametrize("shape", [(16, 4), (4, 16)])
+def test_normuon_normalises_each_output_neuron_then_keeps_the_update_norm(shape):
+    """Three steps of --normuon against the formula computed by hand from O = NS(N): each
+    row (output neuron, also of a tall matrix that Newton-Schulz transposes inside) divided
+    by the root of its running mean square, the whole scaled back to ||O||_F. At the first
+    step v = (1-β2) mean_j O_ij², so every row of the update has the same norm."""
+    mu, lr = 0.9, 0.1
+    weight = torch.nn.Parameter(random_matrix(shape, seed=2))
+    optimizer = MuonAdamW([{"params": [weight], "kind": "muon"}], lr=lr, momentum=mu, normuon=True)
+    scale = max(1.0, shape[0] / shape[1]) ** 0.5
+    expected, momentum = weight.detach().numpy().copy(), np.zeros(shape)
+    v = [0.0] * shape[0]
+    for step, seed in enumerate((3, 4, 5)):
+        grad = random_matrix(shape, seed=seed).numpy()
+        momentum = mu * momentum + grad
+        o = newton_schulz(torch.from_numpy(grad + mu * momentum)).numpy()
+        update, v = normuon_by_hand(o, v)
+        assert np.linalg.norm(update) == pytest.approx(np.linalg.norm(o), rel=1e-10)  # ε
+        if step == 0:
+            row_norms = np.linalg.norm(update, axis=1)
+            assert row_norms == pytest.approx(np.full(shape[0], row_norms[0]), rel=1e-7)  # ε
+            assert np.ptp(np.linalg.norm(o, axis=1)) > 0.01  # O's rows were not equal
+        expected = expected - lr * scale * update
+        weight.grad = torch.from_numpy(grad.copy())
+        optimizer.step()
+        np.testing.assert_allclose(weight.detach().numpy(), expected, rtol=1e-12, atol=1e-13)
+    stored = optimizer.state[weight]["second_moment"]
+    assert stored.shape == (shape[0], 1)
+    np.testing.assert_allclose(stored.numpy()[:, 0], v, rtol=1e-12)
+
+
 def test_cautious_weight_decay_shrinks_only_where_the_update_agrees_in_sign():
     """W = W - η λ_μ 1[O ⊙ W >= 0] ⊙ W - η sqrt(max(1, 16/4)) O with O = NS(N): the entries
     whose update points the other way keep their size before the step, the rest shrink as
@@ -240,18 +310,22 @@ def train_steps(model, optimizer, steps, seed):
         optimizer.zero_grad()
 
 
-def test_state_round_trips_through_the_checkpoint_files(tmp_path):
+@pytest.mark.parametrize("normuon", [False, True])
+def test_state_round_trips_through_the_checkpoint_files(tmp_path, normuon):
+    """The optimizer files written after three steps, read into a fresh optimizer: the next
+    two steps equal the original's bit for bit (with NorMuon's second moments too)."""
     model = GPT(tiny_config())
-    optimizer = configure_muon(model, 1e-3, 0.02, 0.95, (0.9, 0.95), 0.1)
+    optimizer = configure_muon(model, 1e-3, 0.02, 0.95, (0.9, 0.95), 0.1, normuon=normuon)
     train_steps(model, optimizer, 3, seed=0)
     for name, content in optimizer_files(optimizer).items():
         (tmp_path / name).write_bytes(content)
     copy = GPT(tiny_config())
     copy.load_state_dict(model.state_dict())
-    restored = configure_muon(copy, 1e-3, 0.02, 0.95, (0.9, 0.95), 0.1)
+    restored = configure_muon(copy, 1e-3, 0.02, 0.95, (0.9, 0.95), 0.1, normuon=normuon)
     load_optimizer_state(restored, tmp_path)
     kinds = {tuple(sorted(restored.state[p])) for g in restored.param_groups for p in g["params"]}
-    assert kinds == {("momentum_buffer",), ("exp_avg", "exp_avg_sq", "step")}
+    muon_state = ("momentum_buffer", "second_moment") if normuon else ("momentum_buffer",)
+    assert kinds == {muon_state, ("exp_avg", "exp_avg_sq", "step")}
     train_steps(model, optimizer, 2, seed=1)
     train_steps(copy, restored, 2, seed=1)
     for a, b in zip(model.parameters(), copy.parameters(), strict=True):

@@ -136,13 +136,16 @@ def test_char_baby_200_iterations_follow_the_pytorch_trainer(tmp_path):
         {"muon_orthogonaliser": "polar-express", "cautious_weight_decay": True},
         {"lr_schedule": "wsd", "cooldown_fraction": 0.4},
         {"mtp_weight": 0.5},
+        {"muon_momentum_warmup": 5},
+        {"normuon": True},
     ],
 )
 def test_muon_training_follows_the_pytorch_trainer(corpus, tmp_path, switches):
     """--optimizer muon on both engines from the same weights and batches: the training
     losses of every iteration agree (to 1%, room for a bfloat16 Newton-Schulz on CPUs that
     have bfloat16 arithmetic) and fall; also with Polar Express and cautious weight decay, on
-    the warmup-stable-decay schedule, and with multi-token prediction."""
+    the warmup-stable-decay schedule, with multi-token prediction, with Muon's momentum
+    warmup, and with NorMuon."""
     from light_llm.models.gpt import GPT
     from light_llm.train import train
 
@@ -158,3 +161,24 @@ def test_muon_training_follows_the_pytorch_trainer(corpus, tmp_path, switches):
     for iteration, loss in numpy_result.losses.items():
         assert loss == pytest.approx(torch_result.losses[iteration], rel=1e-2), iteration
     assert numpy_result.losses[7] < numpy_result.losses[0] - 0.1
+
+
+def test_the_muon_momentum_warmup_sets_each_steps_momentum(corpus, tmp_path, monkeypatch):
+    """--muon-momentum-warmup 4 with μ = 0.9: the NumPy trainer steps with μ = 0.85, 0.8625,
+    0.875, 0.8875, then 0.9 (as the PyTorch trainer, light_llm.schedule.muon_momentum)."""
+    from light_llm.reference.optim import MuonAdamW
+
+    seen = []
+    original = MuonAdamW.step
+
+    def recording(self, grads, lr=None):
+        seen.append(self.momentum)
+        return original(self, grads, lr)
+
+    monkeypatch.setattr(MuonAdamW, "step", recording)
+    settings = dict(SMALL, data=str(corpus), optimizer="muon", sample_tokens=0, max_iters=6)
+    config = TrainConfig(out=str(tmp_path / "run"), engine="numpy", **settings)
+    config.muon_momentum, config.muon_momentum_warmup = 0.9, 4
+    train_numpy(config)
+    expected = [0.85, 0.8625, 0.875, 0.8875, 0.9, 0.9]
+    assert seen == pytest.approx(expected, rel=1e-12, abs=0)

@@ -7,7 +7,7 @@ import torch
 
 from light_llm.errors import ConfigError
 from light_llm.models.gpt import GPT
-from light_llm.schedule import learning_rate
+from light_llm.schedule import learning_rate, muon_momentum
 from light_llm.train.optim import clip_grad_norm, configure_adamw, decay_groups
 from tests.conftest import tiny_config
 
@@ -76,6 +76,29 @@ def test_wsd_with_the_whole_run_cooling_down_is_a_linear_decay_from_warmup():
 def test_wsd_rejects_a_cooldown_that_is_no_share_of_the_run(fraction):
     with pytest.raises(ConfigError, match="fraction of the steps after warmup"):
         wsd(500, fraction)
+
+
+def test_muon_momentum_warmup_rises_linearly_from_0_85_then_holds():
+    """300 warmup steps to μ = 0.95: 0.85 at step 0, a third of the way (0.01 / 30 steps)
+    at step 100, the midpoint at 150, μ from step 300 on; 0 steps: μ from the start."""
+    assert muon_momentum(0, 0.95, 300) == 0.85
+    assert muon_momentum(100, 0.95, 300) == pytest.approx(0.85 + 0.1 / 3, rel=1e-12)
+    assert muon_momentum(150, 0.95, 300) == pytest.approx(0.90, rel=1e-12)
+    assert muon_momentum(299, 0.95, 300) == pytest.approx(0.95 - 0.1 / 300, rel=1e-12)
+    for step in (300, 301, 10_000):
+        assert muon_momentum(step, 0.95, 300) == 0.95
+    assert muon_momentum(0, 0.95, 0) == muon_momentum(7, 0.95, 0) == 0.95
+
+
+def test_muon_momentum_warmup_to_a_lower_momentum_falls_the_same_way():
+    assert muon_momentum(0, 0.5, 10) == 0.85
+    assert muon_momentum(5, 0.5, 10) == pytest.approx(0.675, rel=1e-12)
+    assert muon_momentum(10, 0.5, 10) == 0.5
+
+
+def test_muon_momentum_warmup_rejects_a_negative_length():
+    with pytest.raises(ConfigError, match="momentum warmup must be >= 0 steps, got -1"):
+        muon_momentum(0, 0.95, -1)
 
 
 def make_gradients(scale):

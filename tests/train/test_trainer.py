@@ -115,6 +115,54 @@ def test_resume_equals_the_uninterrupted_run_exactly(corpus, tmp_path, dtype, mo
         assert_same_checkpoint_file(tmp_path / "straight", tmp_path / "split", name)
 
 
+def test_the_muon_momentum_warmup_sets_each_steps_momentum_and_resumes_exactly(
+    corpus, tmp_path, monkeypatch
+):
+    """--muon-momentum-warmup 4 with μ = 0.95: the trainer sets μ = 0.85, 0.875, 0.9, 0.925,
+    then 0.95, before the steps 0, 1, 2, ...; a run stopped after step 3 resumes with the
+    momentum of step 4 on, its losses those of the run never stopped, bit for bit."""
+    from light_llm.train import trainer as trainer_module
+    from light_llm.train.optim import set_muon_momentum
+
+    seen = []
+
+    def recording(optimizer, momentum):
+        seen.append(momentum)
+        set_muon_momentum(optimizer, momentum)
+
+    monkeypatch.setattr(trainer_module, "set_muon_momentum", recording)
+    common = {"max_iters": 8, "lr_decay_iters": 8, "optimizer": "muon", "muon_momentum": 0.95}
+    common["muon_momentum_warmup"] = 4
+    straight = train(tiny_run(corpus, tmp_path / "straight", **common))
+    expected = [0.85, 0.875, 0.9, 0.925, 0.95, 0.95, 0.95, 0.95]
+    assert seen == pytest.approx(expected, rel=1e-12, abs=0)
+    without = train(tiny_run(corpus, tmp_path / "without", **{**common, "muon_momentum_warmup": 0}))
+    assert without.losses[1] != straight.losses[1]  # the momentum changed the run
+    seen.clear()
+    train(tiny_run(corpus, tmp_path / "split", **{**common, "max_iters": 4}))
+    resumed = train(TrainConfig(out=str(tmp_path / "split"), max_iters=8, resume=True))
+    assert seen[4:] == pytest.approx(expected[4:], rel=1e-12, abs=0)
+    assert resumed.losses == {i: straight.losses[i] for i in range(4, 8)}
+
+
+def test_normuon_resumes_exactly_from_its_saved_second_moments(corpus, tmp_path):
+    """--normuon stopped after 4 of 8 steps: the checkpoint holds one second moment
+    (d_out, 1) per Muon matrix, and the resumed run's losses and weights are those of the run
+    never stopped, bit for bit."""
+    common = {"max_iters": 8, "lr_decay_iters": 8, "optimizer": "muon", "normuon": True}
+    straight = train(tiny_run(corpus, tmp_path / "straight", **common))
+    plain = train(tiny_run(corpus, tmp_path / "plain", **{**common, "normuon": False}))
+    assert plain.losses[1] != straight.losses[1]  # NorMuon changed the run
+    train(tiny_run(corpus, tmp_path / "split", **{**common, "max_iters": 4}))
+    saved = tensors(tmp_path / "split" / "checkpoint" / "optimizer.safetensors")
+    moments = [t for name, t in saved.items() if name.endswith(".second_moment")]
+    assert len(moments) == 5 * TINY["n_layer"]  # c_attn, c_proj, c_fc, c_proj and SwiGLU's c_v
+    assert all(m.shape[1] == 1 and m.abs().sum() > 0 for m in moments)
+    resumed = train(TrainConfig(out=str(tmp_path / "split"), max_iters=8, resume=True))
+    assert resumed.losses == {i: straight.losses[i] for i in range(4, 8)}
+    assert_same_checkpoint_file(tmp_path / "straight", tmp_path / "split")
+
+
 def test_a_run_saved_before_the_optimizer_setting_resumes_with_adamw(corpus, tmp_path):
     out = tmp_path / "old"
     train(tiny_run(corpus, out, max_iters=3, preset="char-baby"))  # the default then
@@ -131,8 +179,9 @@ def test_a_run_saved_before_the_optimizer_setting_resumes_with_adamw(corpus, tmp
 
 def test_a_run_of_an_older_default_recipe_resumes_with_its_own_settings(corpus, tmp_path):
     """A run started when the default preset was bpe-cpu (its config as given names no
-    preset and no orthogonaliser) resumes as bpe-cpu with Newton-Schulz, bit for bit as the
-    run that was never stopped, though today's default is another model."""
+    preset, no orthogonaliser, no momentum warmup, no NorMuon) resumes as bpe-cpu with
+    Newton-Schulz, a constant momentum and without NorMuon, bit for bit as the run that was
+    never stopped, though today's default is another model."""
     common = {"max_iters": 8, "lr_decay_iters": 8, "preset": "bpe-cpu", "tokenizer": "char"}
     straight = train(tiny_run(corpus, tmp_path / "straight", **common))
     out = tmp_path / "old"
@@ -142,11 +191,14 @@ def test_a_run_of_an_older_default_recipe_resumes_with_its_own_settings(corpus, 
     state["config"]["preset"] = None  # the default of the time
     for key in ("config", "resolved_config"):
         del state[key]["muon_orthogonaliser"], state[key]["cautious_weight_decay"]
+        del state[key]["muon_momentum_warmup"], state[key]["normuon"]
     path.write_text(json.dumps(state))
     assert DEFAULT_PRESETS["gpt"] != "bpe-cpu"
     resumed = train(TrainConfig(out=str(out), max_iters=8, resume=True))
     assert resumed.losses == {i: straight.losses[i] for i in range(4, 8)}
-    assert read_trainer_state(out / "checkpoint")["resolved_config"]["preset"] == "bpe-cpu"
+    resolved = read_trainer_state(out / "checkpoint")["resolved_config"]
+    assert resolved["preset"] == "bpe-cpu" and resolved["muon_momentum_warmup"] == 0
+    assert resolved["normuon"] is False
 
 
 def test_a_run_from_before_the_schedule_was_a_setting_resumes_on_its_cosine(corpus, tmp_path):

@@ -288,6 +288,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Decay; Muon + AdamW only)",
     )
     optim.add_argument(
+        "--normuon",
+        action="store_const",
+        const=True,
+        help="NorMuon: divide each output neuron's row of Muon's update by the root of its "
+        "running mean square, then scale the update back to its norm (Muon + AdamW only)",
+    )
+    optim.add_argument(
+        "--muon-momentum-warmup",
+        type=int,
+        metavar="N",
+        help="raise Muon's momentum linearly from 0.85 to --muon-momentum over the first N "
+        f"steps, 0 = off ({default('muon_momentum_warmup')}; Muon + AdamW only)",
+    )
+    optim.add_argument(
         "--embedding-lr",
         type=float,
         metavar="LR",

@@ -20,6 +20,8 @@ import numpy as np
 
 from light_llm.errors import ConfigError
 from light_llm.muon_spec import (
+    NORMUON_BETA2,
+    NORMUON_EPS,
     NS_EPS,
     NS_STEPS,
     ORTHOGONALISERS,
@@ -203,6 +205,26 @@ def newton_schulz(
     return x.T if tall else x
 
 
+def normalise_neurons(
+    update: np.ndarray,
+    second_moment: np.ndarray,
+    beta2: float = NORMUON_BETA2,
+    eps: float = NORMUON_EPS,
+) -> np.ndarray:
+    """NorMuon (:mod:`light_llm.muon_spec`): ``update`` O (d_out, d_in) with each row (output
+    neuron) divided by the root of its second moment v (d_out, 1), which this updates in
+    place, then scaled back to O's Frobenius norm:
+
+        v_i = β2 v_i + (1 - β2) mean_j(O_ij²)
+        Ô_ij = O_ij / (sqrt(v_i) + ε);    Ô = Ô ||O||_F / (||Ô||_F + ε)
+    """
+    second_moment *= beta2
+    second_moment += (1.0 - beta2) * np.mean(update * update, axis=-1, keepdims=True)
+    normalised = update / (np.sqrt(second_moment) + eps)
+    norm = np.sqrt(np.sum(update * update))
+    return normalised * (norm / (np.sqrt(np.sum(normalised * normalised)) + eps))
+
+
 def decay(param: np.ndarray, update: np.ndarray, rate: float, cautious: bool) -> None:
     """Decoupled weight decay θ = θ (1 - η λ), ``rate`` = η λ, before the step along
     ``update``; with ``cautious`` only where update and weight agree in sign,
@@ -223,9 +245,17 @@ class MuonAdamW:
         M = μ M + G;   N = G + μ M;   O = newton_schulz(N)
         W = W (1 - η_μ λ_μ) - η_μ sqrt(max(1, d_out / d_in)) O
 
+    With ``normuon`` O is first normalised per output neuron (NorMuon,
+    :func:`normalise_neurons`), with a second moment v ∈ R^{d_out} per matrix
+    (``second_moment``): v_i = β2 v_i + (1 - β2) mean_j(O_ij²), O_ij = O_ij / (sqrt(v_i) + ε),
+    O = O ||O_before||_F / (||O||_F + ε); β2 = 0.95, ε = 1e-10.
+
     ``step(grads, lr)`` takes the schedule's AdamW rate η; the Muon rate is η_μ = η ·
     muon_lr / lr (the schedule scales both) and λ_μ = λ · lr / muon_lr, so that
-    η_μ λ_μ = η λ (the same decay per step as AdamW's)."""
+    η_μ λ_μ = η λ (the same decay per step as AdamW's). μ is the attribute ``momentum``, which
+    the NumPy trainer sets before every step from the momentum warmup
+    (:func:`light_llm.schedule.muon_momentum`: μ_t = (1 - f) 0.85 + f μ, f = min(t / T_μ, 1)),
+    as the PyTorch trainer does for its optimizer."""
 
     def __init__(
         self,
@@ -239,6 +269,7 @@ class MuonAdamW:
         embedding_lr: float | None = None,
         orthogonaliser: str = "newton-schulz",
         cautious: bool = False,
+        normuon: bool = False,
     ) -> None:
         if not (lr > 0 and muon_lr > 0):
             raise ConfigError(f"the learning rates must be positive, got {lr} and {muon_lr}.")
@@ -255,6 +286,11 @@ class MuonAdamW:
         others = {n: p for n, p in params.items() if n not in self.muon_params}
         self.adamw = AdamW(others, lr, betas, eps, weight_decay, embedding_lr, cautious)
         self.velocity = {name: np.zeros_like(p) for name, p in self.muon_params.items()}
+        self.normuon = normuon  # NorMuon's per-neuron second moments, (d_out, 1) each
+        self.second_moment = {
+            name: np.zeros((p.shape[0], 1), p.dtype)
+            for name, p in (self.muon_params.items() if normuon else ())
+        }
 
     def step(self, grads: Params, lr: float | None = None) -> None:
         lr = self.lr if lr is None else lr
@@ -264,6 +300,8 @@ class MuonAdamW:
             momentum *= self.momentum
             momentum += grad
             orthogonal = newton_schulz(grad + self.momentum * momentum, method=self.orthogonaliser)
+            if self.normuon:
+                orthogonal = normalise_neurons(orthogonal, self.second_moment[name])
             decay(param, orthogonal, muon_lr * self.muon_weight_decay, self.cautious)
             param -= (muon_lr * update_scale(*param.shape)) * orthogonal
         self.adamw.step(grads, lr)
@@ -284,6 +322,7 @@ def configure_optimizer(params: Params, cfg) -> AdamW | MuonAdamW:
             embedding_lr=cfg.embedding_lr,
             orthogonaliser=cfg.muon_orthogonaliser,
             cautious=cfg.cautious_weight_decay,
+            normuon=cfg.normuon,
         )
     return AdamW(
         params, cfg.lr, betas, weight_decay=cfg.weight_decay, embedding_lr=cfg.embedding_lr

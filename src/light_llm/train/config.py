@@ -57,7 +57,7 @@ from light_llm.limits import (
     is_real,
 )
 from light_llm.muon_spec import ORTHOGONALISERS
-from light_llm.schedule import SCHEDULES, learning_rate
+from light_llm.schedule import SCHEDULES, learning_rate, muon_momentum
 from light_llm.train.budget import MIN_WARMUP_FOR_BUDGET, parse_duration
 
 MODELS = ("gpt", "bert")
@@ -99,6 +99,8 @@ GENERAL_DEFAULTS: dict[str, Any] = {
     "muon_momentum": 0.95,
     "muon_orthogonaliser": "newton-schulz",  # or polar-express (light_llm.muon_spec)
     "cautious_weight_decay": False,
+    "muon_momentum_warmup": 0,  # steps from μ = 0.85 to muon_momentum (light_llm.schedule)
+    "normuon": False,  # NorMuon's per-neuron normalisation of Muon's update (light_llm.muon_spec)
     "embedding_lr": None,  # None: the embedding tables take lr like every AdamW parameter
     "eval_interval": 250,
     "eval_iters": 20,
@@ -309,6 +311,8 @@ class TrainConfig:
     muon_momentum: float | None = None
     muon_orthogonaliser: str | None = None  # newton-schulz | polar-express
     cautious_weight_decay: bool | None = None  # decay where update and weight agree in sign
+    muon_momentum_warmup: int | None = None  # steps of μ rising from 0.85 (0 = off)
+    normuon: bool | None = None  # NorMuon: Muon's update normalised per output neuron
     embedding_lr: float | None = None  # peak lr of the embedding tables (None: lr)
     # evaluation and output
     eval_interval: int | None = None
@@ -413,6 +417,17 @@ class TrainConfig:
                 "cautious weight decay is written into light-llm's Muon + AdamW optimizer, and "
                 f"this run uses PyTorch's {resolved.optimizer}; add --optimizer muon."
             )
+        if self.muon_momentum_warmup and resolved.optimizer != "muon":
+            raise ConfigError(
+                "--muon-momentum-warmup warms up the momentum of light-llm's Muon + AdamW "
+                f"optimizer, and this run uses PyTorch's {resolved.optimizer}; add --optimizer "
+                "muon."
+            )
+        if self.normuon and resolved.optimizer != "muon":
+            raise ConfigError(
+                "NorMuon normalises the update of light-llm's Muon + AdamW optimizer, and this "
+                f"run uses PyTorch's {resolved.optimizer}; add --optimizer muon."
+            )
         if self.cautious_weight_decay and resolved.weight_decay == 0:
             raise ConfigError(
                 "cautious weight decay chooses which weights the decay shrinks, but "
@@ -471,6 +486,12 @@ class TrainConfig:
         return learning_rate(
             step, self.lr, self.min_lr, self.warmup_iters, self.lr_decay_iters, cooldown
         )
+
+    def muon_momentum_at(self, step: int) -> float:
+        """Muon's momentum at optimiser step ``step`` under this (resolved) config: rising
+        from 0.85 to ``muon_momentum`` over ``muon_momentum_warmup`` steps, or
+        ``muon_momentum`` throughout (:func:`light_llm.schedule.muon_momentum`)."""
+        return muon_momentum(step, self.muon_momentum, self.muon_momentum_warmup)
 
     def check_types(self) -> None:
         """ConfigError for a setting of the wrong type (a number given as text, a count as a
@@ -573,6 +594,7 @@ class TrainConfig:
             )
         check_real("muon_lr", self.muon_lr, 0, low_open=True)
         check_real("muon_momentum", self.muon_momentum, 0, 1, high_open=True)
+        check_integer("muon_momentum_warmup (0 = off)", self.muon_momentum_warmup, 0)
         if self.muon_orthogonaliser not in ORTHOGONALISERS:
             raise ConfigError(
                 f"muon_orthogonaliser must be {' or '.join(ORTHOGONALISERS)}, got "

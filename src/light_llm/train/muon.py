@@ -14,6 +14,19 @@ the same amount however large its singular value. At step t with learning rate �
                                          when d_out > d_in, so that A is the smaller Gram)
     W  = W (1 - η λ_μ) - η sqrt(max(1, d_out / d_in)) X5
 
+The momentum μ is the group's ``momentum``, which the trainer sets before every step
+(:func:`light_llm.train.optim.set_muon_momentum`): the run's μ, or under a momentum warmup
+of T_μ steps (:func:`light_llm.schedule.muon_momentum`, the NanoGPT speedrun's)
+
+    μ_t = (1 - f) 0.85 + f μ,            f = min(t / T_μ, 1)
+
+``normuon=True`` (NorMuon, :mod:`light_llm.muon_spec`) replaces X5 in the last line by
+the same update normalised per output neuron (row i of X5), with a second-moment buffer
+v ∈ R^{d_out} per matrix (optimizer state, ``second_moment``, saved with the checkpoint):
+
+    v_i = β2 v_i + (1 - β2) mean_j(X5_ij²)                 β2 = 0.95, v = 0 at the start
+    Ô_ij = X5_ij / (sqrt(v_i) + ε);   Ô = Ô ||X5||_F / (||Ô||_F + ε)      ε = 1e-10
+
 One Newton-Schulz step maps each singular value σ of X to p(σ) = aσ + bσ³ + cσ⁵ and keeps
 the singular vectors; five steps of this quintic push every σ in (0, 1] into about
 [0.7, 1.2], so X5 ≈ U Vᵀ without an SVD. ``orthogonaliser="polar-express"`` takes Polar
@@ -45,6 +58,8 @@ from torch import nn
 
 from light_llm.errors import ConfigError
 from light_llm.muon_spec import (
+    NORMUON_BETA2,
+    NORMUON_EPS,
     NS_EPS,
     NS_STEPS,
     ORTHOGONALISERS,
@@ -99,8 +114,8 @@ def orthogonalisation_dtype(parameter: torch.Tensor) -> torch.dtype:
 class MuonAdamW(torch.optim.Optimizer):
     """Muon on the param groups of ``kind="muon"`` (2-D tensors only), AdamW on those of
     ``kind="adamw"`` (see the module docstring). Group options: ``lr``, ``lr_ratio``,
-    ``weight_decay``, ``cautious`` (Cautious Weight Decay), ``momentum`` μ and
-    ``orthogonaliser`` (muon), ``betas`` and ``eps`` (adamw)."""
+    ``weight_decay``, ``cautious`` (Cautious Weight Decay), ``momentum`` μ,
+    ``orthogonaliser`` and ``normuon`` (muon), ``betas`` and ``eps`` (adamw)."""
 
     def __init__(
         self,
@@ -112,6 +127,7 @@ class MuonAdamW(torch.optim.Optimizer):
         weight_decay: float = 0.0,
         orthogonaliser: str = "newton-schulz",
         cautious: bool = False,
+        normuon: bool = False,
     ) -> None:
         if not 0.0 <= momentum < 1.0:
             raise ConfigError(f"the Muon momentum must lie in [0, 1), got {momentum}.")
@@ -131,6 +147,7 @@ class MuonAdamW(torch.optim.Optimizer):
             "weight_decay": weight_decay,
             "orthogonaliser": orthogonaliser,
             "cautious": cautious,
+            "normuon": normuon,
         }
         super().__init__(params, defaults)
         for group in self.param_groups:
@@ -180,6 +197,11 @@ class MuonAdamW(torch.optim.Optimizer):
         scale = update_scale(*parameters[0].shape)
         for parameter, update in zip(parameters, orthogonal.unbind(), strict=True):
             update = update.to(parameter.dtype)  # (d_out, d_in)
+            if group["normuon"]:
+                state = self.state[parameter]
+                if "second_moment" not in state:
+                    state["second_moment"] = parameter.new_zeros(parameter.shape[0], 1)
+                update = normalise_neurons(update, state["second_moment"])
             decay(parameter, update, lr * group["weight_decay"], group["cautious"])
             parameter.add_(update, alpha=-lr * scale)
 
@@ -200,6 +222,21 @@ class MuonAdamW(torch.optim.Optimizer):
         else:
             parameter.mul_(1.0 - lr * group["weight_decay"])
         parameter.addcdiv_(m, denominator, value=-lr / (1.0 - beta1**t))
+
+
+def normalise_neurons(
+    update: torch.Tensor,
+    second_moment: torch.Tensor,
+    beta2: float = NORMUON_BETA2,
+    eps: float = NORMUON_EPS,
+) -> torch.Tensor:
+    """NorMuon's update (module docstring): ``update`` O (d_out, d_in) with each row divided
+    by the root of its neuron's second moment v (d_out, 1), which this updates in place
+    (v = β2 v + (1 - β2) mean_j O_ij²), then scaled back to O's Frobenius norm."""
+    second_moment.mul_(beta2).add_((update * update).mean(dim=-1, keepdim=True), alpha=1 - beta2)
+    normalised = update / (second_moment.sqrt() + eps)
+    norm = torch.linalg.matrix_norm(update)
+    return normalised * (norm / (torch.linalg.matrix_norm(normalised) + eps))
 
 
 def decay(parameter: torch.Tensor, update: torch.Tensor, rate: float, cautious: bool) -> None:
@@ -263,6 +300,7 @@ def configure_muon(
     embedding_lr: float | None = None,
     orthogonaliser: str = "newton-schulz",
     cautious: bool = False,
+    normuon: bool = False,
 ) -> MuonAdamW:
     """:class:`MuonAdamW` over ``model``'s parameters (:func:`muon_param_groups`), the
     learning rates set to their peaks ``muon_lr`` (muon) and ``lr`` (adamw)."""
@@ -279,4 +317,5 @@ def configure_muon(
         weight_decay=weight_decay,
         orthogonaliser=orthogonaliser,
         cautious=cautious,
+        normuon=normuon,
     )

@@ -4,7 +4,8 @@
 One iteration is one optimiser step (seed 000 §7; seed 002 §4):
 
     for each micro-batch slot s:  loss_s = CE(model(x_s), y_s);  g += backward(loss_s) / slots
-    clip ||g||_2 to grad_clip (seed 002 §4.3);  lr = learning_rate(iteration);  optimizer step
+    clip ||g||_2 to grad_clip (seed 002 §4.3);  lr = learning_rate(iteration)
+    (Muon's μ = muon_momentum(iteration), light_llm.schedule);  optimizer step
 
 It reads the same :class:`~light_llm.train.config.TrainConfig` as ``light-llm train``, and
 draws the same batches: the windows of micro-batch (iteration, slot) come from
@@ -138,6 +139,8 @@ def train_step(
         )
     if config.grad_clip > 0:
         clip_grad_norm(grads, config.grad_clip)
+    if isinstance(optimizer, MuonAdamW):
+        optimizer.momentum = config.muon_momentum_at(iteration)
     optimizer.step(grads, lr)
     return mean_loss
 

@@ -111,6 +111,7 @@ def configure_optimizer(
             embedding_lr=cfg.embedding_lr,
             orthogonaliser=cfg.muon_orthogonaliser,
             cautious=cfg.cautious_weight_decay,
+            normuon=cfg.normuon,
         )
     raise ConfigError(f"unknown optimizer {cfg.optimizer!r}; known: {', '.join(OPTIMIZERS)}.")
 
@@ -120,3 +121,12 @@ def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
     times the group's ``lr_ratio`` (1 unless set: Muon's group has muon_lr / lr)."""
     for group in optimizer.param_groups:
         group["lr"] = lr * group.get("lr_ratio", 1.0)
+
+
+def set_muon_momentum(optimizer: torch.optim.Optimizer, momentum: float) -> None:
+    """Set the momentum μ of every Muon param group (``kind`` "muon") to ``momentum`` (the
+    config's :meth:`~light_llm.train.config.TrainConfig.muon_momentum_at` this step); an
+    optimizer without Muon groups is left as it is."""
+    for group in optimizer.param_groups:
+        if group.get("kind") == "muon":
+            group["momentum"] = momentum

@@ -7,7 +7,7 @@ LoRA) is its subject (:mod:`light_llm.train.subject`); what a run prints and wri
 
 One iteration is one optimiser step, in nanoGPT's order:
 
-    lr = schedule(iteration)
+    lr = schedule(iteration); Muon's μ = muon_momentum(iteration) (light_llm.schedule)
     every eval_interval iterations (and at the end): evaluate, save the checkpoint, log
     for each micro-batch slot s of this process:           (gradient accumulation)
         loss_s = CE(model(x_s), y_s)   (optionally label-smoothed, seed 002 §12.2)
@@ -48,7 +48,7 @@ from light_llm.train.evaluate import sampled_loss
 from light_llm.train.interrupt import StopRequest
 from light_llm.train.metrics import ThroughputMeter, plot_loss_curve
 from light_llm.train.mfu import mfu_line
-from light_llm.train.optim import clip_grad_norm, set_learning_rate
+from light_llm.train.optim import clip_grad_norm, set_learning_rate, set_muon_momentum
 from light_llm.train.optimizer_state import capture_rng_states, optimizer_files
 from light_llm.train.precision import attention_kernels, autocast
 from light_llm.train.prepare import PreparedRun, prepare, saved_run_config
@@ -187,6 +187,7 @@ class Trainer:
         loss over the global batch and whether any process was asked to stop (so far)."""
         run, cfg, iteration = self.prepared, self.prepared.config, self.prepared.progress.iteration
         set_learning_rate(run.optimizer, cfg.learning_rate(iteration))
+        set_muon_momentum(run.optimizer, cfg.muon_momentum_at(iteration))
         loss_sum = torch.zeros((), device=run.device)
         for position, slot in enumerate(run.slots):
             x, y = run.train_data.get_batch(
