@@ -31,6 +31,7 @@ VARIANTS = {
     "qk-norm-linear-attention": {"qk_norm": True, "attention": "linear"},
     "softcap": {"logit_softcap": 2.0},
     "multi-token": {"mtp_weight": 0.5},  # a training loss on the token after next too
+    "value-embeddings": {"value_embeddings": True},
     "recipe": RECIPE,  # every switch of issue 10's modern recipe together
 }
 

@@ -56,6 +56,7 @@ class ModelConfig:
     qk_norm: bool = False  # RMS-normalise q and k per head (no gain) before rotary and Q K^T
     logit_softcap: float | None = None  # c: logits = c tanh(z / c); None = no capping
     mtp_weight: float = 0.0  # w: training loss + w x the loss on the token after next; 0 = off
+    value_embeddings: bool = False  # V_l = a_l X W_V + b_l E_v[tokens]: a second token table
 
     def __post_init__(self) -> None:
         self.validate()
@@ -75,7 +76,7 @@ class ModelConfig:
         if self.logit_softcap is not None:
             check_real("logit_softcap", self.logit_softcap, 0.0, low_open=True)
         check_real("mtp_weight", self.mtp_weight, 0.0)
-        for name in ("bias", "tie_embeddings", "qk_norm"):
+        for name in ("bias", "tie_embeddings", "qk_norm", "value_embeddings"):
             check_flag(name, getattr(self, name))
         choices = {
             "positions": POSITIONS,
@@ -208,7 +209,7 @@ class ModelCounts:
     """Parameter, FLOP and memory counts of a config at a given context length."""
 
     params: int  # every trainable parameter (a tied matrix counted once)
-    params_embedding: int  # token table + learned position table
+    params_embedding: int  # token table + learned position table (+ value embedding table)
     params_non_embedding: int
     flops_forward_per_token: int
     flops_train_per_token: int
@@ -225,12 +226,14 @@ def count_parameters(config: ModelConfig) -> dict[str, int]:
 
     Per layer: attention W^QKV (d x 3d) and W^O (d x d); FFN W_1 (d x d_ff), W_2 (d_ff x d)
     and, for SwiGLU, the gate V (d x d_ff); two norms. Plus the token table E (V x d), the
-    learned position table P (T_max x d), the final norm (pre-LN only), an untied head, and
-    the multi-token projection W_mtp (d x d, with ``mtp_weight`` > 0).
+    learned position table P (T_max x d), the final norm (pre-LN only), an untied head, the
+    multi-token projection W_mtp (d x d, with ``mtp_weight`` > 0), and with value embeddings
+    their table E_v (V x d) and two gains a_l, b_l per layer.
     """
     d, d_ff, b = config.n_embd, config.ffn_hidden, int(config.bias)
     norm_params = d * (2 if (config.norm == "layernorm" and config.bias) else 1)
-    attention = d * 3 * d + 3 * d * b + d * d + d * b
+    value_gains = 2 if config.value_embeddings else 0  # a_l, b_l
+    attention = d * 3 * d + 3 * d * b + d * d + d * b + value_gains
     n_ffn_in = 2 if config.activation == "swiglu" else 1
     ffn = n_ffn_in * (d * d_ff + d_ff * b) + d_ff * d + d * b
     per_layer = attention + ffn + 2 * norm_params
@@ -239,6 +242,7 @@ def count_parameters(config: ModelConfig) -> dict[str, int]:
     head = 0 if config.tie_embeddings else config.vocab_size * d
     final_norm = norm_params if config.block_order == "pre" else 0  # post-LN ends normalised
     mtp = d * d if config.multi_token else 0
+    value_table = config.vocab_size * d if config.value_embeddings else 0
     return {
         "token_embedding": token_table,
         "position_embedding": position_table,
@@ -249,8 +253,10 @@ def count_parameters(config: ModelConfig) -> dict[str, int]:
         "final_norm": final_norm,
         "lm_head_untied": head,
         "mtp_head": mtp,
+        "value_embedding": value_table,
         "total": token_table
         + position_table
+        + value_table
         + config.n_layer * per_layer
         + final_norm
         + head
@@ -341,7 +347,7 @@ def model_counts(
         raise ConfigError(f"context must be at least 1 token, got {T}.")
     parts = count_parameters(config)
     d, L = config.n_embd, config.n_layer
-    embedding = parts["token_embedding"] + parts["position_embedding"]
+    embedding = parts["token_embedding"] + parts["position_embedding"] + parts["value_embedding"]
     matmul_weights = (
         L * (4 * d * d + (3 if config.activation == "swiglu" else 2) * d * config.ffn_hidden)
         + config.vocab_size * d

@@ -87,16 +87,16 @@ def is_muon_matrix(name: str, ndim: int) -> bool:
     return ndim == 2 and BLOCK_PARAMETER.search(name) is not None
 
 
-# the GPT's token and learned-position tables, named alike in both engines
-EMBEDDING_TABLE = re.compile(r"(^|\.)(wte|wpe)\.weight$")
+# the GPT's token, learned-position and value-embedding tables, named alike in both engines
+EMBEDDING_TABLE = re.compile(r"(^|\.)(wte|wpe|wve)\.weight$")
 
 
 def is_embedding_table(name: str) -> bool:
     """Whether ``name`` is one of the GPT's embedding tables (token ``wte``, learned
-    positions ``wpe``): the AdamW parameters that ``embedding_lr`` gives a rate of their own.
-    A table is looked up one row per token, so each row gets a gradient only from the
-    tokens it stands for; a larger rate makes up for that (the NanoGPT speedrun and nanochat
-    train theirs with rates 10 to 300 times the output head's)."""
+    positions ``wpe``, value embeddings ``wve``): the AdamW parameters that ``embedding_lr``
+    gives a rate of their own. A table is looked up one row per token, so each row gets a
+    gradient only from the tokens it stands for; a larger rate makes up for that (the NanoGPT
+    speedrun and nanochat train theirs with rates 10 to 300 times the output head's)."""
     return EMBEDDING_TABLE.search(name) is not None
 
 

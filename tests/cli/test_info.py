@@ -66,6 +66,8 @@ def test_every_count_matches_the_model_built_from_the_checkpoint(tmp_path, capsy
     embedding = model.transformer.wte.weight.numel()
     if model.config.positions == "learned":
         embedding += model.transformer.wpe.weight.numel()
+    if model.config.value_embeddings:  # a second token table: no matrix product either
+        embedding += model.transformer.wve.weight.numel()
 
     assert params["total"] == module_parameters(model)
     assert params["embedding"] == embedding

@@ -105,7 +105,11 @@ def test_zero_ablation_equals_the_weights_zeroed_in_the_numpy_engine(part, varia
         assert np.abs(ablated - plain.logits).max() > 1e-6  # the part mattered
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+# value embeddings bring each token's identity into every layer beside the residual stream
+RESIDUAL_IS_THE_STATE = sorted(name for name in VARIANTS if name != "value-embeddings")
+
+
+@pytest.mark.parametrize("variant", RESIDUAL_IS_THE_STATE)
 def test_patching_a_whole_residual_from_another_run_gives_that_runs_logits(variant):
     model = shaken_gpt(torch.float64, **VARIANTS[variant])
     clean, corrupt = torch.as_tensor(prompt(10, 1)[None]), torch.as_tensor(prompt(10, 2)[None])
@@ -114,6 +118,23 @@ def test_patching_a_whole_residual_from_another_run_gives_that_runs_logits(varia
         recorded = run_instrumented(model, clean, record=[site]).activations[site]
         patched = run_instrumented(model, corrupt, patches=[Patch("resid_pre", layer, recorded)])
         assert torch.allclose(patched.logits, model(clean)[0], atol=1e-12)
+
+
+def test_with_value_embeddings_the_residual_is_not_the_whole_state():
+    """With value embeddings the tokens reach every layer's values beside the residual: the
+    clean run's residual patched into another prompt's run before layer 1 does not give the
+    clean logits (that prompt's E_v[tokens] still enter layer 1's values), and does once the
+    value table is zero."""
+    model = shaken_gpt(torch.float64, value_embeddings=True)
+    clean, corrupt = torch.as_tensor(prompt(10, 1)[None]), torch.as_tensor(prompt(10, 2)[None])
+    recorded = run_instrumented(model, clean, record=["resid_pre.1"]).activations["resid_pre.1"]
+    patched = run_instrumented(model, corrupt, patches=[Patch("resid_pre", 1, recorded)])
+    assert (patched.logits - model(clean)[0]).abs().max() > 1e-3  # E_v[corrupt] still counts
+    with torch.no_grad():
+        model.transformer.wve.weight.zero_()  # no value embedding: the residual is the state
+    recorded = run_instrumented(model, clean, record=["resid_pre.1"]).activations["resid_pre.1"]
+    patched = run_instrumented(model, corrupt, patches=[Patch("resid_pre", 1, recorded)])
+    assert torch.allclose(patched.logits, model(clean)[0], atol=1e-12)
 
 
 def test_a_patch_at_one_position_changes_only_that_position_and_later():

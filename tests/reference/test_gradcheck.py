@@ -17,7 +17,8 @@ from light_llm.reference.gradcheck import (
 from light_llm.reference.softmax import softmax_forward
 from tests.conftest import VARIANTS, tiny_config
 
-MODEL_OPS = ("gpt", "recipe", "multi_token", "multi_token_tied")  # whole models: below
+# whole models: checked once each, below
+MODEL_OPS = ("gpt", "recipe", "multi_token", "multi_token_tied", "value_embeddings")
 OP_NAMES = [name for name in OPS if name not in MODEL_OPS]
 
 

@@ -136,6 +136,7 @@ def test_char_baby_200_iterations_follow_the_pytorch_trainer(tmp_path):
         {"muon_orthogonaliser": "polar-express", "cautious_weight_decay": True},
         {"lr_schedule": "wsd", "cooldown_fraction": 0.4},
         {"mtp_weight": 0.5},
+        {"value_embeddings": True},
         {"muon_momentum_warmup": 5},
         {"normuon": True},
     ],
@@ -144,8 +145,8 @@ def test_muon_training_follows_the_pytorch_trainer(corpus, tmp_path, switches):
     """--optimizer muon on both engines from the same weights and batches: the training
     losses of every iteration agree (to 1%, room for a bfloat16 Newton-Schulz on CPUs that
     have bfloat16 arithmetic) and fall; also with Polar Express and cautious weight decay, on
-    the warmup-stable-decay schedule, with multi-token prediction, with Muon's momentum
-    warmup, and with NorMuon."""
+    the warmup-stable-decay schedule, with multi-token prediction, with value embeddings
+    (their table at the embedding rate), with Muon's momentum warmup, and with NorMuon."""
     from light_llm.models.gpt import GPT
     from light_llm.train import train
 

@@ -54,6 +54,7 @@ def gpt2_blockers(config: ModelConfig) -> list[Blocker]:
         ("bias", not config.bias, True, "GPT-2 always has biases"),
         ("qk_norm", config.qk_norm, False, "GPT-2 has no normalisation of queries and keys"),
         ("logit_softcap", config.logit_softcap is not None, None, "GPT-2 does not cap its logits"),
+        ("value_embeddings", config.value_embeddings, False, "GPT-2 has no value embeddings"),
     ]
     return [Blocker(field, value, why) for field, refused, value, why in rules if refused]
 
@@ -81,6 +82,7 @@ def llama_blockers(config: ModelConfig) -> list[Blocker]:
             None,
             f"{name} does not cap its logits, and Gemma 2, which does, has a layout of its own",
         ),
+        ("value_embeddings", config.value_embeddings, False, f"{name} has no value embeddings"),
     ]
     return [Blocker(field, value, why) for field, refused, value, why in rules if refused]
 

@@ -239,6 +239,7 @@ def render(name: str, config: ModelConfig, report: dict) -> str:
         + (", QK-norm" if config.qk_norm else "")
         + ("" if config.logit_softcap is None else f", logits capped at {config.logit_softcap}")
         + (f", multi-token prediction (weight {config.mtp_weight:g})" if config.multi_token else "")
+        + (", value embeddings" if config.value_embeddings else "")
     )
     rows.append("")
     rows.append("Parameters")
@@ -247,7 +248,8 @@ def render(name: str, config: ModelConfig, report: dict) -> str:
         "  embedding",
         human_count(params["embedding"]),
         f"{text['token']} = {params['token_embedding']:,}; "
-        f"{text['position']} = {params['position_embedding']:,}",
+        f"{text['position']} = {params['position_embedding']:,}"
+        + (f"; E_v = {params['value_embedding']:,}" if params["value_embedding"] else ""),
         "seed 000 §2",
     )
     row("  non-embedding", human_count(params["non_embedding"]), f"{params['non_embedding']:,}")
@@ -264,6 +266,9 @@ def render(name: str, config: ModelConfig, report: dict) -> str:
     row("  final norm", human_count(params["final_norm"]), "pre-LN only", "seed 002 §9.1")
     if params["lm_head_untied"]:
         row("  untied LM head", human_count(params["lm_head_untied"]), "V x d", "seed 002 §10.2")
+    if params["value_embedding"]:
+        table = human_count(params["value_embedding"])
+        row("  value embedding", table, "E_v: V x d (its gains a, b: in attention)")
     if params["mtp_head"]:
         row("  multi-token head", human_count(params["mtp_head"]), "W_mtp: d x d (training only)")
     rows.append("")

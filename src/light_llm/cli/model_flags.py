@@ -57,6 +57,13 @@ SWITCHES = [
         "an output head of its own instead of the token table (V x d more parameters)",
     ),
     ("--no-bias", "bias", False, "no biases in the linear layers and LayerNorms"),
+    (
+        "--value-embeddings",
+        "value_embeddings",
+        True,
+        "a second token table E_v mixed into every layer's attention values, "
+        "V = a X W_V + b E_v[tokens] (a, b learned per layer, from 0.5)",
+    ),
 ]
 FIELDS = [entry[1] for entry in VALUED] + [entry[1] for entry in SWITCHES]
 

@@ -119,8 +119,9 @@ def run_instrumented(
         if start is None:
             x = embed(model, idx, positions, sites)
         rope = model.rope(positions) if model.rope is not None else None  # cos, sin
+        values = None if encoder or "wve" not in model.transformer else model.transformer.wve(idx)
         for layer in range(first, config.n_layer):
-            x = block_forward(blocks[layer], layer, x, rope, sites)
+            x = block_forward(blocks[layer], layer, x, rope, sites, values)
         if final_norm is not None:
             sites.visit("final_scale", final_norm_scale(x, final_norm, config.norm))
             x = final_norm(x)
@@ -163,14 +164,17 @@ def final_norm_scale(x: torch.Tensor, norm: torch.nn.Module, kind: str) -> torch
     return torch.rsqrt(spread + norm.eps)
 
 
-def block_forward(block, layer: int, x: torch.Tensor, rope, sites: Sites) -> torch.Tensor:
-    """One block (``nn/blocks.py``), pre-LN or post-LN, its sites visited in order."""
+def block_forward(
+    block, layer: int, x: torch.Tensor, rope, sites: Sites, values: torch.Tensor | None = None
+) -> torch.Tensor:
+    """One block (``nn/blocks.py``), pre-LN or post-LN, its sites visited in order;
+    ``values``: the value embedding E_v[tokens] (B, T, d) of a model that has them."""
     name = f".{layer}"
     x = sites.visit("resid_pre" + name, x)
     if block.pre_norm:
         normed = sites.visit("ln1" + name, block.ln_1(x))
         x = sites.visit(
-            "resid_mid" + name, x + attention_forward(block, layer, normed, rope, sites)
+            "resid_mid" + name, x + attention_forward(block, layer, normed, rope, sites, values)
         )
         hidden = sites.visit(
             "mlp_hidden" + name, block.mlp.hidden(sites.visit("ln2" + name, block.ln_2(x)))
@@ -178,14 +182,17 @@ def block_forward(block, layer: int, x: torch.Tensor, rope, sites: Sites) -> tor
         x = x + sites.visit("mlp_out" + name, block.mlp.c_proj(hidden))
         return sites.visit("resid_post" + name, x)
     x = sites.visit(
-        "resid_mid" + name, block.ln_1(x + attention_forward(block, layer, x, rope, sites))
+        "resid_mid" + name,
+        block.ln_1(x + attention_forward(block, layer, x, rope, sites, values)),
     )
     hidden = sites.visit("mlp_hidden" + name, block.mlp.hidden(x))
     x = block.ln_2(x + sites.visit("mlp_out" + name, block.mlp.c_proj(hidden)))
     return sites.visit("resid_post" + name, x)
 
 
-def attention_forward(block, layer: int, x: torch.Tensor, rope, sites: Sites) -> torch.Tensor:
+def attention_forward(
+    block, layer: int, x: torch.Tensor, rope, sites: Sites, values: torch.Tensor | None = None
+) -> torch.Tensor:
     """The attention sub-layer's output (B, T, d). Split into heads when they are asked for:
 
         head_out[h] = head_h W_O[:, h hs:(h+1) hs]^T,   attn_out = Σ_h head_out[h] + b_O
@@ -194,9 +201,9 @@ def attention_forward(block, layer: int, x: torch.Tensor, rope, sites: Sites) ->
     attn = block.attn
     split = ("pattern", "head_out", "q", "k", "v")
     if not sites.wanted(*(f"{site}.{layer}" for site in split)):
-        return sites.visit(f"attn_out.{layer}", attn(x, rope=rope))
+        return sites.visit(f"attn_out.{layer}", attn(x, rope=rope, value_embedding=values))
     B, T, d = x.shape
-    q, k, v = attn.queries_keys_values(x, rope)  # (B, nh, T, hs) each
+    q, k, v = attn.queries_keys_values(x, rope, values)  # (B, nh, T, hs) each
     q, k, v = (
         sites.visit(f"{site}.{layer}", value) for site, value in zip("qkv", (q, k, v), strict=True)
     )

@@ -72,6 +72,11 @@ class EncoderConfig(ModelConfig):
             )
         if self.logit_softcap is not None:
             raise ConfigError("logit soft-capping is a GPT option; the encoder has none.")
+        if self.value_embeddings:
+            raise ConfigError(
+                "value embeddings are a GPT option (a second token table in every layer's "
+                "values); the encoder has none."
+            )
         if self.mtp_weight != 0:
             raise ConfigError(
                 "multi-token prediction (mtp_weight) predicts the token after next, a GPT "

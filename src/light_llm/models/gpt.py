@@ -2,6 +2,8 @@
 
     X_0 = E[tokens] + P[positions]                       (seed 000 §2)
     X_l = Block_l(X_{l-1}),  l = 1..L                    (seed 000 §6, seed 002 §9.1)
+          (with value embeddings, every layer's values V_l = a_l X W_V + b_l E_v[tokens]:
+          a second token table, read by the attention of every layer; nn/attention.py)
     logits = LN_f(X_L) E^T                               (tied head, seed 002 §10.2)
     logits = c tanh(logits / c)                          (only with logit_softcap = c)
     loss = -(1/T) Σ_t log softmax(logits_t)[x_{t+1}]     (seed 000 §7)
@@ -63,6 +65,8 @@ class GPT(nn.Module):
             layers["wpe"] = SinusoidalPositions(
                 config.block_size, config.n_embd, config.position_base
             )
+        if config.value_embeddings:
+            layers["wve"] = nn.Embedding(config.vocab_size, config.n_embd)  # E_v: (V, d)
         if config.block_order == "pre":
             layers["ln_f"] = build_norm(config)
         self.transformer = nn.ModuleDict(layers)
@@ -98,6 +102,8 @@ class GPT(nn.Module):
             total -= self.transformer.wte.weight.numel()
             if self.config.positions == "learned":
                 total -= self.transformer.wpe.weight.numel()
+            if self.config.value_embeddings:
+                total -= self.transformer.wve.weight.numel()
         return total
 
     @property
@@ -181,12 +187,14 @@ class GPT(nn.Module):
         x = self.transformer.drop(x)
         rope = self.rope(positions) if self.rope is not None else None  # cos, sin
         key_padding = attention_mask.bool() if attention_mask is not None else None
+        values = self.transformer.wve(idx) if "wve" in self.transformer else None  # E_v[tokens]
         for i, block in enumerate(self.transformer.h):
             kwargs = {
                 "offset": offset,
                 "key_padding": key_padding,
                 "rope": rope,
                 "cache": kv_cache.layers[i] if kv_cache is not None else None,
+                "value_embedding": values,
             }
             if self.gradient_checkpointing and self.training:
                 # recompute this block's activations in the backward pass (seed 001,

@@ -251,6 +251,8 @@ class SelfAttention(nn.Module):
     """Multi-head self-attention (seed 000 §3; seed 002 §8.1):
 
         Q, K, V = X W^QKV (one fused projection, split in three)
+        V       = a V + b E_v[tokens]                 only with ``value_embeddings`` (the GPT
+                                                      gives E_v[tokens]; a, b learned, from ½)
         Q, K    = Q / RMS(Q), K / RMS(K)              per head, only with ``qk_norm``
         Q, K    = RoPE(Q), RoPE(K)                    rotary positions only
         head_i  = Attention(Q_i, K_i, V_i)           per head, d_k = d_model / n_h
@@ -272,6 +274,8 @@ class SelfAttention(nn.Module):
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # W^QKV
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)  # W^O
         self.resid_dropout = nn.Dropout(config.dropout)
+        if config.value_embeddings:  # (a, b): V = a V + b E_v[tokens]
+            self.ve_gains = nn.Parameter(torch.full((2,), 0.5))
         self.use_fast = True
         self.record_weights = False
         self.last_weights: torch.Tensor | None = None
@@ -282,11 +286,17 @@ class SelfAttention(nn.Module):
         return x.view(B, T, self.n_head, self.n_embd // self.n_head).transpose(1, 2)
 
     def queries_keys_values(
-        self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None = None
+        self,
+        x: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor] | None = None,
+        value_embedding: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Q, K, V = split(X W^QKV + b) per head, then QK-norm and RoPE on Q and K when the
-        config has them. x: (B, T, d_model) -> three (B, nh, T, hs)."""
+        """Q, K, V = split(X W^QKV + b) per head, V mixed with the value embedding
+        E_v[tokens] (B, T, d_model) when the config has them, then QK-norm and RoPE on Q and K
+        when the config has them. x: (B, T, d_model) -> three (B, nh, T, hs)."""
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)  # each (B, T, d_model)
+        if value_embedding is not None:
+            v = self.ve_gains[0] * v + self.ve_gains[1] * value_embedding  # a V + b E_v[tokens]
         q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # (B, nh, T, hs)
         if self.qk_norm_eps is not None:  # the cache then holds normalised, rotated keys
             q, k = rms_normalize(q, self.qk_norm_eps), rms_normalize(k, self.qk_norm_eps)
@@ -302,11 +312,13 @@ class SelfAttention(nn.Module):
         key_padding: torch.Tensor | None = None,
         rope: tuple[torch.Tensor, torch.Tensor] | None = None,
         cache: LayerKV | LinearAttentionState | None = None,
+        value_embedding: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """x: (B, T, d_model) -> (B, T, d_model). ``offset`` is the absolute position of x's
-        first token (the cache length); ``key_padding`` (B, offset + T) marks real tokens."""
+        first token (the cache length); ``key_padding`` (B, offset + T) marks real tokens;
+        ``value_embedding``: E_v[tokens] (B, T, d_model), with value embeddings."""
         B, T, C = x.shape
-        q, k, v = self.queries_keys_values(x, rope)  # each (B, nh, T, hs)
+        q, k, v = self.queries_keys_values(x, rope, value_embedding)  # each (B, nh, T, hs)
         dropout_p = self.dropout_p if self.training else 0.0
         if self.linear:
             y = causal_linear_attention(q, k, v, key_padding, cache)

@@ -41,6 +41,9 @@ from light_llm.reference.norms import (
 from light_llm.reference.positions import rotary_backward, rotary_forward
 
 Params = dict[str, np.ndarray]
+# the key, after a layer's attention name, under which its backward leaves the gradient at
+# the value embedding E_v[tokens] (B, T, d) in ``grads``; the model sums the layers' into E_v
+VALUE_EMBEDDING_GRAD = ".value_embedding"
 
 
 def linear_layer_forward(x: np.ndarray, params: Params, name: str) -> tuple[np.ndarray, tuple]:
@@ -91,10 +94,13 @@ def self_attention_forward(
     layer_cache=None,
     dropout_p: float = 0.0,
     rng: np.random.Generator | None = None,
+    value_embedding: np.ndarray | None = None,
 ) -> tuple[np.ndarray, tuple]:
     """Causal multi-head self-attention (seed 000 §3; seed 002 §8.1, eqs. 29-30):
 
         Q, K, V = split(x W^QKV + b)        one fused projection ``c_attn``, then heads
+        V = a V + b E_v[tokens]             value embeddings only (``value_embedding`` =
+                                            E_v[tokens] (B, T, d); a, b = ``ve_gains``)
         Q, K = Q / RMS(Q), K / RMS(K)       per head, QK-norm only (seed 001 "RMSNorm")
         Q, K = RoPE(Q), RoPE(K)             rotary positions only (seed 002 §8.2)
         head_i = Attention(Q_i, K_i, V_i)   softmax or linear attention
@@ -106,7 +112,12 @@ def self_attention_forward(
     qkv, qkv_cache = linear_layer_forward(x, params, name + ".c_attn")  # (B, T, 3d)
     q = split_heads(qkv[..., :C], config.n_head)  # (B, nh, T, hs)
     k = split_heads(qkv[..., C : 2 * C], config.n_head)
-    v = split_heads(qkv[..., 2 * C :], config.n_head)
+    values, value_cache = qkv[..., 2 * C :], None  # (B, T, d)
+    if value_embedding is not None:
+        a, b = params[name + ".ve_gains"]
+        value_cache = (values, value_embedding, a, b)
+        values = a * values + b * value_embedding
+    v = split_heads(values, config.n_head)
     qk_norm_caches = None
     if config.qk_norm:  # normalised (then rotated) keys are what a KV cache stores
         q, q_norm = rms_normalize_forward(q, config.norm_eps)
@@ -129,17 +140,19 @@ def self_attention_forward(
     out, proj_cache = linear_layer_forward(merge_heads(y), params, name + ".c_proj")
     out, dropout_cache = dropout_forward(out, dropout_p, rng)
     qk_caches = (qk_norm_caches, rope_caches)  # what q and k went through before attention
-    return out, (qkv_cache, qk_caches, linear, attention_cache, proj_cache, dropout_cache)
+    caches = (qkv_cache, qk_caches, value_cache, linear, attention_cache, proj_cache)
+    return out, (*caches, dropout_cache)
 
 
 def self_attention_backward(
     dout: np.ndarray, cache: tuple, grads: Params, name: str, config: ModelConfig
 ) -> np.ndarray:
     """Backward of :func:`self_attention_forward`, step by step in reverse: dropout, W^O,
-    merge (backward: split), attention (seed 002 §7.3), RoPE (rotate back), QK-norm, split
-    (backward: merge, with Q, K, V concatenated back into the fused projection's output),
-    W^QKV."""
-    qkv_cache, qk_caches, linear, attention_cache, proj_cache, dropout_cache = cache
+    merge (backward: split), attention (seed 002 §7.3), RoPE (rotate back), QK-norm, the
+    value embedding's mix (dV_raw = a dV, dE = b dV, da = Σ dV ⊙ V_raw, db = Σ dV ⊙ E; dE
+    left in ``grads`` under ``name`` + :data:`VALUE_EMBEDDING_GRAD`), split (backward: merge,
+    with Q, K, V concatenated back into the fused projection's output), W^QKV."""
+    qkv_cache, qk_caches, value_cache, linear, attention_cache, proj_cache, dropout_cache = cache
     qk_norm_caches, rope_caches = qk_caches
     dout = dropout_backward(dout, dropout_cache)
     dy = linear_layer_backward(dout, proj_cache, grads, name + ".c_proj")  # (B, T, d)
@@ -154,7 +167,15 @@ def self_attention_backward(
     if qk_norm_caches is not None:
         dq = rms_normalize_backward(dq, qk_norm_caches[0])
         dk = rms_normalize_backward(dk, qk_norm_caches[1])
-    dqkv = np.concatenate((merge_heads(dq), merge_heads(dk), merge_heads(dv)), axis=-1)
+    dvalues = merge_heads(dv)  # (B, T, d)
+    if value_cache is not None:
+        raw, embedding, a, b = value_cache
+        grads[name + ".ve_gains"] = np.array(
+            [(dvalues * raw).sum(), (dvalues * embedding).sum()], dtype=dvalues.dtype
+        )
+        grads[name + VALUE_EMBEDDING_GRAD] = b * dvalues
+        dvalues = a * dvalues
+    dqkv = np.concatenate((merge_heads(dq), merge_heads(dk), dvalues), axis=-1)
     return linear_layer_backward(dqkv, qkv_cache, grads, name + ".c_attn")
 
 

@@ -494,6 +494,10 @@ OPS: dict[str, Callable[[], OpCheck]] = {
         ModelConfig(**TINY_GPT, **RECIPE, mtp_weight=0.5),
         description="NumpyGPT loss + 0.5 x the loss on the token after next (W_mtp)",
     ),
+    "value_embeddings": lambda: gpt_check(
+        ModelConfig(**TINY_GPT, **RECIPE, value_embeddings=True),
+        description="NumpyGPT loss, value embeddings: V_l = a_l X W_V + b_l E_v[tokens]",
+    ),
     "multi_token_tied": lambda: gpt_check(
         ModelConfig(**TINY_GPT, mtp_weight=0.5),
         description="NumpyGPT, tied head: loss + 0.5 x the loss on the token after next",

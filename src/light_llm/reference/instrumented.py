@@ -64,8 +64,9 @@ def run_instrumented(
     rope = None
     if config.positions == "rotary":
         rope = (model.rope_cos[positions], model.rope_sin[positions])  # (T, hs/2) each
+    values = params["transformer.wve.weight"][idx] if config.value_embeddings else None
     for layer in range(first, config.n_layer):
-        x = block_forward(model, layer, x, rope, sites)
+        x = block_forward(model, layer, x, rope, sites, values)
     if config.block_order == "pre":
         sites.visit("final_scale", final_norm_scale(x, config))
         x, _ = norm_forward(x, params, "transformer.ln_f", config)
@@ -91,15 +92,19 @@ def final_norm_scale(x: np.ndarray, config) -> np.ndarray:
     return 1.0 / np.sqrt(spread + config.norm_eps)
 
 
-def block_forward(model: NumpyGPT, layer: int, x: np.ndarray, rope, sites: Sites) -> np.ndarray:
-    """One block (``blocks.block_forward``), pre-LN or post-LN, its sites visited in order."""
+def block_forward(
+    model: NumpyGPT, layer: int, x: np.ndarray, rope, sites: Sites, values=None
+) -> np.ndarray:
+    """One block (``blocks.block_forward``), pre-LN or post-LN, its sites visited in order;
+    ``values``: the value embedding E_v[tokens] (B, T, d) of a model that has them."""
     config, params = model.config, model.params
     name, prefix = f".{layer}", f"transformer.h.{layer}"
     x = sites.visit("resid_pre" + name, x)
     if config.block_order == "pre":
         normed = sites.visit("ln1" + name, norm_forward(x, params, prefix + ".ln_1", config)[0])
         x = sites.visit(
-            "resid_mid" + name, x + attention_forward_by_head(model, layer, normed, rope, sites)
+            "resid_mid" + name,
+            x + attention_forward_by_head(model, layer, normed, rope, sites, values),
         )
         normed = sites.visit("ln2" + name, norm_forward(x, params, prefix + ".ln_2", config)[0])
         hidden = sites.visit(
@@ -107,7 +112,7 @@ def block_forward(model: NumpyGPT, layer: int, x: np.ndarray, rope, sites: Sites
         )
         mlp_out, _ = linear_layer_forward(hidden, params, prefix + ".mlp.c_proj")
         return sites.visit("resid_post" + name, x + sites.visit("mlp_out" + name, mlp_out))
-    attended = attention_forward_by_head(model, layer, x, rope, sites)
+    attended = attention_forward_by_head(model, layer, x, rope, sites, values)
     x, _ = norm_forward(x + attended, params, prefix + ".ln_1", config)
     x = sites.visit("resid_mid" + name, x)
     hidden = sites.visit("mlp_hidden" + name, mlp_hidden(x, params, prefix + ".mlp", config))
@@ -130,11 +135,12 @@ def mlp_hidden(x: np.ndarray, params, name: str, config) -> np.ndarray:
 
 
 def attention_forward_by_head(
-    model: NumpyGPT, layer: int, x: np.ndarray, rope, sites: Sites
+    model: NumpyGPT, layer: int, x: np.ndarray, rope, sites: Sites, values=None
 ) -> np.ndarray:
     """The attention sub-layer, head by head (seed 000 §3; seed 002 §8.1):
 
-        Q, K, V = split(x W^QKV + b);  Q, K normalised (QK-norm) and rotated (RoPE)
+        Q, K, V = split(x W^QKV + b);  V = a V + b E_v[tokens] (value embeddings only)
+        Q, K normalised (QK-norm) and rotated (RoPE)
         head_h = A_h V_h;   head_out[h] = head_h W_O[:, h hs:(h+1) hs]^T
         attn_out = Σ_h head_out[h] + b_O
 
@@ -145,7 +151,11 @@ def attention_forward_by_head(
     qkv, _ = linear_layer_forward(x, params, prefix + ".c_attn")  # (B, T, 3d)
     q = split_heads(qkv[..., :C], config.n_head)  # (B, nh, T, hs)
     k = split_heads(qkv[..., C : 2 * C], config.n_head)
-    v = split_heads(qkv[..., 2 * C :], config.n_head)
+    mixed = qkv[..., 2 * C :]  # (B, T, d)
+    if values is not None:
+        a, b = params[prefix + ".ve_gains"]
+        mixed = a * mixed + b * values
+    v = split_heads(mixed, config.n_head)
     if config.qk_norm:
         q, k = (
             rms_normalize_forward(q, config.norm_eps)[0],

@@ -2,7 +2,8 @@
 (seed 000; seed 001 "Backpropagation Through Transformers"; seed 002 §7.3, §9-§10).
 
     X_0 = Dropout(E[tokens] + P[positions])           (seed 000 §2)
-    X_l = Block_l(X_{l-1}),  l = 1..L                 (blocks.py)
+    X_l = Block_l(X_{l-1}),  l = 1..L                 (blocks.py; with value embeddings,
+                                                      V_l = a_l X W_V + b_l E_v[tokens])
     logits = LN_f(X_L) W_head^T,  W_head = E if tied  (seed 002 §10.2, eq. 43)
     logits = c tanh(logits / c)                       (logit_softcap = c only; softcap.py)
     loss = mean cross-entropy(logits, targets)        (loss.py)
@@ -26,7 +27,13 @@ import numpy as np
 from light_llm.config import ModelConfig, check_buildable
 from light_llm.errors import CheckpointError, ConfigError
 from light_llm.limits import check_seed
-from light_llm.reference.blocks import block_backward, block_forward, norm_backward, norm_forward
+from light_llm.reference.blocks import (
+    VALUE_EMBEDDING_GRAD,
+    block_backward,
+    block_forward,
+    norm_backward,
+    norm_forward,
+)
 from light_llm.reference.dropout import dropout_backward, dropout_forward
 from light_llm.reference.embedding import embedding_backward, embedding_forward
 from light_llm.reference.kv_cache import KVCache
@@ -59,6 +66,8 @@ def parameter_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     for i in range(config.n_layer):
         layer = f"transformer.h.{i}"
         add_norm(layer + ".ln_1")
+        if config.value_embeddings:  # a module's own parameters come before its children's
+            shapes[layer + ".attn.ve_gains"] = (2,)
         add_linear(layer + ".attn.c_attn", 3 * d, d)
         add_linear(layer + ".attn.c_proj", d, d)
         add_norm(layer + ".ln_2")
@@ -68,6 +77,8 @@ def parameter_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
         add_linear(layer + ".mlp.c_proj", d, d_ff)
     if config.positions == "learned":
         shapes["transformer.wpe.weight"] = (config.block_size, d)
+    if config.value_embeddings:
+        shapes["transformer.wve.weight"] = (V, d)
     if config.block_order == "pre":
         add_norm("transformer.ln_f")
     if not config.tie_embeddings:
@@ -89,6 +100,7 @@ class ForwardCache:
     """What :meth:`NumpyGPT.backward` needs from a forward pass."""
 
     idx_cache: tuple
+    value_cache: tuple | None
     positions: np.ndarray
     position_cache: tuple | None
     dropout_cache: np.ndarray | None
@@ -141,6 +153,8 @@ class NumpyGPT:
         for name, shape in parameter_shapes(self.config).items():
             if name.endswith(".bias"):
                 value = np.zeros(shape)
+            elif name.endswith(".ve_gains"):  # a, b of V = a V + b E_v[tokens]
+                value = np.full(shape, 0.5)
             elif len(shape) == 1:  # a norm's gain γ
                 value = np.ones(shape)
             elif name == "mtp_proj.weight":  # the second head starts as the first
@@ -276,6 +290,9 @@ class NumpyGPT:
             cos, sin = self.rope_cos[positions], self.rope_sin[positions]  # (..., T, hs/2)
             rope = (cos[:, None], sin[:, None]) if positions.ndim == 2 else (cos, sin)
         key_padding = None if attention_mask is None else np.asarray(attention_mask, dtype=bool)
+        values, value_cache = None, None
+        if config.value_embeddings:  # E_v[tokens], read by every layer's attention
+            values, value_cache = embedding_forward(idx, self.params["transformer.wve.weight"])
         block_caches = []
         for i in range(config.n_layer):
             x, block_cache = block_forward(
@@ -289,6 +306,7 @@ class NumpyGPT:
                 key_padding=key_padding,
                 offset=offset,
                 layer_cache=kv_cache.layers[i] if kv_cache is not None else None,
+                value_embedding=values,
             )
             block_caches.append(block_cache)
         if kv_cache is not None:
@@ -313,6 +331,7 @@ class NumpyGPT:
                 loss += config.mtp_weight * mtp_loss
         cache = ForwardCache(
             idx_cache,
+            value_cache,
             positions,
             position_cache,
             dropout_cache,
@@ -404,6 +423,10 @@ class NumpyGPT:
             dx = norm_backward(dx, cache.final_norm_cache, grads, "transformer.ln_f", config)
         for i in reversed(range(config.n_layer)):
             dx = block_backward(dx, cache.block_caches[i], grads, f"transformer.h.{i}", config)
+        if config.value_embeddings:  # every layer's gradient at E_v[tokens], into the table
+            dvalues = sum(grads.pop(f"transformer.h.{i}.attn{VALUE_EMBEDDING_GRAD}")
+                          for i in range(config.n_layer))  # fmt: skip
+            grads["transformer.wve.weight"] = embedding_backward(dvalues, cache.value_cache)
         dx = dropout_backward(dx, cache.dropout_cache)
         dwte = embedding_backward(dx, cache.idx_cache)
         if config.positions == "learned":

@@ -56,8 +56,10 @@ def stage(key: str, title: str, formula: str, example: str | None, **values: Any
 def layer_stages(acts: dict[str, np.ndarray], t: int, config, norm: str) -> list[dict]:
     """One layer's stages at position ``t``; ``acts``: its recorded sites by bare name."""
     pre = config.block_order == "pre"
-    qk = r"q = x W_Q,\; k = x W_K,\; v = x W_V" + (
-        r"\; (q, k \leftarrow \mathrm{RMS}(q), \mathrm{RMS}(k))" if config.qk_norm else ""
+    qk = (
+        r"q = x W_Q,\; k = x W_K,\; v = x W_V"
+        + (r"\; (v \leftarrow a v + b\, E_v[\mathrm{token}])" if config.value_embeddings else "")
+        + (r"\; (q, k \leftarrow \mathrm{RMS}(q), \mathrm{RMS}(k))" if config.qk_norm else "")
     )
     mid = (
         r"x \leftarrow x + \mathrm{attn}(\mathrm{LN}_1(x))"

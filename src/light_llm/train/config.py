@@ -232,6 +232,7 @@ MODEL_FIELDS = (
     "qk_norm",
     "logit_softcap",
     "mtp_weight",
+    "value_embeddings",
     "tie_embeddings",
     "bias",
 )
@@ -288,6 +289,7 @@ class TrainConfig:
     qk_norm: bool | None = None
     logit_softcap: float | None = None  # None: the preset's (no capping)
     mtp_weight: float | None = None  # multi-token prediction's loss weight; None: 0 (off)
+    value_embeddings: bool | None = None  # a second token table in every layer's values
     tie_embeddings: bool | None = None
     bias: bool | None = None
     # optimisation
