@@ -387,6 +387,20 @@ def test_combinations_that_make_no_sense_are_one_sentence(corpus, tmp_path, caps
     assert not (out / "checkpoint").exists()
 
 
+def test_zero_init_projections_with_init_from_is_one_sentence_and_writes_nothing(
+    corpus, tmp_path, capsys
+):
+    base, out = tmp_path / "base", tmp_path / "out"
+    assert main(["train", *tiny_flags(corpus, base, max_iters=0)]) == 0
+    flags = ["--init-from", str(base), "--data", str(corpus), "--out", str(out)]
+    assert main(["train", *flags, "--zero-init-projections"]) == 2
+    assert error_line(capsys).endswith(
+        "--zero-init-projections sets how a new model's weights start, and --init-from starts "
+        "from the base model's weights: drop one of them."
+    )
+    assert not out.exists()
+
+
 def test_train_model_bert_runs_and_resumes_without_naming_the_model(corpus, tmp_path, capsys):
     out = tmp_path / "bert"
     assert main(["train", "--model", "bert", *tiny_flags(corpus, out, max_iters=5)]) == 0

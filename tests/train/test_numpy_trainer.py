@@ -138,6 +138,7 @@ def test_char_baby_200_iterations_follow_the_pytorch_trainer(tmp_path):
         {"mtp_weight": 0.5},
         {"muon_momentum_warmup": 5},
         {"normuon": True},
+        {"zero_init_projections": True},
     ],
 )
 def test_muon_training_follows_the_pytorch_trainer(corpus, tmp_path, switches):
@@ -145,7 +146,8 @@ def test_muon_training_follows_the_pytorch_trainer(corpus, tmp_path, switches):
     losses of every iteration agree (to 1%, room for a bfloat16 Newton-Schulz on CPUs that
     have bfloat16 arithmetic) and fall; also with Polar Express and cautious weight decay, on
     the warmup-stable-decay schedule, with multi-token prediction, with Muon's momentum
-    warmup, and with NorMuon."""
+    warmup, with NorMuon, and from zero-initialised output projections (each trainer zeroes
+    them in the weights it starts from)."""
     from light_llm.models.gpt import GPT
     from light_llm.train import train
 

@@ -163,6 +163,51 @@ def test_normuon_resumes_exactly_from_its_saved_second_moments(corpus, tmp_path)
     assert_same_checkpoint_file(tmp_path / "straight", tmp_path / "split")
 
 
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_zero_init_projections_start_at_zero_and_leave_every_other_weight_as_drawn(
+    corpus, tmp_path, engine
+):
+    """--zero-init-projections: at iteration 0 each block's attn.c_proj.weight and
+    mlp.c_proj.weight are zero, and every other weight equals, bit for bit, the one the run
+    without the switch starts from (the same draws), in both engines."""
+    from light_llm.train.numpy_trainer import train_numpy
+
+    trainer = train if engine == "torch" else train_numpy
+    start = {}
+    for zero in (False, True):
+        out = tmp_path / f"zero-{zero}"
+        trainer(tiny_run(corpus, out, max_iters=0, n_layer=2, zero_init_projections=zero))
+        start[zero] = tensors(out / "checkpoint" / "model.safetensors")
+    assert start[True].keys() == start[False].keys()
+    zeroed = [f"transformer.h.{i}.{part}.c_proj.weight" for i in (0, 1) for part in ("attn", "mlp")]
+    for name, value in start[True].items():
+        if name in zeroed:
+            assert not value.any() and start[False][name].abs().min() > 0, name
+        else:
+            assert torch.equal(value, start[False][name]), name
+    assert read_trainer_state(tmp_path / "zero-True" / "checkpoint")["resolved_config"][
+        "zero_init_projections"
+    ]
+
+
+def test_zero_initialised_projections_learn_and_a_resume_keeps_the_switch(corpus, tmp_path):
+    """Under Muon the zero projections get a full orthogonalised step and learn; a run
+    stopped after 4 of 8 steps resumes with the switch, equal to the uninterrupted run."""
+    common = {"max_iters": 8, "lr_decay_iters": 8, "optimizer": "muon"}
+    straight = train(tiny_run(corpus, tmp_path / "straight", zero_init_projections=True, **common))
+    weights = tensors(tmp_path / "straight" / "checkpoint" / "model.safetensors")
+    assert weights["transformer.h.0.attn.c_proj.weight"].abs().min() > 0
+    assert weights["transformer.h.0.mlp.c_proj.weight"].abs().min() > 0
+    plain = train(tiny_run(corpus, tmp_path / "plain", **common))
+    assert plain.losses[0] != straight.losses[0]  # another starting model
+    split = tmp_path / "split"
+    train(tiny_run(corpus, split, zero_init_projections=True, **{**common, "max_iters": 4}))
+    resumed = train(TrainConfig(out=str(split), max_iters=8, resume=True))
+    assert resumed.losses == {i: straight.losses[i] for i in range(4, 8)}
+    assert read_trainer_state(split / "checkpoint")["resolved_config"]["zero_init_projections"]
+    assert_same_checkpoint_file(tmp_path / "straight", split)
+
+
 def test_a_run_saved_before_the_optimizer_setting_resumes_with_adamw(corpus, tmp_path):
     out = tmp_path / "old"
     train(tiny_run(corpus, out, max_iters=3, preset="char-baby"))  # the default then
@@ -179,8 +224,8 @@ def test_a_run_saved_before_the_optimizer_setting_resumes_with_adamw(corpus, tmp
 
 def test_a_run_of_an_older_default_recipe_resumes_with_its_own_settings(corpus, tmp_path):
     """A run started when the default preset was bpe-cpu (its config as given names no
-    preset, no orthogonaliser, no momentum warmup, no NorMuon) resumes as bpe-cpu with
-    Newton-Schulz, a constant momentum and without NorMuon, bit for bit as the run that was
+    preset, no orthogonaliser, no momentum warmup, no NorMuon, no zero-init) resumes as bpe-cpu
+    with Newton-Schulz, a constant momentum and without NorMuon, bit for bit as the run that was
     never stopped, though today's default is another model."""
     common = {"max_iters": 8, "lr_decay_iters": 8, "preset": "bpe-cpu", "tokenizer": "char"}
     straight = train(tiny_run(corpus, tmp_path / "straight", **common))
@@ -192,13 +237,14 @@ def test_a_run_of_an_older_default_recipe_resumes_with_its_own_settings(corpus, 
     for key in ("config", "resolved_config"):
         del state[key]["muon_orthogonaliser"], state[key]["cautious_weight_decay"]
         del state[key]["muon_momentum_warmup"], state[key]["normuon"]
+        del state[key]["zero_init_projections"]
     path.write_text(json.dumps(state))
     assert DEFAULT_PRESETS["gpt"] != "bpe-cpu"
     resumed = train(TrainConfig(out=str(out), max_iters=8, resume=True))
     assert resumed.losses == {i: straight.losses[i] for i in range(4, 8)}
     resolved = read_trainer_state(out / "checkpoint")["resolved_config"]
     assert resolved["preset"] == "bpe-cpu" and resolved["muon_momentum_warmup"] == 0
-    assert resolved["normuon"] is False
+    assert resolved["normuon"] is False and resolved["zero_init_projections"] is False
 
 
 def test_a_run_from_before_the_schedule_was_a_setting_resumes_on_its_cosine(corpus, tmp_path):

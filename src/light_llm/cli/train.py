@@ -194,6 +194,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="model shape and its recipe (default qwen3-cpu; with --model bert, bert-shakespeare)",
     )
     add_model_flags(model)
+    model.add_argument(
+        "--zero-init-projections",
+        action="store_const",
+        const=True,
+        help="start each block's output projections (attention's W^O, the MLP's W_2) at zero, "
+        "so that every block starts as the identity (modded-nanogpt's zero-init; the other "
+        "weights are drawn as without it; a new model only, not with --init-from)",
+    )
 
     optim = parser.add_argument_group("optimisation")
     optim.add_argument(

@@ -102,6 +102,7 @@ GENERAL_DEFAULTS: dict[str, Any] = {
     "muon_momentum_warmup": 0,  # steps from μ = 0.85 to muon_momentum (light_llm.schedule)
     "normuon": False,  # NorMuon's per-neuron normalisation of Muon's update (light_llm.muon_spec)
     "embedding_lr": None,  # None: the embedding tables take lr like every AdamW parameter
+    "zero_init_projections": False,  # blocks' output projections start at 0 (train.zero_init)
     "eval_interval": 250,
     "eval_iters": 20,
     "log_interval": 10,
@@ -314,6 +315,7 @@ class TrainConfig:
     muon_momentum_warmup: int | None = None  # steps of μ rising from 0.85 (0 = off)
     normuon: bool | None = None  # NorMuon: Muon's update normalised per output neuron
     embedding_lr: float | None = None  # peak lr of the embedding tables (None: lr)
+    zero_init_projections: bool | None = None  # a new model's W^O and W_2 start at 0
     # evaluation and output
     eval_interval: int | None = None
     eval_iters: int | None = None
@@ -379,6 +381,11 @@ class TrainConfig:
         validated."""
         values = self.to_dict()
         model = values["model"] = values["model"] or DEFAULT_MODEL
+        if self.zero_init_projections and self.init_from is not None:
+            raise ConfigError(
+                "--zero-init-projections sets how a new model's weights start, and --init-from "
+                "starts from the base model's weights: drop one of them."
+            )
         if self.init_from is not None:
             defaults = self._fine_tuning_defaults(values)
         else:

@@ -67,6 +67,7 @@ from light_llm.train.records import (
 )
 from light_llm.train.result import SAMPLE_TEMPERATURE, TrainResult
 from light_llm.train.run_tokenizer import fewer_ids_note, tokenizer_for_run
+from light_llm.train.zero_init import projection_names
 
 NUMPY_DTYPES = {None: np.float32, "float32": np.float32, "float64": np.float64}
 
@@ -150,7 +151,9 @@ def train_numpy(config: TrainConfig, *, model: NumpyGPT | None = None) -> TrainR
     what happened, as the PyTorch trainer's :func:`~light_llm.train.trainer.train` does.
 
     ``model`` starts the run from given weights (its config must be the one ``config``
-    describes); by default the weights are drawn N(0, 0.02) from ``config.seed``. The
+    describes); by default the weights are drawn N(0, 0.02) from ``config.seed``. Either way
+    ``zero_init_projections`` then sets the blocks' output projections to zero
+    (:mod:`light_llm.train.zero_init`). The
     trained model is in ``OUT/checkpoint``; ``result.evaluations`` holds the loss records."""
     check_numpy_options(config)
     cfg = config.resolve()
@@ -198,6 +201,9 @@ def train_claimed(
         model = NumpyGPT(model_config, dtype=NUMPY_DTYPES[cfg.dtype], seed=cfg.seed)
     elif model.config != model_config:
         raise ConfigError("the model given to train_numpy has another config than the run's.")
+    if cfg.zero_init_projections:  # light_llm.train.zero_init: W^O, W_2 = 0, the rest as drawn
+        for name in projection_names(model.params):
+            model.params[name][...] = 0
     model.rng = np.random.default_rng(cfg.seed)  # dropout
     probes = ProbeRecorder(out, cfg, tokenizer, datasets["val"].tokens, sample_with_numpy, None)
     model.training = True

@@ -56,6 +56,7 @@ from light_llm.train.probes import given_prompt_ids
 from light_llm.train.records import RunRecord
 from light_llm.train.state import check_fields
 from light_llm.train.subject import GPTSubject
+from light_llm.train.zero_init import projection_names
 
 TIMED_FORWARDS = 2  # forward passes timed to estimate an evaluation before a --time run
 STEP_FORWARDS = 3  # a training step's cost in forward passes (the backward is about two)
@@ -199,6 +200,8 @@ def prepare_in(
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     raw_model = subject.build_model(model_config, train_data).to(device)
+    if cfg.zero_init_projections and not saved:  # a resumed run's weights are its checkpoint's
+        zero_projections(raw_model)
     raw_model.gradient_checkpointing = cfg.gradient_checkpointing
     optimizer = configure_optimizer(raw_model, cfg, device.type)
     run = PreparedRun(
@@ -423,3 +426,13 @@ def restore(run: PreparedRun, saved: dict[str, Any], checkpoint: Path) -> None:
             f"run has {run.dist.world_size}, so dropout draws new random numbers.",
             file=sys.stderr,
         )
+
+
+def zero_projections(model: torch.nn.Module) -> None:
+    """Set the blocks' output projections W^O and W_2 of a new model to zero
+    (``--zero-init-projections``, :mod:`light_llm.train.zero_init`); every other weight keeps
+    its draw."""
+    parameters = dict(model.named_parameters())
+    with torch.no_grad():
+        for name in projection_names(parameters):
+            parameters[name].zero_()
