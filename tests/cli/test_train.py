@@ -378,6 +378,23 @@ def test_the_help_names_every_preset_of_both_models():
             "cooldown_fraction must be a finite number in (0, 1]",
         ),
         (["--lr-schedule", "wsd", "--cooldown-fraction", "nan"], "cooldown_fraction must be"),
+        (["--ema-beta", "1"], "ema_beta must be a finite number in (0, 1), got 1.0."),
+        (["--ema-beta", "0"], "ema_beta must be a finite number in (0, 1), got 0.0."),
+        (["--ema-beta", "nan"], "ema_beta must be a finite number in (0, 1), got nan."),
+        (
+            ["--ema-beta", "0.9", "--ema-start", "-1"],
+            "ema_start must be an integer of at least 0, got -1.",
+        ),
+        (
+            ["--ema-start", "3"],
+            "--ema-start says when the weight average begins, and no --ema-beta sets one: add "
+            "--ema-beta B, or drop it.",
+        ),
+        (
+            ["--ema-beta", "0.9", "--ema-start", "11"],
+            "--ema-start 11 is past the run's end (max_iters 10), so the weight average would "
+            "never begin: give at most 10.",
+        ),
     ],
 )
 def test_combinations_that_make_no_sense_are_one_sentence(corpus, tmp_path, capsys, flags, phrase):

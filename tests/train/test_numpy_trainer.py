@@ -165,6 +165,48 @@ def test_muon_training_follows_the_pytorch_trainer(corpus, tmp_path, switches):
     assert numpy_result.losses[7] < numpy_result.losses[0] - 0.1
 
 
+def test_the_weight_average_follows_the_pytorch_trainer(corpus, tmp_path):
+    """--ema-beta 0.7 --ema-start 2 on both engines from the same weights and batches
+    (AdamW, float32): the training losses are those of the run without an average, the saved
+    models (the averages) agree with each other and differ from the raw weights, and so do
+    the evaluations."""
+    from safetensors.torch import load_file
+
+    from light_llm.models.gpt import GPT
+    from light_llm.train import train
+
+    def read(name, file="model.safetensors"):
+        return load_file(tmp_path / name / "checkpoint" / file)
+
+    settings = dict(SMALL, data=str(corpus), optimizer="adamw", sample_tokens=0, lr=3e-2)
+    averaged = dict(settings, ema_beta=0.7, ema_start=2)
+    torch_result = train(TrainConfig(out=str(tmp_path / "torch"), dtype="float32", **averaged))
+    results = {}
+    for name, run in (("numpy", averaged), ("plain", settings)):
+        config = TrainConfig(out=str(tmp_path / name), engine="numpy", **run)
+        model_config = load(tmp_path / "torch").config
+        torch.manual_seed(config.resolve().seed)  # the PyTorch trainer's initial weights
+        start = NumpyGPT.from_torch_state_dict(GPT(model_config).state_dict(), model_config)
+        results[name] = train_numpy(config, model=start)
+    assert results["numpy"].losses == results["plain"].losses
+    for iteration, loss in results["numpy"].losses.items():
+        assert loss == pytest.approx(torch_result.losses[iteration], rel=1e-4), iteration
+    ours, theirs, plain = read("numpy"), read("torch"), read("plain")
+    raw = read("torch", "raw_weights.safetensors")
+    assert ours.keys() == theirs.keys() == raw.keys()
+    for key, value in ours.items():
+        assert torch.allclose(value, theirs[key], rtol=1e-3, atol=1e-5), key
+    # the averages are not the trained weights (NumPy's plain run: torch's raw weights)
+    assert max(float((ours[k] - plain[k]).abs().max()) for k in ours) > 1e-3
+    assert max(float((theirs[k] - raw[k]).abs().max()) for k in raw) > 1e-3
+    evaluations = [
+        [record["val_loss"] for record in result.evaluations]
+        for result in (results["numpy"], torch_result, results["plain"])
+    ]
+    assert evaluations[0] == pytest.approx(evaluations[1], rel=1e-4)
+    assert evaluations[0][-1] != pytest.approx(evaluations[2][-1], rel=1e-3)
+
+
 def test_the_muon_momentum_warmup_sets_each_steps_momentum(corpus, tmp_path, monkeypatch):
     """--muon-momentum-warmup 4 with μ = 0.9: the NumPy trainer steps with μ = 0.85, 0.8625,
     0.875, 0.8875, then 0.9 (as the PyTorch trainer, light_llm.schedule.muon_momentum)."""

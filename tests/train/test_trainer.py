@@ -208,6 +208,56 @@ def test_zero_initialised_projections_learn_and_a_resume_keeps_the_switch(corpus
     assert_same_checkpoint_file(tmp_path / "straight", split)
 
 
+def test_the_weight_average_is_saved_and_evaluated_by_hand_and_the_raw_weights_train(
+    corpus, tmp_path
+):
+    """--ema-beta 0.8 --ema-start 1 over 4 steps: the checkpoint's model is
+    θ̄_4 = β³ θ_1 + (1 - β)(β² θ_2 + β θ_3 + θ_4), θ_k the weights of the run without an
+    average after k steps; beside it raw_weights.safetensors is θ_4 bit for bit, the training
+    losses are that run's, and the final evaluation is the average's."""
+    beta, common = 0.8, {"max_iters": 4, "lr_decay_iters": 4, "eval_interval": 2}
+    plain = {}
+    for k in range(1, 5):
+        train(tiny_run(corpus, tmp_path / f"plain{k}", **{**common, "max_iters": k}))
+        plain[k] = tensors(tmp_path / f"plain{k}" / "checkpoint" / "model.safetensors")
+    averaged = train(tiny_run(corpus, tmp_path / "ema", ema_beta=beta, ema_start=1, **common))
+    checkpoint = tmp_path / "ema" / "checkpoint"
+    model, raw = (
+        tensors(checkpoint / "model.safetensors"),
+        tensors(checkpoint / "raw_weights.safetensors"),
+    )
+    assert raw.keys() == model.keys() == plain[4].keys()
+    for name in model:
+        assert torch.equal(raw[name], plain[4][name]), name
+        θ = {k: plain[k][name].double() for k in plain}
+        by_hand = beta**3 * θ[1] + (1 - beta) * (beta**2 * θ[2] + beta * θ[3] + θ[4])
+        assert torch.allclose(model[name].double(), by_hand, rtol=1e-5, atol=1e-7), name
+    straight = train(tiny_run(corpus, tmp_path / "straight", **common))
+    assert averaged.losses == straight.losses
+    assert averaged.evaluations[0]["val_loss"] == straight.evaluations[0]["val_loss"]
+    # the same raw weights, another evaluation: the average's
+    assert averaged.evaluations[-1]["val_loss"] != straight.evaluations[-1]["val_loss"]
+
+
+@pytest.mark.parametrize("stop_at", [2, 6])
+def test_a_weight_averaged_run_resumes_bit_for_bit(corpus, tmp_path, monkeypatch, stop_at):
+    """--ema-beta 0.9 --ema-start 4 stopped (Ctrl-C) after 2 steps, before the average
+    exists, or after 6 (the average and the raw weights both in the checkpoint): the resumed
+    run's losses, evaluations, average and raw weights are those of the run never stopped,
+    bit for bit; a resume asking for another average is refused."""
+    common = {"max_iters": 8, "eval_interval": 4, "ema_beta": 0.9, "ema_start": 4}
+    straight = train(tiny_run(corpus, tmp_path / "straight", **common))
+    split = tmp_path / "split"
+    raw_file = split / "checkpoint" / "raw_weights.safetensors"
+    stopped, resumed = stopped_then_resumed(monkeypatch, tiny_run(corpus, split, **common), stop_at)
+    assert {**stopped.losses, **resumed.losses} == straight.losses
+    assert resumed.evaluations[-1]["val_loss"] == straight.evaluations[-1]["val_loss"]
+    assert_same_checkpoint_file(tmp_path / "straight", split)
+    assert_same_checkpoint_file(tmp_path / "straight", split, raw_file.name)
+    with pytest.raises(TrainingError, match=r"ema_beta \(0.9 saved, 0.5 asked\)"):
+        train(TrainConfig(out=str(split), max_iters=9, resume=True, ema_beta=0.5))
+
+
 def test_a_run_saved_before_the_optimizer_setting_resumes_with_adamw(corpus, tmp_path):
     out = tmp_path / "old"
     train(tiny_run(corpus, out, max_iters=3, preset="char-baby"))  # the default then
@@ -237,7 +287,7 @@ def test_a_run_of_an_older_default_recipe_resumes_with_its_own_settings(corpus, 
     for key in ("config", "resolved_config"):
         del state[key]["muon_orthogonaliser"], state[key]["cautious_weight_decay"]
         del state[key]["muon_momentum_warmup"], state[key]["normuon"]
-        del state[key]["zero_init_projections"]
+        del state[key]["zero_init_projections"], state[key]["ema_beta"], state[key]["ema_start"]
     path.write_text(json.dumps(state))
     assert DEFAULT_PRESETS["gpt"] != "bpe-cpu"
     resumed = train(TrainConfig(out=str(out), max_iters=8, resume=True))
@@ -245,6 +295,7 @@ def test_a_run_of_an_older_default_recipe_resumes_with_its_own_settings(corpus, 
     resolved = read_trainer_state(out / "checkpoint")["resolved_config"]
     assert resolved["preset"] == "bpe-cpu" and resolved["muon_momentum_warmup"] == 0
     assert resolved["normuon"] is False and resolved["zero_init_projections"] is False
+    assert (resolved["ema_beta"], resolved["ema_start"]) == (None, 0)
 
 
 def test_a_run_from_before_the_schedule_was_a_setting_resumes_on_its_cosine(corpus, tmp_path):

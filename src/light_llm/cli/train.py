@@ -310,6 +310,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         f"steps, 0 = off ({default('muon_momentum_warmup')}; Muon + AdamW only)",
     )
     optim.add_argument(
+        "--ema-beta",
+        type=float,
+        metavar="B",
+        help="keep a moving average of the weights, avg = B avg + (1 - B) weights after every "
+        "step (0 < B < 1), and evaluate, save and sample it; the optimizer trains the raw "
+        "weights, which the checkpoint keeps beside it (default: no average)",
+    )
+    optim.add_argument(
+        "--ema-start",
+        type=int,
+        metavar="N",
+        help="start the --ema-beta average at the weights after N steps (default 0)",
+    )
+    optim.add_argument(
         "--embedding-lr",
         type=float,
         metavar="LR",

@@ -6,6 +6,7 @@ One iteration is one optimiser step (seed 000 §7; seed 002 §4):
     for each micro-batch slot s:  loss_s = CE(model(x_s), y_s);  g += backward(loss_s) / slots
     clip ||g||_2 to grad_clip (seed 002 §4.3);  lr = learning_rate(iteration)
     (Muon's μ = muon_momentum(iteration), light_llm.schedule);  optimizer step
+    with --ema-beta:  θ̄ = β θ̄ + (1 - β) θ  (light_llm.train.averaging)
 
 It reads the same :class:`~light_llm.train.config.TrainConfig` as ``light-llm train``, and
 draws the same batches: the windows of micro-batch (iteration, slot) come from
@@ -20,7 +21,9 @@ writes (the training-loss lines, the evaluation records with bits per byte, the 
 the sample's prompt) is built by :mod:`light_llm.train.records`, as in the PyTorch trainer, so
 both engines' ``metrics.jsonl`` hold the same kinds of line with the same fields;
 ``tokens_per_s`` means the same in both: training tokens per second of training time,
-evaluation excluded. Nothing here needs torch.
+evaluation excluded. With a weight average the evaluations, the saved model, the probes and
+the sample are those of the average, as in the PyTorch trainer (the raw weights are not saved:
+this engine does not resume). Nothing here needs torch.
 
 Options the NumPy engine cannot honour raise ConfigError naming them: a GPU device, a
 half-precision dtype, ``compile``, ``gradient_checkpointing``, ``resume`` and several
@@ -29,6 +32,7 @@ processes.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -51,6 +55,7 @@ from light_llm.errors import CheckpointError, ConfigError, TrainingError
 from light_llm.reference.model import NumpyGPT
 from light_llm.reference.optim import AdamW, MuonAdamW, clip_grad_norm, configure_optimizer
 from light_llm.reference.sampling import generate_text
+from light_llm.train.averaging import WeightAverage
 from light_llm.train.batches import eval_batch_rng, micro_batch_rng
 from light_llm.train.budget import seconds_left
 from light_llm.train.config import TrainConfig
@@ -208,6 +213,14 @@ def train_claimed(
     probes = ProbeRecorder(out, cfg, tokenizer, datasets["val"].tokens, sample_with_numpy, None)
     model.training = True
     optimizer = configure_optimizer(model.params, cfg)
+    average = None
+    if cfg.ema_beta is not None:
+        average = WeightAverage(cfg.ema_beta, cfg.ema_start, np.copy)
+        average.observe(model.params, 0)
+
+    def averaged() -> contextlib.AbstractContextManager:
+        """A block in which the model holds the weight average (once there is one)."""
+        return contextlib.nullcontext() if average is None else average.swapped_in(model.params)
 
     print(
         f"training a {model.num_parameters() / 1e6:.2f}M-parameter GPT on the numpy engine "
@@ -260,7 +273,8 @@ def train_claimed(
             # evaluation and checkpoint
             if iteration % cfg.eval_interval == 0 or iteration >= cfg.max_iters:
                 evaluation_started = time.perf_counter()
-                losses = estimate_losses(model, datasets, cfg)
+                with averaged():
+                    losses = estimate_losses(model, datasets, cfg)
                 record = run_record.evaluation(
                     iteration,
                     losses,
@@ -270,12 +284,16 @@ def train_claimed(
                 )
                 best_val_loss = min(best_val_loss, losses["val"])
                 result.evaluations.append(record)
-                save_and_log(record)
+                with averaged():
+                    save_and_log(record)
                 eval_seconds = time.perf_counter() - evaluation_started
             if probes.due(iteration, iteration == result.evaluations[-1]["iter"]):
                 model.training = False
                 elapsed = time.perf_counter() - started
-                probe = probes.record(model, iteration, iteration * tokens_per_iteration, elapsed)
+                with averaged():
+                    probe = probes.record(
+                        model, iteration, iteration * tokens_per_iteration, elapsed
+                    )
                 run_record.probe(probe)
                 model.training = True
             if iteration >= cfg.max_iters:
@@ -297,17 +315,21 @@ def train_claimed(
                     )
                     print(training_line(logged, str(cfg.max_iters), left), flush=True)
             iteration += 1
+            if average is not None:
+                average.observe(model.params, iteration)
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
             if stop.requested:
-                save_and_log()
+                with averaged():
+                    save_and_log()
                 result.interrupted = True
                 break
     result.iteration = iteration
     model.training = False
     plot_loss_curve(metrics.records(), out / LOSS_CURVE_FILE, f"NumPy GPT on {tokenizer.name}")
     if cfg.sample_tokens and not result.interrupted:
-        result.sample = sample(model, tokenizer, datasets["val"], cfg)
+        with averaged():
+            result.sample = sample(model, tokenizer, datasets["val"], cfg)
         prompt = sample_prompt(tokenizer, int(datasets["val"].tokens[0]))
         print(printed_sample(result.sample, prompt, cfg), flush=True)
     print(f"done: {iteration} iterations; checkpoint {checkpoint_dir}", flush=True)
