@@ -404,6 +404,23 @@ def test_combinations_that_make_no_sense_are_one_sentence(corpus, tmp_path, caps
     assert not (out / "checkpoint").exists()
 
 
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_the_initialisation_and_averaging_switches_train_and_are_recorded(corpus, tmp_path, engine):
+    out = tmp_path / "run"
+    flags = ["--zero-init-projections", "--ema-beta", "0.9", "--ema-start", "2"]
+    assert main(["train", *tiny_flags(corpus, out, max_iters=4, engine=engine), *flags]) == 0
+    resolved = read_trainer_state(out / "checkpoint")["resolved_config"]
+    assert resolved["zero_init_projections"] is True
+    assert (resolved["ema_beta"], resolved["ema_start"]) == (0.9, 2)
+    raw = (out / "checkpoint" / "raw_weights.safetensors").exists()
+    assert raw == (engine == "torch")  # only the torch engine resumes
+    if engine == "torch":  # a resume given none of the flags keeps them
+        assert main(["train", "--resume", "--out", str(out), "--max-iters", "6"]) == 0
+        resumed = read_trainer_state(out / "checkpoint")["resolved_config"]
+        switches = ("zero_init_projections", "ema_beta", "ema_start")
+        assert [resumed[key] for key in switches] == [True, 0.9, 2]
+
+
 def test_zero_init_projections_with_init_from_is_one_sentence_and_writes_nothing(
     corpus, tmp_path, capsys
 ):
