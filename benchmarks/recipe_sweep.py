@@ -45,6 +45,10 @@ CANDIDATES: dict[str, list[str]] = {
     # round two's Muon tries as switches (the prototypes' mmwarm: 300 steps from 0.85)
     "muon-momentum-warmup": ["--muon-momentum-warmup", "300"],
     "normuon": ["--normuon"],
+    # issue 25's list: the blocks' output projections start at zero (modded-nanogpt)
+    "zero-init-projections": ["--zero-init-projections"],
+    # evaluate and save a moving average of the weights (about the last 100 steps)
+    "ema": ["--ema-beta", "0.99"],
     "char-cpu": ["--preset", "char-cpu"],
     "modern-adamw": [*MODERN, "--activation", "swiglu"],
     "muon-relu2": [*MODERN, *MUON, "--activation", "relu2"],

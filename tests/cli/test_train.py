@@ -378,6 +378,23 @@ def test_the_help_names_every_preset_of_both_models():
             "cooldown_fraction must be a finite number in (0, 1]",
         ),
         (["--lr-schedule", "wsd", "--cooldown-fraction", "nan"], "cooldown_fraction must be"),
+        (["--ema-beta", "1"], "ema_beta must be a finite number in (0, 1), got 1.0."),
+        (["--ema-beta", "0"], "ema_beta must be a finite number in (0, 1), got 0.0."),
+        (["--ema-beta", "nan"], "ema_beta must be a finite number in (0, 1), got nan."),
+        (
+            ["--ema-beta", "0.9", "--ema-start", "-1"],
+            "ema_start must be an integer of at least 0, got -1.",
+        ),
+        (
+            ["--ema-start", "3"],
+            "--ema-start says when the weight average begins, and no --ema-beta sets one: add "
+            "--ema-beta B, or drop it.",
+        ),
+        (
+            ["--ema-beta", "0.9", "--ema-start", "11"],
+            "--ema-start 11 is past the run's end (max_iters 10), so the weight average would "
+            "never begin: give at most 10.",
+        ),
     ],
 )
 def test_combinations_that_make_no_sense_are_one_sentence(corpus, tmp_path, capsys, flags, phrase):
@@ -385,6 +402,37 @@ def test_combinations_that_make_no_sense_are_one_sentence(corpus, tmp_path, caps
     assert main(["train", *tiny_flags(corpus, out), *flags]) == 2
     assert phrase in error_line(capsys)
     assert not (out / "checkpoint").exists()
+
+
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_the_initialisation_and_averaging_switches_train_and_are_recorded(corpus, tmp_path, engine):
+    out = tmp_path / "run"
+    flags = ["--zero-init-projections", "--ema-beta", "0.9", "--ema-start", "2"]
+    assert main(["train", *tiny_flags(corpus, out, max_iters=4, engine=engine), *flags]) == 0
+    resolved = read_trainer_state(out / "checkpoint")["resolved_config"]
+    assert resolved["zero_init_projections"] is True
+    assert (resolved["ema_beta"], resolved["ema_start"]) == (0.9, 2)
+    raw = (out / "checkpoint" / "raw_weights.safetensors").exists()
+    assert raw == (engine == "torch")  # only the torch engine resumes
+    if engine == "torch":  # a resume given none of the flags keeps them
+        assert main(["train", "--resume", "--out", str(out), "--max-iters", "6"]) == 0
+        resumed = read_trainer_state(out / "checkpoint")["resolved_config"]
+        switches = ("zero_init_projections", "ema_beta", "ema_start")
+        assert [resumed[key] for key in switches] == [True, 0.9, 2]
+
+
+def test_zero_init_projections_with_init_from_is_one_sentence_and_writes_nothing(
+    corpus, tmp_path, capsys
+):
+    base, out = tmp_path / "base", tmp_path / "out"
+    assert main(["train", *tiny_flags(corpus, base, max_iters=0)]) == 0
+    flags = ["--init-from", str(base), "--data", str(corpus), "--out", str(out)]
+    assert main(["train", *flags, "--zero-init-projections"]) == 2
+    assert error_line(capsys).endswith(
+        "--zero-init-projections sets how a new model's weights start, and --init-from starts "
+        "from the base model's weights: drop one of them."
+    )
+    assert not out.exists()
 
 
 def test_train_model_bert_runs_and_resumes_without_naming_the_model(corpus, tmp_path, capsys):

@@ -139,6 +139,7 @@ def test_char_baby_200_iterations_follow_the_pytorch_trainer(tmp_path):
         {"value_embeddings": True},
         {"muon_momentum_warmup": 5},
         {"normuon": True},
+        {"zero_init_projections": True},
     ],
 )
 def test_muon_training_follows_the_pytorch_trainer(corpus, tmp_path, switches):
@@ -146,7 +147,9 @@ def test_muon_training_follows_the_pytorch_trainer(corpus, tmp_path, switches):
     losses of every iteration agree (to 1%, room for a bfloat16 Newton-Schulz on CPUs that
     have bfloat16 arithmetic) and fall; also with Polar Express and cautious weight decay, on
     the warmup-stable-decay schedule, with multi-token prediction, with value embeddings
-    (their table at the embedding rate), with Muon's momentum warmup, and with NorMuon."""
+    (their table at the embedding rate), with Muon's momentum warmup, with NorMuon, and from
+    zero-initialised output projections (each trainer zeroes them in the weights it starts
+    from)."""
     from light_llm.models.gpt import GPT
     from light_llm.train import train
 
@@ -162,6 +165,48 @@ def test_muon_training_follows_the_pytorch_trainer(corpus, tmp_path, switches):
     for iteration, loss in numpy_result.losses.items():
         assert loss == pytest.approx(torch_result.losses[iteration], rel=1e-2), iteration
     assert numpy_result.losses[7] < numpy_result.losses[0] - 0.1
+
+
+def test_the_weight_average_follows_the_pytorch_trainer(corpus, tmp_path):
+    """--ema-beta 0.7 --ema-start 2 on both engines from the same weights and batches
+    (AdamW, float32): the training losses are those of the run without an average, the saved
+    models (the averages) agree with each other and differ from the raw weights, and so do
+    the evaluations."""
+    from safetensors.torch import load_file
+
+    from light_llm.models.gpt import GPT
+    from light_llm.train import train
+
+    def read(name, file="model.safetensors"):
+        return load_file(tmp_path / name / "checkpoint" / file)
+
+    settings = dict(SMALL, data=str(corpus), optimizer="adamw", sample_tokens=0, lr=3e-2)
+    averaged = dict(settings, ema_beta=0.7, ema_start=2)
+    torch_result = train(TrainConfig(out=str(tmp_path / "torch"), dtype="float32", **averaged))
+    results = {}
+    for name, run in (("numpy", averaged), ("plain", settings)):
+        config = TrainConfig(out=str(tmp_path / name), engine="numpy", **run)
+        model_config = load(tmp_path / "torch").config
+        torch.manual_seed(config.resolve().seed)  # the PyTorch trainer's initial weights
+        start = NumpyGPT.from_torch_state_dict(GPT(model_config).state_dict(), model_config)
+        results[name] = train_numpy(config, model=start)
+    assert results["numpy"].losses == results["plain"].losses
+    for iteration, loss in results["numpy"].losses.items():
+        assert loss == pytest.approx(torch_result.losses[iteration], rel=1e-4), iteration
+    ours, theirs, plain = read("numpy"), read("torch"), read("plain")
+    raw = read("torch", "raw_weights.safetensors")
+    assert ours.keys() == theirs.keys() == raw.keys()
+    for key, value in ours.items():
+        assert torch.allclose(value, theirs[key], rtol=1e-3, atol=1e-5), key
+    # the averages are not the trained weights (NumPy's plain run: torch's raw weights)
+    assert max(float((ours[k] - plain[k]).abs().max()) for k in ours) > 1e-3
+    assert max(float((theirs[k] - raw[k]).abs().max()) for k in raw) > 1e-3
+    evaluations = [
+        [record["val_loss"] for record in result.evaluations]
+        for result in (results["numpy"], torch_result, results["plain"])
+    ]
+    assert evaluations[0] == pytest.approx(evaluations[1], rel=1e-4)
+    assert evaluations[0][-1] != pytest.approx(evaluations[2][-1], rel=1e-3)
 
 
 def test_the_muon_momentum_warmup_sets_each_steps_momentum(corpus, tmp_path, monkeypatch):

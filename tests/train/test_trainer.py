@@ -163,6 +163,101 @@ def test_normuon_resumes_exactly_from_its_saved_second_moments(corpus, tmp_path)
     assert_same_checkpoint_file(tmp_path / "straight", tmp_path / "split")
 
 
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_zero_init_projections_start_at_zero_and_leave_every_other_weight_as_drawn(
+    corpus, tmp_path, engine
+):
+    """--zero-init-projections: at iteration 0 each block's attn.c_proj.weight and
+    mlp.c_proj.weight are zero, and every other weight equals, bit for bit, the one the run
+    without the switch starts from (the same draws), in both engines."""
+    from light_llm.train.numpy_trainer import train_numpy
+
+    trainer = train if engine == "torch" else train_numpy
+    start = {}
+    for zero in (False, True):
+        out = tmp_path / f"zero-{zero}"
+        trainer(tiny_run(corpus, out, max_iters=0, n_layer=2, zero_init_projections=zero))
+        start[zero] = tensors(out / "checkpoint" / "model.safetensors")
+    assert start[True].keys() == start[False].keys()
+    zeroed = [f"transformer.h.{i}.{part}.c_proj.weight" for i in (0, 1) for part in ("attn", "mlp")]
+    for name, value in start[True].items():
+        if name in zeroed:
+            assert not value.any() and start[False][name].abs().min() > 0, name
+        else:
+            assert torch.equal(value, start[False][name]), name
+    assert read_trainer_state(tmp_path / "zero-True" / "checkpoint")["resolved_config"][
+        "zero_init_projections"
+    ]
+
+
+def test_zero_initialised_projections_learn_and_a_resume_keeps_the_switch(corpus, tmp_path):
+    """Under Muon the zero projections get a full orthogonalised step and learn; a run
+    stopped after 4 of 8 steps resumes with the switch, equal to the uninterrupted run."""
+    common = {"max_iters": 8, "lr_decay_iters": 8, "optimizer": "muon"}
+    straight = train(tiny_run(corpus, tmp_path / "straight", zero_init_projections=True, **common))
+    weights = tensors(tmp_path / "straight" / "checkpoint" / "model.safetensors")
+    assert weights["transformer.h.0.attn.c_proj.weight"].abs().min() > 0
+    assert weights["transformer.h.0.mlp.c_proj.weight"].abs().min() > 0
+    plain = train(tiny_run(corpus, tmp_path / "plain", **common))
+    assert plain.losses[0] != straight.losses[0]  # another starting model
+    split = tmp_path / "split"
+    train(tiny_run(corpus, split, zero_init_projections=True, **{**common, "max_iters": 4}))
+    resumed = train(TrainConfig(out=str(split), max_iters=8, resume=True))
+    assert resumed.losses == {i: straight.losses[i] for i in range(4, 8)}
+    assert read_trainer_state(split / "checkpoint")["resolved_config"]["zero_init_projections"]
+    assert_same_checkpoint_file(tmp_path / "straight", split)
+
+
+def test_the_weight_average_is_saved_and_evaluated_by_hand_and_the_raw_weights_train(
+    corpus, tmp_path
+):
+    """--ema-beta 0.8 --ema-start 1 over 4 steps: the checkpoint's model is
+    θ̄_4 = β³ θ_1 + (1 - β)(β² θ_2 + β θ_3 + θ_4), θ_k the weights of the run without an
+    average after k steps; beside it raw_weights.safetensors is θ_4 bit for bit, the training
+    losses are that run's, and the final evaluation is the average's."""
+    beta, common = 0.8, {"max_iters": 4, "lr_decay_iters": 4, "eval_interval": 2}
+    plain = {}
+    for k in range(1, 5):
+        train(tiny_run(corpus, tmp_path / f"plain{k}", **{**common, "max_iters": k}))
+        plain[k] = tensors(tmp_path / f"plain{k}" / "checkpoint" / "model.safetensors")
+    averaged = train(tiny_run(corpus, tmp_path / "ema", ema_beta=beta, ema_start=1, **common))
+    checkpoint = tmp_path / "ema" / "checkpoint"
+    model, raw = (
+        tensors(checkpoint / "model.safetensors"),
+        tensors(checkpoint / "raw_weights.safetensors"),
+    )
+    assert raw.keys() == model.keys() == plain[4].keys()
+    for name in model:
+        assert torch.equal(raw[name], plain[4][name]), name
+        θ = {k: plain[k][name].double() for k in plain}
+        by_hand = beta**3 * θ[1] + (1 - beta) * (beta**2 * θ[2] + beta * θ[3] + θ[4])
+        assert torch.allclose(model[name].double(), by_hand, rtol=1e-5, atol=1e-7), name
+    straight = train(tiny_run(corpus, tmp_path / "straight", **common))
+    assert averaged.losses == straight.losses
+    assert averaged.evaluations[0]["val_loss"] == straight.evaluations[0]["val_loss"]
+    # the same raw weights, another evaluation: the average's
+    assert averaged.evaluations[-1]["val_loss"] != straight.evaluations[-1]["val_loss"]
+
+
+@pytest.mark.parametrize("stop_at", [2, 6])
+def test_a_weight_averaged_run_resumes_bit_for_bit(corpus, tmp_path, monkeypatch, stop_at):
+    """--ema-beta 0.9 --ema-start 4 stopped (Ctrl-C) after 2 steps, before the average
+    exists, or after 6 (the average and the raw weights both in the checkpoint): the resumed
+    run's losses, evaluations, average and raw weights are those of the run never stopped,
+    bit for bit; a resume asking for another average is refused."""
+    common = {"max_iters": 8, "eval_interval": 4, "ema_beta": 0.9, "ema_start": 4}
+    straight = train(tiny_run(corpus, tmp_path / "straight", **common))
+    split = tmp_path / "split"
+    raw_file = split / "checkpoint" / "raw_weights.safetensors"
+    stopped, resumed = stopped_then_resumed(monkeypatch, tiny_run(corpus, split, **common), stop_at)
+    assert {**stopped.losses, **resumed.losses} == straight.losses
+    assert resumed.evaluations[-1]["val_loss"] == straight.evaluations[-1]["val_loss"]
+    assert_same_checkpoint_file(tmp_path / "straight", split)
+    assert_same_checkpoint_file(tmp_path / "straight", split, raw_file.name)
+    with pytest.raises(TrainingError, match=r"ema_beta \(0.9 saved, 0.5 asked\)"):
+        train(TrainConfig(out=str(split), max_iters=9, resume=True, ema_beta=0.5))
+
+
 def test_a_run_saved_before_the_optimizer_setting_resumes_with_adamw(corpus, tmp_path):
     out = tmp_path / "old"
     train(tiny_run(corpus, out, max_iters=3, preset="char-baby"))  # the default then
@@ -179,8 +274,8 @@ def test_a_run_saved_before_the_optimizer_setting_resumes_with_adamw(corpus, tmp
 
 def test_a_run_of_an_older_default_recipe_resumes_with_its_own_settings(corpus, tmp_path):
     """A run started when the default preset was bpe-cpu (its config as given names no
-    preset, no orthogonaliser, no momentum warmup, no NorMuon) resumes as bpe-cpu with
-    Newton-Schulz, a constant momentum and without NorMuon, bit for bit as the run that was
+    preset, no orthogonaliser, no momentum warmup, no NorMuon, no zero-init) resumes as bpe-cpu
+    with Newton-Schulz, a constant momentum and without NorMuon, bit for bit as the run that was
     never stopped, though today's default is another model."""
     common = {"max_iters": 8, "lr_decay_iters": 8, "preset": "bpe-cpu", "tokenizer": "char"}
     straight = train(tiny_run(corpus, tmp_path / "straight", **common))
@@ -192,13 +287,15 @@ def test_a_run_of_an_older_default_recipe_resumes_with_its_own_settings(corpus, 
     for key in ("config", "resolved_config"):
         del state[key]["muon_orthogonaliser"], state[key]["cautious_weight_decay"]
         del state[key]["muon_momentum_warmup"], state[key]["normuon"]
+        del state[key]["zero_init_projections"], state[key]["ema_beta"], state[key]["ema_start"]
     path.write_text(json.dumps(state))
     assert DEFAULT_PRESETS["gpt"] != "bpe-cpu"
     resumed = train(TrainConfig(out=str(out), max_iters=8, resume=True))
     assert resumed.losses == {i: straight.losses[i] for i in range(4, 8)}
     resolved = read_trainer_state(out / "checkpoint")["resolved_config"]
     assert resolved["preset"] == "bpe-cpu" and resolved["muon_momentum_warmup"] == 0
-    assert resolved["normuon"] is False
+    assert resolved["normuon"] is False and resolved["zero_init_projections"] is False
+    assert (resolved["ema_beta"], resolved["ema_start"]) == (None, 0)
 
 
 def test_a_run_from_before_the_schedule_was_a_setting_resumes_on_its_cosine(corpus, tmp_path):

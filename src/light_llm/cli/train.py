@@ -194,6 +194,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="model shape and its recipe (default qwen3-cpu; with --model bert, bert-shakespeare)",
     )
     add_model_flags(model)
+    model.add_argument(
+        "--zero-init-projections",
+        action="store_const",
+        const=True,
+        help="start each block's output projections (attention's W^O, the MLP's W_2) at zero, "
+        "so that every block starts as the identity (modded-nanogpt's zero-init; the other "
+        "weights are drawn as without it; a new model only, not with --init-from)",
+    )
 
     optim = parser.add_argument_group("optimisation")
     optim.add_argument(
@@ -300,6 +308,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="raise Muon's momentum linearly from 0.85 to --muon-momentum over the first N "
         f"steps, 0 = off ({default('muon_momentum_warmup')}; Muon + AdamW only)",
+    )
+    optim.add_argument(
+        "--ema-beta",
+        type=float,
+        metavar="B",
+        help="keep a moving average of the weights, avg = B avg + (1 - B) weights after every "
+        "step (0 < B < 1), and evaluate, save and sample it; the optimizer trains the raw "
+        "weights, which the checkpoint keeps beside it (default: no average)",
+    )
+    optim.add_argument(
+        "--ema-start",
+        type=int,
+        metavar="N",
+        help="start the --ema-beta average at the weights after N steps (default 0)",
     )
     optim.add_argument(
         "--embedding-lr",

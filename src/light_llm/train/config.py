@@ -102,6 +102,9 @@ GENERAL_DEFAULTS: dict[str, Any] = {
     "muon_momentum_warmup": 0,  # steps from μ = 0.85 to muon_momentum (light_llm.schedule)
     "normuon": False,  # NorMuon's per-neuron normalisation of Muon's update (light_llm.muon_spec)
     "embedding_lr": None,  # None: the embedding tables take lr like every AdamW parameter
+    "zero_init_projections": False,  # blocks' output projections start at 0 (train.zero_init)
+    "ema_beta": None,  # None: no weight average; β of θ̄ = β θ̄ + (1 - β) θ (train.averaging)
+    "ema_start": 0,  # the optimiser step at which the weight average starts
     "eval_interval": 250,
     "eval_iters": 20,
     "log_interval": 10,
@@ -316,6 +319,9 @@ class TrainConfig:
     muon_momentum_warmup: int | None = None  # steps of μ rising from 0.85 (0 = off)
     normuon: bool | None = None  # NorMuon: Muon's update normalised per output neuron
     embedding_lr: float | None = None  # peak lr of the embedding tables (None: lr)
+    zero_init_projections: bool | None = None  # a new model's W^O and W_2 start at 0
+    ema_beta: float | None = None  # evaluate and save a moving average of the weights
+    ema_start: int | None = None  # the step at which that average starts (None: 0)
     # evaluation and output
     eval_interval: int | None = None
     eval_iters: int | None = None
@@ -381,6 +387,11 @@ class TrainConfig:
         validated."""
         values = self.to_dict()
         model = values["model"] = values["model"] or DEFAULT_MODEL
+        if self.zero_init_projections and self.init_from is not None:
+            raise ConfigError(
+                "--zero-init-projections sets how a new model's weights start, and --init-from "
+                "starts from the base model's weights: drop one of them."
+            )
         if self.init_from is not None:
             defaults = self._fine_tuning_defaults(values)
         else:
@@ -429,6 +440,11 @@ class TrainConfig:
             raise ConfigError(
                 "NorMuon normalises the update of light-llm's Muon + AdamW optimizer, and this "
                 f"run uses PyTorch's {resolved.optimizer}; add --optimizer muon."
+            )
+        if self.ema_start and resolved.ema_beta is None:  # (a resume inherits a 0)
+            raise ConfigError(
+                "--ema-start says when the weight average begins, and no --ema-beta sets one: "
+                "add --ema-beta B, or drop it."
             )
         if self.cautious_weight_decay and resolved.weight_decay == 0:
             raise ConfigError(
@@ -604,6 +620,15 @@ class TrainConfig:
             )
         if self.embedding_lr is not None:
             check_real("embedding_lr", self.embedding_lr, 0, low_open=True)
+        if self.ema_beta is not None:
+            check_real("ema_beta", self.ema_beta, 0, 1, low_open=True, high_open=True)
+        check_integer("ema_start", self.ema_start, 0)
+        if self.ema_beta is not None and self.time is None and self.ema_start > self.max_iters:
+            raise ConfigError(
+                f"--ema-start {self.ema_start} is past the run's end (max_iters "
+                f"{self.max_iters}), so the weight average would never begin: give at most "
+                f"{self.max_iters}."
+            )
         # LoRA's settings are checked by light_llm.nn.lora.add_lora, also before any write
         # the model settings too, before any file is written (the vocabulary comes later)
         if self.init_from is not None:

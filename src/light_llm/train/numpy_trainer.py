@@ -6,6 +6,7 @@ One iteration is one optimiser step (seed 000 §7; seed 002 §4):
     for each micro-batch slot s:  loss_s = CE(model(x_s), y_s);  g += backward(loss_s) / slots
     clip ||g||_2 to grad_clip (seed 002 §4.3);  lr = learning_rate(iteration)
     (Muon's μ = muon_momentum(iteration), light_llm.schedule);  optimizer step
+    with --ema-beta:  θ̄ = β θ̄ + (1 - β) θ  (light_llm.train.averaging)
 
 It reads the same :class:`~light_llm.train.config.TrainConfig` as ``light-llm train``, and
 draws the same batches: the windows of micro-batch (iteration, slot) come from
@@ -20,7 +21,9 @@ writes (the training-loss lines, the evaluation records with bits per byte, the 
 the sample's prompt) is built by :mod:`light_llm.train.records`, as in the PyTorch trainer, so
 both engines' ``metrics.jsonl`` hold the same kinds of line with the same fields;
 ``tokens_per_s`` means the same in both: training tokens per second of training time,
-evaluation excluded. Nothing here needs torch.
+evaluation excluded. With a weight average the evaluations, the saved model, the probes and
+the sample are those of the average, as in the PyTorch trainer (the raw weights are not saved:
+this engine does not resume). Nothing here needs torch.
 
 Options the NumPy engine cannot honour raise ConfigError naming them: a GPU device, a
 half-precision dtype, ``compile``, ``gradient_checkpointing``, ``resume`` and several
@@ -29,6 +32,7 @@ processes.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -51,6 +55,7 @@ from light_llm.errors import CheckpointError, ConfigError, TrainingError
 from light_llm.reference.model import NumpyGPT
 from light_llm.reference.optim import AdamW, MuonAdamW, clip_grad_norm, configure_optimizer
 from light_llm.reference.sampling import generate_text
+from light_llm.train.averaging import WeightAverage
 from light_llm.train.batches import eval_batch_rng, micro_batch_rng
 from light_llm.train.budget import seconds_left
 from light_llm.train.config import TrainConfig
@@ -67,6 +72,7 @@ from light_llm.train.records import (
 )
 from light_llm.train.result import SAMPLE_TEMPERATURE, TrainResult
 from light_llm.train.run_tokenizer import fewer_ids_note, tokenizer_for_run
+from light_llm.train.zero_init import projection_names
 
 NUMPY_DTYPES = {None: np.float32, "float32": np.float32, "float64": np.float64}
 
@@ -150,7 +156,9 @@ def train_numpy(config: TrainConfig, *, model: NumpyGPT | None = None) -> TrainR
     what happened, as the PyTorch trainer's :func:`~light_llm.train.trainer.train` does.
 
     ``model`` starts the run from given weights (its config must be the one ``config``
-    describes); by default the weights are drawn N(0, 0.02) from ``config.seed``. The
+    describes); by default the weights are drawn N(0, 0.02) from ``config.seed``. Either way
+    ``zero_init_projections`` then sets the blocks' output projections to zero
+    (:mod:`light_llm.train.zero_init`). The
     trained model is in ``OUT/checkpoint``; ``result.evaluations`` holds the loss records."""
     check_numpy_options(config)
     cfg = config.resolve()
@@ -198,10 +206,21 @@ def train_claimed(
         model = NumpyGPT(model_config, dtype=NUMPY_DTYPES[cfg.dtype], seed=cfg.seed)
     elif model.config != model_config:
         raise ConfigError("the model given to train_numpy has another config than the run's.")
+    if cfg.zero_init_projections:  # light_llm.train.zero_init: W^O, W_2 = 0, the rest as drawn
+        for name in projection_names(model.params):
+            model.params[name][...] = 0
     model.rng = np.random.default_rng(cfg.seed)  # dropout
     probes = ProbeRecorder(out, cfg, tokenizer, datasets["val"].tokens, sample_with_numpy, None)
     model.training = True
     optimizer = configure_optimizer(model.params, cfg)
+    average = None
+    if cfg.ema_beta is not None:
+        average = WeightAverage(cfg.ema_beta, cfg.ema_start, np.copy)
+        average.observe(model.params, 0)
+
+    def averaged() -> contextlib.AbstractContextManager:
+        """A block in which the model holds the weight average (once there is one)."""
+        return contextlib.nullcontext() if average is None else average.swapped_in(model.params)
 
     print(
         f"training a {model.num_parameters() / 1e6:.2f}M-parameter GPT on the numpy engine "
@@ -254,7 +273,8 @@ def train_claimed(
             # evaluation and checkpoint
             if iteration % cfg.eval_interval == 0 or iteration >= cfg.max_iters:
                 evaluation_started = time.perf_counter()
-                losses = estimate_losses(model, datasets, cfg)
+                with averaged():
+                    losses = estimate_losses(model, datasets, cfg)
                 record = run_record.evaluation(
                     iteration,
                     losses,
@@ -264,12 +284,16 @@ def train_claimed(
                 )
                 best_val_loss = min(best_val_loss, losses["val"])
                 result.evaluations.append(record)
-                save_and_log(record)
+                with averaged():
+                    save_and_log(record)
                 eval_seconds = time.perf_counter() - evaluation_started
             if probes.due(iteration, iteration == result.evaluations[-1]["iter"]):
                 model.training = False
                 elapsed = time.perf_counter() - started
-                probe = probes.record(model, iteration, iteration * tokens_per_iteration, elapsed)
+                with averaged():
+                    probe = probes.record(
+                        model, iteration, iteration * tokens_per_iteration, elapsed
+                    )
                 run_record.probe(probe)
                 model.training = True
             if iteration >= cfg.max_iters:
@@ -291,17 +315,21 @@ def train_claimed(
                     )
                     print(training_line(logged, str(cfg.max_iters), left), flush=True)
             iteration += 1
+            if average is not None:
+                average.observe(model.params, iteration)
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
             if stop.requested:
-                save_and_log()
+                with averaged():
+                    save_and_log()
                 result.interrupted = True
                 break
     result.iteration = iteration
     model.training = False
     plot_loss_curve(metrics.records(), out / LOSS_CURVE_FILE, f"NumPy GPT on {tokenizer.name}")
     if cfg.sample_tokens and not result.interrupted:
-        result.sample = sample(model, tokenizer, datasets["val"], cfg)
+        with averaged():
+            result.sample = sample(model, tokenizer, datasets["val"], cfg)
         prompt = sample_prompt(tokenizer, int(datasets["val"].tokens[0]))
         print(printed_sample(result.sample, prompt, cfg), flush=True)
     print(f"done: {iteration} iterations; checkpoint {checkpoint_dir}", flush=True)

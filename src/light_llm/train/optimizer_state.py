@@ -3,6 +3,8 @@ resume (the rest of the run's state is ``trainer_state.json``, :mod:`light_llm.t
 
     optimizer.safetensors   AdamW's moments m and v and step count t per parameter (tensors)
     optimizer.json          which parameter each tensor belongs to (the rest of the state dict)
+    raw_weights.safetensors with --ema-beta, the trained weights beside the model file's average
+                            (:mod:`light_llm.train.averaging`)
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import safetensors.torch
 import torch
 
 from light_llm.errors import CheckpointError
+from light_llm.train.averaging import RAW_WEIGHTS_FILE
 from light_llm.untrusted import check_regular_file, read_json_object
 
 OPTIMIZER_TENSORS_FILE = "optimizer.safetensors"
@@ -80,6 +83,30 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, folder: Path) -> None
         optimizer.load_state_dict(full)
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise CheckpointError(f"the optimizer state in {folder} is damaged ({exc}).") from None
+
+
+def raw_weights_file(raw: dict[str, torch.Tensor]) -> dict[str, bytes]:
+    """The raw (trained) weights of a run that saves its weight average as the model."""
+    tensors = {name: value.detach().cpu().contiguous() for name, value in raw.items()}
+    return {RAW_WEIGHTS_FILE: safetensors.torch.save(tensors)}
+
+
+def load_raw_weights(weights: dict[str, torch.Tensor], folder: Path) -> None:
+    """Copy the raw weights :func:`raw_weights_file` saved in ``folder`` into ``weights``
+    (the model's trainable parameters by name)."""
+    try:
+        check_regular_file(folder / RAW_WEIGHTS_FILE)
+        saved = safetensors.torch.load_file(folder / RAW_WEIGHTS_FILE)
+    except (OSError, ValueError, safetensors.SafetensorError) as exc:
+        raise CheckpointError(f"the raw weights in {folder} are unreadable ({exc}).") from None
+    if saved.keys() != weights.keys() or any(
+        saved[name].shape != value.shape for name, value in weights.items()
+    ):
+        raise CheckpointError(
+            f"the raw weights in {folder / RAW_WEIGHTS_FILE} do not fit the model's parameters."
+        )
+    for name, value in weights.items():
+        value.copy_(saved[name])
 
 
 # --------------------------------------------------------------------------- random numbers

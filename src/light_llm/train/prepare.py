@@ -37,6 +37,7 @@ from light_llm.data import encode_corpus, load_corpus, split_sizes
 from light_llm.device import resolve_device
 from light_llm.errors import CheckpointError, ConfigError, TrainingError
 from light_llm.tokenizers import load_tokenizer
+from light_llm.train.averaging import RAW_WEIGHTS_FILE, WeightAverage
 from light_llm.train.batches import rank_slots
 from light_llm.train.budget import parse_duration
 from light_llm.train.config import LORA_FIELDS, TrainConfig, fitted_length
@@ -50,12 +51,17 @@ from light_llm.train.distributed import (
 from light_llm.train.finetune import FineTuning
 from light_llm.train.mlm import EncoderSubject
 from light_llm.train.optim import configure_optimizer
-from light_llm.train.optimizer_state import load_optimizer_state, restore_rng_states
+from light_llm.train.optimizer_state import (
+    load_optimizer_state,
+    load_raw_weights,
+    restore_rng_states,
+)
 from light_llm.train.precision import autocast, check_dtype, default_dtype, grad_scaler
 from light_llm.train.probes import given_prompt_ids
 from light_llm.train.records import RunRecord
 from light_llm.train.state import check_fields
 from light_llm.train.subject import GPTSubject
+from light_llm.train.zero_init import projection_names
 
 TIMED_FORWARDS = 2  # forward passes timed to estimate an evaluation before a --time run
 STEP_FORWARDS = 3  # a training step's cost in forward passes (the backward is about two)
@@ -101,6 +107,7 @@ class PreparedRun:
     schedule_note: str = ""  # how a resume beyond the run's end treats the schedule
     length_note: str = ""  # how many iterations the default takes on this machine, and why
     last_saved: tuple[Path, int] | None = None  # the checkpoint folder and its iteration
+    average: WeightAverage | None = None  # --ema-beta's moving average (train.averaging)
 
 
 def prepare(config: TrainConfig, architecture: str) -> PreparedRun:
@@ -199,6 +206,8 @@ def prepare_in(
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     raw_model = subject.build_model(model_config, train_data).to(device)
+    if cfg.zero_init_projections and not saved:  # a resumed run's weights are its checkpoint's
+        zero_projections(raw_model)
     raw_model.gradient_checkpointing = cfg.gradient_checkpointing
     optimizer = configure_optimizer(raw_model, cfg, device.type)
     run = PreparedRun(
@@ -224,6 +233,10 @@ def prepare_in(
         schedule_note=schedule_note,
         length_note=length_note,
     )
+    if cfg.ema_beta is not None:
+        run.average = WeightAverage(cfg.ema_beta, cfg.ema_start, torch.clone)
+        if not saved:  # a resumed run's average is its checkpoint's (restore)
+            run.average.observe(trained_weights(raw_model), 0)
     if saved:
         restore(run, saved, resume_folder)
     if cfg.compile:
@@ -380,8 +393,11 @@ def check_same_run(
         if stored_model.get(key) != value
     ]
     # runs saved before --optimizer existed trained with AdamW
-    stored = TrainConfig.from_dict({"optimizer": "adamw", **saved["resolved_config"]})
-    for key in ("data", "tokenizer", "vocab_size", "optimizer", "init_from", *LORA_FIELDS):
+    # and before the weight average existed, without one
+    before = {"optimizer": "adamw", "ema_start": 0}
+    stored = TrainConfig.from_dict({**before, **saved["resolved_config"]})
+    fixed = ("data", "tokenizer", "vocab_size", "optimizer", "init_from", "ema_beta", "ema_start")
+    for key in (*fixed, *LORA_FIELDS):
         if getattr(stored, key) != getattr(config, key):
             saved_value, asked = getattr(stored, key), getattr(config, key)
             differences.append(f"{key} ({saved_value!r} saved, {asked!r} asked)")
@@ -396,6 +412,16 @@ def check_same_run(
 def restore(run: PreparedRun, saved: dict[str, Any], checkpoint: Path) -> None:
     """Weights, optimizer moments, progress, scaler and generators from the checkpoint."""
     run.subject.load_weights(run.raw_model, checkpoint)
+    if run.average is not None:  # the model file holds the average, the raw weights beside it
+        weights = trained_weights(run.raw_model)
+        if (checkpoint / RAW_WEIGHTS_FILE).exists():
+            run.average.average = {name: value.clone() for name, value in weights.items()}
+            load_raw_weights(weights, checkpoint)
+        elif int(saved["iteration"]) >= run.average.start:
+            raise CheckpointError(
+                f"{checkpoint} holds no {RAW_WEIGHTS_FILE} beside its weight average (from "
+                f"iteration {run.average.start}), so it cannot be resumed."
+            )
     load_optimizer_state(run.optimizer, checkpoint)
     run.progress = Progress(
         iteration=int(saved["iteration"]),
@@ -423,3 +449,19 @@ def restore(run: PreparedRun, saved: dict[str, Any], checkpoint: Path) -> None:
             f"run has {run.dist.world_size}, so dropout draws new random numbers.",
             file=sys.stderr,
         )
+
+
+def zero_projections(model: torch.nn.Module) -> None:
+    """Set the blocks' output projections W^O and W_2 of a new model to zero
+    (``--zero-init-projections``, :mod:`light_llm.train.zero_init`); every other weight keeps
+    its draw."""
+    parameters = dict(model.named_parameters())
+    with torch.no_grad():
+        for name in projection_names(parameters):
+            parameters[name].zero_()
+
+
+def trained_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The trainable parameters of ``model`` by name, as tensors sharing their storage
+    without autograd (what ``--ema-beta``'s average follows and swaps in)."""
+    return {name: p.detach() for name, p in model.named_parameters() if p.requires_grad}

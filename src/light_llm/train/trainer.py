@@ -14,7 +14,12 @@ One iteration is one optimiser step, in nanoGPT's order:
         backward(loss_s / slots)       (gradients add up to the mean over the batch;
                                         under DDP averaged over the processes as well)
     clip ||g||_2 to grad_clip; optimizer step
+    with --ema-beta: θ̄ = β θ̄ + (1 - β) θ (light_llm.train.averaging)
     every log_interval iterations: log the training loss
+
+With a weight average the evaluations, the checkpoint's model, the probes and the final sample
+are those of the average θ̄, swapped into the model for them; the optimizer trains θ, which the
+checkpoint keeps beside it for an exact resume (:mod:`light_llm.train.averaging`).
 
 Each evaluation is the mean loss over ``eval_iters`` fixed batches of each split, appended to
 ``OUT/metrics.jsonl`` after the whole state is written to ``OUT/checkpoint`` as one atomic unit.
@@ -49,9 +54,9 @@ from light_llm.train.interrupt import StopRequest
 from light_llm.train.metrics import ThroughputMeter, plot_loss_curve
 from light_llm.train.mfu import mfu_line
 from light_llm.train.optim import clip_grad_norm, set_learning_rate, set_muon_momentum
-from light_llm.train.optimizer_state import capture_rng_states, optimizer_files
+from light_llm.train.optimizer_state import capture_rng_states, optimizer_files, raw_weights_file
 from light_llm.train.precision import attention_kernels, autocast
-from light_llm.train.prepare import PreparedRun, prepare, saved_run_config
+from light_llm.train.prepare import PreparedRun, prepare, saved_run_config, trained_weights
 from light_llm.train.probes import ProbeRecorder
 from light_llm.train.records import objective_note, trainer_state, training_line
 from light_llm.train.result import TrainResult
@@ -162,6 +167,8 @@ class Trainer:
                     run.dist.on_main(log, run.device)
                 progress.iteration += 1
                 progress.tokens_seen += self.tokens_per_iteration
+                if run.average is not None:
+                    run.average.observe(trained_weights(run.raw_model), progress.iteration)
                 bar.update(1)
                 bar.set_postfix(
                     loss=f"{loss:.4f}", tok_s=f"{meter.recent_rate:,.0f}", refresh=False
@@ -293,7 +300,8 @@ class Trainer:
         line."""
         run, progress = self.prepared, self.prepared.progress
         tick = time.perf_counter()
-        losses = self.estimate_losses()
+        with self.averaged():
+            losses = self.estimate_losses()
         record = run.record.evaluation(
             progress.iteration,
             losses,
@@ -321,7 +329,7 @@ class Trainer:
         run = self.prepared
         run.raw_model.eval()
         try:
-            with torch.random.fork_rng(devices=[]):
+            with torch.random.fork_rng(devices=[]), self.averaged():
                 probe = self.probes.record(
                     run.raw_model, run.progress.iteration, run.progress.tokens_seen, self.elapsed()
                 )
@@ -347,6 +355,14 @@ class Trainer:
                 iteration + 1, cfg.max_iters, per_iteration, run.eval_seconds, cfg.eval_interval
             )
         print(training_line(record, end, left), flush=True)
+
+    def averaged(self) -> contextlib.AbstractContextManager[dict[str, torch.Tensor] | None]:
+        """A block in which the model holds the weight average (with --ema-beta, from its
+        start), given the raw weights; a block without change otherwise."""
+        run = self.prepared
+        if run.average is None:
+            return contextlib.nullcontext()
+        return run.average.swapped_in(trained_weights(run.raw_model))
 
     def elapsed(self) -> float:
         return self.prepared.progress.elapsed_before + time.perf_counter() - self.started
@@ -382,7 +398,11 @@ class Trainer:
             extra = {**optimizer_files(run.optimizer), **trainer_state_file(state)}
             folder = run.folder.checkpoint_dir
             try:
-                run.subject.save(run.raw_model, folder, run.tokenizer, extra, run.config.overwrite)
+                with self.averaged() as raw:  # the average as the model, the raw beside it
+                    if raw is not None:
+                        extra.update(raw_weights_file(raw))
+                    model, tokenizer, overwrite = run.raw_model, run.tokenizer, run.config.overwrite
+                    run.subject.save(model, folder, tokenizer, extra, overwrite)
                 run.record.metrics.checkpoint_written()
             except CheckpointError as exc:  # e.g. a full disk; the old checkpoint is intact
                 raise TrainingError(str(exc)) from None
@@ -414,9 +434,10 @@ class Trainer:
             )
             return
         if run.config.sample_tokens:
-            result.sample = run.subject.sample(
-                run.raw_model, run.tokenizer, run.val_data, run.config
-            )
+            with self.averaged():
+                result.sample = run.subject.sample(
+                    run.raw_model, run.tokenizer, run.val_data, run.config
+                )
             subject, config = run.subject, run.config
             print(subject.printed_sample(result.sample, run.tokenizer, run.val_data, config))
         if (
