@@ -32,6 +32,7 @@ VARIANTS = {
     "softcap": {"logit_softcap": 2.0},
     "multi-token": {"mtp_weight": 0.5},  # a training loss on the token after next too
     "value-embeddings": {"value_embeddings": True},
+    "embedding-skip": {"embedding_skip": True},
     "recipe": RECIPE,  # every switch of issue 10's modern recipe together
 }
 

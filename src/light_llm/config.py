@@ -57,6 +57,7 @@ class ModelConfig:
     logit_softcap: float | None = None  # c: logits = c tanh(z / c); None = no capping
     mtp_weight: float = 0.0  # w: training loss + w x the loss on the token after next; 0 = off
     value_embeddings: bool = False  # V_l = a_l X W_V + b_l E_v[tokens]: a second token table
+    embedding_skip: bool = False  # block l reads λ_l X_{l-1} + μ_l X_0 (learned, from 1 and 0)
 
     def __post_init__(self) -> None:
         self.validate()
@@ -76,7 +77,7 @@ class ModelConfig:
         if self.logit_softcap is not None:
             check_real("logit_softcap", self.logit_softcap, 0.0, low_open=True)
         check_real("mtp_weight", self.mtp_weight, 0.0)
-        for name in ("bias", "tie_embeddings", "qk_norm", "value_embeddings"):
+        for name in ("bias", "tie_embeddings", "qk_norm", "value_embeddings", "embedding_skip"):
             check_flag(name, getattr(self, name))
         choices = {
             "positions": POSITIONS,
@@ -236,7 +237,8 @@ def count_parameters(config: ModelConfig) -> dict[str, int]:
     attention = d * 3 * d + 3 * d * b + d * d + d * b + value_gains
     n_ffn_in = 2 if config.activation == "swiglu" else 1
     ffn = n_ffn_in * (d * d_ff + d_ff * b) + d_ff * d + d * b
-    per_layer = attention + ffn + 2 * norm_params
+    skip_gains = 2 if config.embedding_skip else 0  # λ_l, μ_l
+    per_layer = attention + ffn + 2 * norm_params + skip_gains
     token_table = config.vocab_size * d
     position_table = config.block_size * d if config.positions == "learned" else 0
     head = 0 if config.tie_embeddings else config.vocab_size * d

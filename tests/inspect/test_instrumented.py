@@ -105,8 +105,10 @@ def test_zero_ablation_equals_the_weights_zeroed_in_the_numpy_engine(part, varia
         assert np.abs(ablated - plain.logits).max() > 1e-6  # the part mattered
 
 
-# value embeddings bring each token's identity into every layer beside the residual stream
-RESIDUAL_IS_THE_STATE = sorted(name for name in VARIANTS if name != "value-embeddings")
+# value embeddings and the embedding skip bring the tokens into every layer beside the
+# residual stream (tested below)
+SIDE_PATHS = {"value-embeddings", "embedding-skip"}
+RESIDUAL_IS_THE_STATE = sorted(set(VARIANTS) - SIDE_PATHS)
 
 
 @pytest.mark.parametrize("variant", RESIDUAL_IS_THE_STATE)
@@ -120,18 +122,24 @@ def test_patching_a_whole_residual_from_another_run_gives_that_runs_logits(varia
         assert torch.allclose(patched.logits, model(clean)[0], atol=1e-12)
 
 
-def test_with_value_embeddings_the_residual_is_not_the_whole_state():
-    """With value embeddings the tokens reach every layer's values beside the residual: the
+@pytest.mark.parametrize("variant", sorted(SIDE_PATHS))
+def test_with_a_side_path_the_residual_is_not_the_whole_state(variant):
+    """With value embeddings (E_v[tokens] in every layer's values) or the embedding skip
+    (μ_l X_0 in every layer's input) the tokens reach every layer beside the residual: the
     clean run's residual patched into another prompt's run before layer 1 does not give the
-    clean logits (that prompt's E_v[tokens] still enter layer 1's values), and does once the
-    value table is zero."""
-    model = shaken_gpt(torch.float64, value_embeddings=True)
+    clean logits (that prompt's side path still counts), and does once the side path is shut
+    (the value table zero; every μ zero). Three layers: layer 2 mixes X_0 in again."""
+    model = shaken_gpt(torch.float64, **VARIANTS[variant], n_layer=3)
     clean, corrupt = torch.as_tensor(prompt(10, 1)[None]), torch.as_tensor(prompt(10, 2)[None])
     recorded = run_instrumented(model, clean, record=["resid_pre.1"]).activations["resid_pre.1"]
     patched = run_instrumented(model, corrupt, patches=[Patch("resid_pre", 1, recorded)])
-    assert (patched.logits - model(clean)[0]).abs().max() > 1e-3  # E_v[corrupt] still counts
+    assert (patched.logits - model(clean)[0]).abs().max() > 1e-3
     with torch.no_grad():
-        model.transformer.wve.weight.zero_()  # no value embedding: the residual is the state
+        if variant == "value-embeddings":
+            model.transformer.wve.weight.zero_()
+        else:
+            for block in model.transformer.h:
+                block.x0_gains[1] = 0.0
     recorded = run_instrumented(model, clean, record=["resid_pre.1"]).activations["resid_pre.1"]
     patched = run_instrumented(model, corrupt, patches=[Patch("resid_pre", 1, recorded)])
     assert torch.allclose(patched.logits, model(clean)[0], atol=1e-12)

@@ -18,7 +18,14 @@ from light_llm.reference.softmax import softmax_forward
 from tests.conftest import VARIANTS, tiny_config
 
 # whole models: checked once each, below
-MODEL_OPS = ("gpt", "recipe", "multi_token", "multi_token_tied", "value_embeddings")
+MODEL_OPS = (
+    "gpt",
+    "recipe",
+    "multi_token",
+    "multi_token_tied",
+    "value_embeddings",
+    "embedding_skip",
+)
 OP_NAMES = [name for name in OPS if name not in MODEL_OPS]
 
 

@@ -137,6 +137,7 @@ def test_char_baby_200_iterations_follow_the_pytorch_trainer(tmp_path):
         {"lr_schedule": "wsd", "cooldown_fraction": 0.4},
         {"mtp_weight": 0.5},
         {"value_embeddings": True},
+        {"embedding_skip": True},
         {"muon_momentum_warmup": 5},
         {"normuon": True},
         {"zero_init_projections": True},
@@ -147,9 +148,9 @@ def test_muon_training_follows_the_pytorch_trainer(corpus, tmp_path, switches):
     losses of every iteration agree (to 1%, room for a bfloat16 Newton-Schulz on CPUs that
     have bfloat16 arithmetic) and fall; also with Polar Express and cautious weight decay, on
     the warmup-stable-decay schedule, with multi-token prediction, with value embeddings
-    (their table at the embedding rate), with Muon's momentum warmup, with NorMuon, and from
-    zero-initialised output projections (each trainer zeroes them in the weights it starts
-    from)."""
+    (their table at the embedding rate), with the embedding skip, with Muon's momentum
+    warmup, with NorMuon, and from zero-initialised output projections (each trainer zeroes
+    them in the weights it starts from)."""
     from light_llm.models.gpt import GPT
     from light_llm.train import train
 

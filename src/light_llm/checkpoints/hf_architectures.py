@@ -55,6 +55,7 @@ def gpt2_blockers(config: ModelConfig) -> list[Blocker]:
         ("qk_norm", config.qk_norm, False, "GPT-2 has no normalisation of queries and keys"),
         ("logit_softcap", config.logit_softcap is not None, None, "GPT-2 does not cap its logits"),
         ("value_embeddings", config.value_embeddings, False, "GPT-2 has no value embeddings"),
+        ("embedding_skip", config.embedding_skip, False, "GPT-2's blocks read the residual only"),
     ]
     return [Blocker(field, value, why) for field, refused, value, why in rules if refused]
 
@@ -83,6 +84,12 @@ def llama_blockers(config: ModelConfig) -> list[Blocker]:
             f"{name} does not cap its logits, and Gemma 2, which does, has a layout of its own",
         ),
         ("value_embeddings", config.value_embeddings, False, f"{name} has no value embeddings"),
+        (
+            "embedding_skip",
+            config.embedding_skip,
+            False,
+            f"{name}'s blocks read the residual stream only",
+        ),
     ]
     return [Blocker(field, value, why) for field, refused, value, why in rules if refused]
 

@@ -240,6 +240,7 @@ def render(name: str, config: ModelConfig, report: dict) -> str:
         + ("" if config.logit_softcap is None else f", logits capped at {config.logit_softcap}")
         + (f", multi-token prediction (weight {config.mtp_weight:g})" if config.multi_token else "")
         + (", value embeddings" if config.value_embeddings else "")
+        + (", embedding skip" if config.embedding_skip else "")
     )
     rows.append("")
     rows.append("Parameters")

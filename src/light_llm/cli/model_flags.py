@@ -64,6 +64,13 @@ SWITCHES = [
         "a second token table E_v mixed into every layer's attention values, "
         "V = a X W_V + b E_v[tokens] (a, b learned per layer, from 0.5)",
     ),
+    (
+        "--embedding-skip",
+        "embedding_skip",
+        True,
+        "every block reads λ x + μ x_0, the embedding mixed back in (λ, μ learned per layer, "
+        "from 1 and 0)",
+    ),
 ]
 FIELDS = [entry[1] for entry in VALUED] + [entry[1] for entry in SWITCHES]
 

@@ -14,6 +14,12 @@ LN_f(x) = γ ⊙ (x - mean(x)) s + β, and mean is linear, so the logit of token
 one term per component c (for RMSNorm: γ ⊙ c s, and no β). The terms add up to z_v exactly.
 With soft-capped logits, z_v is the logit before the cap (the model outputs cap · tanh(z_v/cap),
 not a sum). A logit difference z_a - z_b splits the same way along W_U[a] - W_U[b].
+
+With the embedding skip (block l reads λ_l x + μ_l x_0, x_0 = embed + pos_embed), the last
+residual is still a sum, each part weighted by what the later layers' λ make of it:
+
+    x_L = c_emb x_0 + Σ_l c_l (Σ_h head_out_l,h + b_O,l + mlp_out_l),
+    c_l = Π_{k>l} λ_k,    c_emb = Π_k λ_k + Σ_l μ_l c_l
 """
 
 from __future__ import annotations
@@ -90,9 +96,11 @@ def direct_logit_attribution(
     gain = params["transformer.ln_f.weight"]
     layernorm = config.norm == "layernorm"
 
-    def through_final_norm(component: np.ndarray) -> float:
+    weights, embedding_weight = skip_weights(inspector.params, config.n_layer)
+
+    def through_final_norm(component: np.ndarray, weight: float = 1.0) -> float:
         centered = component - component.mean(-1, keepdims=True) if layernorm else component
-        return float(((centered * scale * gain) * direction).sum(-1))
+        return weight * float(((centered * scale * gain) * direction).sum(-1))
 
     names, values = [], []
     heads = np.zeros((config.n_layer, config.n_head))
@@ -100,17 +108,18 @@ def direct_logit_attribution(
     for name in ("embed", "pos_embed"):
         if name in acts:
             names.append(name)
-            values.append(through_final_norm(acts[name]))
+            values.append(through_final_norm(acts[name], embedding_weight))
     for layer in range(config.n_layer):
+        weight = weights[layer]
         for head in range(config.n_head):
-            heads[layer, head] = through_final_norm(acts[f"head_out.{layer}"][head])
+            heads[layer, head] = through_final_norm(acts[f"head_out.{layer}"][head], weight)
             names.append(f"L{layer}H{head}")
             values.append(heads[layer, head])
         bias = params.get(f"transformer.h.{layer}.attn.c_proj.bias")
         if bias is not None:
             names.append(f"L{layer} attn bias")
-            values.append(through_final_norm(bias))
-        mlps[layer] = through_final_norm(acts[f"mlp_out.{layer}"])
+            values.append(through_final_norm(bias, weight))
+        mlps[layer] = through_final_norm(acts[f"mlp_out.{layer}"], weight)
         names.append(f"L{layer}MLP")
         values.append(mlps[layer])
     if "transformer.ln_f.bias" in params:
@@ -123,3 +132,15 @@ def direct_logit_attribution(
     return Attribution(
         names, values, float(values.sum()), logit, output_logit, heads, mlps, token, versus, t
     )
+
+
+def skip_weights(params, n_layer: int) -> tuple[np.ndarray, float]:
+    """The weights c_l (L,) of what layer l writes, and c_emb of the embedding, in the last
+    residual (module docstring): all 1 without the embedding skip."""
+    if "transformer.h.0.x0_gains" not in params:
+        return np.ones(n_layer), 1.0
+    gains = np.array([np.asarray(params[f"transformer.h.{k}.x0_gains"], np.float64)
+                      for k in range(n_layer)])  # fmt: skip
+    keep, skip = gains[:, 0], gains[:, 1]  # λ_k, μ_k
+    later = np.array([np.prod(keep[layer + 1 :]) for layer in range(n_layer)])  # c_l
+    return later, float(np.prod(keep) + (skip * later).sum())

@@ -120,7 +120,13 @@ def run_instrumented(
             x = embed(model, idx, positions, sites)
         rope = model.rope(positions) if model.rope is not None else None  # cos, sin
         values = None if encoder or "wve" not in model.transformer else model.transformer.wve(idx)
+        skip = getattr(config, "embedding_skip", False)
+        x0 = None  # X_0, which the embedding skip mixes into every layer's input
+        if skip:
+            x0 = x if start is None else embed(model, idx, positions, unseen_sites())
         for layer in range(first, config.n_layer):
+            if skip and (start is None or layer > first):  # a start's residual is mixed
+                x = blocks[layer].x0_gains[0] * x + blocks[layer].x0_gains[1] * x0
             x = block_forward(blocks[layer], layer, x, rope, sites, values)
         if final_norm is not None:
             sites.visit("final_scale", final_norm_scale(x, final_norm, config.norm))
@@ -141,6 +147,11 @@ def run_instrumented(
                 reduction="none",
             ).masked_fill(targets == -1, float("nan"))  # (B, T)
     return Trace(logits, token_losses, sites.activations)
+
+
+def unseen_sites() -> Sites:
+    """Sites that record and patch nothing: a part of the forward computed again, unseen."""
+    return Sites(frozenset(), [], torch.clone, as_tensor_like)
 
 
 def embed(model, idx: torch.Tensor, positions: torch.Tensor, sites: Sites) -> torch.Tensor:

@@ -72,6 +72,11 @@ class EncoderConfig(ModelConfig):
             )
         if self.logit_softcap is not None:
             raise ConfigError("logit soft-capping is a GPT option; the encoder has none.")
+        if self.embedding_skip:
+            raise ConfigError(
+                "the embedding skip is a GPT option (every block reads λ x + μ x_0); the "
+                "encoder has none."
+            )
         if self.value_embeddings:
             raise ConfigError(
                 "value embeddings are a GPT option (a second token table in every layer's "

@@ -4,6 +4,8 @@
     X_l = Block_l(X_{l-1}),  l = 1..L                    (seed 000 §6, seed 002 §9.1)
           (with value embeddings, every layer's values V_l = a_l X W_V + b_l E_v[tokens]:
           a second token table, read by the attention of every layer; nn/attention.py)
+          (with the embedding skip, Block_l reads λ_l X_{l-1} + μ_l X_0, λ_l and μ_l learned
+          from 1 and 0: a path from the embedding to every layer)
     logits = LN_f(X_L) E^T                               (tied head, seed 002 §10.2)
     logits = c tanh(logits / c)                          (only with logit_softcap = c)
     loss = -(1/T) Σ_t log softmax(logits_t)[x_{t+1}]     (seed 000 §7)
@@ -188,6 +190,7 @@ class GPT(nn.Module):
         rope = self.rope(positions) if self.rope is not None else None  # cos, sin
         key_padding = attention_mask.bool() if attention_mask is not None else None
         values = self.transformer.wve(idx) if "wve" in self.transformer else None  # E_v[tokens]
+        x0 = x  # X_0, which the embedding skip mixes into every layer's input
         for i, block in enumerate(self.transformer.h):
             kwargs = {
                 "offset": offset,
@@ -196,6 +199,8 @@ class GPT(nn.Module):
                 "cache": kv_cache.layers[i] if kv_cache is not None else None,
                 "value_embedding": values,
             }
+            if self.config.embedding_skip:
+                x = block.x0_gains[0] * x + block.x0_gains[1] * x0  # λ_l X_{l-1} + μ_l X_0
             if self.gradient_checkpointing and self.training:
                 # recompute this block's activations in the backward pass (seed 001,
                 # "Gradient Checkpointing"): memory O(L) blocks -> O(1) blocks + inputs

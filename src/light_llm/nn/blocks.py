@@ -22,6 +22,8 @@ class Block(nn.Module):
 
     def __init__(self, config: ModelConfig, causal: bool = True) -> None:
         super().__init__()
+        if config.embedding_skip:  # (λ, μ): the block reads λ x + μ x_0 (models/gpt.py)
+            self.x0_gains = nn.Parameter(torch.tensor([1.0, 0.0]))
         self.pre_norm = config.block_order == "pre"
         self.ln_1 = build_norm(config)
         self.attn = SelfAttention(config, causal=causal)

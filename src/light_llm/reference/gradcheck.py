@@ -498,6 +498,10 @@ OPS: dict[str, Callable[[], OpCheck]] = {
         ModelConfig(**TINY_GPT, **RECIPE, value_embeddings=True),
         description="NumpyGPT loss, value embeddings: V_l = a_l X W_V + b_l E_v[tokens]",
     ),
+    "embedding_skip": lambda: gpt_check(
+        ModelConfig(**TINY_GPT, embedding_skip=True),
+        description="NumpyGPT loss, embedding skip: block l reads λ_l X_{l-1} + μ_l X_0",
+    ),
     "multi_token_tied": lambda: gpt_check(
         ModelConfig(**TINY_GPT, mtp_weight=0.5),
         description="NumpyGPT, tied head: loss + 0.5 x the loss on the token after next",

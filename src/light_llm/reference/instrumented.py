@@ -53,19 +53,18 @@ def run_instrumented(
     positions = np.arange(T)
     first, x = start if start is not None else (0, None)
     if start is None:
-        x = sites.visit("embed", params["transformer.wte.weight"][idx])  # E[tokens]: (B, T, d)
-        if config.positions in ("learned", "sinusoidal"):
-            table = (
-                params["transformer.wpe.weight"]
-                if config.positions == "learned"
-                else model.position_table
-            )
-            x = x + sites.visit("pos_embed", np.broadcast_to(table[positions], x.shape))
+        x = embed(model, idx, positions, sites)
+    x0 = None  # X_0, which the embedding skip mixes into every layer's input
+    if config.embedding_skip:
+        x0 = x if start is None else embed(model, idx, positions, unseen_sites())
     rope = None
     if config.positions == "rotary":
         rope = (model.rope_cos[positions], model.rope_sin[positions])  # (T, hs/2) each
     values = params["transformer.wve.weight"][idx] if config.value_embeddings else None
     for layer in range(first, config.n_layer):
+        if x0 is not None and (start is None or layer > first):  # a start's residual is mixed
+            gain, skip = params[f"transformer.h.{layer}.x0_gains"]
+            x = gain * x + skip * x0
         x = block_forward(model, layer, x, rope, sites, values)
     if config.block_order == "pre":
         sites.visit("final_scale", final_norm_scale(x, config))
@@ -80,6 +79,22 @@ def run_instrumented(
         picked = np.take_along_axis(log_probs, np.maximum(targets, 0)[..., None], -1)[..., 0]
         token_losses = np.where(targets == -1, np.nan, -picked)
     return Trace(logits, token_losses, sites.activations)
+
+
+def embed(model: NumpyGPT, idx: np.ndarray, positions: np.ndarray, sites: Sites) -> np.ndarray:
+    """The residual stream's start E[tokens] + P[positions] (seed 000 §2), its sites visited."""
+    config, params = model.config, model.params
+    x = sites.visit("embed", params["transformer.wte.weight"][idx])  # E[tokens]: (B, T, d)
+    if config.positions in ("learned", "sinusoidal"):
+        learned = config.positions == "learned"
+        table = params["transformer.wpe.weight"] if learned else model.position_table
+        x = x + sites.visit("pos_embed", np.broadcast_to(table[positions], x.shape))
+    return x
+
+
+def unseen_sites() -> Sites:
+    """Sites that record and patch nothing: a part of the forward computed again, unseen."""
+    return Sites(frozenset(), [], np.copy, as_array_like)
 
 
 def final_norm_scale(x: np.ndarray, config) -> np.ndarray:

@@ -4,6 +4,7 @@
     X_0 = Dropout(E[tokens] + P[positions])           (seed 000 §2)
     X_l = Block_l(X_{l-1}),  l = 1..L                 (blocks.py; with value embeddings,
                                                       V_l = a_l X W_V + b_l E_v[tokens])
+        (with the embedding skip, Block_l reads λ_l X_{l-1} + μ_l X_0)
     logits = LN_f(X_L) W_head^T,  W_head = E if tied  (seed 002 §10.2, eq. 43)
     logits = c tanh(logits / c)                       (logit_softcap = c only; softcap.py)
     loss = mean cross-entropy(logits, targets)        (loss.py)
@@ -65,6 +66,8 @@ def parameter_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
 
     for i in range(config.n_layer):
         layer = f"transformer.h.{i}"
+        if config.embedding_skip:  # a module's own parameters come before its children's
+            shapes[layer + ".x0_gains"] = (2,)
         add_norm(layer + ".ln_1")
         if config.value_embeddings:  # a module's own parameters come before its children's
             shapes[layer + ".attn.ve_gains"] = (2,)
@@ -104,6 +107,7 @@ class ForwardCache:
     positions: np.ndarray
     position_cache: tuple | None
     dropout_cache: np.ndarray | None
+    skip_inputs: list | None  # the embedding skip's (X_{l-1}, X_0) of every layer
     block_caches: list
     final_norm_cache: tuple | None
     head_cache: tuple
@@ -155,6 +159,8 @@ class NumpyGPT:
                 value = np.zeros(shape)
             elif name.endswith(".ve_gains"):  # a, b of V = a V + b E_v[tokens]
                 value = np.full(shape, 0.5)
+            elif name.endswith(".x0_gains"):  # λ, μ of λ X_{l-1} + μ X_0: the plain block
+                value = np.array([1.0, 0.0])
             elif len(shape) == 1:  # a norm's gain γ
                 value = np.ones(shape)
             elif name == "mtp_proj.weight":  # the second head starts as the first
@@ -293,8 +299,12 @@ class NumpyGPT:
         values, value_cache = None, None
         if config.value_embeddings:  # E_v[tokens], read by every layer's attention
             values, value_cache = embedding_forward(idx, self.params["transformer.wve.weight"])
-        block_caches = []
+        block_caches, skip_inputs, x0 = [], [] if config.embedding_skip else None, x
         for i in range(config.n_layer):
+            if skip_inputs is not None:  # λ_l X_{l-1} + μ_l X_0
+                skip_inputs.append(x)
+                gain, skip = self.params[f"transformer.h.{i}.x0_gains"]
+                x = gain * x + skip * x0
             x, block_cache = block_forward(
                 x,
                 self.params,
@@ -335,6 +345,7 @@ class NumpyGPT:
             positions,
             position_cache,
             dropout_cache,
+            skip_inputs,
             block_caches,
             final_norm_cache,
             head_cache,
@@ -421,13 +432,21 @@ class NumpyGPT:
             grads["mtp_proj.weight"] = np.zeros_like(self.params["mtp_proj.weight"])
         if config.block_order == "pre":
             dx = norm_backward(dx, cache.final_norm_cache, grads, "transformer.ln_f", config)
+        dx0 = 0.0  # the embedding skip's gradient at X_0, from every layer
         for i in reversed(range(config.n_layer)):
             dx = block_backward(dx, cache.block_caches[i], grads, f"transformer.h.{i}", config)
+            if cache.skip_inputs is not None:  # y = λ x + μ x_0: dλ = Σ dy x, dμ = Σ dy x_0
+                name, x0 = f"transformer.h.{i}.x0_gains", cache.skip_inputs[0]  # layer 0 reads X_0
+                gain, skip = self.params[name]
+                previous = cache.skip_inputs[i]
+                grads[name] = np.array([(dx * previous).sum(), (dx * x0).sum()], dtype=dx.dtype)
+                dx0 = dx0 + skip * dx
+                dx = gain * dx
         if config.value_embeddings:  # every layer's gradient at E_v[tokens], into the table
             dvalues = sum(grads.pop(f"transformer.h.{i}.attn{VALUE_EMBEDDING_GRAD}")
                           for i in range(config.n_layer))  # fmt: skip
             grads["transformer.wve.weight"] = embedding_backward(dvalues, cache.value_cache)
-        dx = dropout_backward(dx, cache.dropout_cache)
+        dx = dropout_backward(dx + dx0, cache.dropout_cache)
         dwte = embedding_backward(dx, cache.idx_cache)
         if config.positions == "learned":
             dpos = dx.sum(axis=0) if cache.positions.ndim == 1 else dx  # shared by the batch

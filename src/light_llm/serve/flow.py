@@ -56,6 +56,7 @@ def stage(key: str, title: str, formula: str, example: str | None, **values: Any
 def layer_stages(acts: dict[str, np.ndarray], t: int, config, norm: str) -> list[dict]:
     """One layer's stages at position ``t``; ``acts``: its recorded sites by bare name."""
     pre = config.block_order == "pre"
+    skip = getattr(config, "embedding_skip", False)
     qk = (
         r"q = x W_Q,\; k = x W_K,\; v = x W_V"
         + (r"\; (v \leftarrow a v + b\, E_v[\mathrm{token}])" if config.value_embeddings else "")
@@ -73,7 +74,12 @@ def layer_stages(acts: dict[str, np.ndarray], t: int, config, norm: str) -> list
     )
     activation = ACTIVATION_FORMULAS.get(config.activation, r"h = \sigma(x W_1 + b_1)")
     vectors = [  # (site, title, formula, explain example): stages of one vector each
-        ("resid_pre", "residual stream in", "x", "gradient-flow"),
+        (
+            "resid_pre",
+            "residual stream in" + (" (the embedding mixed in)" if skip else ""),
+            r"x \leftarrow \lambda x + \mu x_0" if skip else "x",
+            "gradient-flow",
+        ),
         ("ln1", "norm before attention", norm, "norms"),
         ("qkv", "queries, keys and values of each head", qk, "multi-head"),
         (

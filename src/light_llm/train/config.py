@@ -236,6 +236,7 @@ MODEL_FIELDS = (
     "logit_softcap",
     "mtp_weight",
     "value_embeddings",
+    "embedding_skip",
     "tie_embeddings",
     "bias",
 )
@@ -293,6 +294,7 @@ class TrainConfig:
     logit_softcap: float | None = None  # None: the preset's (no capping)
     mtp_weight: float | None = None  # multi-token prediction's loss weight; None: 0 (off)
     value_embeddings: bool | None = None  # a second token table in every layer's values
+    embedding_skip: bool | None = None  # every block reads λ x + μ x_0
     tie_embeddings: bool | None = None
     bias: bool | None = None
     # optimisation
