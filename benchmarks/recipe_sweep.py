@@ -49,6 +49,11 @@ CANDIDATES: dict[str, list[str]] = {
     "zero-init-projections": ["--zero-init-projections"],
     # evaluate and save a moving average of the weights (about the last 100 steps)
     "ema": ["--ema-beta", "0.99"],
+    # issue 25's list: the model's tries (a second token table in the values, the embedding
+    # mixed into every block's input, a second head for the token after next)
+    "value-embeddings": ["--value-embeddings"],
+    "embedding-skip": ["--embedding-skip"],
+    "multi-token": ["--mtp-weight", "0.5"],
     "char-cpu": ["--preset", "char-cpu"],
     "modern-adamw": [*MODERN, "--activation", "swiglu"],
     "muon-relu2": [*MODERN, *MUON, "--activation", "relu2"],
