@@ -49,6 +49,8 @@ CANDIDATES: dict[str, list[str]] = {
     "zero-init-projections": ["--zero-init-projections"],
     # evaluate and save a moving average of the weights (about the last 100 steps)
     "ema": ["--ema-beta", "0.99"],
+    # batch-size warmup (issue 25's measured prototype: batch 16 for 200 steps, then 32)
+    "batch-warmup": ["--batch-warmup", "200", "--batch-warmup-size", "16"],
     "char-cpu": ["--preset", "char-cpu"],
     "modern-adamw": [*MODERN, "--activation", "swiglu"],
     "muon-relu2": [*MODERN, *MUON, "--activation", "relu2"],

@@ -395,6 +395,30 @@ def test_the_help_names_every_preset_of_both_models():
             "--ema-start 11 is past the run's end (max_iters 10), so the weight average would "
             "never begin: give at most 10.",
         ),
+        (
+            ["--batch-warmup", "5"],
+            "--batch-warmup 5 draws smaller batches for its first iterations and needs their "
+            "size: add --batch-warmup-size B0.",
+        ),
+        (
+            ["--batch-warmup-size", "2"],
+            "--batch-warmup-size sizes the batches of a batch-size warmup, and no --batch-warmup "
+            "N sets one: add it, or drop --batch-warmup-size.",
+        ),
+        (
+            ["--batch-warmup", "0", "--batch-warmup-size", "2"],
+            "and no --batch-warmup N sets one",
+        ),
+        (
+            ["--batch-warmup", "5", "--batch-warmup-size", "4"],
+            "--batch-warmup-size must be a number of sequences below --batch-size 4, from 1 to "
+            "3, got 4.",
+        ),
+        (["--batch-warmup", "5", "--batch-warmup-size", "0"], "from 1 to 3, got 0."),
+        (
+            ["--batch-warmup", "-1", "--batch-warmup-size", "2"],
+            "batch_warmup (0 = off) must be an integer of at least 0, got -1.",
+        ),
     ],
 )
 def test_combinations_that_make_no_sense_are_one_sentence(corpus, tmp_path, capsys, flags, phrase):
@@ -419,6 +443,44 @@ def test_the_initialisation_and_averaging_switches_train_and_are_recorded(corpus
         resumed = read_trainer_state(out / "checkpoint")["resolved_config"]
         switches = ("zero_init_projections", "ema_beta", "ema_start")
         assert [resumed[key] for key in switches] == [True, 0.9, 2]
+
+
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_the_batch_warmup_trains_and_is_recorded(corpus, tmp_path, engine):
+    out = tmp_path / "run"
+    flags = ["--batch-warmup", "3", "--batch-warmup-size", "2"]
+    assert main(["train", *tiny_flags(corpus, out, max_iters=4, engine=engine), *flags]) == 0
+    state = read_trainer_state(out / "checkpoint")
+    assert (
+        state["resolved_config"]["batch_warmup"],
+        state["resolved_config"]["batch_warmup_size"],
+    ) == (3, 2)
+    assert state["tokens_seen"] == 3 * 2 * 16 + 4 * 16  # TINY: batch 4, context 16
+    if engine == "torch":  # a resume given neither flag keeps them
+        assert main(["train", "--resume", "--out", str(out), "--max-iters", "6"]) == 0
+        state = read_trainer_state(out / "checkpoint")
+        assert (
+            state["resolved_config"]["batch_warmup"],
+            state["resolved_config"]["batch_warmup_size"],
+        ) == (3, 2)
+        assert state["tokens_seen"] == 3 * 2 * 16 + 3 * 4 * 16
+
+
+def test_the_batch_warmup_with_a_time_budget_is_one_sentence_and_writes_nothing(
+    corpus, tmp_path, capsys
+):
+    out = tmp_path / "out"
+    flags = tiny_flags(corpus, out, max_iters=None, warmup_iters=6)
+    assert (
+        main(["train", *flags, "--time", "2s", "--batch-warmup", "3", "--batch-warmup-size", "2"])
+        == 2
+    )
+    assert error_line(capsys).endswith(
+        "--time fixes the run's length from the speed of its first iterations, which "
+        "--batch-warmup makes smaller than the rest: give --max-iters instead, or drop "
+        "--batch-warmup."
+    )
+    assert not out.exists()
 
 
 def test_zero_init_projections_with_init_from_is_one_sentence_and_writes_nothing(
@@ -511,6 +573,7 @@ HELP_DEFAULTS = {
     "--muon-lr": "muon_lr",
     "--muon-orthogonaliser": "muon_orthogonaliser",
     "--muon-momentum-warmup": "muon_momentum_warmup",
+    "--batch-warmup": "batch_warmup",
     "--lr-schedule": "lr_schedule",
     "--eval-iters": "eval_iters",
     "--seed": "seed",

@@ -145,6 +145,49 @@ def test_the_muon_momentum_warmup_sets_each_steps_momentum_and_resumes_exactly(
     assert resumed.losses == {i: straight.losses[i] for i in range(4, 8)}
 
 
+def test_the_batch_warmup_draws_each_iterations_size_counts_its_tokens_and_resumes_exactly(
+    corpus, tmp_path, monkeypatch
+):
+    """--batch-warmup 3 --batch-warmup-size 2 at batch 4, grad_accum 2, context 16: the step
+    sees micro-batches of 2 windows in iterations 0-2 (two each) and of 4 after; the run's
+    tokens are 3 x 2 x 2 x 16 + 5 x 4 x 2 x 16 = 832 in the checkpoint and in the throughput
+    meter; a run stopped inside the warmup (after iteration 2) resumes bit for bit."""
+    from light_llm.train.trainer import Trainer
+
+    shapes = []
+    forward = GPT.forward
+
+    def recording(self, idx, *args, **kwargs):
+        if self.training:
+            shapes.append(tuple(idx.shape))
+        return forward(self, idx, *args, **kwargs)
+
+    monkeypatch.setattr(GPT, "forward", recording)
+    common = {"max_iters": 8, "lr_decay_iters": 8, "grad_accum": 2, "eval_interval": 4}
+    common.update(batch_warmup=3, batch_warmup_size=2)
+    trainer = Trainer(tiny_run(corpus, tmp_path / "straight", **common))
+    straight = trainer.run()
+    assert shapes == [(2, 16)] * 6 + [(4, 16)] * 10
+    hand = 3 * 2 * 2 * 16 + 5 * 4 * 2 * 16
+    state = read_trainer_state(tmp_path / "straight" / "checkpoint")
+    assert state["tokens_seen"] == hand == 832
+    assert trainer.meter.run_tokens == hand
+    plain = train(
+        tiny_run(
+            corpus, tmp_path / "plain", **{**common, "batch_warmup": 0, "batch_warmup_size": None}
+        )
+    )
+    assert plain.losses[0] != straight.losses[0]  # the smaller batches changed the run
+    train(tiny_run(corpus, tmp_path / "split", **{**common, "max_iters": 2}))
+    shapes.clear()
+    resumed = train(TrainConfig(out=str(tmp_path / "split"), max_iters=8, resume=True))
+    assert shapes == [(2, 16)] * 2 + [(4, 16)] * 10
+    assert resumed.losses == {i: straight.losses[i] for i in range(2, 8)}
+    assert read_trainer_state(tmp_path / "split" / "checkpoint")["tokens_seen"] == hand
+    for name in ("model.safetensors", "optimizer.safetensors"):
+        assert_same_checkpoint_file(tmp_path / "straight", tmp_path / "split", name)
+
+
 def test_normuon_resumes_exactly_from_its_saved_second_moments(corpus, tmp_path):
     """--normuon stopped after 4 of 8 steps: the checkpoint holds one second moment
     (d_out, 1) per Muon matrix, and the resumed run's losses and weights are those of the run
@@ -288,6 +331,7 @@ def test_a_run_of_an_older_default_recipe_resumes_with_its_own_settings(corpus, 
         del state[key]["muon_orthogonaliser"], state[key]["cautious_weight_decay"]
         del state[key]["muon_momentum_warmup"], state[key]["normuon"]
         del state[key]["zero_init_projections"], state[key]["ema_beta"], state[key]["ema_start"]
+        del state[key]["batch_warmup"], state[key]["batch_warmup_size"]
     path.write_text(json.dumps(state))
     assert DEFAULT_PRESETS["gpt"] != "bpe-cpu"
     resumed = train(TrainConfig(out=str(out), max_iters=8, resume=True))
@@ -296,6 +340,7 @@ def test_a_run_of_an_older_default_recipe_resumes_with_its_own_settings(corpus, 
     assert resolved["preset"] == "bpe-cpu" and resolved["muon_momentum_warmup"] == 0
     assert resolved["normuon"] is False and resolved["zero_init_projections"] is False
     assert (resolved["ema_beta"], resolved["ema_start"]) == (None, 0)
+    assert (resolved["batch_warmup"], resolved["batch_warmup_size"]) == (0, None)
 
 
 def test_a_run_from_before_the_schedule_was_a_setting_resumes_on_its_cosine(corpus, tmp_path):

@@ -54,10 +54,11 @@ from light_llm.limits import (
     check_integer,
     check_real,
     check_seed,
+    is_integer,
     is_real,
 )
 from light_llm.muon_spec import ORTHOGONALISERS
-from light_llm.schedule import SCHEDULES, learning_rate, muon_momentum
+from light_llm.schedule import SCHEDULES, learning_rate, muon_momentum, tokens_before, warmup_size
 from light_llm.train.budget import MIN_WARMUP_FOR_BUDGET, parse_duration
 
 MODELS = ("gpt", "bert")
@@ -83,6 +84,8 @@ GENERAL_DEFAULTS: dict[str, Any] = {
     "tokenizer": "char",
     "batch_size": 12,
     "grad_accum": 1,
+    "batch_warmup": 0,  # iterations of batch_warmup_size sequences (light_llm.schedule)
+    "batch_warmup_size": None,  # the micro-batches' sequences during the batch-size warmup
     "max_iters": 2000,
     "lr": 6e-4,
     "min_lr": 6e-5,
@@ -298,6 +301,8 @@ class TrainConfig:
     # optimisation
     batch_size: int | None = None  # sequences per micro-batch
     grad_accum: int | None = None  # micro-batches per optimiser step (over all processes)
+    batch_warmup: int | None = None  # the first N iterations draw smaller batches (0 = off)
+    batch_warmup_size: int | None = None  # sequences per micro-batch during that warmup
     max_iters: int | None = None  # optimiser steps
     time: str | None = None  # a wall-clock budget ("90s", "5m") instead of max_iters
     lr: float | None = None
@@ -511,6 +516,36 @@ class TrainConfig:
         ``muon_momentum`` throughout (:func:`light_llm.schedule.muon_momentum`)."""
         return muon_momentum(step, self.muon_momentum, self.muon_momentum_warmup)
 
+    def batch_size_at(self, iteration: int) -> int:
+        """The sequences of each micro-batch of iteration ``iteration`` under this (resolved)
+        config: ``batch_warmup_size`` for the first ``batch_warmup`` iterations, then
+        ``batch_size`` (:func:`light_llm.schedule.warmup_size`)."""
+        return warmup_size(iteration, self.batch_size, self.batch_warmup, self.batch_warmup_size)
+
+    def tokens_in(self, iteration: int) -> int:
+        """The training tokens of iteration ``iteration``: grad_accum x B_t x block_size."""
+        return self.grad_accum * self.batch_size_at(iteration) * self.block_size
+
+    def tokens_before(self, iteration: int) -> int:
+        """The training tokens of iterations 0 .. ``iteration`` - 1
+        (:func:`light_llm.schedule.tokens_before`)."""
+        return tokens_before(
+            iteration,
+            self.grad_accum,
+            self.block_size,
+            self.batch_size,
+            self.batch_warmup,
+            self.batch_warmup_size,
+        )
+
+    def mean_tokens_from(self, iteration: int) -> float:
+        """The mean training tokens of iterations ``iteration`` .. max_iters - 1 (those of
+        ``iteration`` when none is left): the rest of the run's time at a rate in tokens/s."""
+        left = self.max_iters - iteration
+        if left <= 0:
+            return self.tokens_in(iteration)
+        return (self.tokens_before(self.max_iters) - self.tokens_before(iteration)) / left
+
     def check_types(self) -> None:
         """ConfigError for a setting of the wrong type (a number given as text, a count as a
         float, a flag as "no"): a configuration read back from a trainer_state.json is as
@@ -599,6 +634,7 @@ class TrainConfig:
             check_real(key, getattr(self, key), 0, 1, high_open=True)
         check_real("weight_decay", self.weight_decay, 0)
         check_real("grad_clip (0 = off)", self.grad_clip, 0)
+        self.check_batch_warmup()
         if self.time is not None:
             parse_duration(self.time)
             if self.warmup_iters < MIN_WARMUP_FOR_BUDGET:
@@ -635,6 +671,37 @@ class TrainConfig:
             self.model_config(0)
         else:
             self.model_config(model_presets(self.model)[self.preset].vocab_size)
+
+    def check_batch_warmup(self) -> None:
+        """ConfigError for a batch-size warmup that cannot work: a length without a size or a
+        size without a length, a size not below the batch size, or with ``--time``, which is
+        refused rather than estimated: its budget fixes the run's length from the speed of the
+        first iterations, which a batch-size warmup makes smaller than the rest."""
+        check_integer("batch_warmup (0 = off)", self.batch_warmup, 0)
+        if self.batch_warmup and self.batch_warmup_size is None:
+            raise ConfigError(
+                f"--batch-warmup {self.batch_warmup} draws smaller batches for its first "
+                "iterations and needs their size: add --batch-warmup-size B0."
+            )
+        if self.batch_warmup_size is None:
+            return
+        if not self.batch_warmup:
+            raise ConfigError(
+                "--batch-warmup-size sizes the batches of a batch-size warmup, and no "
+                "--batch-warmup N sets one: add it, or drop --batch-warmup-size."
+            )
+        size = self.batch_warmup_size
+        if not is_integer(size) or not 1 <= size < self.batch_size:
+            raise ConfigError(
+                f"--batch-warmup-size must be a number of sequences below --batch-size "
+                f"{self.batch_size}, from 1 to {self.batch_size - 1}, got {size!r}."
+            )
+        if self.time is not None:
+            raise ConfigError(
+                "--time fixes the run's length from the speed of its first iterations, which "
+                "--batch-warmup makes smaller than the rest: give --max-iters instead, or drop "
+                "--batch-warmup."
+            )
 
     def awaits_budget_estimate(self) -> bool:
         """Whether this is a ``--time`` run whose iteration count is still to be fixed (see
