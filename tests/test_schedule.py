@@ -1,5 +1,6 @@
-"""The size warmups of light_llm.schedule against values worked out by hand (the learning
-rate and momentum schedules are tested in tests/train/test_optim.py)."""
+"""The size warmups of light_llm.schedule (batch size, sequence length) and the tokens they
+count, against values worked out by hand (the learning rate and momentum schedules are tested
+in tests/train/test_optim.py)."""
 
 import pytest
 
@@ -35,3 +36,23 @@ def test_tokens_before_count_the_warmups_smaller_batches():
     assert tokens_before(250, 2, 64, 32) == 250 * 4096  # no warmup: B T G each iteration
     # a warmup longer than the run counts the small batches only
     assert tokens_before(10, 1, 8, 4, 100, 3) == 10 * 3 * 8
+
+
+def test_tokens_before_count_the_shorter_windows_of_a_sequence_length_warmup():
+    """grad_accum 2, batch 8, windows of 16 tokens for 4 iterations then 64:
+    4 x 2 x 8 x 16 = 1024 tokens in the warmup, 2 x 8 x 64 = 1024 an iteration after it."""
+    assert tokens_before(4, 2, 64, 8, 0, None, 4, 16) == 1024
+    assert tokens_before(10, 2, 64, 8, 0, None, 4, 16) == 1024 + 6 * 1024
+
+
+def test_tokens_before_with_both_warmups_counts_each_stretch():
+    """Batch 16 for 100 iterations then 32; windows of 32 for 50 then 64 (grad_accum 1):
+    16 x 32 = 512 tokens an iteration to 50, 16 x 64 = 1024 to 100, 32 x 64 = 2048 after."""
+
+    def count(i):
+        return tokens_before(i, 1, 64, 32, 100, 16, 50, 32)
+
+    assert count(50) == 50 * 512 == 25_600
+    assert count(100) == 25_600 + 50 * 1024 == 76_800
+    assert count(150) == 76_800 + 50 * 2048 == 179_200
+    assert count(30) == 30 * 512

@@ -1,8 +1,9 @@
 """The learning-rate schedules both engines follow: linear warmup, then cosine decay to a
 floor (seed 000 §7, seed 002 §4.2), or warmup-stable-decay: the peak held, then a linear
-cooldown to the floor; Muon's momentum warmup (:func:`muon_momentum`); and the batch-size
-warmup (:func:`warmup_size`, the sequences of an iteration's micro-batches) with the training
-tokens it counts (:func:`tokens_before`). Plain arithmetic, no tensor library.
+cooldown to the floor; Muon's momentum warmup (:func:`muon_momentum`); and the batch-size and
+sequence-length warmups (:func:`warmup_size`: the sequences of an iteration's micro-batches,
+the tokens of their windows) with the training tokens they count (:func:`tokens_before`).
+Plain arithmetic, no tensor library.
 """
 
 from __future__ import annotations
@@ -97,8 +98,9 @@ def warmup_size(iteration: int, size: int, warmup_iters: int, start: int | None)
 
     With N = 0 (off) it is S at every iteration. ``--batch-warmup N --batch-warmup-size B0``
     sizes every micro-batch of iteration t so (B_t sequences; the NanoGPT speedrun's batch-size
-    warmup); both trainers draw their batches with it, so a resumed run goes on with the size
-    of its iteration."""
+    warmup), ``--context-warmup N --context-warmup-size T0`` its windows (T_t tokens, a
+    sequence-length warmup); both trainers draw their batches with it, so a resumed run goes
+    on with the sizes of its iteration."""
     if warmup_iters < 0:
         raise ConfigError(f"a size warmup must last >= 0 iterations, got {warmup_iters}.")
     if warmup_iters == 0 or iteration >= warmup_iters:
@@ -115,18 +117,22 @@ def tokens_before(
     batch_size: int,
     batch_warmup: int = 0,
     batch_warmup_size: int | None = None,
+    context_warmup: int = 0,
+    context_warmup_size: int | None = None,
 ) -> int:
     """The training tokens of iterations 0 .. ``iteration`` - 1: each iteration t trains on
-    G micro-batches of B_t windows of T tokens (B_t: :func:`warmup_size`), so
+    G micro-batches of B_t windows of T_t tokens (both :func:`warmup_size`: the batch-size
+    warmup's and the sequence-length warmup's), so
 
-        tokens(i) = G T sum_(t < i) B_t = G T (min(i, N) B_0 + max(i - N, 0) B)
+        tokens(i) = G sum_(t < i) B_t T_t
 
-    summed here over the stretches where B_t is constant (exact integers)."""
-    bounds = sorted({0, min(batch_warmup, iteration), max(iteration, 0)})
+    summed here over the stretches where B_t and T_t are both constant (exact integers);
+    with the batch-size warmup alone, G T (min(i, N) B_0 + max(i - N, 0) B)."""
+    edges = {0, min(batch_warmup, iteration), min(context_warmup, iteration), max(iteration, 0)}
     return sum(
         (end - first)
         * grad_accum
-        * block_size
         * warmup_size(first, batch_size, batch_warmup, batch_warmup_size)
-        for first, end in pairwise(bounds)
+        * warmup_size(first, block_size, context_warmup, context_warmup_size)
+        for first, end in pairwise(sorted(edges))
     )

@@ -43,10 +43,15 @@ def run(command, **env):
     return completed
 
 
-@pytest.mark.parametrize("switches", [{}, {"batch_warmup": 3, "batch_warmup_size": 2}])
+WARMUPS = {"batch_warmup": 3, "batch_warmup_size": 2, "context_warmup": 2}
+WARMUPS["context_warmup_size"] = 8
+
+
+@pytest.mark.parametrize("switches", [{}, WARMUPS])
 def test_torchrun_two_gloo_processes_match_one_process(corpus, tmp_path, switches):
-    """Also under a batch-size warmup: every slot of an iteration, on either process, draws
-    that iteration's B_t windows, so the global batch is still one process's."""
+    """Also under the batch-size and sequence-length warmups: every slot of an iteration, on
+    either process, draws that iteration's B_t windows of T_t tokens, so the global batch is
+    still one process's."""
     settings = {**SETTINGS, **switches}
     single_out, ddp_out = tmp_path / "single", tmp_path / "ddp"
     run([sys.executable, "-m", "light_llm", "train", *tiny_flags(corpus, single_out, **settings)])
@@ -82,5 +87,6 @@ def test_torchrun_two_gloo_processes_match_one_process(corpus, tmp_path, switche
     for name, tensor in single_weights.items():
         torch.testing.assert_close(ddp_weights[name], tensor, rtol=1e-6, atol=1e-7)
     states = [read_trainer_state(out / "checkpoint") for out in (single_out, ddp_out)]
-    sizes = [2] * 3 + [4] * 3 if switches else [4] * 6  # TINY: batch 4, context 16
-    assert states[0]["tokens_seen"] == states[1]["tokens_seen"] == sum(sizes) * 2 * 16
+    # B_t T_t of iterations 0-5 (TINY: batch 4, context 16), grad_accum 2
+    tokens = [2 * 8, 2 * 8, 2 * 16, 4 * 16, 4 * 16, 4 * 16] if switches else [4 * 16] * 6
+    assert states[0]["tokens_seen"] == states[1]["tokens_seen"] == sum(tokens) * 2

@@ -231,6 +231,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the sequences of each micro-batch during --batch-warmup, from 1 to --batch-size - 1",
     )
     optim.add_argument(
+        "--context-warmup",
+        type=int,
+        metavar="N",
+        help="sequence-length warmup: the first N iterations train on windows of "
+        "--context-warmup-size tokens, then of the model's context (--block-size); evaluations "
+        f"always read whole blocks (0 = off, {default('context_warmup')}; not with --time, "
+        "GPT only)",
+    )
+    optim.add_argument(
+        "--context-warmup-size",
+        type=int,
+        metavar="T0",
+        help="the tokens of each training window during --context-warmup, from 1 to "
+        "--block-size - 1",
+    )
+    optim.add_argument(
         "--max-iters",
         type=int,
         metavar="N",

@@ -115,18 +115,19 @@ class RunHistory:
 
     def tokens_counter(self) -> tuple[Callable[[int], int] | None, str | None]:
         """The training tokens before an iteration (:func:`light_llm.schedule.tokens_before`,
-        a batch-size warmup's smaller steps counted) and the tokenizer's name, from the
-        checkpoint's state."""
+        the smaller steps of a batch-size or sequence-length warmup counted) and the
+        tokenizer's name, from the checkpoint's state."""
         try:
             state = read_trainer_state(self.folder / CHECKPOINT_SUBFOLDER)
             config = state["resolved_config"]
             sizes = [config[key] for key in ("grad_accum", "block_size", "batch_size")]
-            sizes += [config.get("batch_warmup") or 0, config.get("batch_warmup_size")]
+            for warmup in ("batch_warmup", "context_warmup"):  # 0 and None before there were
+                sizes += [config.get(warmup) or 0, config.get(warmup + "_size")]
 
             def counter(iteration: int) -> int:
                 return int(tokens_before(iteration, *sizes))
 
-            counter(sizes[3] + 1)  # a damaged config fails here, not in a point
+            counter(max(sizes[3], sizes[5]) + 1)  # a damaged config fails here, not in a point
             return counter, str(state["data"]["tokenizer"])
         except (CheckpointError, ConfigError, KeyError, TypeError, ValueError):
             return None, None

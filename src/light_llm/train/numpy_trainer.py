@@ -4,7 +4,7 @@
 One iteration is one optimiser step (seed 000 §7; seed 002 §4):
 
     for each micro-batch slot s:  loss_s = CE(model(x_s), y_s);  g += backward(loss_s) / slots
-                                  (x_s: B_t windows, light_llm.schedule.warmup_size)
+                                  (x_s: B_t windows of T_t tokens, schedule.warmup_size)
     clip ||g||_2 to grad_clip (seed 002 §4.3);  lr = learning_rate(iteration)
     (Muon's μ = muon_momentum(iteration), light_llm.schedule);  optimizer step
     with --ema-beta:  θ̄ = β θ̄ + (1 - β) θ  (light_llm.train.averaging)
@@ -128,10 +128,11 @@ def train_step(
     lr = config.learning_rate(iteration)
     grads: dict[str, np.ndarray] = {}
     loss_sum = 0.0
-    batch_size = config.batch_size_at(iteration)  # B_t (light_llm.schedule.warmup_size)
+    # B_t windows of T_t tokens (light_llm.schedule.warmup_size)
+    batch_size, context = config.batch_size_at(iteration), config.context_at(iteration)
     for slot in range(config.grad_accum):
         rng = micro_batch_rng(config.seed, iteration, slot)
-        x, y = dataset.sample_windows(batch_size, rng)
+        x, y = dataset.sample_windows(batch_size, rng, context)
         _, loss, cache = model.forward(x, y, label_smoothing=config.label_smoothing)
         loss_sum += loss
         for name, grad in model.backward(cache).items():
