@@ -54,6 +54,10 @@ CANDIDATES: dict[str, list[str]] = {
     "value-embeddings": ["--value-embeddings"],
     "embedding-skip": ["--embedding-skip"],
     "multi-token": ["--mtp-weight", "0.5"],
+    # batch-size warmup (issue 25's measured prototype: batch 16 for 200 steps, then 32)
+    "batch-warmup": ["--batch-warmup", "200", "--batch-warmup-size", "16"],
+    # sequence-length warmup: windows of half the default's context for the first 200 steps
+    "context-warmup": ["--context-warmup", "200", "--context-warmup-size", "32"],
     "char-cpu": ["--preset", "char-cpu"],
     "modern-adamw": [*MODERN, "--activation", "swiglu"],
     "muon-relu2": [*MODERN, *MUON, "--activation", "relu2"],

@@ -280,6 +280,26 @@ def test_every_window_start_can_be_drawn(tmp_path):
     assert y[:, -1].max().item() == 11
 
 
+def test_a_shorter_context_gives_shorter_windows_from_every_start_it_allows(tmp_path):
+    """A sequence-length warmup's windows: context 4 in a 12-token file with block_size 9 has
+    the starts 0 .. 7 (12 - 4 - 1), each window 4 inputs and their 4 next tokens, the same
+    from a NumPy generator in the torch and the NumPy forms."""
+    path = tmp_path / "train.bin"
+    np.arange(12, dtype=np.uint32).tofile(path)
+    dataset = data.TokenDataset(path, "uint32", block_size=9)
+    x, y = dataset.get_batch(400, np.random.default_rng(0), context=4)
+    assert x.shape == y.shape == (400, 4)
+    assert set(x[:, 0].tolist()) == set(range(8))
+    for row in range(400):
+        first = x[row, 0].item()
+        assert x[row].tolist() == list(range(first, first + 4))
+        assert y[row].tolist() == list(range(first + 1, first + 5))
+    arrays = dataset.sample_windows(400, np.random.default_rng(0), context=4)
+    assert np.array_equal(arrays[0], x.numpy()) and np.array_equal(arrays[1], y.numpy())
+    x_torch, _ = dataset.get_batch(50, torch.Generator().manual_seed(0), context=4)
+    assert x_torch.shape == (50, 4) and x_torch[:, 0].max().item() <= 7
+
+
 def test_sequential_batches_score_every_token_once(token_file):
     path, tokens = token_file
     dataset = data.TokenDataset(path, "uint16", block_size=10)

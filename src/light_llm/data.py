@@ -130,32 +130,40 @@ class TokenDataset:
     def __len__(self) -> int:
         return len(self.tokens)
 
-    def window_arrays(self, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def window_arrays(
+        self, starts: np.ndarray, context: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(x, y) int64 arrays of shape (B, T) for the windows starting at ``starts``: y is x
-        shifted by one token (the next-token targets)."""
-        windows = self.tokens[starts[:, None] + np.arange(self.block_size + 1)]  # (B, T+1)
+        shifted by one token (the next-token targets); T is ``context`` (default
+        ``block_size``, a sequence-length warmup's shorter windows otherwise)."""
+        length = self.block_size if context is None else context
+        windows = self.tokens[starts[:, None] + np.arange(length + 1)]  # (B, T+1)
         windows = windows.astype(np.int64)
         return windows[:, :-1], windows[:, 1:]  # (B, T) each
 
     def sample_windows(
-        self, batch_size: int, generator: np.random.Generator
+        self, batch_size: int, generator: np.random.Generator, context: int | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """The windows :meth:`get_batch` gives for this NumPy generator, as int64 arrays
         (B, T), without torch (the NumPy engine's batches)."""
-        return self.window_arrays(self.draw_starts(batch_size, generator))
+        return self.window_arrays(self.draw_starts(batch_size, generator, context), context)
 
-    def draw_starts(self, batch_size: int, generator: np.random.Generator) -> np.ndarray:
-        """``batch_size`` window starts drawn uniformly from ``generator`` alone."""
-        starts = generator.integers(0, len(self.tokens) - self.block_size, size=batch_size)
+    def draw_starts(
+        self, batch_size: int, generator: np.random.Generator, context: int | None = None
+    ) -> np.ndarray:
+        """``batch_size`` starts of windows of ``context`` tokens (default ``block_size``)
+        drawn uniformly from ``generator`` alone."""
+        length = self.block_size if context is None else context
+        starts = generator.integers(0, len(self.tokens) - length, size=batch_size)
         return np.asarray(starts, dtype=np.int64)
 
     def _windows(
-        self, starts: np.ndarray, device: str | torch.device
+        self, starts: np.ndarray, device: str | torch.device, context: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(x, y) int64 tensors of shape (B, T) for the windows starting at ``starts``."""
         import torch
 
-        x, y = (torch.from_numpy(array) for array in self.window_arrays(starts))
+        x, y = (torch.from_numpy(array) for array in self.window_arrays(starts, context))
         device = torch.device(device)
         if device.type == "cuda":
             return (
@@ -169,17 +177,20 @@ class TokenDataset:
         batch_size: int,
         generator: torch.Generator | np.random.Generator,
         device: str | torch.device = "cpu",
+        context: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``batch_size`` windows at random offsets: (x, y), int64 tensors of shape (B, T).
+        """``batch_size`` windows at random offsets: (x, y), int64 tensors of shape (B, T),
+        T = ``context`` (default ``block_size``).
 
         The offsets are drawn from ``generator`` alone (uniform over every window start), so
         saving and restoring its state replays the same batches.
         """
         if isinstance(generator, np.random.Generator):
-            return self._windows(self.draw_starts(batch_size, generator), device)
+            starts = self.draw_starts(batch_size, generator, context)
+            return self._windows(starts, device, context)
         import torch
 
-        n_starts = len(self.tokens) - self.block_size
+        n_starts = len(self.tokens) - (self.block_size if context is None else context)
         if isinstance(generator, torch.Generator):
             starts = (
                 torch.randint(
@@ -193,7 +204,7 @@ class TokenDataset:
                 "generator must be a torch.Generator or a numpy Generator, "
                 f"not {type(generator).__name__}."
             )
-        return self._windows(np.asarray(starts, dtype=np.int64), device)
+        return self._windows(np.asarray(starts, dtype=np.int64), device, context)
 
     def sequential_batches(
         self,

@@ -1,12 +1,15 @@
 """The learning-rate schedules both engines follow: linear warmup, then cosine decay to a
 floor (seed 000 §7, seed 002 §4.2), or warmup-stable-decay: the peak held, then a linear
-cooldown to the floor; and Muon's momentum warmup (:func:`muon_momentum`). Plain arithmetic,
-no tensor library.
+cooldown to the floor; Muon's momentum warmup (:func:`muon_momentum`); and the batch-size and
+sequence-length warmups (:func:`warmup_size`: the sequences of an iteration's micro-batches,
+the tokens of their windows) with the training tokens they count (:func:`tokens_before`).
+Plain arithmetic, no tensor library.
 """
 
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
 from light_llm.errors import ConfigError
 
@@ -85,3 +88,51 @@ def muon_momentum(
         return momentum
     fraction = min(step / warmup_iters, 1.0)
     return (1.0 - fraction) * start + fraction * momentum
+
+
+def warmup_size(iteration: int, size: int, warmup_iters: int, start: int | None) -> int:
+    """The size of iteration ``iteration`` (0-based) under a step warmup: ``start`` S_0 for
+    the first ``warmup_iters`` N iterations, then the run's ``size`` S:
+
+        S_t = S_0  if t < N,   S_t = S  otherwise
+
+    With N = 0 (off) it is S at every iteration. ``--batch-warmup N --batch-warmup-size B0``
+    sizes every micro-batch of iteration t so (B_t sequences; the NanoGPT speedrun's batch-size
+    warmup), ``--context-warmup N --context-warmup-size T0`` its windows (T_t tokens, a
+    sequence-length warmup); both trainers draw their batches with it, so a resumed run goes
+    on with the sizes of its iteration."""
+    if warmup_iters < 0:
+        raise ConfigError(f"a size warmup must last >= 0 iterations, got {warmup_iters}.")
+    if warmup_iters == 0 or iteration >= warmup_iters:
+        return size
+    if start is None:
+        raise ConfigError("a size warmup of more than 0 iterations needs its starting size.")
+    return start
+
+
+def tokens_before(
+    iteration: int,
+    grad_accum: int,
+    block_size: int,
+    batch_size: int,
+    batch_warmup: int = 0,
+    batch_warmup_size: int | None = None,
+    context_warmup: int = 0,
+    context_warmup_size: int | None = None,
+) -> int:
+    """The training tokens of iterations 0 .. ``iteration`` - 1: each iteration t trains on
+    G micro-batches of B_t windows of T_t tokens (both :func:`warmup_size`: the batch-size
+    warmup's and the sequence-length warmup's), so
+
+        tokens(i) = G sum_(t < i) B_t T_t
+
+    summed here over the stretches where B_t and T_t are both constant (exact integers);
+    with the batch-size warmup alone, G T (min(i, N) B_0 + max(i - N, 0) B)."""
+    edges = {0, min(batch_warmup, iteration), min(context_warmup, iteration), max(iteration, 0)}
+    return sum(
+        (end - first)
+        * grad_accum
+        * warmup_size(first, batch_size, batch_warmup, batch_warmup_size)
+        * warmup_size(first, block_size, context_warmup, context_warmup_size)
+        for first, end in pairwise(sorted(edges))
+    )

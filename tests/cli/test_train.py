@@ -395,6 +395,55 @@ def test_the_help_names_every_preset_of_both_models():
             "--ema-start 11 is past the run's end (max_iters 10), so the weight average would "
             "never begin: give at most 10.",
         ),
+        (
+            ["--batch-warmup", "5"],
+            "--batch-warmup 5 draws smaller batches for its first iterations and needs their "
+            "size: add --batch-warmup-size B0.",
+        ),
+        (
+            ["--batch-warmup-size", "2"],
+            "--batch-warmup-size sizes the batches of a batch-size warmup, and no --batch-warmup "
+            "N sets one: add it, or drop --batch-warmup-size.",
+        ),
+        (
+            ["--batch-warmup", "0", "--batch-warmup-size", "2"],
+            "and no --batch-warmup N sets one",
+        ),
+        (
+            ["--batch-warmup", "5", "--batch-warmup-size", "4"],
+            "--batch-warmup-size must be a number of sequences below --batch-size 4, from 1 to "
+            "3, got 4.",
+        ),
+        (["--batch-warmup", "5", "--batch-warmup-size", "0"], "from 1 to 3, got 0."),
+        (
+            ["--batch-warmup", "-1", "--batch-warmup-size", "2"],
+            "batch_warmup (0 = off) must be an integer of at least 0, got -1.",
+        ),
+        (
+            ["--context-warmup", "5"],
+            "--context-warmup 5 trains on shorter windows for its first iterations and needs "
+            "their length: add --context-warmup-size T0.",
+        ),
+        (
+            ["--context-warmup-size", "8"],
+            "--context-warmup-size sizes the windows of a sequence-length warmup, and no "
+            "--context-warmup N sets one: add it, or drop --context-warmup-size.",
+        ),
+        (
+            ["--context-warmup", "5", "--context-warmup-size", "16"],
+            "--context-warmup-size must be a number of tokens below --block-size 16, from 1 to "
+            "15, got 16.",
+        ),
+        (["--context-warmup", "5", "--context-warmup-size", "0"], "from 1 to 15, got 0."),
+        (
+            ["--context-warmup", "-2", "--context-warmup-size", "8"],
+            "context_warmup (0 = off) must be an integer of at least 0, got -2.",
+        ),
+        (
+            ["--model", "bert", "--context-warmup", "5", "--context-warmup-size", "8"],
+            "--context-warmup shortens a GPT's windows, and an encoder's examples are whole "
+            "blocks between [CLS] and [SEP]: drop it with --model bert.",
+        ),
     ],
 )
 def test_combinations_that_make_no_sense_are_one_sentence(corpus, tmp_path, capsys, flags, phrase):
@@ -419,6 +468,44 @@ def test_the_initialisation_and_averaging_switches_train_and_are_recorded(corpus
         resumed = read_trainer_state(out / "checkpoint")["resolved_config"]
         switches = ("zero_init_projections", "ema_beta", "ema_start")
         assert [resumed[key] for key in switches] == [True, 0.9, 2]
+
+
+WARMUPS = ("batch_warmup", "batch_warmup_size", "context_warmup", "context_warmup_size")
+
+
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_the_size_warmups_train_and_are_recorded(corpus, tmp_path, engine):
+    """--batch-warmup 3 --batch-warmup-size 2 --context-warmup 2 --context-warmup-size 8 at
+    batch 4, context 16: iterations 0-1 see 2 x 8 tokens, 2 sees 2 x 16, 3 on 4 x 16."""
+    out = tmp_path / "run"
+    flags = ["--batch-warmup", "3", "--batch-warmup-size", "2"]
+    flags += ["--context-warmup", "2", "--context-warmup-size", "8"]
+    assert main(["train", *tiny_flags(corpus, out, max_iters=4, engine=engine), *flags]) == 0
+    state = read_trainer_state(out / "checkpoint")
+    assert [state["resolved_config"][key] for key in WARMUPS] == [3, 2, 2, 8]
+    assert state["tokens_seen"] == 2 * 2 * 8 + 2 * 16 + 4 * 16
+    if engine == "torch":  # a resume given none of the flags keeps them
+        assert main(["train", "--resume", "--out", str(out), "--max-iters", "6"]) == 0
+        state = read_trainer_state(out / "checkpoint")
+        assert [state["resolved_config"][key] for key in WARMUPS] == [3, 2, 2, 8]
+        assert state["tokens_seen"] == 2 * 2 * 8 + 2 * 16 + 3 * 4 * 16
+
+
+@pytest.mark.parametrize("warmup", ["batch", "context"])
+def test_a_size_warmup_with_a_time_budget_is_one_sentence_and_writes_nothing(
+    corpus, tmp_path, capsys, warmup
+):
+    out = tmp_path / "out"
+    flags = tiny_flags(corpus, out, max_iters=None, warmup_iters=6)
+    flags += ["--time", "2s", f"--{warmup}-warmup", "3", f"--{warmup}-warmup-size", "2"]
+    assert main(["train", *flags]) == 2
+    smaller = {"batch": "smaller", "context": "shorter"}[warmup]
+    assert error_line(capsys).endswith(
+        f"--time fixes the run's length from the speed of its first iterations, which "
+        f"--{warmup}-warmup makes {smaller} than the rest: give --max-iters instead, or drop "
+        f"--{warmup}-warmup."
+    )
+    assert not out.exists()
 
 
 def test_zero_init_projections_with_init_from_is_one_sentence_and_writes_nothing(
@@ -511,6 +598,8 @@ HELP_DEFAULTS = {
     "--muon-lr": "muon_lr",
     "--muon-orthogonaliser": "muon_orthogonaliser",
     "--muon-momentum-warmup": "muon_momentum_warmup",
+    "--batch-warmup": "batch_warmup",
+    "--context-warmup": "context_warmup",
     "--lr-schedule": "lr_schedule",
     "--eval-iters": "eval_iters",
     "--seed": "seed",

@@ -56,6 +56,18 @@ def test_runs_are_the_records_and_probes_on_disk(runs):
     assert client.get("/api/runs/1/probes/6").json()["iter"] == 6
 
 
+def test_a_size_warmups_curve_counts_its_smaller_steps(tmp_path):
+    """--batch-warmup 5 --batch-warmup-size 2 --context-warmup 3 --context-warmup-size 8
+    (TINY: batch 4, context 16): the evaluations at iterations 0, 5, 10 have seen 0,
+    3 x 2 x 8 + 2 x 2 x 16 = 112 and 112 + 5 x 4 x 16 = 432 tokens."""
+    corpus, out = write_corpus(tmp_path / "corpus.txt", n_lines=300), tmp_path / "warm"
+    flags = ["--batch-warmup", "5", "--batch-warmup-size", "2"]
+    flags += ["--context-warmup", "3", "--context-warmup-size", "8"]
+    assert main(["train", *tiny_flags(corpus, out), *flags]) == 0
+    curve = RunHistory(out).summary()["curves"]["val"]
+    assert [(point[0], point[1]) for point in curve] == [(0, 0), (5, 112), (10, 432)]
+
+
 def test_a_runs_vocabulary_is_its_tokenizer_files_digest(runs, tmp_path):
     char, bpe = runs
     copy = tmp_path / "char"

@@ -51,3 +51,18 @@ def tiny_flags(corpus: Path, out: Path, **overrides) -> list[str]:
         elif value is not False and value is not None:
             flags += [flag, str(value)]
     return flags
+
+
+def record_input_shapes(monkeypatch, model_class) -> tuple[list, list]:
+    """Patch ``model_class.forward`` (a GPT of either engine) to note the shape of every input
+    it reads: in training mode in the first list, otherwise (evaluations, probes) the second."""
+    trained: list[tuple[int, ...]] = []
+    evaluated: list[tuple[int, ...]] = []
+    forward = model_class.forward
+
+    def recording(self, idx, *args, **kwargs):
+        (trained if self.training else evaluated).append(tuple(idx.shape))
+        return forward(self, idx, *args, **kwargs)
+
+    monkeypatch.setattr(model_class, "forward", recording)
+    return trained, evaluated

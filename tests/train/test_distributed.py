@@ -18,7 +18,12 @@ import safetensors.torch
 import torch
 
 import light_llm
-from light_llm.checkpoints.run import MetricsLog, evaluation_records, training_records
+from light_llm.checkpoints.run import (
+    MetricsLog,
+    evaluation_records,
+    read_trainer_state,
+    training_records,
+)
 from tests.train.helpers import tiny_flags
 
 SETTINGS = {"grad_accum": 2, "max_iters": 6, "eval_interval": 2, "dropout": 0.0, "lr": 1e-2}
@@ -38,9 +43,18 @@ def run(command, **env):
     return completed
 
 
-def test_torchrun_two_gloo_processes_match_one_process(corpus, tmp_path):
+WARMUPS = {"batch_warmup": 3, "batch_warmup_size": 2, "context_warmup": 2}
+WARMUPS["context_warmup_size"] = 8
+
+
+@pytest.mark.parametrize("switches", [{}, WARMUPS])
+def test_torchrun_two_gloo_processes_match_one_process(corpus, tmp_path, switches):
+    """Also under the batch-size and sequence-length warmups: every slot of an iteration, on
+    either process, draws that iteration's B_t windows of T_t tokens, so the global batch is
+    still one process's."""
+    settings = {**SETTINGS, **switches}
     single_out, ddp_out = tmp_path / "single", tmp_path / "ddp"
-    run([sys.executable, "-m", "light_llm", "train", *tiny_flags(corpus, single_out, **SETTINGS)])
+    run([sys.executable, "-m", "light_llm", "train", *tiny_flags(corpus, single_out, **settings)])
     completed = run(
         [
             sys.executable,
@@ -52,7 +66,7 @@ def test_torchrun_two_gloo_processes_match_one_process(corpus, tmp_path):
             "-m",
             "light_llm",
             "train",
-            *tiny_flags(corpus, ddp_out, **SETTINGS),
+            *tiny_flags(corpus, ddp_out, **settings),
         ]
     )
     assert "2 processes" in completed.stdout  # rank 0 announced a distributed run
@@ -72,3 +86,7 @@ def test_torchrun_two_gloo_processes_match_one_process(corpus, tmp_path):
     ddp_weights = safetensors.torch.load_file(ddp_out / "checkpoint" / "model.safetensors")
     for name, tensor in single_weights.items():
         torch.testing.assert_close(ddp_weights[name], tensor, rtol=1e-6, atol=1e-7)
+    states = [read_trainer_state(out / "checkpoint") for out in (single_out, ddp_out)]
+    # B_t T_t of iterations 0-5 (TINY: batch 4, context 16), grad_accum 2
+    tokens = [2 * 8, 2 * 8, 2 * 16, 4 * 16, 4 * 16, 4 * 16] if switches else [4 * 16] * 6
+    assert states[0]["tokens_seen"] == states[1]["tokens_seen"] == sum(tokens) * 2

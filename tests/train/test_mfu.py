@@ -39,6 +39,21 @@ def test_the_end_of_a_run_says_its_flops_against_the_peak_of_its_number_format(
     assert name == dtype and int(threads) == torch.get_num_threads()
 
 
+def test_a_context_warmups_tokens_are_counted_at_their_shorter_context():
+    """--context-warmup 3 --context-warmup-size 8 (batch 4, context 16), iterations 1 .. 5:
+    2 x 4 x 8 = 64 tokens at 8, 3 x 4 x 16 = 192 at 16, so F = (64 F(8) + 192 F(16)) / 256;
+    the attention's share is what differs: F(8) < F(16)."""
+    run = TrainConfig(**TINY, context_warmup=3, context_warmup_size=8).resolve()
+    config = run.model_config(50)
+    short, full = (model_counts(config, t).flops_train_per_token for t in (8, 16))
+    assert short < full
+    mean = mfu.mean_train_flops_per_token(config, run, 1, 6)
+    assert mean == pytest.approx((64 * short + 192 * full) / 256, rel=1e-12)
+    assert mfu.mean_train_flops_per_token(config, run, 3, 6) == full  # after the warmup
+    plain = TrainConfig(**TINY).resolve()
+    assert mfu.mean_train_flops_per_token(config, plain, 0, 6) == full
+
+
 def test_the_peak_is_measured_once_per_number_format_and_thread_count():
     first = peak_matmul_flops(torch.float32, 1, seconds=0.05)
     hits = peak_matmul_flops.cache_info().hits

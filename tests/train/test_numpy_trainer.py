@@ -8,10 +8,12 @@ import pytest
 import torch
 
 from light_llm.checkpoints import load
+from light_llm.checkpoints.run import read_trainer_state
 from light_llm.errors import ConfigError, TrainingError
 from light_llm.reference.model import NumpyGPT
 from light_llm.train import TrainConfig
 from light_llm.train.numpy_trainer import train_numpy
+from tests.train.helpers import record_input_shapes
 
 SMALL = dict(
     tokenizer="char",
@@ -141,6 +143,8 @@ def test_char_baby_200_iterations_follow_the_pytorch_trainer(tmp_path):
         {"muon_momentum_warmup": 5},
         {"normuon": True},
         {"zero_init_projections": True},
+        {"batch_warmup": 3, "batch_warmup_size": 2, "grad_accum": 2},
+        {"context_warmup": 3, "context_warmup_size": 8, "grad_accum": 2},
     ],
 )
 def test_muon_training_follows_the_pytorch_trainer(corpus, tmp_path, switches):
@@ -149,8 +153,9 @@ def test_muon_training_follows_the_pytorch_trainer(corpus, tmp_path, switches):
     have bfloat16 arithmetic) and fall; also with Polar Express and cautious weight decay, on
     the warmup-stable-decay schedule, with multi-token prediction, with value embeddings
     (their table at the embedding rate), with the embedding skip, with Muon's momentum
-    warmup, with NorMuon, and from zero-initialised output projections (each trainer zeroes
-    them in the weights it starts from)."""
+    warmup, with NorMuon, from zero-initialised output projections (each trainer zeroes them
+    in the weights it starts from), and under a batch-size or sequence-length warmup (both
+    draw the same smaller batches, the same shorter windows, first)."""
     from light_llm.models.gpt import GPT
     from light_llm.train import train
 
@@ -229,3 +234,35 @@ def test_the_muon_momentum_warmup_sets_each_steps_momentum(corpus, tmp_path, mon
     train_numpy(config)
     expected = [0.85, 0.8625, 0.875, 0.8875, 0.9, 0.9]
     assert seen == pytest.approx(expected, rel=1e-12, abs=0)
+
+
+def test_the_batch_warmup_draws_each_iterations_size_and_counts_its_tokens(
+    corpus, tmp_path, monkeypatch
+):
+    """--batch-warmup 2 --batch-warmup-size 1 at batch 4, context 16, 5 iterations: the NumPy
+    step sees windows (1, 16) in iterations 0 and 1, (4, 16) after, and the checkpoint counts
+    2 x 1 x 16 + 3 x 4 x 16 = 224 tokens (the probes likewise, at their iterations)."""
+    shapes, _ = record_input_shapes(monkeypatch, NumpyGPT)
+    settings = dict(SMALL, data=str(corpus), sample_tokens=0, max_iters=5, eval_interval=5)
+    settings.update(batch_warmup=2, batch_warmup_size=1, probe_interval=1)
+    train_numpy(TrainConfig(out=str(tmp_path / "run"), engine="numpy", **settings))
+    assert shapes == [(1, 16)] * 2 + [(4, 16)] * 3
+    assert read_trainer_state(tmp_path / "run" / "checkpoint")["tokens_seen"] == 224
+    probes = sorted((tmp_path / "run" / "probes").glob("iter-*.json"))
+    seen = [json.loads(path.read_text())["tokens_seen"] for path in probes]
+    assert seen == [0, 16, 32, 96, 160, 224]
+
+
+def test_the_context_warmup_trains_on_shorter_windows_and_evaluates_whole_blocks(
+    corpus, tmp_path, monkeypatch
+):
+    """--context-warmup 2 --context-warmup-size 5 (batch 4, context 16), 4 iterations: the NumPy
+    step sees windows (4, 5) in iterations 0 and 1, (4, 16) after, every evaluation (4, 16),
+    and the checkpoint counts 2 x 4 x 5 + 2 x 4 x 16 = 168 tokens."""
+    trained, evaluated = record_input_shapes(monkeypatch, NumpyGPT)
+    settings = dict(SMALL, data=str(corpus), sample_tokens=0, max_iters=4, eval_interval=2)
+    settings.update(context_warmup=2, context_warmup_size=5, probe_interval=0)
+    train_numpy(TrainConfig(out=str(tmp_path / "run"), engine="numpy", **settings))
+    assert trained == [(4, 5)] * 2 + [(4, 16)] * 2
+    assert evaluated == [(4, 16)] * 2 * 2 * 3  # eval_iters 2, two splits, iterations 0, 2, 4
+    assert read_trainer_state(tmp_path / "run" / "checkpoint")["tokens_seen"] == 168

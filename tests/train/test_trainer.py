@@ -25,7 +25,7 @@ from light_llm.train.config import DEFAULT_PRESETS, PRESET_RECIPES
 from light_llm.train.optim import clip_grad_norm, configure_adamw
 from light_llm.train.trainer import train_mlm
 from tests.conftest import tiny_config
-from tests.train.helpers import TINY
+from tests.train.helpers import TINY, record_input_shapes
 
 
 def tiny_run(corpus, out, **overrides):
@@ -143,6 +143,74 @@ def test_the_muon_momentum_warmup_sets_each_steps_momentum_and_resumes_exactly(
     resumed = train(TrainConfig(out=str(tmp_path / "split"), max_iters=8, resume=True))
     assert seen[4:] == pytest.approx(expected[4:], rel=1e-12, abs=0)
     assert resumed.losses == {i: straight.losses[i] for i in range(4, 8)}
+
+
+def test_the_batch_warmup_draws_each_iterations_size_counts_its_tokens_and_resumes_exactly(
+    corpus, tmp_path, monkeypatch
+):
+    """--batch-warmup 3 --batch-warmup-size 2 at batch 4, grad_accum 2, context 16: the step
+    sees micro-batches of 2 windows in iterations 0-2 (two each) and of 4 after; the run's
+    tokens are 3 x 2 x 2 x 16 + 5 x 4 x 2 x 16 = 832 in the checkpoint and in the throughput
+    meter; a run stopped inside the warmup (after iteration 2) resumes bit for bit."""
+    from light_llm.train.trainer import Trainer
+
+    shapes, _ = record_input_shapes(monkeypatch, GPT)
+    common = {"max_iters": 8, "lr_decay_iters": 8, "grad_accum": 2, "eval_interval": 4}
+    common.update(batch_warmup=3, batch_warmup_size=2)
+    trainer = Trainer(tiny_run(corpus, tmp_path / "straight", **common))
+    straight = trainer.run()
+    assert shapes == [(2, 16)] * 6 + [(4, 16)] * 10
+    hand = 3 * 2 * 2 * 16 + 5 * 4 * 2 * 16
+    state = read_trainer_state(tmp_path / "straight" / "checkpoint")
+    assert state["tokens_seen"] == hand == 832
+    assert trainer.meter.run_tokens == hand
+    plain = train(
+        tiny_run(
+            corpus, tmp_path / "plain", **{**common, "batch_warmup": 0, "batch_warmup_size": None}
+        )
+    )
+    assert plain.losses[0] != straight.losses[0]  # the smaller batches changed the run
+    train(tiny_run(corpus, tmp_path / "split", **{**common, "max_iters": 2}))
+    shapes.clear()
+    resumed = train(TrainConfig(out=str(tmp_path / "split"), max_iters=8, resume=True))
+    assert shapes == [(2, 16)] * 2 + [(4, 16)] * 10
+    assert resumed.losses == {i: straight.losses[i] for i in range(2, 8)}
+    assert read_trainer_state(tmp_path / "split" / "checkpoint")["tokens_seen"] == hand
+    for name in ("model.safetensors", "optimizer.safetensors"):
+        assert_same_checkpoint_file(tmp_path / "straight", tmp_path / "split", name)
+
+
+def test_the_context_warmup_trains_on_shorter_windows_evaluates_whole_blocks_and_resumes(
+    corpus, tmp_path, monkeypatch
+):
+    """--context-warmup 3 --context-warmup-size 8 with --batch-warmup 2 --batch-warmup-size 2
+    (batch 4, context 16): the step sees (2, 8) windows in iterations 0-1, (4, 8) in 2, then
+    (4, 16); every evaluation reads (4, 16), the probes whole blocks too; the run counts
+    2 x 2 x 8 + 4 x 8 + 3 x 4 x 16 = 256 tokens (checkpoint and meter); a run stopped after
+    iteration 1, inside both warmups, resumes bit for bit."""
+    from light_llm.train.trainer import Trainer
+
+    trained, evaluated = record_input_shapes(monkeypatch, GPT)
+    common = {"max_iters": 6, "lr_decay_iters": 6, "eval_interval": 3}
+    common.update(context_warmup=3, context_warmup_size=8, batch_warmup=2, batch_warmup_size=2)
+    trainer = Trainer(tiny_run(corpus, tmp_path / "straight", **common))
+    straight = trainer.run()
+    assert trained == [(2, 8)] * 2 + [(4, 8)] + [(4, 16)] * 3
+    assert (4, 16) in evaluated and {shape[1] for shape in evaluated} == {16}  # and probes
+    hand = 2 * 2 * 8 + 4 * 8 + 3 * 4 * 16
+    assert read_trainer_state(tmp_path / "straight" / "checkpoint")["tokens_seen"] == hand == 256
+    assert trainer.meter.run_tokens == hand
+    shorter = {"context_warmup": 0, "context_warmup_size": None}
+    plain = train(tiny_run(corpus, tmp_path / "plain", **{**common, **shorter}))
+    assert plain.losses[0] != straight.losses[0]  # the shorter windows changed the run
+    train(tiny_run(corpus, tmp_path / "split", **{**common, "max_iters": 1}))
+    trained.clear()
+    resumed = train(TrainConfig(out=str(tmp_path / "split"), max_iters=6, resume=True))
+    assert trained == [(2, 8)] + [(4, 8)] + [(4, 16)] * 3
+    assert resumed.losses == {i: straight.losses[i] for i in range(1, 6)}
+    assert read_trainer_state(tmp_path / "split" / "checkpoint")["tokens_seen"] == hand
+    for name in ("model.safetensors", "optimizer.safetensors"):
+        assert_same_checkpoint_file(tmp_path / "straight", tmp_path / "split", name)
 
 
 def test_normuon_resumes_exactly_from_its_saved_second_moments(corpus, tmp_path):
@@ -288,6 +356,8 @@ def test_a_run_of_an_older_default_recipe_resumes_with_its_own_settings(corpus, 
         del state[key]["muon_orthogonaliser"], state[key]["cautious_weight_decay"]
         del state[key]["muon_momentum_warmup"], state[key]["normuon"]
         del state[key]["zero_init_projections"], state[key]["ema_beta"], state[key]["ema_start"]
+        del state[key]["batch_warmup"], state[key]["batch_warmup_size"]
+        del state[key]["context_warmup"], state[key]["context_warmup_size"]
     path.write_text(json.dumps(state))
     assert DEFAULT_PRESETS["gpt"] != "bpe-cpu"
     resumed = train(TrainConfig(out=str(out), max_iters=8, resume=True))
@@ -296,6 +366,8 @@ def test_a_run_of_an_older_default_recipe_resumes_with_its_own_settings(corpus, 
     assert resolved["preset"] == "bpe-cpu" and resolved["muon_momentum_warmup"] == 0
     assert resolved["normuon"] is False and resolved["zero_init_projections"] is False
     assert (resolved["ema_beta"], resolved["ema_start"]) == (None, 0)
+    assert (resolved["batch_warmup"], resolved["batch_warmup_size"]) == (0, None)
+    assert (resolved["context_warmup"], resolved["context_warmup_size"]) == (0, None)
 
 
 def test_a_run_from_before_the_schedule_was_a_setting_resumes_on_its_cosine(corpus, tmp_path):

@@ -217,6 +217,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"micro-batches per step, over all processes ({default('grad_accum')})",
     )
     optim.add_argument(
+        "--batch-warmup",
+        type=int,
+        metavar="N",
+        help="batch-size warmup: the first N iterations draw micro-batches of "
+        "--batch-warmup-size sequences, then --batch-size ones; tokens are counted at each "
+        f"iteration's size (0 = off, {default('batch_warmup')}; not with --time)",
+    )
+    optim.add_argument(
+        "--batch-warmup-size",
+        type=int,
+        metavar="B0",
+        help="the sequences of each micro-batch during --batch-warmup, from 1 to --batch-size - 1",
+    )
+    optim.add_argument(
+        "--context-warmup",
+        type=int,
+        metavar="N",
+        help="sequence-length warmup: the first N iterations train on windows of "
+        "--context-warmup-size tokens, then of the model's context (--block-size); evaluations "
+        f"always read whole blocks (0 = off, {default('context_warmup')}; not with --time, "
+        "GPT only)",
+    )
+    optim.add_argument(
+        "--context-warmup-size",
+        type=int,
+        metavar="T0",
+        help="the tokens of each training window during --context-warmup, from 1 to "
+        "--block-size - 1",
+    )
+    optim.add_argument(
         "--max-iters",
         type=int,
         metavar="N",

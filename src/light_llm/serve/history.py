@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from light_llm.checkpoints.run import (
     training_records,
 )
 from light_llm.errors import CheckpointError, ConfigError, LightLLMError
+from light_llm.schedule import tokens_before
 from light_llm.tokenizers.base import TOKENIZER_FILE
 from light_llm.tokenizers.bert import VOCAB_FILE
 from light_llm.untrusted import JSON_LIMIT, read_regular_file
@@ -111,14 +113,23 @@ class RunHistory:
                 stamps.append((status.st_mtime_ns, status.st_size, status.st_ino))
         return tuple(stamps)
 
-    def tokens_per_iteration(self) -> tuple[int | None, str | None]:
-        """Training tokens a step and the tokenizer's name, from the checkpoint's state."""
+    def tokens_counter(self) -> tuple[Callable[[int], int] | None, str | None]:
+        """The training tokens before an iteration (:func:`light_llm.schedule.tokens_before`,
+        the smaller steps of a batch-size or sequence-length warmup counted) and the
+        tokenizer's name, from the checkpoint's state."""
         try:
             state = read_trainer_state(self.folder / CHECKPOINT_SUBFOLDER)
             config = state["resolved_config"]
-            tokens = config["batch_size"] * config["block_size"] * config["grad_accum"]
-            return int(tokens), str(state["data"]["tokenizer"])
-        except (CheckpointError, KeyError, TypeError, ValueError):
+            sizes = [config[key] for key in ("grad_accum", "block_size", "batch_size")]
+            for warmup in ("batch_warmup", "context_warmup"):  # 0 and None before there were
+                sizes += [config.get(warmup) or 0, config.get(warmup + "_size")]
+
+            def counter(iteration: int) -> int:
+                return int(tokens_before(iteration, *sizes))
+
+            counter(max(sizes[3], sizes[5]) + 1)  # a damaged config fails here, not in a point
+            return counter, str(state["data"]["tokenizer"])
+        except (CheckpointError, ConfigError, KeyError, TypeError, ValueError):
             return None, None
 
     def summary(self) -> dict[str, Any]:
@@ -146,11 +157,11 @@ class RunHistory:
         files = self.files_read()
         if self.last is not None and files == self.last_files:
             return {**self.last, "live": held_by_live_process(self.folder)}
-        per_step, tokenizer = self.tokens_per_iteration()
+        counter, tokenizer = self.tokens_counter()
         records = [r for r in MetricsLog(self.folder).records() if isinstance(r.get("iter"), int)]
 
         def point(record: dict[str, Any], loss: str, bpb: str) -> list:
-            tokens = record["iter"] * per_step if per_step else None
+            tokens = counter(record["iter"]) if counter else None
             return [
                 record["iter"],
                 tokens,

@@ -6,7 +6,9 @@ from a generator seeded by (seed, iteration, slot) alone, through NumPy's SeedSe
 which turns any tuple of integers into independent streams. Hence:
 
 - the data position of a run is its iteration number: resuming at iteration i draws exactly
-  the batches an uninterrupted run draws there, with no sampler state to save;
+  the batches an uninterrupted run draws there, with no sampler state to save; the number
+  of windows is the iteration's too (B_t: ``batch_size``, or ``batch_warmup_size`` during a
+  batch-size warmup, :func:`light_llm.schedule.warmup_size`), the same in every slot;
 - with N processes each rank takes its own slots (rank r: slots r*G/N .. (r+1)*G/N - 1), so
   every rank samples different batches, and one process with grad_accum = G draws exactly
   the micro-batches N processes draw together: the same global batch;

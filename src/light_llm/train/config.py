@@ -54,10 +54,11 @@ from light_llm.limits import (
     check_integer,
     check_real,
     check_seed,
+    is_integer,
     is_real,
 )
 from light_llm.muon_spec import ORTHOGONALISERS
-from light_llm.schedule import SCHEDULES, learning_rate, muon_momentum
+from light_llm.schedule import SCHEDULES, learning_rate, muon_momentum, tokens_before, warmup_size
 from light_llm.train.budget import MIN_WARMUP_FOR_BUDGET, parse_duration
 
 MODELS = ("gpt", "bert")
@@ -79,10 +80,57 @@ TRAINED_TOKENIZER_VOCAB = {"bpe": PRESETS[DEFAULT_PRESETS["gpt"]].vocab_size, "w
 DEFAULT_OUT = "out-light-llm"
 OPTIMIZERS = ("adamw", "muon")
 
+
+@dataclass(frozen=True)
+class SizeWarmup:
+    """A step warmup of a size (light_llm.schedule.warmup_size): the fields ``name`` (its
+    length N) and ``name``_size (S_0), the size ``sized`` it warms up to, and the words of
+    its errors."""
+
+    name: str
+    sized: str
+    draws: str
+    measure: str
+    symbol: str
+    units: str
+    kind: str
+    counted: str
+    smaller: str
+
+
+SIZE_WARMUPS = (
+    SizeWarmup(
+        name="batch_warmup",
+        sized="batch_size",
+        draws="draws smaller batches",
+        measure="size",
+        symbol="B0",
+        units="batches",
+        kind="batch-size warmup",
+        counted="sequences",
+        smaller="smaller",
+    ),
+    SizeWarmup(
+        name="context_warmup",
+        sized="block_size",
+        draws="trains on shorter windows",
+        measure="length",
+        symbol="T0",
+        units="windows",
+        kind="sequence-length warmup",
+        counted="tokens",
+        smaller="shorter",
+    ),
+)
+
 GENERAL_DEFAULTS: dict[str, Any] = {
     "tokenizer": "char",
     "batch_size": 12,
     "grad_accum": 1,
+    "batch_warmup": 0,  # iterations of batch_warmup_size sequences (light_llm.schedule)
+    "batch_warmup_size": None,  # the micro-batches' sequences during the batch-size warmup
+    "context_warmup": 0,  # iterations of windows of context_warmup_size tokens
+    "context_warmup_size": None,  # the windows' tokens during the sequence-length warmup
     "max_iters": 2000,
     "lr": 6e-4,
     "min_lr": 6e-5,
@@ -300,6 +348,10 @@ class TrainConfig:
     # optimisation
     batch_size: int | None = None  # sequences per micro-batch
     grad_accum: int | None = None  # micro-batches per optimiser step (over all processes)
+    batch_warmup: int | None = None  # the first N iterations draw smaller batches (0 = off)
+    batch_warmup_size: int | None = None  # sequences per micro-batch during that warmup
+    context_warmup: int | None = None  # the first N iterations train on shorter windows
+    context_warmup_size: int | None = None  # tokens per window during that warmup
     max_iters: int | None = None  # optimiser steps
     time: str | None = None  # a wall-clock budget ("90s", "5m") instead of max_iters
     lr: float | None = None
@@ -513,6 +565,46 @@ class TrainConfig:
         ``muon_momentum`` throughout (:func:`light_llm.schedule.muon_momentum`)."""
         return muon_momentum(step, self.muon_momentum, self.muon_momentum_warmup)
 
+    def batch_size_at(self, iteration: int) -> int:
+        """The sequences of each micro-batch of iteration ``iteration`` under this (resolved)
+        config: ``batch_warmup_size`` for the first ``batch_warmup`` iterations, then
+        ``batch_size`` (:func:`light_llm.schedule.warmup_size`)."""
+        return warmup_size(iteration, self.batch_size, self.batch_warmup, self.batch_warmup_size)
+
+    def context_at(self, iteration: int) -> int:
+        """The tokens of each training window of iteration ``iteration`` under this (resolved)
+        config: ``context_warmup_size`` for the first ``context_warmup`` iterations, then
+        ``block_size`` (:func:`light_llm.schedule.warmup_size`)."""
+        return warmup_size(
+            iteration, self.block_size, self.context_warmup, self.context_warmup_size
+        )
+
+    def tokens_in(self, iteration: int) -> int:
+        """The training tokens of iteration ``iteration``: grad_accum x B_t x T_t."""
+        return self.grad_accum * self.batch_size_at(iteration) * self.context_at(iteration)
+
+    def tokens_before(self, iteration: int) -> int:
+        """The training tokens of iterations 0 .. ``iteration`` - 1
+        (:func:`light_llm.schedule.tokens_before`)."""
+        return tokens_before(
+            iteration,
+            self.grad_accum,
+            self.block_size,
+            self.batch_size,
+            self.batch_warmup,
+            self.batch_warmup_size,
+            self.context_warmup,
+            self.context_warmup_size,
+        )
+
+    def mean_tokens_from(self, iteration: int) -> float:
+        """The mean training tokens of iterations ``iteration`` .. max_iters - 1 (those of
+        ``iteration`` when none is left): the rest of the run's time at a rate in tokens/s."""
+        left = self.max_iters - iteration
+        if left <= 0:
+            return self.tokens_in(iteration)
+        return (self.tokens_before(self.max_iters) - self.tokens_before(iteration)) / left
+
     def check_types(self) -> None:
         """ConfigError for a setting of the wrong type (a number given as text, a count as a
         float, a flag as "no"): a configuration read back from a trainer_state.json is as
@@ -601,6 +693,7 @@ class TrainConfig:
             check_real(key, getattr(self, key), 0, 1, high_open=True)
         check_real("weight_decay", self.weight_decay, 0)
         check_real("grad_clip (0 = off)", self.grad_clip, 0)
+        self.check_size_warmups()
         if self.time is not None:
             parse_duration(self.time)
             if self.warmup_iters < MIN_WARMUP_FOR_BUDGET:
@@ -637,6 +730,47 @@ class TrainConfig:
             self.model_config(0)
         else:
             self.model_config(model_presets(self.model)[self.preset].vocab_size)
+
+    def check_size_warmups(self) -> None:
+        """ConfigError for a batch-size or sequence-length warmup that cannot work: a length
+        without a size or a size without a length, a size not below the run's (batch size,
+        block size), a sequence-length warmup of the encoder, or either with ``--time``, which
+        is refused rather than estimated: its budget fixes the run's length from the speed of
+        the first iterations, which a warmup makes smaller than the rest."""
+        for warmup in SIZE_WARMUPS:
+            flag = "--" + warmup.name.replace("_", "-")
+            length, size = getattr(self, warmup.name), getattr(self, warmup.name + "_size")
+            full = getattr(self, warmup.sized)
+            check_integer(f"{warmup.name} (0 = off)", length, 0)
+            if length and size is None:
+                raise ConfigError(
+                    f"{flag} {length} {warmup.draws} for its first iterations and needs their "
+                    f"{warmup.measure}: add {flag}-size {warmup.symbol}."
+                )
+            if size is None:
+                continue
+            if not length:
+                raise ConfigError(
+                    f"{flag}-size sizes the {warmup.units} of a {warmup.kind}, and no {flag} N "
+                    f"sets one: add it, or drop {flag}-size."
+                )
+            if not is_integer(size) or not 1 <= size < full:
+                sized = "--" + warmup.sized.replace("_", "-")
+                raise ConfigError(
+                    f"{flag}-size must be a number of {warmup.counted} below {sized} {full}, "
+                    f"from 1 to {full - 1}, got {size!r}."
+                )
+            if self.time is not None:
+                raise ConfigError(
+                    "--time fixes the run's length from the speed of its first iterations, "
+                    f"which {flag} makes {warmup.smaller} than the rest: give --max-iters "
+                    f"instead, or drop {flag}."
+                )
+        if self.context_warmup and self.model == "bert":
+            raise ConfigError(
+                "--context-warmup shortens a GPT's windows, and an encoder's examples are whole "
+                "blocks between [CLS] and [SEP]: drop it with --model bert."
+            )
 
     def awaits_budget_estimate(self) -> bool:
         """Whether this is a ``--time`` run whose iteration count is still to be fixed (see

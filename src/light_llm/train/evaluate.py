@@ -40,7 +40,11 @@ class Windows(Protocol):
     block_size: int
 
     def get_batch(
-        self, batch_size: int, generator: np.random.Generator, device: str | torch.device
+        self,
+        batch_size: int,
+        generator: np.random.Generator,
+        device: str | torch.device,
+        context: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
     def sequential_batches(

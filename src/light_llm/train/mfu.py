@@ -69,7 +69,26 @@ def train_flops_per_token(config: ModelConfig, context: int | None = None) -> in
     return model_counts(config, context).flops_train_per_token
 
 
-def model_flops_utilisation(tokens_per_s: float, flops_per_token: int, peak: float) -> float:
+def mean_train_flops_per_token(config: ModelConfig, run, first: int, end: int) -> float:
+    """FLOPs a training token of ``config``, averaged over the tokens of iterations ``first``
+    .. ``end`` - 1 of ``run`` (a resolved TrainConfig): under a sequence-length warmup its N
+    iterations' tokens cost F(T0), the rest F(T_max), attention's share being shorter:
+
+        F = (n_short F(T0) + (n - n_short) F(T_max)) / n
+
+    with n the tokens of those iterations and n_short those inside the warmup
+    (``run.tokens_before``). F(T_max) when there are none."""
+    total = run.tokens_before(end) - run.tokens_before(first)
+    full = train_flops_per_token(config)
+    if total <= 0 or not run.context_warmup:
+        return full
+    warmup = run.context_warmup
+    short = run.tokens_before(min(end, warmup)) - run.tokens_before(min(first, warmup))
+    shorter = train_flops_per_token(config, run.context_warmup_size)
+    return (short * shorter + (total - short) * full) / total
+
+
+def model_flops_utilisation(tokens_per_s: float, flops_per_token: float, peak: float) -> float:
     """MFU = tokens/s x FLOPs a token / peak FLOP/s (module docstring)."""
     return tokens_per_s * flops_per_token / peak if peak > 0 else float("nan")
 
@@ -80,10 +99,14 @@ def matmul_dtype(dtype: str) -> torch.dtype:
     return DTYPES.get(dtype, torch.float32)
 
 
-def mfu_line(config: ModelConfig, tokens_per_s: float, dtype: str) -> str:
+def mfu_line(
+    config: ModelConfig, tokens_per_s: float, dtype: str, flops_per_token: float | None = None
+) -> str:
     """One line saying a CPU run's training tokens a second as matmul FLOP/s and as a
-    fraction of this CPU's peak in the run's number format (:func:`machine_peak`)."""
-    flops = train_flops_per_token(config)
+    fraction of this CPU's peak in the run's number format (:func:`machine_peak`); FLOPs a
+    token are ``flops_per_token`` (a run's mean, :func:`mean_train_flops_per_token`), by
+    default those at the full context."""
+    flops = train_flops_per_token(config) if flops_per_token is None else flops_per_token
     kind = matmul_dtype(dtype)
     peak = machine_peak(kind, torch.get_num_threads())
     achieved = tokens_per_s * flops

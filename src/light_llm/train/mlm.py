@@ -138,8 +138,15 @@ class MaskedLMDataset:
         batch_size: int,
         generator: torch.Generator | np.random.Generator,
         device: str | torch.device = "cpu",
+        context: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(inputs, labels), int64 tensors of shape (B, block_size), drawn from ``generator``."""
+        """(inputs, labels), int64 tensors of shape (B, block_size), drawn from ``generator``;
+        ``context``, when given, must be block_size: an example is a whole block (no
+        sequence-length warmup, which TrainConfig refuses for the encoder)."""
+        if context not in (None, self.block_size):
+            raise ConfigError(
+                f"an encoder's examples are whole blocks of {self.block_size}, not {context}."
+            )
         windows, _ = self.tokens.get_batch(batch_size, generator, "cpu")  # (B, n)
         inputs, labels = self._mask(self._examples(windows), generator)
         return inputs.to(device), labels.to(device)

@@ -4,6 +4,7 @@
 One iteration is one optimiser step (seed 000 §7; seed 002 §4):
 
     for each micro-batch slot s:  loss_s = CE(model(x_s), y_s);  g += backward(loss_s) / slots
+                                  (x_s: B_t windows of T_t tokens, schedule.warmup_size)
     clip ||g||_2 to grad_clip (seed 002 §4.3);  lr = learning_rate(iteration)
     (Muon's μ = muon_momentum(iteration), light_llm.schedule);  optimizer step
     with --ema-beta:  θ̄ = β θ̄ + (1 - β) θ  (light_llm.train.averaging)
@@ -127,9 +128,11 @@ def train_step(
     lr = config.learning_rate(iteration)
     grads: dict[str, np.ndarray] = {}
     loss_sum = 0.0
+    # B_t windows of T_t tokens (light_llm.schedule.warmup_size)
+    batch_size, context = config.batch_size_at(iteration), config.context_at(iteration)
     for slot in range(config.grad_accum):
         rng = micro_batch_rng(config.seed, iteration, slot)
-        x, y = dataset.sample_windows(config.batch_size, rng)
+        x, y = dataset.sample_windows(batch_size, rng, context)
         _, loss, cache = model.forward(x, y, label_smoothing=config.label_smoothing)
         loss_sum += loss
         for name, grad in model.backward(cache).items():
@@ -234,7 +237,6 @@ def train_claimed(
         if note:
             print(note, flush=True)
     result = TrainResult(out, checkpoint_dir, 0)
-    tokens_per_iteration = cfg.batch_size * cfg.grad_accum * cfg.block_size
     meter = ThroughputMeter()
     started = time.perf_counter()
     iteration = 0
@@ -249,7 +251,7 @@ def train_claimed(
             "last_eval_iteration": result.evaluations[-1]["iter"],
             "best_val_loss": best_val_loss,
             "elapsed_s": time.perf_counter() - started,
-            "tokens_seen": iteration * tokens_per_iteration,
+            "tokens_seen": cfg.tokens_before(iteration),
         }
         state = trainer_state(
             progress=progress,
@@ -291,9 +293,7 @@ def train_claimed(
                 model.training = False
                 elapsed = time.perf_counter() - started
                 with averaged():
-                    probe = probes.record(
-                        model, iteration, iteration * tokens_per_iteration, elapsed
-                    )
+                    probe = probes.record(model, iteration, cfg.tokens_before(iteration), elapsed)
                 run_record.probe(probe)
                 model.training = True
             if iteration >= cfg.max_iters:
@@ -301,7 +301,7 @@ def train_claimed(
             # learning rate, micro-steps, clipping, optimizer step
             tick = time.perf_counter()
             loss = train_step(model, optimizer, datasets["train"], cfg, iteration)
-            meter.add(tokens_per_iteration, time.perf_counter() - tick)
+            meter.add(cfg.tokens_in(iteration), time.perf_counter() - tick)
             # log
             result.losses[iteration] = loss
             if iteration % cfg.log_interval == 0:
@@ -309,7 +309,8 @@ def train_claimed(
                 lr = cfg.learning_rate(iteration)
                 logged = run_record.training(iteration, loss, lr, meter.recent_rate, elapsed)
                 if bar.disable:  # no progress bar (a log file, CI): a plain line
-                    per_iteration = tokens_per_iteration / max(meter.recent_rate, 1e-9)
+                    rate = max(meter.recent_rate, 1e-9)
+                    per_iteration = cfg.mean_tokens_from(iteration + 1) / rate
                     left = seconds_left(
                         iteration + 1, cfg.max_iters, per_iteration, eval_seconds, cfg.eval_interval
                     )

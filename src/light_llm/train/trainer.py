@@ -10,6 +10,9 @@ One iteration is one optimiser step, in nanoGPT's order:
     lr = schedule(iteration); Muon's μ = muon_momentum(iteration) (light_llm.schedule)
     every eval_interval iterations (and at the end): evaluate, save the checkpoint, log
     for each micro-batch slot s of this process:           (gradient accumulation)
+        x_s, y_s = B_t windows of T_t tokens drawn by micro_batch_rng(seed, iteration, s)
+                   (B_t = batch_size, or batch_warmup_size for the first batch_warmup;
+                    T_t = block_size, or context_warmup_size for the first context_warmup)
         loss_s = CE(model(x_s), y_s)   (optionally label-smoothed, seed 002 §12.2)
         backward(loss_s / slots)       (gradients add up to the mean over the batch;
                                         under DDP averaged over the processes as well)
@@ -52,7 +55,7 @@ from light_llm.train.distributed import shutdown_distributed
 from light_llm.train.evaluate import sampled_loss
 from light_llm.train.interrupt import StopRequest
 from light_llm.train.metrics import ThroughputMeter, plot_loss_curve
-from light_llm.train.mfu import mfu_line
+from light_llm.train.mfu import mean_train_flops_per_token, mfu_line
 from light_llm.train.optim import clip_grad_norm, set_learning_rate, set_muon_momentum
 from light_llm.train.optimizer_state import capture_rng_states, optimizer_files, raw_weights_file
 from light_llm.train.precision import attention_kernels, autocast
@@ -89,6 +92,7 @@ class Trainer:
         self.probes: ProbeRecorder | None = None
         self.meter = ThroughputMeter()
         run = self.prepared
+        self.first_iteration = run.progress.iteration  # the first this process trains
         if run.subject.takes_probes:  # every process asks when one is due; rank 0 takes it
             self.probes = ProbeRecorder(
                 run.folder.out,
@@ -153,7 +157,8 @@ class Trainer:
                 tick = time.perf_counter()
                 loss, stop_requested = self.step(stop)
                 seconds = time.perf_counter() - tick
-                meter.add(self.tokens_per_iteration, seconds)
+                tokens = run.config.tokens_in(progress.iteration)  # under --batch-warmup, B_t's
+                meter.add(tokens, seconds)
                 if governor is not None:
                     governor.observe(seconds)
                     if governor.note and run.dist.is_main:
@@ -166,7 +171,7 @@ class Trainer:
                     log = functools.partial(self.log_training, loss, meter, bar)
                     run.dist.on_main(log, run.device)
                 progress.iteration += 1
-                progress.tokens_seen += self.tokens_per_iteration
+                progress.tokens_seen += tokens
                 if run.average is not None:
                     run.average.observe(trained_weights(run.raw_model), progress.iteration)
                 bar.update(1)
@@ -184,22 +189,18 @@ class Trainer:
             self.finish(result)
         return result
 
-    @property
-    def tokens_per_iteration(self) -> int:
-        cfg = self.prepared.config
-        return cfg.batch_size * cfg.block_size * cfg.grad_accum
-
     def step(self, stop: StopRequest) -> tuple[float, bool]:
         """One optimiser step over this process's micro-batches; returns the mean training
         loss over the global batch and whether any process was asked to stop (so far)."""
         run, cfg, iteration = self.prepared, self.prepared.config, self.prepared.progress.iteration
         set_learning_rate(run.optimizer, cfg.learning_rate(iteration))
         set_muon_momentum(run.optimizer, cfg.muon_momentum_at(iteration))
+        # B_t windows of T_t tokens in every slot, on every process (light_llm.schedule)
+        batch_size, context = cfg.batch_size_at(iteration), cfg.context_at(iteration)
         loss_sum = torch.zeros((), device=run.device)
         for position, slot in enumerate(run.slots):
-            x, y = run.train_data.get_batch(
-                cfg.batch_size, micro_batch_rng(cfg.seed, iteration, slot), run.device
-            )
+            rng = micro_batch_rng(cfg.seed, iteration, slot)
+            x, y = run.train_data.get_batch(batch_size, rng, run.device, context=context)
             last = position == len(run.slots) - 1
             # DDP averages gradients across processes only after the last micro-batch
             no_sync = run.model.no_sync() if run.dist.enabled and not last else None
@@ -350,7 +351,7 @@ class Trainer:
             end, left = "?", run.budget_s - self.elapsed()
         else:
             end = str(cfg.max_iters)
-            per_iteration = self.tokens_per_iteration / max(meter.recent_rate, 1e-9)
+            per_iteration = cfg.mean_tokens_from(iteration + 1) / max(meter.recent_rate, 1e-9)
             left = seconds_left(
                 iteration + 1, cfg.max_iters, per_iteration, run.eval_seconds, cfg.eval_interval
             )
@@ -445,7 +446,10 @@ class Trainer:
             and type(run.model_config) is ModelConfig  # a GPT's, which ModelCounts counts
             and self.meter.run_tokens  # this process's steps
         ):
-            print(mfu_line(run.model_config, self.meter.run_rate, run.dtype), flush=True)
+            flops = mean_train_flops_per_token(
+                run.model_config, run.config, self.first_iteration, result.iteration
+            )
+            print(mfu_line(run.model_config, self.meter.run_rate, run.dtype, flops), flush=True)
         print(
             f"done: {result.iteration} iterations; checkpoint {run.folder.checkpoint_dir}, "
             f"metrics {run.record.metrics.path}, loss curve {out / LOSS_CURVE_FILE}",
