@@ -50,9 +50,11 @@ CANDIDATES: dict[str, list[str]] = {
     # evaluate and save a moving average of the weights (about the last 100 steps)
     "ema": ["--ema-beta", "0.99"],
     # issue 25's list: the model's tries (a second token table in the values, the embedding
-    # mixed into every block's input, a second head for the token after next)
+    # mixed into every block's input, a one-token look-back on the embedding, a second head
+    # for the token after next)
     "value-embeddings": ["--value-embeddings"],
     "embedding-skip": ["--embedding-skip"],
+    "smear": ["--smear"],
     "multi-token": ["--mtp-weight", "0.5"],
     # batch-size warmup (issue 25's measured prototype: batch 16 for 200 steps, then 32)
     "batch-warmup": ["--batch-warmup", "200", "--batch-warmup-size", "16"],

@@ -33,6 +33,7 @@ VARIANTS = {
     "multi-token": {"mtp_weight": 0.5},  # a training loss on the token after next too
     "value-embeddings": {"value_embeddings": True},
     "embedding-skip": {"embedding_skip": True},
+    "smear": {"smear": True},  # a one-token look-back on the embedding
     "recipe": RECIPE,  # every switch of issue 10's modern recipe together
 }
 

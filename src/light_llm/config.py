@@ -58,6 +58,7 @@ class ModelConfig:
     mtp_weight: float = 0.0  # w: training loss + w x the loss on the token after next; 0 = off
     value_embeddings: bool = False  # V_l = a_l X W_V + b_l E_v[tokens]: a second token table
     embedding_skip: bool = False  # block l reads λ_l X_{l-1} + μ_l X_0 (learned, from 1 and 0)
+    smear: bool = False  # X_0[t] += λ σ(w · X_0[t, :k]) X_0[t-1]: a one-token look-back
 
     def __post_init__(self) -> None:
         self.validate()
@@ -77,7 +78,8 @@ class ModelConfig:
         if self.logit_softcap is not None:
             check_real("logit_softcap", self.logit_softcap, 0.0, low_open=True)
         check_real("mtp_weight", self.mtp_weight, 0.0)
-        for name in ("bias", "tie_embeddings", "qk_norm", "value_embeddings", "embedding_skip"):
+        flags = ("bias", "tie_embeddings", "qk_norm", "value_embeddings", "embedding_skip", "smear")
+        for name in flags:
             check_flag(name, getattr(self, name))
         choices = {
             "positions": POSITIONS,
@@ -222,14 +224,23 @@ class ModelCounts:
     per_layer: dict[str, int] = field(default_factory=dict)
 
 
+SMEAR_WIDTH = 12  # the smear's gate reads the first k = min(12, d) features of a token
+
+
+def smear_width(config: ModelConfig) -> int:
+    """k = min(12, d_model): how many of a token's features the smear's gate reads."""
+    return min(SMEAR_WIDTH, config.n_embd)
+
+
 def count_parameters(config: ModelConfig) -> dict[str, int]:
     """Exact parameter count by component (seed 002 §8.1: 4 d^2 per attention layer + biases).
 
     Per layer: attention W^QKV (d x 3d) and W^O (d x d); FFN W_1 (d x d_ff), W_2 (d_ff x d)
     and, for SwiGLU, the gate V (d x d_ff); two norms. Plus the token table E (V x d), the
     learned position table P (T_max x d), the final norm (pre-LN only), an untied head, the
-    multi-token projection W_mtp (d x d, with ``mtp_weight`` > 0), and with value embeddings
-    their table E_v (V x d) and two gains a_l, b_l per layer.
+    multi-token projection W_mtp (d x d, with ``mtp_weight`` > 0), with value embeddings
+    their table E_v (V x d) and two gains a_l, b_l per layer, and with the smear its gate
+    w (k = min(12, d) weights) and its gain λ.
     """
     d, d_ff, b = config.n_embd, config.ffn_hidden, int(config.bias)
     norm_params = d * (2 if (config.norm == "layernorm" and config.bias) else 1)
@@ -245,6 +256,7 @@ def count_parameters(config: ModelConfig) -> dict[str, int]:
     final_norm = norm_params if config.block_order == "pre" else 0  # post-LN ends normalised
     mtp = d * d if config.multi_token else 0
     value_table = config.vocab_size * d if config.value_embeddings else 0
+    smear = smear_width(config) + 1 if config.smear else 0  # w (1, k) and λ
     return {
         "token_embedding": token_table,
         "position_embedding": position_table,
@@ -256,7 +268,9 @@ def count_parameters(config: ModelConfig) -> dict[str, int]:
         "lm_head_untied": head,
         "mtp_head": mtp,
         "value_embedding": value_table,
+        "smear": smear,
         "total": token_table
+        + smear
         + position_table
         + value_table
         + config.n_layer * per_layer
@@ -353,6 +367,7 @@ def model_counts(
     matmul_weights = (
         L * (4 * d * d + (3 if config.activation == "swiglu" else 2) * d * config.ffn_hidden)
         + config.vocab_size * d
+        + (smear_width(config) if config.smear else 0)  # the smear's gate w · x[:k]
     )
     if config.attention == "softmax":
         attention_flops = 2 * L * T * d  # causal average of 4 L d (T/2)

@@ -4,6 +4,8 @@ names of the activation sites, :class:`Patch` (an intervention) and the checks o
 A GPT's forward pass, written as the residual stream it is (seed 000 §6; seed 002 §9.1), pre-LN:
 
     resid_pre.0  = embed + pos_embed            E[tokens] + P[positions]
+                   (+ smear)                    with the smear: g_t X_0[t-1], its look-back
+                                                term, X_0 = embed + pos_embed (nn/smear.py)
     ln1.l        = LN_1(resid_pre.l)            the attention's input (pre-LN only)
     q.l, k.l, v.l                               split(ln1.l W^QKV) per head; q, k after
                                                 QK-norm and the rotation (RoPE) if any
@@ -52,7 +54,12 @@ LAYER_SITES = {
     "mlp_out": "(B, T, d)",
     "resid_post": "(B, T, d)",
 }
-MODEL_SITES = {"embed": "(B, T, d)", "pos_embed": "(B, T, d)", "final_scale": "(B, T, 1)"}
+MODEL_SITES = {
+    "embed": "(B, T, d)",
+    "pos_embed": "(B, T, d)",
+    "smear": "(B, T, d)",
+    "final_scale": "(B, T, 1)",
+}
 PATCHABLE = (
     "embed",
     "resid_pre",
@@ -68,11 +75,14 @@ PATCHABLE = (
 def site_names(config: Any, encoder: bool = False) -> list[str]:
     """Every name the instrumented forward of a model of ``config`` can record, in the order
     the forward computes them (``pos_embed`` only with learned or sinusoidal positions,
-    ``final_scale`` only with a final norm). An ``encoder``'s ``embed`` is its embedding
-    layer's output, LN(E[tokens] + P[positions] + S[types]): no ``pos_embed`` of its own."""
+    ``smear`` only with the smear, ``final_scale`` only with a final norm). An ``encoder``'s
+    ``embed`` is its embedding layer's output, LN(E[tokens] + P[positions] + S[types]): no
+    ``pos_embed`` of its own."""
     names = ["embed"]
     if config.positions in ("learned", "sinusoidal") and not encoder:
         names.append("pos_embed")
+    if getattr(config, "smear", False) and not encoder:
+        names.append("smear")
     pre_norm_only = () if config.block_order == "pre" else ("ln1", "ln2")
     for layer in range(config.n_layer):
         names.extend(f"{site}.{layer}" for site in LAYER_SITES if site not in pre_norm_only)
@@ -96,7 +106,8 @@ def check_record(config: Any, record: Any, encoder: bool = False) -> frozenset[s
         if name not in known:
             raise InspectError(
                 f"{name!r} is not an activation of this model; the names are embed"
-                f"{', pos_embed' if 'pos_embed' in known else ''}, "
+                f"{', pos_embed' if 'pos_embed' in known else ''}"
+                f"{', smear' if 'smear' in known else ''}, "
                 f"{'|'.join(LAYER_SITES)}.L for L in 0..{config.n_layer - 1}"
                 f"{', final_scale' if 'final_scale' in known else ''}."
             )

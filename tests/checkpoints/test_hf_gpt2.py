@@ -150,6 +150,7 @@ def test_export_with_a_char_tokenizer_keeps_it(tmp_path):
         ({"activation": "relu2"}, "activation"),
         ({"qk_norm": True}, "qk_norm"),
         ({"logit_softcap": 30.0}, "logit_softcap"),
+        ({"smear": True}, "smear"),
     ],
 )
 def test_variants_gpt2_cannot_express_are_refused(tmp_path, changes, option):

@@ -98,7 +98,7 @@ def numpy_twin(model: GPT) -> NumpyGPT:
     return twin
 
 
-@pytest.mark.parametrize("variant", ["seed", "untied", "swiglu", "rotary", "recipe"])
+@pytest.mark.parametrize("variant", ["seed", "untied", "swiglu", "rotary", "recipe", "smear"])
 def test_int8_gpt_equals_the_numpy_engine_on_the_dequantised_weights(variant):
     torch.manual_seed(0)
     model = shaken(GPT(tiny_config(**VARIANTS[variant])).eval())

@@ -22,7 +22,7 @@ def adapted(config, targets="c_attn,c_proj,c_fc", rank=3, alpha=6.0, dropout=0.0
     return base, model, names
 
 
-@pytest.mark.parametrize("variant", ["seed", "swiglu", "recipe"])
+@pytest.mark.parametrize("variant", ["seed", "swiglu", "recipe", "smear"])
 def test_with_b_zero_the_logits_are_the_bases_exactly(variant):
     config = tiny_config(**VARIANTS[variant], dropout=0.1)
     targets = "c_attn,c_proj,c_fc" + (",c_v" if variant == "swiglu" else "")

@@ -25,6 +25,7 @@ MODEL_OPS = (
     "multi_token_tied",
     "value_embeddings",
     "embedding_skip",
+    "smear",
 )
 OP_NAMES = [name for name in OPS if name not in MODEL_OPS]
 

@@ -280,7 +280,7 @@ def test_kv_cache_decoding_equals_full_recomputation(variant):
     assert cache.length == 16
 
 
-@pytest.mark.parametrize("variant", ["seed", "rotary", "linear-attention"])
+@pytest.mark.parametrize("variant", ["seed", "rotary", "linear-attention", "smear"])
 def test_kv_cache_with_left_padding_equals_recomputation(variant):
     _, model = paired_models(variant)
     idx, _ = batch(3, B=2, T=9)

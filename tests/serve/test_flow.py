@@ -82,6 +82,7 @@ def test_the_flow_of_a_token_is_the_models_own_computation(client, gpt):
         ),
         ({"block_order": "post", "activation": "gelu"}, [], ["final_norm"], "GELU"),
         ({"activation": "relu2", "logit_softcap": 15.0}, ["final_norm"], [], "\\max(0, x W_1)^2"),
+        ({"activation": "gelu", "smear": True}, ["smear"], [], "GELU"),
     ],
 )
 def test_the_stages_follow_the_config(tmp_path, shape, present, absent, formula):
@@ -100,6 +101,7 @@ def test_the_stages_follow_the_config(tmp_path, shape, present, absent, formula)
     assert formula in stages[(0, "mlp_hidden")]["formula"]
     assert ((0, "ln1") in stages) == (shape.get("block_order", "pre") == "pre")
     assert ("tanh" in stages["logits"]["formula"]) == ("logit_softcap" in shape)  # the soft-cap
+    assert ("smear" in stages) == ("smear" in shape)
 
 
 def test_an_encoder_flows_through_its_masked_lm_head(encoder_client):

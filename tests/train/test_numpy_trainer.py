@@ -140,6 +140,7 @@ def test_char_baby_200_iterations_follow_the_pytorch_trainer(tmp_path):
         {"mtp_weight": 0.5},
         {"value_embeddings": True},
         {"embedding_skip": True},
+        {"smear": True},
         {"muon_momentum_warmup": 5},
         {"normuon": True},
         {"zero_init_projections": True},
@@ -152,10 +153,10 @@ def test_muon_training_follows_the_pytorch_trainer(corpus, tmp_path, switches):
     losses of every iteration agree (to 1%, room for a bfloat16 Newton-Schulz on CPUs that
     have bfloat16 arithmetic) and fall; also with Polar Express and cautious weight decay, on
     the warmup-stable-decay schedule, with multi-token prediction, with value embeddings
-    (their table at the embedding rate), with the embedding skip, with Muon's momentum
-    warmup, with NorMuon, from zero-initialised output projections (each trainer zeroes them
-    in the weights it starts from), and under a batch-size or sequence-length warmup (both
-    draw the same smaller batches, the same shorter windows, first)."""
+    (their table at the embedding rate), with the embedding skip, with the smear, with Muon's
+    momentum warmup, with NorMuon, from zero-initialised output projections (each trainer
+    zeroes them in the weights it starts from), and under a batch-size or sequence-length
+    warmup (both draw the same smaller batches, the same shorter windows, first)."""
     from light_llm.models.gpt import GPT
     from light_llm.train import train
 

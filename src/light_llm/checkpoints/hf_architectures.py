@@ -56,6 +56,7 @@ def gpt2_blockers(config: ModelConfig) -> list[Blocker]:
         ("logit_softcap", config.logit_softcap is not None, None, "GPT-2 does not cap its logits"),
         ("value_embeddings", config.value_embeddings, False, "GPT-2 has no value embeddings"),
         ("embedding_skip", config.embedding_skip, False, "GPT-2's blocks read the residual only"),
+        ("smear", config.smear, False, "GPT-2's embedding has no look-back to the previous token"),
     ]
     return [Blocker(field, value, why) for field, refused, value, why in rules if refused]
 
@@ -89,6 +90,12 @@ def llama_blockers(config: ModelConfig) -> list[Blocker]:
             config.embedding_skip,
             False,
             f"{name}'s blocks read the residual stream only",
+        ),
+        (
+            "smear",
+            config.smear,
+            False,
+            f"{name}'s embedding has no look-back to the previous token",
         ),
     ]
     return [Blocker(field, value, why) for field, refused, value, why in rules if refused]

@@ -241,6 +241,7 @@ def render(name: str, config: ModelConfig, report: dict) -> str:
         + (f", multi-token prediction (weight {config.mtp_weight:g})" if config.multi_token else "")
         + (", value embeddings" if config.value_embeddings else "")
         + (", embedding skip" if config.embedding_skip else "")
+        + (", smear" if config.smear else "")
     )
     rows.append("")
     rows.append("Parameters")
@@ -270,6 +271,8 @@ def render(name: str, config: ModelConfig, report: dict) -> str:
     if params["value_embedding"]:
         table = human_count(params["value_embedding"])
         row("  value embedding", table, "E_v: V x d (its gains a, b: in attention)")
+    if params["smear"]:
+        row("  smear", human_count(params["smear"]), "gate w: k = min(12, d), gain λ")
     if params["mtp_head"]:
         row("  multi-token head", human_count(params["mtp_head"]), "W_mtp: d x d (training only)")
     rows.append("")

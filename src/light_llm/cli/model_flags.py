@@ -71,6 +71,13 @@ SWITCHES = [
         "every block reads λ x + μ x_0, the embedding mixed back in (λ, μ learned per layer, "
         "from 1 and 0)",
     ),
+    (
+        "--smear",
+        "smear",
+        True,
+        "a one-token look-back on the embedding: x_t += λ σ(w · x_t[:12]) x_{t-1} "
+        "(w and λ learned, from 0)",
+    ),
 ]
 FIELDS = [entry[1] for entry in VALUED] + [entry[1] for entry in SWITCHES]
 

@@ -5,6 +5,8 @@ In a pre-LN GPT the last residual is a sum (seed 000 §6, the residual connectio
 
     x_L = embed + pos_embed + Σ_l (Σ_h head_out_l,h + b_O,l) + Σ_l mlp_out_l
 
+(with the smear, + smear: its look-back term g_t X_0[t-1], a component of its own)
+
 and the final norm is affine in x once its scale s = 1/σ(x_L) is held at the value the forward
 computed (TransformerLens does the same: "the final norm's scale frozen"). For LayerNorm,
 LN_f(x) = γ ⊙ (x - mean(x)) s + β, and mean is linear, so the logit of token v is
@@ -17,6 +19,8 @@ not a sum). A logit difference z_a - z_b splits the same way along W_U[a] - W_U[
 
 With the embedding skip (block l reads λ_l x + μ_l x_0, x_0 = embed + pos_embed), the last
 residual is still a sum, each part weighted by what the later layers' λ make of it:
+(with the smear, x_0 = embed + pos_embed + smear, its look-back term g_t x_0[t-1] a part of
+its own, weighted as the embedding)
 
     x_L = c_emb x_0 + Σ_l c_l (Σ_h head_out_l,h + b_O,l + mlp_out_l),
     c_l = Π_{k>l} λ_k,    c_emb = Π_k λ_k + Σ_l μ_l c_l
@@ -36,7 +40,7 @@ from light_llm.interventions import site_names
 
 @dataclass
 class Attribution:
-    """``names`` of the components ("embed", "pos_embed", "L0H1", "L0 attn bias", "L0MLP",
+    """``names`` of the components ("embed", "pos_embed", "smear", "L0H1", "L0 attn bias", "L0MLP",
     "final norm bias") and their ``values`` (the logit each writes, float64), which add up to
     ``total``; ``logit`` is the model's own (pre-cap) logit or logit difference, computed
     directly, and ``output_logit`` what the model outputs (after the soft-cap, if any).
@@ -80,7 +84,7 @@ def direct_logit_attribution(
         versus = check_token("token to compare with", versus, config)
     t = check_position(position, len(ids))
     last = f"resid_post.{config.n_layer - 1}"
-    record = {"embed", "pos_embed", "final_scale", last} & set(site_names(config))
+    record = {"embed", "pos_embed", "smear", "final_scale", last} & set(site_names(config))
     for layer in range(config.n_layer):
         record |= {f"head_out.{layer}", f"mlp_out.{layer}"}
     trace = inspector.run(ids[None], record=record)
@@ -105,7 +109,7 @@ def direct_logit_attribution(
     names, values = [], []
     heads = np.zeros((config.n_layer, config.n_head))
     mlps = np.zeros(config.n_layer)
-    for name in ("embed", "pos_embed"):
+    for name in ("embed", "pos_embed", "smear"):
         if name in acts:
             names.append(name)
             values.append(through_final_norm(acts[name], embedding_weight))

@@ -155,7 +155,8 @@ def unseen_sites() -> Sites:
 
 
 def embed(model, idx: torch.Tensor, positions: torch.Tensor, sites: Sites) -> torch.Tensor:
-    """The residual stream's start: E[tokens] + P[positions] (a GPT, seed 000 §2), or an
+    """The residual stream's start: E[tokens] + P[positions] (a GPT, seed 000 §2), with the
+    smear's term g_t X_0[t-1] added (``smear``, a site of its own), or an
     encoder's embedding layer LN(E[tokens] + P[positions] + S[types]), all types 0."""
     if isinstance(model, BertEncoder):
         return sites.visit("embed", model.embeddings(idx, torch.zeros_like(idx)))
@@ -163,6 +164,8 @@ def embed(model, idx: torch.Tensor, positions: torch.Tensor, sites: Sites) -> to
     x = sites.visit("embed", layers.wte(idx))  # E[tokens]: (B, T, d)
     if "wpe" in layers:
         x = x + sites.visit("pos_embed", layers.wpe(positions).expand_as(x))  # + P[positions]
+    if "smear" in layers:  # + g_t X_0[t-1], the look-back term, recorded as a part of its own
+        x = x + sites.visit("smear", layers.smear(x))
     return x
 
 

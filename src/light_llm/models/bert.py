@@ -77,6 +77,11 @@ class EncoderConfig(ModelConfig):
                 "the embedding skip is a GPT option (every block reads λ x + μ x_0); the "
                 "encoder has none."
             )
+        if self.smear:
+            raise ConfigError(
+                "the smear is a GPT option (each token's embedding looks back at the previous "
+                "one's, which a bidirectional encoder has no order for); the encoder has none."
+            )
         if self.value_embeddings:
             raise ConfigError(
                 "value embeddings are a GPT option (a second token table in every layer's "

@@ -6,6 +6,8 @@
           a second token table, read by the attention of every layer; nn/attention.py)
           (with the embedding skip, Block_l reads λ_l X_{l-1} + μ_l X_0, λ_l and μ_l learned
           from 1 and 0: a path from the embedding to every layer)
+          (with the smear, X_0[t] += λ σ(w · X_0[t, :k]) X_0[t-1] first: a one-token
+          look-back, λ and w learned from 0; nn/smear.py)
     logits = LN_f(X_L) E^T                               (tied head, seed 002 §10.2)
     logits = c tanh(logits / c)                          (only with logit_softcap = c)
     loss = -(1/T) Σ_t log softmax(logits_t)[x_{t+1}]     (seed 000 §7)
@@ -36,6 +38,7 @@ from light_llm.nn.attention import KVCache
 from light_llm.nn.blocks import Block
 from light_llm.nn.norms import build_norm
 from light_llm.nn.positions import RotaryTables, SinusoidalPositions
+from light_llm.nn.smear import Smear
 from light_llm.nn.softcap import soft_cap
 
 INIT_STD = 0.02  # N(0, 0.02) for every weight matrix and embedding (seed 000 §10)
@@ -69,6 +72,8 @@ class GPT(nn.Module):
             )
         if config.value_embeddings:
             layers["wve"] = nn.Embedding(config.vocab_size, config.n_embd)  # E_v: (V, d)
+        if config.smear:
+            layers["smear"] = Smear(config)  # λ, w: the one-token look-back
         if config.block_order == "pre":
             layers["ln_f"] = build_norm(config)
         self.transformer = nn.ModuleDict(layers)
@@ -84,6 +89,8 @@ class GPT(nn.Module):
         self.apply(self._init_weights)
         if config.multi_token:  # the second head starts as the first, shifted by one token
             nn.init.zeros_(self.mtp_proj.weight)
+        if config.smear:  # λ = 0, w = 0: the smear starts as nothing
+            self.transformer.smear.reset_parameters()
 
     # ------------------------------------------------------------------ construction
     @staticmethod
@@ -187,6 +194,11 @@ class GPT(nn.Module):
         if "wpe" in self.transformer:
             x = x + self.transformer.wpe(positions)  # + P[positions]
         x = self.transformer.drop(x)
+        if "smear" in self.transformer:  # X_0[t] + g_t X_0[t-1]
+            previous = kv_cache.previous_embedding if kv_cache is not None else None
+            if kv_cache is not None:
+                kv_cache.previous_embedding = x[:, -1].detach()
+            x = x + self.transformer.smear(x, offset, previous, attention_mask)
         rope = self.rope(positions) if self.rope is not None else None  # cos, sin
         key_padding = attention_mask.bool() if attention_mask is not None else None
         values = self.transformer.wve(idx) if "wve" in self.transformer else None  # E_v[tokens]

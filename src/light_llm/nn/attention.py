@@ -216,6 +216,7 @@ class KVCache:
     layers: list = field(default_factory=list)
     length: int = 0
     output_head: torch.Tensor | None = None  # (d, V), contiguous
+    previous_embedding: torch.Tensor | None = None  # the smear's X_0 of the last token (B, d)
 
     @classmethod
     def allocate(
@@ -242,6 +243,7 @@ class KVCache:
     def clear(self) -> None:
         """Forget every cached position, keeping the buffers (and ``output_head``) for reuse."""
         self.length = 0
+        self.previous_embedding = None
         for layer in self.layers:
             if isinstance(layer, LinearAttentionState):
                 layer.kv = layer.k_sum = None

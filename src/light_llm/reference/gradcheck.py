@@ -502,6 +502,10 @@ OPS: dict[str, Callable[[], OpCheck]] = {
         ModelConfig(**TINY_GPT, embedding_skip=True),
         description="NumpyGPT loss, embedding skip: block l reads λ_l X_{l-1} + μ_l X_0",
     ),
+    "smear": lambda: gpt_check(
+        ModelConfig(**TINY_GPT, smear=True),
+        description="NumpyGPT loss, smear: X_0[t] += λ σ(w · X_0[t, :k]) X_0[t-1], left-padded",
+    ),
     "multi_token_tied": lambda: gpt_check(
         ModelConfig(**TINY_GPT, mtp_weight=0.5),
         description="NumpyGPT, tied head: loss + 0.5 x the loss on the token after next",

@@ -28,6 +28,7 @@ from light_llm.reference.linear_attention import DENOMINATOR_FLOOR, feature_map_
 from light_llm.reference.model import NumpyGPT
 from light_llm.reference.norms import rms_normalize_forward
 from light_llm.reference.positions import rotary_forward
+from light_llm.reference.smear import smear_forward
 from light_llm.reference.softcap import softcap_forward
 from light_llm.reference.softmax import log_softmax_forward
 
@@ -82,13 +83,19 @@ def run_instrumented(
 
 
 def embed(model: NumpyGPT, idx: np.ndarray, positions: np.ndarray, sites: Sites) -> np.ndarray:
-    """The residual stream's start E[tokens] + P[positions] (seed 000 §2), its sites visited."""
+    """The residual stream's start E[tokens] + P[positions] (seed 000 §2), with the smear's
+    term g_t X_0[t-1] added (``smear``, a site of its own), its sites visited."""
     config, params = model.config, model.params
     x = sites.visit("embed", params["transformer.wte.weight"][idx])  # E[tokens]: (B, T, d)
     if config.positions in ("learned", "sinusoidal"):
         learned = config.positions == "learned"
         table = params["transformer.wpe.weight"] if learned else model.position_table
         x = x + sites.visit("pos_embed", np.broadcast_to(table[positions], x.shape))
+    if config.smear:  # + g_t X_0[t-1], the look-back term, recorded as a part of its own
+        _, term, _ = smear_forward(
+            x, params["transformer.smear.gate.weight"], params["transformer.smear.gain"]
+        )
+        x = x + sites.visit("smear", term)
     return x
 
 

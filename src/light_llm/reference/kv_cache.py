@@ -34,6 +34,7 @@ class KVCache:
 
     layers: list = field(default_factory=list)
     length: int = 0
+    previous_embedding: np.ndarray | None = None  # the smear's X_0 of the last token (B, d)
 
     @classmethod
     def allocate(cls, config: ModelConfig, batch_size: int, dtype=np.float32) -> KVCache:

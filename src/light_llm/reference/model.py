@@ -5,6 +5,7 @@
     X_l = Block_l(X_{l-1}),  l = 1..L                 (blocks.py; with value embeddings,
                                                       V_l = a_l X W_V + b_l E_v[tokens])
         (with the embedding skip, Block_l reads λ_l X_{l-1} + μ_l X_0)
+        (with the smear, X_0[t] += λ σ(w · X_0[t, :k]) X_0[t-1] first; smear.py)
     logits = LN_f(X_L) W_head^T,  W_head = E if tied  (seed 002 §10.2, eq. 43)
     logits = c tanh(logits / c)                       (logit_softcap = c only; softcap.py)
     loss = mean cross-entropy(logits, targets)        (loss.py)
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from light_llm.config import ModelConfig, check_buildable
+from light_llm.config import ModelConfig, check_buildable, smear_width
 from light_llm.errors import CheckpointError, ConfigError
 from light_llm.limits import check_seed
 from light_llm.reference.blocks import (
@@ -41,6 +42,7 @@ from light_llm.reference.kv_cache import KVCache
 from light_llm.reference.linear import linear_backward, linear_forward
 from light_llm.reference.loss import cross_entropy_backward, cross_entropy_forward
 from light_llm.reference.positions import rope_angles, sinusoidal_table
+from light_llm.reference.smear import smear_backward, smear_forward
 from light_llm.reference.softcap import softcap_backward, softcap_forward
 
 INIT_STD = 0.02  # N(0, 0.02) for every weight matrix and embedding (seed 000 §10)
@@ -82,6 +84,9 @@ def parameter_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
         shapes["transformer.wpe.weight"] = (config.block_size, d)
     if config.value_embeddings:
         shapes["transformer.wve.weight"] = (V, d)
+    if config.smear:  # λ, then w: a module's own parameters come before its children's
+        shapes["transformer.smear.gain"] = (1,)
+        shapes["transformer.smear.gate.weight"] = (1, smear_width(config))
     if config.block_order == "pre":
         add_norm("transformer.ln_f")
     if not config.tie_embeddings:
@@ -115,6 +120,7 @@ class ForwardCache:
     loss_cache: tuple | None
     mtp_cache: tuple | None
     differentiable: bool
+    smear_cache: tuple | None = None  # the smear's (smear.py), with ``smear``
 
 
 class NumpyGPT:
@@ -161,6 +167,8 @@ class NumpyGPT:
                 value = np.full(shape, 0.5)
             elif name.endswith(".x0_gains"):  # λ, μ of λ X_{l-1} + μ X_0: the plain block
                 value = np.array([1.0, 0.0])
+            elif name.startswith("transformer.smear."):  # λ = 0, w = 0: no smear at first
+                value = np.zeros(shape)
             elif len(shape) == 1:  # a norm's gain γ
                 value = np.ones(shape)
             elif name == "mtp_proj.weight":  # the second head starts as the first
@@ -291,6 +299,19 @@ class NumpyGPT:
         elif config.positions == "sinusoidal":
             x = x + self.position_table[positions]
         x, dropout_cache = dropout_forward(x, dropout_p, self.rng)
+        smear_cache = None
+        if config.smear:  # X_0[t] + g_t X_0[t-1]
+            previous = kv_cache.previous_embedding if kv_cache is not None else None
+            if kv_cache is not None:
+                kv_cache.previous_embedding = x[:, -1].copy()
+            x, _, smear_cache = smear_forward(
+                x,
+                self.params["transformer.smear.gate.weight"],
+                self.params["transformer.smear.gain"],
+                offset,
+                previous,
+                attention_mask,
+            )
         rope = None
         if config.positions == "rotary":
             cos, sin = self.rope_cos[positions], self.rope_sin[positions]  # (..., T, hs/2)
@@ -353,6 +374,7 @@ class NumpyGPT:
             loss_cache,
             mtp_cache,
             differentiable=kv_cache is None and not cut,
+            smear_cache=smear_cache,
         )
         return logits, loss, cache
 
@@ -446,7 +468,12 @@ class NumpyGPT:
             dvalues = sum(grads.pop(f"transformer.h.{i}.attn{VALUE_EMBEDDING_GRAD}")
                           for i in range(config.n_layer))  # fmt: skip
             grads["transformer.wve.weight"] = embedding_backward(dvalues, cache.value_cache)
-        dx = dropout_backward(dx + dx0, cache.dropout_cache)
+        dx = dx + dx0
+        if cache.smear_cache is not None:
+            dx, dweight, dgain = smear_backward(dx, cache.smear_cache)
+            grads["transformer.smear.gate.weight"] = dweight
+            grads["transformer.smear.gain"] = dgain
+        dx = dropout_backward(dx, cache.dropout_cache)
         dwte = embedding_backward(dx, cache.idx_cache)
         if config.positions == "learned":
             dpos = dx.sum(axis=0) if cache.positions.ndim == 1 else dx  # shared by the batch

@@ -168,7 +168,17 @@ def flow(explorer: ExplorerModel, prompt: str, position: int | None) -> dict[str
                 vector=vector(acts["pos_embed"][t]),
             )
         )
-    elif config.positions == "rotary" and not inspector.encoder:
+    if "smear" in acts:  # the look-back term g_t x_0[t-1], added to x_0 (nn/smear.py)
+        stages.append(
+            stage(
+                "smear",
+                "smear: a look-back at the previous token",
+                r"x_0 \leftarrow x_0 + \lambda\,\sigma(w \cdot x_0[:k])\, x_0[t-1]",
+                None,
+                vector=vector(acts["smear"][t]),
+            )
+        )
+    if "pos_embed" not in acts and config.positions == "rotary" and not inspector.encoder:
         hs = config.head_dim
         frequencies = config.position_base ** (-np.arange(0, hs, 2) / hs)  # θ_i
         stages.append(

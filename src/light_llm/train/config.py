@@ -285,6 +285,7 @@ MODEL_FIELDS = (
     "mtp_weight",
     "value_embeddings",
     "embedding_skip",
+    "smear",
     "tie_embeddings",
     "bias",
 )
@@ -343,6 +344,7 @@ class TrainConfig:
     mtp_weight: float | None = None  # multi-token prediction's loss weight; None: 0 (off)
     value_embeddings: bool | None = None  # a second token table in every layer's values
     embedding_skip: bool | None = None  # every block reads λ x + μ x_0
+    smear: bool | None = None  # x_t += λ σ(w · x_t[:k]) x_{t-1} on the embedding
     tie_embeddings: bool | None = None
     bias: bool | None = None
     # optimisation
