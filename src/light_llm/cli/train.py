@@ -496,6 +496,7 @@ class ExplorerBeside:
     checkpoint is there."""
 
     POLL_S = 0.5
+    STOP_GRACE_S = 5.0  # the explorer's time to shut down on its own before it is killed
 
     def __init__(self, out: Path, port: int) -> None:
         from light_llm.cli.serve import listening_socket
@@ -515,10 +516,16 @@ class ExplorerBeside:
                 return
 
     def stop(self) -> None:
+        """Stop the explorer: asked to end (SIGTERM), killed if it has not after
+        ``STOP_GRACE_S`` seconds, so that Ctrl-C ends the command promptly on a busy machine."""
         self.stopped.set()
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
-            self.process.wait()
+            try:
+                self.process.wait(timeout=self.STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
 
     def stay(self, status: int) -> int:
         """After the run: keep the explorer up until Ctrl-C (or until it stops)."""
