@@ -256,13 +256,14 @@ def count_parameters(config: ModelConfig) -> dict[str, int]:
     final_norm = norm_params if config.block_order == "pre" else 0  # post-LN ends normalised
     mtp = d * d if config.multi_token else 0
     value_table = config.vocab_size * d if config.value_embeddings else 0
-    smear = smear_width(config) + 1 if config.smear else 0  # w (1, k) and λ
+    smear = smear_width(config) + 1 if config.smear else 0  # w (k,) and λ
     return {
         "token_embedding": token_table,
         "position_embedding": position_table,
         "attention_per_layer": attention,
         "ffn_per_layer": ffn,
         "norms_per_layer": 2 * norm_params,
+        "skip_per_layer": skip_gains,
         "layers": config.n_layer * per_layer,
         "final_norm": final_norm,
         "lm_head_untied": head,

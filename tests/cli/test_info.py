@@ -77,6 +77,10 @@ def test_every_count_matches_the_model_built_from_the_checkpoint(tmp_path, capsy
     assert params["norms_per_layer"] == module_parameters(block.ln_1) + module_parameters(
         block.ln_2
     )
+    skip = block.x0_gains.numel() if model.config.embedding_skip else 0  # λ_l, μ_l
+    assert params["skip_per_layer"] == skip
+    parts = ("attention_per_layer", "ffn_per_layer", "norms_per_layer", "skip_per_layer")
+    assert sum(params[part] for part in parts) == module_parameters(block)  # the rows add up
 
     # forward FLOPs: 2 per weight of every matrix product (the head included) + attention;
     # the multi-token head (training only) counts in the training FLOPs alone
@@ -87,6 +91,8 @@ def test_every_count_matches_the_model_built_from_the_checkpoint(tmp_path, capsy
         for m in model.modules()
         if isinstance(m, nn.Linear) and m is not second_head
     )
+    if model.config.smear:  # the smear's gate: w · x[:k], a product a token
+        matrix_weights += model.transformer.smear.gate.numel()
     if config.attention == "softmax":
         attention = 2 * config.n_layer * T * config.n_embd  # QK^T and AV over T/2 keys
     else:

@@ -445,6 +445,12 @@ def test_the_help_names_every_preset_of_both_models():
             "--context-warmup shortens a GPT's windows, and an encoder's examples are whole "
             "blocks between [CLS] and [SEP]: drop it with --model bert.",
         ),
+        (
+            ["--mtp-weight", "0.5", "--context-warmup", "5", "--context-warmup-size", "1"],
+            "--mtp-weight predicts the token after next, which a window of 1 token does not "
+            "have: give windows of at least 2 tokens, or drop --mtp-weight.",
+        ),
+        (["--mtp-weight", "0.5", "--block-size", "1"], "which a window of 1 token does not"),
     ],
 )
 def test_combinations_that_make_no_sense_are_one_sentence(corpus, tmp_path, capsys, flags, phrase):

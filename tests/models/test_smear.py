@@ -23,18 +23,26 @@ def smeared(seed: int = 0, **overrides) -> GPT:
     return shaken(GPT(tiny_config(smear=True, **overrides)).double().eval())
 
 
-def test_the_parameters_and_their_optimiser():
+def test_the_parameters_their_start_and_their_optimiser_group():
+    """λ (1,) and w (k,), both 0 in both engines; vectors, so AdamW without decay."""
+    from light_llm.train.muon import muon_param_groups
+
     config = tiny_config(smear=True, n_embd=8)
     model = GPT(config)
     shapes = {name: tuple(p.shape) for name, p in model.named_parameters()}
     assert shapes["transformer.smear.gain"] == (1,)
-    assert shapes["transformer.smear.gate.weight"] == (1, 8) == (1, smear_width(config))
+    assert shapes["transformer.smear.gate"] == (8,) == (smear_width(config),)
     assert smear_width(tiny_config(n_embd=16)) == 12
     assert list(parameter_shapes(config).items()) == list(shapes.items())
-    assert not model.transformer.smear.gain.any() and not model.transformer.smear.gate.weight.any()
+    assert not model.transformer.smear.gain.any() and not model.transformer.smear.gate.any()
     numpy_model = NumpyGPT(config)
     assert not numpy_model.params["transformer.smear.gain"].any()
-    assert not numpy_model.params["transformer.smear.gate.weight"].any()
+    assert not numpy_model.params["transformer.smear.gate"].any()
+    smear = {id(model.transformer.smear.gain), id(model.transformer.smear.gate)}
+    for group in muon_param_groups(model, lr=1e-3, muon_lr=0.02, weight_decay=0.1):
+        if smear & {id(p) for p in group["params"]}:
+            assert (group["kind"], group["weight_decay"]) == ("adamw", 0.0)
+            assert smear <= {id(p) for p in group["params"]}
 
 
 def test_the_formula_by_hand():
@@ -43,7 +51,7 @@ def test_the_formula_by_hand():
     idx = torch.randint(0, 37, (2, 7))
     with torch.no_grad():
         x = model.transformer.wte(idx) + model.transformer.wpe(torch.arange(7))
-        w, gain = model.transformer.smear.gate.weight[0], model.transformer.smear.gain
+        w, gain = model.transformer.smear.gate, model.transformer.smear.gain
         by_hand = x.clone()
         for t in range(1, 7):
             g = gain * torch.sigmoid(x[:, t, :12] @ w)  # (B,)
@@ -63,7 +71,7 @@ def test_a_fresh_model_is_the_plain_one_exactly_and_a_trained_one_is_not():
     torch.manual_seed(0)
     model = GPT(tiny_config(smear=True)).eval()
     extra = set(model.state_dict()) - set(plain.state_dict())
-    assert extra == {"transformer.smear.gain", "transformer.smear.gate.weight"}
+    assert extra == {"transformer.smear.gain", "transformer.smear.gate"}
     model.load_state_dict({**model.state_dict(), **plain.state_dict()})  # all but λ, w
     idx = torch.randint(0, 37, (2, 12))
     with torch.no_grad():
@@ -82,12 +90,12 @@ def test_a_training_step_moves_both_parameters():
     _, loss = model(idx, idx)
     loss.backward()
     assert model.transformer.smear.gain.grad.abs().item() > 0  # dλ = Σ dg σ, 0 at no λ
-    assert not model.transformer.smear.gate.weight.grad.any()  # dw carries λ = 0
+    assert not model.transformer.smear.gate.grad.any()  # dw carries λ = 0
     with torch.no_grad():
         model.transformer.smear.gain.fill_(0.3)
     model.zero_grad()
     model(idx, idx)[1].backward()
-    assert model.transformer.smear.gate.weight.grad.abs().max() > 0
+    assert model.transformer.smear.gate.grad.abs().max() > 0
 
 
 @pytest.mark.parametrize("engine", ["torch", "numpy"])

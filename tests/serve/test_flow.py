@@ -2,6 +2,8 @@
 for a chosen token; the stages follow the config; bad input is a 422 naming the field."""
 
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -115,3 +117,27 @@ def test_a_position_outside_the_prompt_is_a_422_naming_it(client, position):
     answer = client.post("/api/flow", json={"prompt": PROMPT, "position": position})
     assert answer.status_code == 422
     assert answer.json()["detail"][0]["loc"][-1] == "position"
+
+
+def test_every_command_of_the_flow_formulas_is_one_the_page_renders(tmp_path):
+    """Every \\name in the formulas the flow sends, for a model with every switch that
+    changes them, is a symbol or space of the page's TeX (static/flow.js), or one of its
+    constructs: none is shown as a bare word (as "lambda" once was)."""
+    import light_llm.serve
+
+    script = (Path(light_llm.serve.__file__).parent / "static" / "flow.js").read_text()
+    table = re.search(r"const TEX_SYMBOLS = \{(.*?)\};", script, re.S).group(1)
+    spaces = re.search(r"const TEX_SPACES = \{(.*?)\};", script, re.S).group(1)
+    known = set(re.findall(r"([a-zA-Z]+):", table)) | set(re.findall(r"([a-zA-Z]+):", spaces))
+    known |= {"frac", "sqrt", "mathrm", "left", "right"}
+    tokenizer = CharTokenizer.from_text("abcdefgh ")
+    shape = {"smear": True, "embedding_skip": True, "value_embeddings": True, "qk_norm": True,
+             "logit_softcap": 15.0, "activation": "swiglu", "positions": "rotary"}  # fmt: skip
+    model = GPT(tiny_config(vocab_size=tokenizer.vocab_size, block_size=16, **shape))
+    save(model.eval(), tmp_path / "m", tokenizer=tokenizer)
+    client = local_client(create_app(ExplorerModel(tmp_path / "m", "test")))
+    result = client.post("/api/flow", json={"prompt": "abc abc"}).json()
+    formulas = [stage["formula"] for stage in stages_by_key(result).values()]
+    commands = {name for formula in formulas for name in re.findall(r"\\([a-zA-Z]+)", formula)}
+    assert "lambda" in commands  # the embedding skip's and the smear's gain
+    assert commands <= known, commands - known

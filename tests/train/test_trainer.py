@@ -178,6 +178,9 @@ def test_the_batch_warmup_draws_each_iterations_size_counts_its_tokens_and_resum
     assert read_trainer_state(tmp_path / "split" / "checkpoint")["tokens_seen"] == hand
     for name in ("model.safetensors", "optimizer.safetensors"):
         assert_same_checkpoint_file(tmp_path / "straight", tmp_path / "split", name)
+    # the tokens counted so far follow the warmup: a resume cannot change it
+    with pytest.raises(TrainingError, match=r"batch_warmup \(3 saved, 5 asked\)"):
+        train(TrainConfig(out=str(tmp_path / "split"), max_iters=9, resume=True, batch_warmup=5))
 
 
 def test_the_context_warmup_trains_on_shorter_windows_evaluates_whole_blocks_and_resumes(

@@ -207,7 +207,9 @@ def formulas(config: ModelConfig) -> dict[str, str]:
     if biases:
         ffn += " + 2 d_ff + d" if config.activation == "swiglu" else " + d_ff + d"
     return {
-        "attention": "W^QKV, W^O: 4d²" + (" + 4d biases" if biases else ""),
+        "attention": "W^QKV, W^O: 4d²"
+        + (" + 4d biases" if biases else "")
+        + (" + a, b (value embeddings)" if config.value_embeddings else ""),
         "ffn": f"W_1, W_2{', V' if config.activation == 'swiglu' else ''}: {ffn}",
         "norms": f"2 norms x {norm_size}",
         "token": "E: V x d",
@@ -265,6 +267,8 @@ def render(name: str, config: ModelConfig, report: dict) -> str:
     )
     row("    FFN", human_count(params["ffn_per_layer"]), text["ffn"], "seed 000 §4")
     row("    norms", human_count(params["norms_per_layer"]), text["norms"], "seed 000 §5")
+    if params["skip_per_layer"]:
+        row("    embedding skip", human_count(params["skip_per_layer"]), "λ_l, μ_l")
     row("  final norm", human_count(params["final_norm"]), "pre-LN only", "seed 002 §9.1")
     if params["lm_head_untied"]:
         row("  untied LM head", human_count(params["lm_head_untied"]), "V x d", "seed 002 §10.2")

@@ -52,7 +52,8 @@ class GPT(nn.Module):
 
     ``forward(idx, targets)`` returns ``(logits, loss)``: logits first, loss None without
     targets. Variants (positions, norm, activation, block order, attention, QK-norm, bias,
-    tying, logit soft-capping) come from the config; their formulas live in ``light_llm.nn``.
+    tying, logit soft-capping; value embeddings, the embedding skip, the smear, multi-token
+    prediction) come from the config; their formulas live in ``light_llm.nn`` and above.
     """
 
     def __init__(self, config: ModelConfig) -> None:

@@ -5,8 +5,9 @@ On the embedding X_0 = Dropout(E[tokens] + P[positions]), for every position t �
     g_t = λ σ(w · X_0[t, :k]),    k = min(12, d_model)
     X_0'[t] = X_0[t] + g_t X_0[t-1],    X_0'[0] = X_0[0]
 
-w ∈ R^k (``gate.weight``, (1, k)) and λ (``gain``, (1,)) are learned, both from 0, so that a
-fresh model computes the plain one. With left padding a real token does not look back at a
+w ∈ R^k (``gate``, (k,)) and λ (``gain``, (1,)) are learned, both from 0, so that a fresh
+model computes the plain one; both are vectors, so neither takes weight decay (AdamW's decay
+goes to matrices). With left padding a real token does not look back at a
 pad: g_t is multiplied by mask[t-1] (the first real token of a row has no previous one).
 Decoding with a KV cache needs the previous token's X_0[t-1], the cache's
 ``previous_embedding``.
@@ -22,19 +23,21 @@ from light_llm.config import ModelConfig, smear_width
 
 
 class Smear(nn.Module):
+    """The smear's gain λ and gate w, and its term g_t X_0[t-1] (module docstring)."""
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.gain = nn.Parameter(torch.zeros(1))  # λ
-        self.gate = nn.Linear(smear_width(config), 1, bias=False)  # w: (1, k)
+        self.gate = nn.Parameter(torch.zeros(smear_width(config)))  # w: (k,)
 
     def reset_parameters(self) -> None:
         """λ = 0 and w = 0: the smear starts as nothing (the plain model's embedding)."""
         nn.init.zeros_(self.gain)
-        nn.init.zeros_(self.gate.weight)
+        nn.init.zeros_(self.gate)
 
     def gates(self, x: torch.Tensor) -> torch.Tensor:
         """g = λ σ(w · x[..., :k]): (B, T, d) -> (B, T, 1)."""
-        return self.gain * torch.sigmoid(self.gate(x[..., : self.gate.in_features]))
+        return self.gain * torch.sigmoid(x[..., : self.gate.numel()] @ self.gate)[..., None]
 
     def forward(
         self,

@@ -93,7 +93,7 @@ def embed(model: NumpyGPT, idx: np.ndarray, positions: np.ndarray, sites: Sites)
         x = x + sites.visit("pos_embed", np.broadcast_to(table[positions], x.shape))
     if config.smear:  # + g_t X_0[t-1], the look-back term, recorded as a part of its own
         _, term, _ = smear_forward(
-            x, params["transformer.smear.gate.weight"], params["transformer.smear.gain"]
+            x, params["transformer.smear.gate"], params["transformer.smear.gain"]
         )
         x = x + sites.visit("smear", term)
     return x

@@ -86,7 +86,7 @@ def parameter_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
         shapes["transformer.wve.weight"] = (V, d)
     if config.smear:  # λ, then w: a module's own parameters come before its children's
         shapes["transformer.smear.gain"] = (1,)
-        shapes["transformer.smear.gate.weight"] = (1, smear_width(config))
+        shapes["transformer.smear.gate"] = (smear_width(config),)
     if config.block_order == "pre":
         add_norm("transformer.ln_f")
     if not config.tie_embeddings:
@@ -126,7 +126,8 @@ class ForwardCache:
 class NumpyGPT:
     """A GPT language model in NumPy, built from a :class:`ModelConfig`; every variant the
     config allows (positions, norm, activation, block order, attention, bias, tying, QK-norm,
-    logit soft-capping, multi-token prediction).
+    logit soft-capping, value embeddings, the embedding skip, the smear, multi-token
+    prediction).
 
     ``params`` maps the PyTorch engine's parameter names to arrays of ``dtype`` (float32 or
     float64). ``training`` switches dropout on, drawn from ``rng``.
@@ -306,7 +307,7 @@ class NumpyGPT:
                 kv_cache.previous_embedding = x[:, -1].copy()
             x, _, smear_cache = smear_forward(
                 x,
-                self.params["transformer.smear.gate.weight"],
+                self.params["transformer.smear.gate"],
                 self.params["transformer.smear.gain"],
                 offset,
                 previous,
@@ -471,7 +472,7 @@ class NumpyGPT:
         dx = dx + dx0
         if cache.smear_cache is not None:
             dx, dweight, dgain = smear_backward(dx, cache.smear_cache)
-            grads["transformer.smear.gate.weight"] = dweight
+            grads["transformer.smear.gate"] = dweight
             grads["transformer.smear.gain"] = dgain
         dx = dropout_backward(dx, cache.dropout_cache)
         dwte = embedding_backward(dx, cache.idx_cache)

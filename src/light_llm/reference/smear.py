@@ -15,10 +15,7 @@ Backward, with dY the gradient at Y:
 from __future__ import annotations
 
 import numpy as np
-
-
-def sigmoid(z: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * z))  # σ(z), without overflow for large |z|
+from scipy.special import expit
 
 
 def look_back(
@@ -48,17 +45,17 @@ def smear_forward(
     previous: np.ndarray | None = None,
     attention_mask: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, tuple]:
-    """Y = X_0 + g P (module docstring). x: X_0 (B, T, d); weight: w (1, k); gain: λ (1,).
+    """Y = X_0 + g P (module docstring). x: X_0 (B, T, d); weight: w (k,); gain: λ (1,).
     Returns (Y, the smear's term g P, cache)."""
     k = weight.shape[-1]
     shifted, before = look_back(x, offset, previous, attention_mask)
-    s = sigmoid(x[..., :k] @ weight.T)  # σ(z): (B, T, 1)
+    s = expit(x[..., :k] @ weight)[..., None].astype(x.dtype)  # σ(z): (B, T, 1)
     term = (gain * s) * shifted
     return x + term, term, (x, shifted, before, s, weight, gain)
 
 
 def smear_backward(dy: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(dX_0, dw (1, k), dλ (1,)) from dY (B, T, d) (module docstring)."""
+    """(dX_0, dw (k,), dλ (1,)) from dY (B, T, d) (module docstring)."""
     x, shifted, before, s, weight, gain = cache
     k = weight.shape[-1]
     g = gain * s  # (B, T, 1)
@@ -67,6 +64,6 @@ def smear_backward(dy: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray
     dg = (dy * shifted).sum(-1, keepdims=True)  # (B, T, 1)
     dgain = np.array([(dg * s).sum()], dtype=dy.dtype)
     dz = dg * gain * s * (1.0 - s)  # (B, T, 1)
-    dweight = (dz * x[..., :k]).sum(axis=(0, 1))[None].astype(dy.dtype)  # (1, k)
+    dweight = (dz * x[..., :k]).sum(axis=(0, 1)).astype(dy.dtype)  # (k,)
     dx[..., :k] += dz * weight
     return dx, dweight, dgain

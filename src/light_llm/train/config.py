@@ -773,6 +773,12 @@ class TrainConfig:
                 "--context-warmup shortens a GPT's windows, and an encoder's examples are whole "
                 "blocks between [CLS] and [SEP]: drop it with --model bert."
             )
+        shortest = self.context_warmup_size if self.context_warmup else self.block_size
+        if self.mtp_weight and shortest is not None and shortest < 2:
+            raise ConfigError(
+                f"--mtp-weight predicts the token after next, which a window of {shortest} "
+                "token does not have: give windows of at least 2 tokens, or drop --mtp-weight."
+            )
 
     def awaits_budget_estimate(self) -> bool:
         """Whether this is a ``--time`` run whose iteration count is still to be fixed (see

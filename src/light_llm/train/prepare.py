@@ -392,11 +392,14 @@ def check_same_run(
         for key, value in model_config.to_dict().items()
         if stored_model.get(key) != value
     ]
-    # runs saved before --optimizer existed trained with AdamW
-    # and before the weight average existed, without one
-    before = {"optimizer": "adamw", "ema_start": 0}
+    # runs saved before --optimizer existed trained with AdamW, and before the weight average
+    # and the size warmups existed, without them
+    before = {"optimizer": "adamw", "ema_start": 0, "batch_warmup": 0, "context_warmup": 0}
     stored = TrainConfig.from_dict({**before, **saved["resolved_config"]})
+    # the tokens already counted (tokens_seen, the explorer's axis) follow the size warmups
+    warmups = ("batch_warmup", "batch_warmup_size", "context_warmup", "context_warmup_size")
     fixed = ("data", "tokenizer", "vocab_size", "optimizer", "init_from", "ema_beta", "ema_start")
+    fixed += warmups
     for key in (*fixed, *LORA_FIELDS):
         if getattr(stored, key) != getattr(config, key):
             saved_value, asked = getattr(stored, key), getattr(config, key)
