@@ -20,7 +20,7 @@ The checkpoint therefore holds both: ``model.safetensors`` is the average (what 
 weights θ_k the optimizer's state belongs to, so that ``--resume`` restores both and goes on
 bit for bit as the run never stopped. Before step s no average exists: the model file is the
 raw weights and there is no raw-weights file. A resume keeps the run's β and s (a change is
-refused, :func:`light_llm.train.prepare.check_same_run`).
+refused, :func:`light_llm.train.resume.setting_differences`).
 
 :class:`WeightAverage` holds θ̄ for any arrays that multiply and add in place (NumPy arrays,
 PyTorch tensors under ``torch.no_grad()``); it imports no tensor library, and each trainer

@@ -19,28 +19,23 @@ from typing import Any
 import numpy as np
 import torch
 
-from light_llm.atomic import check_replaceable, existing_folder
 from light_llm.checkpoints.folder import (
-    check_trainable,
-    inspect_folder,
     names_before_manifests,
 )
 from light_llm.checkpoints.run import (
-    CHECKPOINT_SUBFOLDER,
     TRAINER_STATE_FILE,
     MetricsLog,
     RunFolder,
-    read_trainer_state,
 )
 from light_llm.config import ModelConfig, check_batch_fits, check_model_fits
 from light_llm.data import encode_corpus, load_corpus, split_sizes
 from light_llm.device import resolve_device
-from light_llm.errors import CheckpointError, ConfigError, TrainingError
+from light_llm.errors import CheckpointError, ConfigError
 from light_llm.tokenizers import load_tokenizer
 from light_llm.train.averaging import RAW_WEIGHTS_FILE, WeightAverage
 from light_llm.train.batches import rank_slots
 from light_llm.train.budget import parse_duration
-from light_llm.train.config import LORA_FIELDS, TrainConfig, fitted_length
+from light_llm.train.config import TrainConfig, fitted_length
 from light_llm.train.cpu_allocator import keep_freed_memory
 from light_llm.train.distributed import (
     DistributedContext,
@@ -59,7 +54,14 @@ from light_llm.train.optimizer_state import (
 from light_llm.train.precision import autocast, check_dtype, default_dtype, grad_scaler
 from light_llm.train.probes import given_prompt_ids
 from light_llm.train.records import RunRecord
-from light_llm.train.state import check_fields
+from light_llm.train.resume import (
+    check_same_architecture,
+    check_same_engine,
+    refuse_differences,
+    saved_run,
+    schedule_of_extension,
+    setting_differences,
+)
 from light_llm.train.subject import GPTSubject
 from light_llm.train.zero_init import projection_names
 
@@ -144,6 +146,7 @@ def prepare_in(
     saved, resume_folder = saved_run(config, folder)
     schedule_note = ""
     if saved:
+        check_same_engine(saved, "torch", folder.out)
         check_same_architecture(saved, architecture, folder.out)
         config, schedule_note = schedule_of_extension(config, saved)
         config = config.inherit(
@@ -249,76 +252,6 @@ def prepare_in(
     return run
 
 
-def saved_run_config(out: str | Path) -> TrainConfig | None:
-    """The configuration, as given, of the training run saved in ``out``; None when ``out``
-    holds no training checkpoint."""
-    folder = existing_folder(Path(out) / CHECKPOINT_SUBFOLDER)
-    if folder is None or not (folder / TRAINER_STATE_FILE).is_file():
-        return None
-    state = read_trainer_state(folder)
-    check_fields(state, folder / TRAINER_STATE_FILE)
-    return TrainConfig.from_dict(state["config"])
-
-
-def saved_run(config: TrainConfig, folder: RunFolder) -> tuple[dict[str, Any] | None, Path | None]:
-    """The trainer state to resume from and the checkpoint folder holding it, or (None, None)
-    for a fresh run (which must not overwrite another run's checkpoint unless asked to)."""
-    checkpoint = existing_folder(folder.checkpoint_dir)
-    if config.resume:
-        if checkpoint is None:
-            raise TrainingError(f"--resume found no checkpoint in {folder.out} to continue from.")
-        check_trainable(inspect_folder(checkpoint), "resumed (--resume)")
-        state = read_trainer_state(checkpoint)
-        check_fields(state, checkpoint / TRAINER_STATE_FILE)  # all a resume restores
-        return state, checkpoint
-    check_replaceable(folder.checkpoint_dir, config.overwrite, names_before_manifests)
-    if checkpoint is not None and not config.overwrite:
-        raise TrainingError(
-            f"{folder.out} already holds a training checkpoint; continue it with --resume, "
-            "or start afresh with --overwrite or another --out."
-        )
-    return None, None
-
-
-def schedule_of_extension(asked: TrainConfig, saved: dict[str, Any]) -> tuple[TrainConfig, str]:
-    """``asked`` (the flags of a resume) with the end of the decay pinned when it extends
-    the saved run beyond its end: at the saved run's end (the new iterations run at min_lr),
-    or with ``restretch_schedule`` at the new end; and a note saying which ("" otherwise)."""
-    stored = TrainConfig.from_dict(saved["resolved_config"])
-    stored_given = TrainConfig.from_dict(saved["config"])
-    if (
-        asked.max_iters is None
-        or asked.max_iters <= stored.max_iters
-        or asked.lr_decay_iters is not None
-        or stored_given.awaits_budget_estimate()  # a --time run stopped before its estimate
-    ):
-        return asked, ""
-    if asked.restretch_schedule:
-        note = (
-            f"extending the run from {stored.max_iters} to {asked.max_iters} iterations "
-            f"with the schedule re-stretched to end at {asked.max_iters} "
-            "(--restretch-schedule): the learning rate rises again."
-        )
-        return dataclasses.replace(asked, lr_decay_iters=asked.max_iters), note
-    note = (
-        f"extending the run from {stored.max_iters} to {asked.max_iters} iterations at its "
-        f"final learning rate {stored.min_lr:g} (its decay ended at "
-        f"{stored.lr_decay_iters}); --restretch-schedule stretches the schedule to "
-        f"{asked.max_iters} instead."
-    )
-    return dataclasses.replace(asked, lr_decay_iters=stored.lr_decay_iters), note
-
-
-def check_same_architecture(saved: dict[str, Any], architecture: str, out: Path) -> None:
-    """TrainingError when the run to resume trained another architecture."""
-    saved_model = saved["resolved_config"].get("model") or architecture
-    if saved_model != architecture:
-        raise TrainingError(
-            f"{out} holds a {saved_model} training run, not a {architecture} one; continue it "
-            f"with --model {saved_model}."
-        )
-
-
 def check_budget_holds_evaluations(
     subject: GPTSubject,
     model_config: ModelConfig,
@@ -392,24 +325,8 @@ def check_same_run(
         for key, value in model_config.to_dict().items()
         if stored_model.get(key) != value
     ]
-    # runs saved before --optimizer existed trained with AdamW, and before the weight average
-    # and the size warmups existed, without them
-    before = {"optimizer": "adamw", "ema_start": 0, "batch_warmup": 0, "context_warmup": 0}
-    stored = TrainConfig.from_dict({**before, **saved["resolved_config"]})
-    # the tokens already counted (tokens_seen, the explorer's axis) follow the size warmups
-    warmups = ("batch_warmup", "batch_warmup_size", "context_warmup", "context_warmup_size")
-    fixed = ("data", "tokenizer", "vocab_size", "optimizer", "init_from", "ema_beta", "ema_start")
-    fixed += warmups
-    for key in (*fixed, *LORA_FIELDS):
-        if getattr(stored, key) != getattr(config, key):
-            saved_value, asked = getattr(stored, key), getattr(config, key)
-            differences.append(f"{key} ({saved_value!r} saved, {asked!r} asked)")
-    if differences:
-        raise TrainingError(
-            f"cannot resume from {checkpoint}: this run differs from the saved one in "
-            f"{', '.join(differences)}; drop those flags to continue it, or train afresh with "
-            "another --out."
-        )
+    differences += setting_differences(saved, config)
+    refuse_differences(differences, checkpoint)
 
 
 def restore(run: PreparedRun, saved: dict[str, Any], checkpoint: Path) -> None:

@@ -59,10 +59,11 @@ from light_llm.train.mfu import mean_train_flops_per_token, mfu_line
 from light_llm.train.optim import clip_grad_norm, set_learning_rate, set_muon_momentum
 from light_llm.train.optimizer_state import capture_rng_states, optimizer_files, raw_weights_file
 from light_llm.train.precision import attention_kernels, autocast
-from light_llm.train.prepare import PreparedRun, prepare, saved_run_config, trained_weights
+from light_llm.train.prepare import PreparedRun, prepare, trained_weights
 from light_llm.train.probes import ProbeRecorder
 from light_llm.train.records import objective_note, trainer_state, training_line
 from light_llm.train.result import TrainResult
+from light_llm.train.resume import saved_run_config
 from light_llm.train.run_tokenizer import fewer_ids_note
 from light_llm.train.sizing import sizing_advice, vocabulary_parameters, vocabulary_remedy
 from light_llm.train.thread_governor import WINDOW, ThreadGovernor
