@@ -31,7 +31,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, MutableMapping
+from pathlib import Path
 from typing import Any
+
+from light_llm.errors import CheckpointError
 
 # the raw (trained) weights beside model.safetensors, the average, in a checkpoint
 RAW_WEIGHTS_FILE = "raw_weights.safetensors"
@@ -82,3 +85,23 @@ class WeightAverage:
         finally:
             for name, value in weights.items():
                 value[...] = raw[name]
+
+    def resume(
+        self,
+        weights: Weights,
+        checkpoint: Path,
+        iteration: int,
+        load_raw: Callable[[Weights, Path], None],
+    ) -> None:
+        """Take up the average a checkpoint of ``iteration`` saved: ``weights`` hold its model
+        file, which is the average once it has begun, and become the raw weights beside it
+        (``load_raw`` copies them in); before the average begins the file is the raw weights.
+        CheckpointError when a checkpoint past the start has no raw weights."""
+        if (checkpoint / RAW_WEIGHTS_FILE).exists():
+            self.average = {name: self.copy(value) for name, value in weights.items()}
+            load_raw(weights, checkpoint)
+        elif iteration >= self.start:
+            raise CheckpointError(
+                f"{checkpoint} holds no {RAW_WEIGHTS_FILE} beside its weight average (from "
+                f"iteration {self.start}), so it cannot be resumed."
+            )

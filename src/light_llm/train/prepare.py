@@ -32,7 +32,7 @@ from light_llm.data import encode_corpus, load_corpus, split_sizes
 from light_llm.device import resolve_device
 from light_llm.errors import CheckpointError, ConfigError
 from light_llm.tokenizers import load_tokenizer
-from light_llm.train.averaging import RAW_WEIGHTS_FILE, WeightAverage
+from light_llm.train.averaging import WeightAverage
 from light_llm.train.batches import rank_slots
 from light_llm.train.budget import parse_duration
 from light_llm.train.config import TrainConfig, fitted_length
@@ -334,14 +334,7 @@ def restore(run: PreparedRun, saved: dict[str, Any], checkpoint: Path) -> None:
     run.subject.load_weights(run.raw_model, checkpoint)
     if run.average is not None:  # the model file holds the average, the raw weights beside it
         weights = trained_weights(run.raw_model)
-        if (checkpoint / RAW_WEIGHTS_FILE).exists():
-            run.average.average = {name: value.clone() for name, value in weights.items()}
-            load_raw_weights(weights, checkpoint)
-        elif int(saved["iteration"]) >= run.average.start:
-            raise CheckpointError(
-                f"{checkpoint} holds no {RAW_WEIGHTS_FILE} beside its weight average (from "
-                f"iteration {run.average.start}), so it cannot be resumed."
-            )
+        run.average.resume(weights, checkpoint, int(saved["iteration"]), load_raw_weights)
     load_optimizer_state(run.optimizer, checkpoint)
     run.progress = Progress(
         iteration=int(saved["iteration"]),
