@@ -163,6 +163,20 @@ def test_resume_with_another_optimizer_is_refused_and_keeps_the_checkpoint(
     assert main(["train", "--resume", "--out", str(out), "--max-iters", "4"]) == 0
 
 
+def test_a_numpy_run_resumes_on_the_numpy_engine_only(corpus, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", *tiny_flags(corpus, out, max_iters=2, engine="numpy")]) == 0
+    before = folder_bytes(out / "checkpoint")
+    capsys.readouterr()
+    assert main(["train", "--resume", "--out", str(out), "--max-iters", "4"]) == 2
+    line = error_line(capsys)
+    assert "holds a run of the numpy engine" in line and "--engine numpy" in line
+    assert folder_bytes(out / "checkpoint") == before
+    resume = ["train", "--resume", "--out", str(out), "--engine", "numpy", "--max-iters", "4"]
+    assert main(resume) == 0
+    assert read_trainer_state(out / "checkpoint")["iteration"] == 4
+
+
 def test_resume_without_a_checkpoint_and_overwrite_protection(corpus, tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["train", "--resume", "--out", str(out)]) == 2
@@ -469,12 +483,13 @@ def test_the_initialisation_and_averaging_switches_train_and_are_recorded(corpus
     assert resolved["zero_init_projections"] is True
     assert (resolved["ema_beta"], resolved["ema_start"]) == (0.9, 2)
     raw = (out / "checkpoint" / "raw_weights.safetensors").exists()
-    assert raw == (engine == "torch")  # only the torch engine resumes
-    if engine == "torch":  # a resume given none of the flags keeps them
-        assert main(["train", "--resume", "--out", str(out), "--max-iters", "6"]) == 0
-        resumed = read_trainer_state(out / "checkpoint")["resolved_config"]
-        switches = ("zero_init_projections", "ema_beta", "ema_start")
-        assert [resumed[key] for key in switches] == [True, 0.9, 2]
+    assert raw  # the raw weights beside the average, for a resume
+    # a resume given none of the flags keeps them
+    resume = ["train", "--resume", "--out", str(out), "--max-iters", "6", "--engine", engine]
+    assert main(resume) == 0
+    resumed = read_trainer_state(out / "checkpoint")["resolved_config"]
+    switches = ("zero_init_projections", "ema_beta", "ema_start")
+    assert [resumed[key] for key in switches] == [True, 0.9, 2]
 
 
 WARMUPS = ("batch_warmup", "batch_warmup_size", "context_warmup", "context_warmup_size")

@@ -9,9 +9,9 @@ import torch
 
 from light_llm.checkpoints import load
 from light_llm.checkpoints.run import read_trainer_state
-from light_llm.errors import ConfigError, TrainingError
+from light_llm.errors import CheckpointError, ConfigError, TrainingError
 from light_llm.reference.model import NumpyGPT
-from light_llm.train import TrainConfig
+from light_llm.train import TrainConfig, numpy_trainer
 from light_llm.train.numpy_trainer import train_numpy
 from tests.train.helpers import record_input_shapes
 
@@ -56,7 +56,7 @@ def test_train_numpy_writes_a_checkpoint_both_engines_load(corpus, tmp_path, cap
     idx = np.array([[1, 2, 3, 4]])
     logits, _ = torch_model(torch.from_numpy(idx))
     assert np.allclose(model.forward(idx)[0], logits.detach().numpy(), atol=1e-5)
-    with pytest.raises(TrainingError, match="already holds a checkpoint"):
+    with pytest.raises(TrainingError, match="already holds a training checkpoint"):
         train_numpy(TrainConfig(data=str(corpus), out=str(out), **SMALL))
 
 
@@ -100,7 +100,6 @@ def test_grad_accumulation_steps_with_the_mean_of_the_micro_batch_gradients(corp
         (dict(dtype="bfloat16"), "float32 or float64"),
         (dict(compile=True), "cannot honour compile"),
         (dict(gradient_checkpointing=True), "cannot honour gradient_checkpointing"),
-        (dict(resume=True), "cannot honour resume"),
         (dict(time="5m"), "cannot honour time"),
     ],
 )
@@ -267,3 +266,135 @@ def test_the_context_warmup_trains_on_shorter_windows_and_evaluates_whole_blocks
     assert trained == [(4, 5)] * 2 + [(4, 16)] * 2
     assert evaluated == [(4, 16)] * 2 * 2 * 3  # eval_iters 2, two splits, iterations 0, 2, 4
     assert read_trainer_state(tmp_path / "run" / "checkpoint")["tokens_seen"] == 168
+
+
+class StopAfter:
+    """A StopRequest that asks to stop after ``n`` iterations (Ctrl-C without a signal)."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __call__(self, message=""):
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        return False
+
+    @property
+    def requested(self):
+        self.n -= 1
+        return self.n <= 0
+
+
+def metrics_lines(out):
+    """metrics.jsonl without what depends on the clock."""
+    clock = ("elapsed_s", "tokens_per_s", "mfu")
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in record.items() if k not in clock} for record in records]
+
+
+def checkpoint_arrays(out, file="model.safetensors"):
+    from safetensors.numpy import load_file
+
+    return load_file(out / "checkpoint" / file)
+
+
+def straight_and_resumed(corpus, tmp_path, monkeypatch, stop_at, **settings):
+    """The results and folders of a NumPy run of 8 iterations straight and of the same run
+    stopped after ``stop_at`` iterations (as by Ctrl-C) and resumed to its end."""
+    config = dict(SMALL, data=str(corpus), engine="numpy", **settings)
+    straight = train_numpy(TrainConfig(out=str(tmp_path / "straight"), **config))
+    with monkeypatch.context() as patch:
+        patch.setattr(numpy_trainer, "StopRequest", StopAfter(stop_at))
+        first = train_numpy(TrainConfig(out=str(tmp_path / "resumed"), **config))
+    assert first.interrupted and first.iteration == stop_at
+    resumed = train_numpy(TrainConfig(out=str(tmp_path / "resumed"), engine="numpy", resume=True))
+    return straight, {**first.losses, **resumed.losses}, resumed
+
+
+def assert_resumed_bit_for_bit(tmp_path, straight, losses, resumed, files=("model.safetensors",)):
+    assert losses == straight.losses  # bit for bit, every iteration
+    assert resumed.iteration == 8 and resumed.sample == straight.sample
+    for file in files:
+        ours, theirs = (checkpoint_arrays(tmp_path / n, file) for n in ("resumed", "straight"))
+        assert ours.keys() == theirs.keys()
+        assert all(np.array_equal(ours[k], theirs[k]) for k in ours), file
+    assert metrics_lines(tmp_path / "resumed") == metrics_lines(tmp_path / "straight")
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(),
+        dict(optimizer="muon", normuon=True),
+        dict(dropout=0.2),
+    ],
+    ids=["adamw", "normuon", "dropout"],
+)
+def test_a_resumed_run_continues_bit_for_bit(corpus, tmp_path, monkeypatch, settings):
+    """8 iterations straight, and 4 + --resume to 8: the same losses, weights, optimizer
+    state, metrics lines and sample (with dropout the generator's state is restored)."""
+    runs = straight_and_resumed(corpus, tmp_path, monkeypatch, 4, **settings)
+    assert_resumed_bit_for_bit(
+        tmp_path, *runs, files=("model.safetensors", "optimizer.safetensors")
+    )
+    state = read_trainer_state(tmp_path / "resumed" / "checkpoint")
+    assert state["engine"] == "numpy" and state["iteration"] == 8
+
+
+@pytest.mark.parametrize("stop_at", [1, 4])
+def test_a_resumed_run_keeps_its_weight_average(corpus, tmp_path, monkeypatch, stop_at):
+    """--ema-beta 0.9 --ema-start 2 stopped before (1) and after (4) the average starts:
+    the resumed run trains the raw weights and keeps averaging, bit for bit."""
+    settings = dict(ema_beta=0.9, ema_start=2, eval_interval=1)
+    runs = straight_and_resumed(corpus, tmp_path, monkeypatch, stop_at, **settings)
+    files = ("model.safetensors", "raw_weights.safetensors", "optimizer.safetensors")
+    assert_resumed_bit_for_bit(tmp_path, *runs, files=files)
+
+
+def folder_bytes(folder):
+    return {path.name: path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def test_resuming_another_engines_run_or_settings_is_refused(corpus, tmp_path):
+    """A torch run resumed by the numpy engine (and the reverse), or a resume that changes
+    the optimizer or the model, is refused in one sentence with nothing written."""
+    from light_llm.train import train
+
+    settings = dict(SMALL, data=str(corpus), max_iters=2, sample_tokens=0, optimizer="adamw")
+    train(TrainConfig(out=str(tmp_path / "torch"), **settings))
+    train_numpy(TrainConfig(out=str(tmp_path / "numpy"), engine="numpy", **settings))
+    before = {name: folder_bytes(tmp_path / name) for name in ("torch", "numpy")}
+    with pytest.raises(TrainingError, match=r"holds a run of the torch engine.*--engine torch"):
+        train_numpy(TrainConfig(out=str(tmp_path / "torch"), engine="numpy", resume=True))
+    with pytest.raises(TrainingError, match=r"holds a run of the numpy engine.*--engine numpy"):
+        train(TrainConfig(out=str(tmp_path / "numpy"), resume=True))
+    numpy_out = str(tmp_path / "numpy")
+    changed = [
+        (dict(optimizer="muon"), "optimizer ('adamw' saved, 'muon' asked)"),
+        (dict(n_layer=2), "n_layer (1 saved, 2 asked)"),
+    ]
+    for change, difference in changed:
+        config = TrainConfig(out=numpy_out, engine="numpy", resume=True, **change)
+        with pytest.raises(TrainingError, match="cannot resume from") as refused:
+            train_numpy(config)
+        assert difference in str(refused.value)
+    assert {name: folder_bytes(tmp_path / name) for name in ("torch", "numpy")} == before
+
+
+def test_a_damaged_optimizer_state_is_refused_in_one_sentence(corpus, tmp_path):
+    from safetensors.numpy import save_file
+
+    out = tmp_path / "run"
+    settings = dict(SMALL, data=str(corpus), max_iters=2, sample_tokens=0, engine="numpy")
+    train_numpy(TrainConfig(out=str(out), **settings))
+    path = out / "checkpoint" / "optimizer.safetensors"
+    saved = checkpoint_arrays(out, "optimizer.safetensors")
+    name = next(iter(saved))
+    saved[name] = np.zeros((3, 3), np.float32)
+    save_file(saved, path, metadata={"engine": "numpy", "adamw_step": "2"})
+    with pytest.raises(CheckpointError, match=r"does not fit this run: .* is \(3, 3\)"):
+        train_numpy(TrainConfig(out=str(out), engine="numpy", resume=True))

@@ -78,6 +78,7 @@ METRICS_FILE = "metrics.jsonl"
 LOSS_CURVE_FILE = "loss_curve.png"
 LOCK_FILE = ".light-llm.lock"
 TRAINER_STATE_FILE = "trainer_state.json"  # inside the checkpoint
+OPTIMIZER_TENSORS_FILE = "optimizer.safetensors"  # beside it, either engine's
 TRAINER_STATE_FORMAT = "light-llm-trainer"
 TRAINER_STATE_VERSION = 1
 HOLDER_LIMIT = 4096  # bytes of a lock file worth reading

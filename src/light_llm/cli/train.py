@@ -92,8 +92,9 @@ Writes to --out: checkpoint/ (model, tokenizer, optimizer and trainer state, rep
 unit), metrics.jsonl (the training loss every --log-interval steps, "kind": "train", and one
 line per evaluation, "kind": "eval"; losses also in bits per byte and per character),
 loss_curve.png, data/ (the token cache). Ctrl-C stops after the current iteration and saves;
---resume continues exactly. --resume --max-iters beyond the run's end goes on at the final
-learning rate (--restretch-schedule stretches the schedule instead).
+--resume continues exactly, on the engine that started the run (--engine numpy too).
+--resume --max-iters beyond the run's end goes on at the final learning rate
+(--restretch-schedule stretches the schedule instead).
 Under torchrun the same command trains with DistributedDataParallel.
 """
 
@@ -463,7 +464,7 @@ def config_from_args(args: argparse.Namespace):
 
 def run_train(args: argparse.Namespace) -> int:
     from light_llm.train.config import DEFAULT_MODEL
-    from light_llm.train.trainer import saved_run_config
+    from light_llm.train.resume import saved_run_config
 
     config = config_from_args(args)
     if config.model is None:  # a resumed run goes on with its own architecture

@@ -23,12 +23,18 @@ the sample's prompt) is built by :mod:`light_llm.train.records`, as in the PyTor
 both engines' ``metrics.jsonl`` hold the same kinds of line with the same fields;
 ``tokens_per_s`` means the same in both: training tokens per second of training time,
 evaluation excluded. With a weight average the evaluations, the saved model, the probes and
-the sample are those of the average, as in the PyTorch trainer (the raw weights are not saved:
-this engine does not resume). Nothing here needs torch.
+the sample are those of the average, as in the PyTorch trainer, and the raw weights are saved
+beside it. Nothing here needs torch.
+
+``resume`` continues a NumPy run bit for bit, as the PyTorch trainer continues its own: the
+checkpoint holds the optimizer's state (``optimizer.safetensors``, with ``--ema-beta``
+``raw_weights.safetensors``: :mod:`light_llm.train.numpy_state`) and ``trainer_state.json``
+the progress, the dropout generator's state and the engine (a run of the other engine is
+refused, as are settings a resume cannot honour: :mod:`light_llm.train.resume`);
+``metrics.jsonl`` and the probes go on from the checkpoint's iteration.
 
 Options the NumPy engine cannot honour raise ConfigError naming them: a GPU device, a
-half-precision dtype, ``compile``, ``gradient_checkpointing``, ``resume`` and several
-processes.
+half-precision dtype, ``compile``, ``gradient_checkpointing`` and several processes.
 """
 
 from __future__ import annotations
@@ -42,11 +48,11 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from light_llm.atomic import check_replaceable, existing_folder
-from light_llm.checkpoints.folder import names_before_manifests
-from light_llm.checkpoints.numpy_gpt import save_numpy_gpt
+from light_llm.checkpoints.folder import inspect_folder, names_before_manifests
+from light_llm.checkpoints.numpy_gpt import load_numpy_gpt, save_numpy_gpt
 from light_llm.checkpoints.run import (
     LOSS_CURVE_FILE,
+    TRAINER_STATE_FILE,
     MetricsLog,
     RunFolder,
     trainer_state_file,
@@ -56,12 +62,19 @@ from light_llm.errors import CheckpointError, ConfigError, TrainingError
 from light_llm.reference.model import NumpyGPT
 from light_llm.reference.optim import AdamW, MuonAdamW, clip_grad_norm, configure_optimizer
 from light_llm.reference.sampling import generate_text
+from light_llm.tokenizers import load_tokenizer
 from light_llm.train.averaging import WeightAverage
 from light_llm.train.batches import eval_batch_rng, micro_batch_rng
 from light_llm.train.budget import seconds_left
 from light_llm.train.config import TrainConfig
 from light_llm.train.interrupt import StopRequest
 from light_llm.train.metrics import ThroughputMeter, plot_loss_curve
+from light_llm.train.numpy_state import (
+    load_optimizer_state,
+    load_raw_weights,
+    optimizer_file,
+    raw_weights_file,
+)
 from light_llm.train.probes import ProbeRecorder, given_prompt_ids
 from light_llm.train.records import (
     RunRecord,
@@ -72,6 +85,14 @@ from light_llm.train.records import (
     training_line,
 )
 from light_llm.train.result import SAMPLE_TEMPERATURE, TrainResult
+from light_llm.train.resume import (
+    check_same_architecture,
+    check_same_engine,
+    refuse_differences,
+    saved_run,
+    schedule_of_extension,
+    setting_differences,
+)
 from light_llm.train.run_tokenizer import fewer_ids_note, tokenizer_for_run
 from light_llm.train.zero_init import projection_names
 
@@ -87,7 +108,6 @@ def check_numpy_options(config: TrainConfig) -> None:
     unsupported = {
         "compile": "it has no compiler",
         "gradient_checkpointing": "it keeps every activation for the backward pass",
-        "resume": "it does not save optimiser state; train with the torch engine to resume",
         "time": "it trains for --max-iters; train with the torch engine for a time budget",
         "init_from": "fine-tuning runs on the torch engine",
         "lora_rank": "LoRA adapters train on the torch engine",
@@ -164,62 +184,99 @@ def train_numpy(config: TrainConfig, *, model: NumpyGPT | None = None) -> TrainR
     (:mod:`light_llm.train.zero_init`). The
     trained model is in ``OUT/checkpoint``; ``result.evaluations`` holds the loss records."""
     check_numpy_options(config)
-    cfg = config.resolve()
-    run_folder = RunFolder(cfg.out)
-    check_replaceable(run_folder.checkpoint_dir, cfg.overwrite, names_before_manifests)
-    if existing_folder(run_folder.checkpoint_dir) is not None and not cfg.overwrite:
-        raise TrainingError(
-            f"{run_folder.out} already holds a checkpoint; pass --overwrite to replace it or use "
-            "another --out."
+    run_folder = RunFolder(config.out)
+    saved, checkpoint = saved_run(config, run_folder)
+    schedule_note = ""
+    if saved:  # checked before anything is written
+        check_same_engine(saved, "numpy", run_folder.out)
+        check_same_architecture(saved, "gpt", run_folder.out)
+        if model is not None:
+            raise ConfigError("a resumed run goes on from its checkpoint's weights, not a model.")
+        config, schedule_note = schedule_of_extension(config, saved)
+        config = config.inherit(
+            TrainConfig.from_dict(saved["config"]), TrainConfig.from_dict(saved["resolved_config"])
         )
+        check_numpy_options(config)
+    cfg = config.resolve()
+    if saved:
+        refuse_differences(setting_differences(saved, cfg), checkpoint)
     run_folder.claim(cfg.overwrite, names_before_manifests, cfg.data)
     try:
-        return train_claimed(config, cfg, run_folder, model)
+        return train_claimed(config, cfg, run_folder, model, saved, schedule_note)
     finally:
         run_folder.release()
 
 
 def train_claimed(
-    config: TrainConfig, cfg: TrainConfig, run_folder: RunFolder, model: NumpyGPT | None
+    config: TrainConfig,
+    cfg: TrainConfig,
+    run_folder: RunFolder,
+    model: NumpyGPT | None,
+    saved: dict | None,
+    schedule_note: str,
 ) -> TrainResult:
-    """:func:`train_numpy` in its claimed output folder (``cfg``: ``config`` resolved)."""
+    """:func:`train_numpy` in its claimed output folder (``cfg``: ``config`` resolved;
+    ``saved``: the trainer state of the run it resumes, None for a fresh run)."""
     out, checkpoint_dir = run_folder.out, run_folder.checkpoint_dir
     metrics = MetricsLog(out)
-    metrics.start_fresh()
+    if saved is None:
+        metrics.start_fresh()
 
-    def save_and_log(record: dict | None = None) -> None:
-        """The checkpoint, then (see MetricsLog) the evaluation's line."""
-        save(model, checkpoint_dir, tokenizer, checkpoint_files(), cfg.overwrite)
+    def save_and_log(raw: dict | None, record: dict | None = None) -> None:
+        """The checkpoint (``raw``: the raw weights while the average is swapped in), then
+        (see MetricsLog) the evaluation's line."""
+        save(model, checkpoint_dir, tokenizer, checkpoint_files(raw), cfg.overwrite)
         metrics.checkpoint_written()
         if record is not None:
             run_record.write_evaluation(record)
 
     text = load_corpus(cfg.data)
-    tokenizer = tokenizer_for_run(cfg, text)
+    tokenizer = load_tokenizer(checkpoint_dir) if saved else tokenizer_for_run(cfg, text)
     given_prompt_ids(cfg, tokenizer)  # a --probe-prompt that cannot be probed: before any write
+    model_config = cfg.model_config(tokenizer.vocab_size)
+    if saved:  # the checkpoint's weights (the average with --ema-beta), its config checked
+        model = load_numpy_gpt(inspect_folder(checkpoint_dir), dtype=NUMPY_DTYPES[cfg.dtype])
+        stored = model.config.to_dict()
+        refuse_differences(
+            [
+                f"{key} ({stored.get(key)!r} saved, {value!r} asked)"
+                for key, value in model_config.to_dict().items()
+                if stored.get(key) != value
+            ],
+            checkpoint_dir,
+        )
     train_path, val_path = encode_corpus(text, tokenizer, run_folder.data_dir)
     ids_dtype = token_dtype(tokenizer.vocab_size)
     datasets = {
         "train": TokenDataset(train_path, ids_dtype, cfg.block_size),
         "val": TokenDataset(val_path, ids_dtype, cfg.block_size),
     }
-    model_config = cfg.model_config(tokenizer.vocab_size)
     run_record = RunRecord(metrics, split_sizes(run_folder.data_dir), model_config.mtp_weight)
     if model is None:
         model = NumpyGPT(model_config, dtype=NUMPY_DTYPES[cfg.dtype], seed=cfg.seed)
     elif model.config != model_config:
         raise ConfigError("the model given to train_numpy has another config than the run's.")
-    if cfg.zero_init_projections:  # light_llm.train.zero_init: W^O, W_2 = 0, the rest as drawn
+    if cfg.zero_init_projections and not saved:  # light_llm.train.zero_init: W^O, W_2 = 0
         for name in projection_names(model.params):
             model.params[name][...] = 0
     model.rng = np.random.default_rng(cfg.seed)  # dropout
-    probes = ProbeRecorder(out, cfg, tokenizer, datasets["val"].tokens, sample_with_numpy, None)
     model.training = True
     optimizer = configure_optimizer(model.params, cfg)
     average = None
     if cfg.ema_beta is not None:
         average = WeightAverage(cfg.ema_beta, cfg.ema_start, np.copy)
-        average.observe(model.params, 0)
+        if not saved:  # a resumed run's average is its checkpoint's (restore)
+            average.observe(model.params, 0)
+    iteration, last_eval_iteration, best_val_loss, elapsed_before = 0, -1, math.inf, 0.0
+    if saved:
+        restore(model, optimizer, average, saved, checkpoint_dir)
+        iteration, last_eval_iteration = int(saved["iteration"]), int(saved["last_eval_iteration"])
+        best_val_loss, elapsed_before = float(saved["best_val_loss"]), float(saved["elapsed_s"])
+        metrics.keep_until(iteration)
+    resumed_at = iteration if saved else None
+    probes = ProbeRecorder(
+        out, cfg, tokenizer, datasets["val"].tokens, sample_with_numpy, resumed_at
+    )
 
     def averaged() -> contextlib.AbstractContextManager:
         """A block in which the model holds the weight average (once there is one)."""
@@ -233,22 +290,22 @@ def train_claimed(
         f"writing to {out.resolve()}",
         flush=True,
     )
-    for note in (fewer_ids_note(cfg, tokenizer), objective_note(model_config.mtp_weight)):
+    notes = (schedule_note, fewer_ids_note(cfg, tokenizer), objective_note(model_config.mtp_weight))
+    for note in notes:
         if note:
             print(note, flush=True)
-    result = TrainResult(out, checkpoint_dir, 0)
+    result = TrainResult(out, checkpoint_dir, iteration)
     meter = ThroughputMeter()
-    started = time.perf_counter()
-    iteration = 0
-    best_val_loss = math.inf
+    started = time.perf_counter() - elapsed_before  # elapsed: the time trained before, too
     eval_seconds = 0.0  # of the latest evaluation (with its checkpoint)
 
-    def checkpoint_files() -> dict[str, bytes]:
-        """trainer_state.json with the PyTorch trainer's fields (no optimizer files: the
-        NumPy engine does not resume)."""
+    def checkpoint_files(raw: dict | None) -> dict[str, bytes]:
+        """trainer_state.json with the PyTorch trainer's fields, the optimizer's state and,
+        once there is a weight average, the raw weights (:mod:`light_llm.train.numpy_state`);
+        called with the average swapped in."""
         progress = {
             "iteration": iteration,
-            "last_eval_iteration": result.evaluations[-1]["iter"],
+            "last_eval_iteration": last_eval_iteration,
             "best_val_loss": best_val_loss,
             "elapsed_s": time.perf_counter() - started,
             "tokens_seen": cfg.tokens_before(iteration),
@@ -265,15 +322,25 @@ def train_claimed(
             scaler={},
             engine="numpy",
         )
-        return trainer_state_file(state)
+        files = {**optimizer_file(optimizer), **trainer_state_file(state)}
+        if raw is not None:
+            files.update(raw_weights_file(raw))
+        return files
 
     with (
         StopRequest("\nstopping after this iteration to save a checkpoint") as stop,
-        tqdm(total=cfg.max_iters, desc="training (numpy)", unit="it", dynamic_ncols=True) as bar,
+        tqdm(
+            total=cfg.max_iters,
+            initial=min(iteration, cfg.max_iters),
+            desc="training (numpy)",
+            unit="it",
+            dynamic_ncols=True,
+        ) as bar,
     ):
         while True:
             # evaluation and checkpoint
-            if iteration % cfg.eval_interval == 0 or iteration >= cfg.max_iters:
+            at_interval = iteration % cfg.eval_interval == 0 or iteration >= cfg.max_iters
+            if at_interval and iteration != last_eval_iteration:  # once (a resume's: saved)
                 evaluation_started = time.perf_counter()
                 with averaged():
                     losses = estimate_losses(model, datasets, cfg)
@@ -286,10 +353,11 @@ def train_claimed(
                 )
                 best_val_loss = min(best_val_loss, losses["val"])
                 result.evaluations.append(record)
-                with averaged():
-                    save_and_log(record)
+                last_eval_iteration = iteration
+                with averaged() as raw:
+                    save_and_log(raw, record)
                 eval_seconds = time.perf_counter() - evaluation_started
-            if probes.due(iteration, iteration == result.evaluations[-1]["iter"]):
+            if probes.due(iteration, iteration == last_eval_iteration):
                 model.training = False
                 elapsed = time.perf_counter() - started
                 with averaged():
@@ -321,8 +389,8 @@ def train_claimed(
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
             if stop.requested:
-                with averaged():
-                    save_and_log()
+                with averaged() as raw:
+                    save_and_log(raw)
                 result.interrupted = True
                 break
     result.iteration = iteration
@@ -335,6 +403,27 @@ def train_claimed(
         print(printed_sample(result.sample, prompt, cfg), flush=True)
     print(f"done: {iteration} iterations; checkpoint {checkpoint_dir}", flush=True)
     return result
+
+
+def restore(
+    model: NumpyGPT,
+    optimizer: AdamW | MuonAdamW,
+    average: WeightAverage | None,
+    saved: dict,
+    checkpoint: Path,
+) -> None:
+    """The optimizer's state, the raw weights beside an average and the dropout generator
+    from the checkpoint whose weights ``model`` holds (the average, once there is one)."""
+    if average is not None:
+        average.resume(model.params, checkpoint, int(saved["iteration"]), load_raw_weights)
+    load_optimizer_state(optimizer, checkpoint)
+    try:
+        model.rng.bit_generator.state = saved["rng"][0]["numpy_dropout"]
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise CheckpointError(
+            f"{checkpoint / TRAINER_STATE_FILE} is damaged: its dropout generator's state "
+            f"cannot be restored ({type(exc).__name__}: {exc})."
+        ) from None
 
 
 def save(

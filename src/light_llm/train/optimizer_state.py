@@ -19,11 +19,11 @@ import safetensors
 import safetensors.torch
 import torch
 
+from light_llm.checkpoints.run import OPTIMIZER_TENSORS_FILE
 from light_llm.errors import CheckpointError
 from light_llm.train.averaging import RAW_WEIGHTS_FILE
 from light_llm.untrusted import check_regular_file, read_json_object
 
-OPTIMIZER_TENSORS_FILE = "optimizer.safetensors"
 OPTIMIZER_JSON_FILE = "optimizer.json"
 
 
