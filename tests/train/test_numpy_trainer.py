@@ -337,10 +337,19 @@ def assert_resumed_bit_for_bit(tmp_path, straight, losses, resumed, files=("mode
 def test_a_resumed_run_continues_bit_for_bit(corpus, tmp_path, monkeypatch, settings):
     """8 iterations straight, and 4 + --resume to 8: the same losses, weights, optimizer
     state, metrics lines and sample (with dropout the generator's state is restored)."""
-    runs = straight_and_resumed(corpus, tmp_path, monkeypatch, 4, **settings)
+    runs = straight_and_resumed(corpus, tmp_path, monkeypatch, 4, probe_interval=3, **settings)
     assert_resumed_bit_for_bit(
         tmp_path, *runs, files=("model.safetensors", "optimizer.safetensors")
     )
+
+    def probes(name):  # the probe records, less the clock's fields
+        paths = sorted((tmp_path / name / "probes").glob("iter-*.json"))
+        clock = ("elapsed_s", "seconds")
+        records = [json.loads(path.read_text()) for path in paths]
+        return [{k: v for k, v in record.items() if k not in clock} for record in records]
+
+    assert [record["iter"] for record in probes("resumed")] == [0, 3, 4, 6, 8]
+    assert probes("resumed") == probes("straight")
     state = read_trainer_state(tmp_path / "resumed" / "checkpoint")
     assert state["engine"] == "numpy" and state["iteration"] == 8
 
