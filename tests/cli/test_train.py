@@ -164,17 +164,20 @@ def test_resume_with_another_optimizer_is_refused_and_keeps_the_checkpoint(
 
 
 def test_a_numpy_run_resumes_on_the_numpy_engine_only(corpus, tmp_path, capsys):
+    """A plain --resume goes on with the run's own engine; --engine torch asked for a NumPy
+    run is one sentence, nothing written."""
     out = tmp_path / "run"
     assert main(["train", *tiny_flags(corpus, out, max_iters=2, engine="numpy")]) == 0
     before = folder_bytes(out / "checkpoint")
     capsys.readouterr()
-    assert main(["train", "--resume", "--out", str(out), "--max-iters", "4"]) == 2
+    resume = ["train", "--resume", "--out", str(out), "--max-iters"]
+    assert main([*resume, "4", "--engine", "torch"]) == 2
     line = error_line(capsys)
     assert "holds a run of the numpy engine" in line and "--engine numpy" in line
     assert folder_bytes(out / "checkpoint") == before
-    resume = ["train", "--resume", "--out", str(out), "--engine", "numpy", "--max-iters", "4"]
-    assert main(resume) == 0
+    assert main([*resume, "4"]) == 0
     assert read_trainer_state(out / "checkpoint")["iteration"] == 4
+    assert read_trainer_state(out / "checkpoint")["engine"] == "numpy"
 
 
 def test_resume_without_a_checkpoint_and_overwrite_protection(corpus, tmp_path, capsys):

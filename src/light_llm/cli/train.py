@@ -92,7 +92,7 @@ Writes to --out: checkpoint/ (model, tokenizer, optimizer and trainer state, rep
 unit), metrics.jsonl (the training loss every --log-interval steps, "kind": "train", and one
 line per evaluation, "kind": "eval"; losses also in bits per byte and per character),
 loss_curve.png, data/ (the token cache). Ctrl-C stops after the current iteration and saves;
---resume continues exactly, on the engine that started the run (--engine numpy too).
+--resume continues exactly, on the engine that started the run (the NumPy engine too).
 --resume --max-iters beyond the run's end goes on at the final learning rate
 (--restretch-schedule stretches the schedule instead).
 Under torchrun the same command trains with DistributedDataParallel.
@@ -187,8 +187,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument(
         "--engine",
         choices=sorted({engine for _, engine in TRAINERS}),
-        default="torch",
-        help="implementation to train with (default torch)",
+        default=None,
+        help="implementation to train with (default torch; a resumed run goes on with its own)",
     )
     model.add_argument(
         "--preset",
@@ -467,9 +467,11 @@ def run_train(args: argparse.Namespace) -> int:
     from light_llm.train.resume import saved_run_config
 
     config = config_from_args(args)
+    saved = saved_run_config(config.out) if config.resume else None
     if config.model is None:  # a resumed run goes on with its own architecture
-        saved = saved_run_config(config.out) if config.resume else None
         config.model = (saved and saved.model) or DEFAULT_MODEL
+    if args.engine is None:  # and with its own engine
+        config.engine = (saved and saved.engine) or "torch"
     target = TRAINERS.get((config.model, config.engine))
     if target is None:
         available = ", ".join(f"{model} on {engine}" for model, engine in TRAINERS)
