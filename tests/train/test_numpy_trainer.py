@@ -407,3 +407,9 @@ def test_a_damaged_optimizer_state_is_refused_in_one_sentence(corpus, tmp_path):
     save_file(saved, path, metadata={"engine": "numpy", "adamw_step": "2"})
     with pytest.raises(CheckpointError, match=r"does not fit this run: .* is \(3, 3\)"):
         train_numpy(TrainConfig(out=str(out), engine="numpy", resume=True))
+    path.unlink()  # a NumPy run saved before this engine resumed had no optimizer file
+    before = checkpoint_arrays(out, "model.safetensors")
+    with pytest.raises(CheckpointError, match="holds no optimizer state"):
+        train_numpy(TrainConfig(out=str(out), engine="numpy", resume=True))
+    after = checkpoint_arrays(out, "model.safetensors")
+    assert all(np.array_equal(before[name], after[name]) for name in before)

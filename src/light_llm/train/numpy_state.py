@@ -94,6 +94,12 @@ def load_optimizer_state(optimizer: AdamW | MuonAdamW, folder: Path) -> None:
     """Put the state :func:`optimizer_file` saved in ``folder`` back into ``optimizer``
     (built by the current configuration, which keeps its hyperparameters)."""
     path = folder / OPTIMIZER_TENSORS_FILE
+    if not path.exists():
+        raise CheckpointError(
+            f"{folder} holds no optimizer state ({OPTIMIZER_TENSORS_FILE}): a NumPy run saved "
+            "before the NumPy engine resumed cannot be continued exactly; train afresh with "
+            "another --out."
+        )
     saved, metadata = read_arrays(path, "optimizer state")
     if metadata.get("engine") != ENGINE:
         raise CheckpointError(
