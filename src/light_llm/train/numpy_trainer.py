@@ -88,6 +88,7 @@ from light_llm.train.result import SAMPLE_TEMPERATURE, TrainResult
 from light_llm.train.resume import (
     check_same_architecture,
     check_same_engine,
+    model_differences,
     refuse_differences,
     saved_run,
     schedule_of_extension,
@@ -236,15 +237,8 @@ def train_claimed(
     model_config = cfg.model_config(tokenizer.vocab_size)
     if saved:  # the checkpoint's weights (the average with --ema-beta), its config checked
         model = load_numpy_gpt(inspect_folder(checkpoint_dir), dtype=NUMPY_DTYPES[cfg.dtype])
-        stored = model.config.to_dict()
-        refuse_differences(
-            [
-                f"{key} ({stored.get(key)!r} saved, {value!r} asked)"
-                for key, value in model_config.to_dict().items()
-                if stored.get(key) != value
-            ],
-            checkpoint_dir,
-        )
+        differences = model_differences(model.config.to_dict(), model_config.to_dict())
+        refuse_differences(differences, checkpoint_dir)
     train_path, val_path = encode_corpus(text, tokenizer, run_folder.data_dir)
     ids_dtype = token_dtype(tokenizer.vocab_size)
     datasets = {

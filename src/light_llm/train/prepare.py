@@ -57,6 +57,7 @@ from light_llm.train.records import RunRecord
 from light_llm.train.resume import (
     check_same_architecture,
     check_same_engine,
+    model_differences,
     refuse_differences,
     saved_run,
     schedule_of_extension,
@@ -320,11 +321,7 @@ def check_same_run(
     """TrainingError naming every setting in which this run differs from the saved one
     in a way that continuing cannot honour (the model, the tokenizer, the corpus)."""
     stored_model = subject.stored_model_config(checkpoint).to_dict()
-    differences = [
-        f"{key} ({stored_model.get(key)!r} saved, {value!r} asked)"
-        for key, value in model_config.to_dict().items()
-        if stored_model.get(key) != value
-    ]
+    differences = model_differences(stored_model, model_config.to_dict())
     differences += setting_differences(saved, config)
     refuse_differences(differences, checkpoint)
 

@@ -105,6 +105,16 @@ def check_same_engine(saved: dict[str, Any], engine: str, out: Path) -> None:
         )
 
 
+def model_differences(stored: dict[str, Any], asked: dict[str, Any]) -> list[str]:
+    """The model settings in which the run asked for (a model config's dict) differs from
+    the checkpoint's, as "key (saved, asked)"."""
+    return [
+        f"{key} ({stored.get(key)!r} saved, {value!r} asked)"
+        for key, value in asked.items()
+        if stored.get(key) != value
+    ]
+
+
 def setting_differences(saved: dict[str, Any], config: TrainConfig) -> list[str]:
     """The training settings (not the model's) in which the resolved ``config`` differs
     from the saved run in a way that continuing cannot honour, as "key (saved, asked)"."""

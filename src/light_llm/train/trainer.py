@@ -94,6 +94,8 @@ class Trainer:
         self.meter = ThroughputMeter()
         run = self.prepared
         self.first_iteration = run.progress.iteration  # the first this process trains
+        # what --ema-beta's average follows and swaps in: views of the parameters, made once
+        self.weights = trained_weights(run.raw_model) if run.average is not None else None
         if run.subject.takes_probes:  # every process asks when one is due; rank 0 takes it
             self.probes = ProbeRecorder(
                 run.folder.out,
@@ -174,7 +176,7 @@ class Trainer:
                 progress.iteration += 1
                 progress.tokens_seen += tokens
                 if run.average is not None:
-                    run.average.observe(trained_weights(run.raw_model), progress.iteration)
+                    run.average.observe(self.weights, progress.iteration)
                 bar.update(1)
                 bar.set_postfix(
                     loss=f"{loss:.4f}", tok_s=f"{meter.recent_rate:,.0f}", refresh=False
@@ -364,7 +366,7 @@ class Trainer:
         run = self.prepared
         if run.average is None:
             return contextlib.nullcontext()
-        return run.average.swapped_in(trained_weights(run.raw_model))
+        return run.average.swapped_in(self.weights)
 
     def elapsed(self) -> float:
         return self.prepared.progress.elapsed_before + time.perf_counter() - self.started
