@@ -42,6 +42,7 @@ DEFAULT_PRESET = DEFAULT_PRESETS[DEFAULT_MODEL]
 # every setting of a run with no flags: the default preset's recipe over the general defaults;
 # the help quotes these, so that it states the defaults that really apply
 R = {**GENERAL_DEFAULTS, **PRESET_RECIPES[DEFAULT_PRESET]}
+M = PRESETS[DEFAULT_PRESET]
 V = TRAINED_TOKENIZER_VOCAB
 # the default's length on a CPU, which follows its arithmetic (train.config.fitted_length)
 LENGTH = "".join(f"{n} iterations in {dtype} on a CPU, " for dtype, n in FITTED_MAX_ITERS.items())
@@ -70,21 +71,23 @@ a BERT-style encoder by masked-LM (15% of the WordPiece tokens chosen; of those 
 10% a random token, 10% unchanged; the loss on the chosen ones only).
 
 Defaults (no flags, --preset qwen3-cpu): a byte-level BPE of {V["bpe"]} ids learned from
-the training split; 4 layers, 4 heads, 96 wide, context 64 tokens, with rotary
-positions, RMSNorm, SwiGLU, QK-norm, an untied output head and no biases (the model Qwen3
-computes: light-llm export writes it as a Qwen3 folder); Muon for the matrices inside the
-blocks (peak lr {R["muon_lr"]}) and AdamW for the rest (peak lr {R["lr"]}, the embedding
-tables {R["embedding_lr"]}; betas ({R["beta1"]}, {R["beta2"]})), warmed up over
-{R["warmup_iters"]} iterations and decayed by one cosine to {R["min_lr"]:g}; batch
+the training split; {M.n_layer} layers, {M.n_head} heads, {M.n_embd} wide, context
+{M.block_size} tokens, with rotary positions, RMSNorm, SwiGLU, QK-norm, an untied output
+head and no biases (the model Qwen3 computes: light-llm export writes it as a Qwen3
+folder); Muon for the matrices inside the blocks (peak lr {R["muon_lr"]}) and AdamW for the
+rest (peak lr {R["lr"]}, the embedding tables {R["embedding_lr"]}; betas ({R["beta1"]},
+{R["beta2"]})), warmed up over {R["warmup_iters"]} iterations, held for
+{1 - R["cooldown_fraction"]:.0%} of the rest, then decayed in a straight line to
+{R["min_lr"]:g} (--lr-schedule {R["lr_schedule"]}); batch
 {R["batch_size"]}, {LENGTH}, weight decay {R["weight_decay"]}, clipping at
 {R["grad_clip"]}. It takes about the wall time of nanoGPT's CPU recipe, --preset nanogpt-cpu
 (128 wide, learned positions, LayerNorm, GELU and AdamW; batch 12, 2000 iterations, lr 1e-3,
 cosine to 1e-4, betas (0.9, 0.99)), and ends far lower (benchmarks/recipe_sweep.py,
-benchmarks/tokenizer_sweep.py). --preset bpe-cpu is the same with ReLU² in place of SwiGLU
-and logits soft-capped at 15 (as good, but no HuggingFace architecture computes it),
---preset char-cpu that one on characters. Other presets bring their own recipe (--preset
-shakespeare-char: batch 64, 5000 iterations, dropout
-0.2); any flag overrides it. GPT
+benchmarks/tokenizer_sweep.py). --preset bpe-cpu, the default before it, has ReLU² in place
+of SwiGLU, logits soft-capped at 15, 4 heads, weight decay 0.1 and a cosine decay (no
+HuggingFace architecture computes it), --preset char-cpu is that one on characters. Other
+presets bring their own recipe (--preset shakespeare-char: batch 64, 5000 iterations,
+dropout 0.2); any flag overrides it. GPT
 presets: {", ".join(PRESETS)}. BERT presets: bert-shakespeare (the default with
 --model bert), minilm-l6 (the shape of the packaged MiniLM).
 
