@@ -435,6 +435,8 @@ class TrainConfig:
                 values[key] = getattr(stored_resolved, key)
         if values["lr_schedule"] is None:  # a run started before the schedule was a setting
             values["lr_schedule"] = SCHEDULE_BEFORE_CHOICE
+        if self.lr_schedule not in (None, "wsd") and self.cooldown_fraction is None:
+            values["cooldown_fraction"] = None  # a wsd run's cooldown, not the new schedule's
         return TrainConfig(**values)
 
     def resolve(self) -> TrainConfig:
