@@ -47,6 +47,16 @@ def test_weight_bytes_are_every_matrix_once_less_the_tables_read_by_row(tied):
     assert weight_bytes_per_token(quantize_gpt(GPT(config))) == int8_bytes
 
 
+def test_a_value_table_is_read_by_row_and_the_multi_token_head_not_at_all():
+    """Value embeddings' E_v gives one row per token, like the token table; the multi-token
+    head W_mtp only trains: a decoding step reads neither whole."""
+    config = tiny_config(value_embeddings=True, mtp_weight=0.5, smear=True, embedding_skip=True)
+    shapes = parameter_shapes(config)
+    unread = ("transformer.wpe.weight", "transformer.wve.weight", "mtp_proj.weight")
+    read = {name: shape for name, shape in shapes.items() if name not in unread}
+    assert weight_bytes_per_token(GPT(config)) == 4 * sum(count(s) for s in read.values())
+
+
 def test_kv_bytes_are_keys_and_values_of_every_layer():
     config = tiny_config()
     model = GPT(config)

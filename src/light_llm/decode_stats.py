@@ -112,7 +112,8 @@ def tensor_bytes(tensor: torch.Tensor) -> int:
 def weight_bytes_per_token(model) -> int:
     """Bytes of weights one decoding step reads: every parameter and buffer (an int8 model's
     q and scales) once, a tied matrix once, less the tables of which it reads one row (an
-    untied token table, learned positions, rotary tables)."""
+    untied token table, learned positions, rotary tables, the value embeddings' E_v) and
+    the multi-token head W_mtp, which only training reads."""
     seen: set[int] = set()
     total = 0
     for tensor in [*model.parameters(), *model.buffers()]:
@@ -128,6 +129,10 @@ def weight_bytes_per_token(model) -> int:
         lookups += list(model.transformer.wpe.parameters()) + list(model.transformer.wpe.buffers())
     if model.rope is not None:
         lookups += list(model.rope.buffers())
+    if "wve" in model.transformer:
+        lookups.append(model.transformer.wve.weight)
+    if model.config.multi_token:
+        lookups.append(model.mtp_proj.weight)
     return total - sum(tensor_bytes(t) for t in lookups if t is not None)
 
 

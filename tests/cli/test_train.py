@@ -163,6 +163,30 @@ def test_resume_with_another_optimizer_is_refused_and_keeps_the_checkpoint(
     assert main(["train", "--resume", "--out", str(out), "--max-iters", "4"]) == 0
 
 
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_resume_that_drops_a_setting_names_it_not_what_went_with_it(
+    corpus, tmp_path, capsys, engine
+):
+    """A Muon run with NorMuon and both size warmups, resumed with --optimizer adamw or with
+    a warmup turned off: refused in one sentence naming the setting changed, not the flags
+    that went with it (and were never given again)."""
+    out = tmp_path / "run"
+    switches = dict(optimizer="muon", normuon=True, muon_momentum_warmup=2, engine=engine)
+    switches.update(batch_warmup=2, batch_warmup_size=2, context_warmup=2, context_warmup_size=8)
+    assert main(["train", *tiny_flags(corpus, out, max_iters=3, **switches)]) == 0
+    before = folder_bytes(out / "checkpoint")
+    changes = [
+        (["--optimizer", "adamw"], "optimizer ('muon' saved, 'adamw' asked)"),
+        (["--batch-warmup", "0"], "batch_warmup (2 saved, 0 asked)"),
+        (["--context-warmup", "0"], "context_warmup (2 saved, 0 asked)"),
+    ]
+    for flags, difference in changes:
+        capsys.readouterr()
+        assert main(["train", "--resume", "--out", str(out), *flags]) == 2
+        assert difference in error_line(capsys)
+    assert folder_bytes(out / "checkpoint") == before
+
+
 def test_a_numpy_run_resumes_on_the_numpy_engine_only(corpus, tmp_path, capsys):
     """A plain --resume goes on with the run's own engine; --engine torch asked for a NumPy
     run is one sentence, nothing written."""

@@ -203,3 +203,27 @@ def test_a_lora_run_is_seen_merged():
         merged(torch.as_tensor(idx))[0], shaken_gpt(torch.float64)(torch.as_tensor(idx))[0]
     )
     assert lora_layers(model)  # the learner's model is left as it was
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_an_int8_model_is_seen_as_its_float_weights(tied):
+    """An int8 GPT (light_llm.models.quantize) is looked inside of as W_hat = q s: the
+    instrumented forward with its heads split, the logit lens's last stage and the attribution
+    give the model's own logits (22 rows, which it multiplies by q s in float32)."""
+    from light_llm.inspect import Inspector
+    from light_llm.inspect.attribution import direct_logit_attribution
+    from light_llm.inspect.lens import logit_lens
+    from light_llm.models.quantize import quantize_gpt
+
+    model = quantize_gpt(shaken_gpt(torch.float32, tie_embeddings=tied, smear=True))
+    idx = np.stack([prompt(), prompt(seed=2)])
+    with torch.no_grad():
+        expected = model(torch.as_tensor(idx))[0].numpy()
+    trace = Inspector(model).run(idx, record=["head_out.0", "head_out.1"])
+    np.testing.assert_allclose(trace.logits, expected, atol=1e-5)
+    lens = logit_lens(model, idx[0], keep_log_probs=True)
+    z = expected[0, -1].astype(np.float64)
+    log_probs = z - z.max() - np.log(np.exp(z - z.max()).sum())
+    np.testing.assert_allclose(lens.log_probs[-1, -1], log_probs, atol=1e-5)
+    attribution = direct_logit_attribution(model, idx[0], 3, versus=7)
+    assert attribution.total == pytest.approx(z[3] - z[7], abs=1e-4)

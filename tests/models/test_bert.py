@@ -19,6 +19,7 @@ from light_llm.models.bert import (
     mean_pool,
 )
 from light_llm.models.gpt import GPT
+from light_llm.nn.attention import fused_attention_dtype
 
 
 def tiny_encoder_config(**overrides) -> EncoderConfig:
@@ -238,6 +239,24 @@ def test_right_padding_leaves_the_real_tokens_unchanged():
         alone = model.encode(ids)
         with_padding = model.encode(padded, attention_mask=mask)
     torch.testing.assert_close(with_padding[:, :7], alone, rtol=1e-5, atol=1e-5)
+
+
+def test_gradient_checkpointing_recomputes_attention_in_the_forwards_number_format():
+    """Under bfloat16 autocast with the fused attention in float32 (the trainer's CPU mixed
+    precision), the checkpointed backward gives the plain one's gradients."""
+    torch.manual_seed(0)
+    model = rotary_encoder(n_layer=2)
+    ids = torch.randint(5, 41, (2, 12))
+    grads = []
+    for checkpointing in (False, True):
+        model.zero_grad()
+        model.gradient_checkpointing = checkpointing
+        with torch.autocast("cpu", dtype=torch.bfloat16), fused_attention_dtype(torch.float32):
+            _, loss = model(ids, ids)
+        loss.backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+    for plain, ckpt in zip(*grads, strict=True):
+        torch.testing.assert_close(ckpt, plain)
 
 
 def test_gradient_checkpointing_gives_the_same_loss_and_gradients():

@@ -364,6 +364,32 @@ def test_a_resumed_run_keeps_its_weight_average(corpus, tmp_path, monkeypatch, s
     assert_resumed_bit_for_bit(tmp_path, *runs, files=files)
 
 
+def test_normuon_switched_on_by_a_resume_follows_the_pytorch_trainer(corpus, tmp_path):
+    """A Muon run of 4 iterations resumed to 8 with --normuon, on both engines from the same
+    weights and batches: NorMuon's second moments start at 0 on each, and the resumed
+    iterations' losses agree (to 1%, as the straight runs')."""
+    from light_llm.models.gpt import GPT
+    from light_llm.train import train
+
+    settings = dict(SMALL, data=str(corpus), optimizer="muon", muon_lr=0.05, sample_tokens=0)
+    settings.update(max_iters=4)
+    train(TrainConfig(out=str(tmp_path / "torch"), dtype="float32", **settings))
+    config = TrainConfig(out=str(tmp_path / "numpy"), engine="numpy", **settings).resolve()
+    model_config = load(tmp_path / "torch").config
+    torch.manual_seed(config.seed)  # the PyTorch trainer's initial weights
+    train_numpy(config, model=NumpyGPT.from_torch_state_dict(GPT(model_config).state_dict(),
+                                                             model_config))  # fmt: skip
+    resume = dict(resume=True, max_iters=8, normuon=True)
+    torch_result = train(TrainConfig(out=str(tmp_path / "torch"), **resume))
+    numpy_result = train_numpy(TrainConfig(out=str(tmp_path / "numpy"), engine="numpy", **resume))
+    assert sorted(numpy_result.losses) == sorted(torch_result.losses) == [4, 5, 6, 7]
+    for iteration, loss in numpy_result.losses.items():
+        assert loss == pytest.approx(torch_result.losses[iteration], rel=1e-2), iteration
+    assert read_trainer_state(tmp_path / "numpy" / "checkpoint")["resolved_config"]["normuon"]
+    moments = checkpoint_arrays(tmp_path / "numpy", "optimizer.safetensors")
+    assert any(name.startswith("normuon.second_moment.") for name in moments)
+
+
 def folder_bytes(folder):
     return {path.name: path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
 

@@ -135,6 +135,18 @@ def test_sizing_advice_at_the_start_of_training(capsys, corpus, tmp_path):
     assert f"{table / 1e6:.2f}M of the {model.num_parameters() / 1e6:.2f}M" in lines[0]
 
 
+def test_sizing_advice_counts_the_value_embeddings_table(capsys, corpus, tmp_path):
+    """With --value-embeddings the vocabulary's tables are E, the untied head and E_v."""
+    out = tmp_path / "run"
+    flags = tiny_flags(corpus, out, tokenizer="gpt2", max_iters=1, value_embeddings=True)
+    assert main(["train", *flags, "--untie-embeddings"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("sizing")]
+    model = load(out)
+    tables = (model.transformer.wte, model.lm_head, model.transformer.wve)
+    table = sum(layer.weight.numel() for layer in tables)
+    assert f"{table / 1e6:.2f}M of the {model.num_parameters() / 1e6:.2f}M" in lines[0]
+
+
 def test_sizing_advice_thresholds():
     assert sizing_advice(1_000_000, 400_000, 30_000_000) is None
     assert "60%" in sizing_advice(1_000_000, 600_000, 30_000_000)

@@ -1,6 +1,7 @@
 """The trainer: it learns, it resumes exactly (the GPT and the masked-LM encoder alike), and it
 never damages its last checkpoint."""
 
+import dataclasses
 import errno
 import json
 import math
@@ -493,10 +494,13 @@ def test_compiled_model_saves_names_without_orig_mod_prefix(corpus, tmp_path, mo
     assert resumed.iteration == 4
 
 
-def test_gradient_checkpointing_gives_the_same_losses(corpus, tmp_path):
-    plain = train(tiny_run(corpus, tmp_path / "plain", max_iters=3))
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_gradient_checkpointing_gives_the_same_losses(corpus, tmp_path, dtype):
+    """Also under bfloat16 autocast on the CPU, whose attention runs in float32: the backward's
+    recomputation runs it so too."""
+    plain = train(tiny_run(corpus, tmp_path / "plain", max_iters=3, dtype=dtype))
     checkpointed = train(
-        tiny_run(corpus, tmp_path / "ckpt", max_iters=3, gradient_checkpointing=True)
+        tiny_run(corpus, tmp_path / "ckpt", max_iters=3, dtype=dtype, gradient_checkpointing=True)
     )
     for iteration, loss in plain.losses.items():
         assert checkpointed.losses[iteration] == pytest.approx(loss, rel=1e-5)
@@ -645,6 +649,21 @@ def test_wsd_holds_the_peak_then_cools_down_to_the_floor_in_the_logged_rates(cor
     # 10 steps after warmup, the last 3 of them cooling down: from step 9 to the floor at 12
     expected = [1e-3 / 3, 2e-3 / 3, *[1e-3] * 8, 7e-4, 4e-4]
     assert [logged[i] for i in range(12)] == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_resume_may_change_the_schedule_in_either_direction(corpus, tmp_path):
+    """A wsd run resumed with --lr-schedule cosine (its cooldown, never given, is not carried
+    over) and a cosine run resumed with --lr-schedule wsd log the new schedule's rates."""
+    common = {"max_iters": 6, "warmup_iters": 2, "log_interval": 1, "lr": 1e-3, "min_lr": 1e-4}
+    for start, then, cooldown in (("wsd", "cosine", None), ("cosine", "wsd", 0.5)):
+        out = tmp_path / start
+        train(tiny_run(corpus, out, lr_schedule=start, **common))
+        resumed = TrainConfig(out=str(out), max_iters=10, resume=True, lr_schedule=then)
+        train(dataclasses.replace(resumed, restretch_schedule=True))
+        logged = {r["iter"]: r["lr"] for r in metric_lines(out, "train")}
+        expected = [learning_rate(i, 1e-3, 1e-4, 2, 10, cooldown_fraction=cooldown)
+                    for i in range(6, 10)]  # fmt: skip
+        assert [logged[i] for i in range(6, 10)] == pytest.approx(expected, rel=1e-12)
 
 
 def test_the_default_length_follows_the_machines_arithmetic_and_is_recorded(

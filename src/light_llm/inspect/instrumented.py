@@ -26,6 +26,7 @@ from light_llm.interventions import (
 )
 from light_llm.models.bert import BertEncoder
 from light_llm.models.gpt import GPT, check_token_ids
+from light_llm.models.quantize import is_quantized
 from light_llm.nn.attention import (
     attention_explicit,
     attention_mask,
@@ -37,8 +38,8 @@ from light_llm.nn.softcap import soft_cap
 
 def seen_model(model) -> tuple[GPT | BertEncoder, dict[str, np.ndarray], bool]:
     """What the Inspector looks inside of for a PyTorch ``model``: the model in evaluation
-    mode (a LoRA model merged on a copy), its weights as arrays by name, whether it is an
-    encoder; InspectError for anything else."""
+    mode (a LoRA model merged on a copy, an int8 one as its float weights q s on a copy), its
+    weights as arrays by name, whether it is an encoder; InspectError for anything else."""
     if isinstance(model, BertEncoder) and model.mlm_head is None:
         raise InspectError(
             "this encoder has no masked-LM head (a sentence-embedding model), so it "
@@ -52,9 +53,23 @@ def seen_model(model) -> tuple[GPT | BertEncoder, dict[str, np.ndarray], bool]:
         )
     if lora_layers(model):
         model = merge_lora(copy.deepcopy(model))
+    if isinstance(model, GPT) and is_quantized(model):
+        model = dequantized(model)
     model.eval()
     params = {name: as_array(tensor) for name, tensor in model.state_dict().items()}
     return model, params, isinstance(model, BertEncoder)
+
+
+def dequantized(model: GPT) -> GPT:
+    """A float copy of an int8 GPT (:mod:`light_llm.models.quantize`) holding its weights
+    W_hat = q s, as ``load(..., dequantize=True)`` gives an int8 checkpoint: the analyses
+    read the weights (W_O by head, W_U) as floats."""
+    from light_llm.checkpoints.gpt import dequantize_tensors, load_weights_into, weights_to_save
+
+    floats = GPT(model.config)
+    tensors = dequantize_tensors(weights_to_save(model), model.config)
+    load_weights_into(floats, tensors, "the int8 model")
+    return floats.to(device=model.device, dtype=model.dtype)
 
 
 def as_array(tensor: torch.Tensor) -> np.ndarray:

@@ -30,6 +30,7 @@ from light_llm.config import ModelConfig, check_buildable
 from light_llm.errors import CheckpointError, ConfigError, TokenizerError
 from light_llm.limits import check_flag, check_integer
 from light_llm.models.gpt import GPT, check_attention_mask, check_token_ids
+from light_llm.nn.attention import recompute_contexts
 from light_llm.nn.blocks import Block
 from light_llm.nn.norms import build_norm
 from light_llm.nn.positions import RotaryTables, SinusoidalPositions
@@ -241,7 +242,12 @@ class BertEncoder(nn.Module):
             if self.gradient_checkpointing and self.training:
                 # seed 001, "Gradient Checkpointing": keep each block's input, recompute the rest
                 x = activation_checkpoint(
-                    block, x, use_reentrant=False, key_padding=key_padding, rope=rope
+                    block,
+                    x,
+                    use_reentrant=False,
+                    context_fn=recompute_contexts,
+                    key_padding=key_padding,
+                    rope=rope,
                 )
             else:
                 x = block(x, key_padding=key_padding, rope=rope)

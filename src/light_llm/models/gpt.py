@@ -34,7 +34,7 @@ from torch.utils.checkpoint import checkpoint as activation_checkpoint
 from light_llm.config import ModelConfig, check_buildable
 from light_llm.errors import ConfigError, SamplingError
 from light_llm.limits import check_integer
-from light_llm.nn.attention import KVCache
+from light_llm.nn.attention import KVCache, recompute_contexts
 from light_llm.nn.blocks import Block
 from light_llm.nn.norms import build_norm
 from light_llm.nn.positions import RotaryTables, SinusoidalPositions
@@ -217,7 +217,9 @@ class GPT(nn.Module):
             if self.gradient_checkpointing and self.training:
                 # recompute this block's activations in the backward pass (seed 001,
                 # "Gradient Checkpointing"): memory O(L) blocks -> O(1) blocks + inputs
-                x = activation_checkpoint(block, x, use_reentrant=False, **kwargs)
+                x = activation_checkpoint(
+                    block, x, use_reentrant=False, context_fn=recompute_contexts, **kwargs
+                )
             else:
                 x = block(x, **kwargs)
         if kv_cache is not None:

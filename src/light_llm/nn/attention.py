@@ -87,7 +87,7 @@ FUSED_ATTENTION_DTYPE: ContextVar[torch.dtype | None] = ContextVar(
 
 
 @contextlib.contextmanager
-def fused_attention_dtype(dtype: torch.dtype) -> Iterator[None]:
+def fused_attention_dtype(dtype: torch.dtype | None) -> Iterator[None]:
     """Within this block :func:`attention_fast` computes in ``dtype`` (Q, K, V cast to it,
     autocast off for the kernel); its output stays in ``dtype``."""
     token = FUSED_ATTENTION_DTYPE.set(dtype)
@@ -95,6 +95,14 @@ def fused_attention_dtype(dtype: torch.dtype) -> Iterator[None]:
         yield
     finally:
         FUSED_ATTENTION_DTYPE.reset(token)
+
+
+def recompute_contexts() -> tuple[contextlib.AbstractContextManager, ...]:
+    """``context_fn`` of ``torch.utils.checkpoint``: the forward as it is, and its recomputation
+    in the backward pass (gradient checkpointing) inside the same :func:`fused_attention_dtype`
+    as the forward, which the backward runs outside of (else the recomputed attention is in
+    another number format than the saved one, and the checkpoint refuses it)."""
+    return contextlib.nullcontext(), fused_attention_dtype(FUSED_ATTENTION_DTYPE.get())
 
 
 def attention_fast(

@@ -435,6 +435,17 @@ class TrainConfig:
                 values[key] = getattr(stored_resolved, key)
         if values["lr_schedule"] is None:  # a run started before the schedule was a setting
             values["lr_schedule"] = SCHEDULE_BEFORE_CHOICE
+        # what goes only with a setting the resume changes is not carried over: the change is
+        # then honoured, or refused under its own name (resume.setting_differences)
+        if self.lr_schedule not in (None, "wsd") and self.cooldown_fraction is None:
+            values["cooldown_fraction"] = None  # a wsd run's cooldown, not the new schedule's
+        for warmup in SIZE_WARMUPS:  # --batch-warmup 0: the saved warmup's size goes with it
+            if getattr(self, warmup.name) == 0 and getattr(self, warmup.name + "_size") is None:
+                values[warmup.name + "_size"] = None
+        if self.optimizer not in (None, "muon"):  # Muon's own switches stay with Muon
+            for key in ("cautious_weight_decay", "muon_momentum_warmup", "normuon"):
+                if getattr(self, key) is None:
+                    values[key] = GENERAL_DEFAULTS[key]
         return TrainConfig(**values)
 
     def resolve(self) -> TrainConfig:

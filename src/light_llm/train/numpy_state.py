@@ -90,9 +90,13 @@ def copy_into(
         target[...] = saved[name]
 
 
-def load_optimizer_state(optimizer: AdamW | MuonAdamW, folder: Path) -> None:
+def load_optimizer_state(
+    optimizer: AdamW | MuonAdamW, folder: Path, saved_normuon: bool = True
+) -> None:
     """Put the state :func:`optimizer_file` saved in ``folder`` back into ``optimizer``
-    (built by the current configuration, which keeps its hyperparameters)."""
+    (built by the current configuration, which keeps its hyperparameters). A run saved
+    without NorMuon (``saved_normuon`` False) and resumed with it has no second moments:
+    they start at v = 0, as the PyTorch engine's do."""
     path = folder / OPTIMIZER_TENSORS_FILE
     if not path.exists():
         raise CheckpointError(
@@ -113,6 +117,8 @@ def load_optimizer_state(optimizer: AdamW | MuonAdamW, folder: Path) -> None:
     if step < 0:
         raise CheckpointError(f"the optimizer state in {path} has a negative step count.")
     targets, _ = optimizer_arrays(optimizer)
+    if not saved_normuon:
+        targets = {n: value for n, value in targets.items() if not n.startswith("normuon.")}
     copy_into(targets, saved, path, "optimizer state")
     (optimizer.adamw if isinstance(optimizer, MuonAdamW) else optimizer).t = step
 

@@ -410,7 +410,7 @@ def restore(
     from the checkpoint whose weights ``model`` holds (the average, once there is one)."""
     if average is not None:
         average.resume(model.params, checkpoint, int(saved["iteration"]), load_raw_weights)
-    load_optimizer_state(optimizer, checkpoint)
+    load_optimizer_state(optimizer, checkpoint, saved["resolved_config"].get("normuon", False))
     try:
         model.rng.bit_generator.state = saved["rng"][0]["numpy_dropout"]
     except (KeyError, TypeError, ValueError, IndexError) as exc:

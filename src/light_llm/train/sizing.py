@@ -3,9 +3,9 @@
 Two signs of a model sized wrongly for its data, both common when a small corpus meets a
 large vocabulary (GPT-2's 50257 ids on a few hundred KB of text):
 
-- the vocabulary's parameters (the token table, and the output head when it is not tied to
-  it: V x d each) are more than half of all parameters, so most of the model is a lookup
-  table and most of each step is spent on the softmax over V;
+- the vocabulary's parameters (the token table, the output head when it is not tied to
+  it and the value embeddings' table: V x d each) are more than half of all parameters, so
+  most of the model is a lookup table and most of each step is spent on the softmax over V;
 - the corpus has fewer than about 20 training tokens per parameter, the compute-optimal ratio
   of Hoffmann et al. (2022, "Chinchilla"): a model this large needs more text (or a few
   epochs, with the validation loss watched for overfitting).
@@ -17,9 +17,12 @@ TOKENS_PER_PARAMETER = 20  # Chinchilla's compute-optimal tokens per parameter
 VOCABULARY_SHARE = 0.5
 
 
-def vocabulary_parameters(vocab_size: int, n_embd: int, tie_embeddings: bool) -> int:
-    """V x d for the token table, twice that when the output head has its own."""
-    return vocab_size * n_embd * (1 if tie_embeddings else 2)
+def vocabulary_parameters(
+    vocab_size: int, n_embd: int, tie_embeddings: bool, value_embeddings: bool = False
+) -> int:
+    """V x d for the token table, V x d more for an output head of its own and for the value
+    embeddings' table E_v."""
+    return vocab_size * n_embd * (1 + (not tie_embeddings) + value_embeddings)
 
 
 def vocabulary_remedy(model: str | None, tokenizer: str | None) -> str:

@@ -485,7 +485,12 @@ def announce(run: PreparedRun) -> None:
     )
     advice = sizing_advice(
         parameters,
-        vocabulary_parameters(model.vocab_size, model.n_embd, model.tie_embeddings),
+        vocabulary_parameters(
+            model.vocab_size,
+            model.n_embd,
+            model.tie_embeddings,
+            getattr(model, "value_embeddings", False),  # (an encoder has none)
+        ),
         len(run.train_data),
         vocabulary_remedy(cfg.model, cfg.tokenizer),
     )
