@@ -49,7 +49,7 @@ def test_no_flags_means_the_qwen3_cpu_recipe_with_a_learned_bpe(data):
     assert (config.optimizer, config.batch_size) == ("muon", 32)
 
 
-def test_preset_char_cpu_is_bpe_cpu_on_characters_and_bpe_cpu_the_default_with_relu2_cosine():
+def test_preset_char_cpu_is_bpe_cpu_on_characters_and_bpe_cpu_the_default_before_it():
     def resolved(*flags):
         return config_from_args(build_parser().parse_args(["train", *flags])).resolve().to_dict()
 
@@ -65,7 +65,9 @@ def test_preset_char_cpu_is_bpe_cpu_on_characters_and_bpe_cpu_the_default_with_r
     assert (bpe.pop("activation"), bpe.pop("logit_softcap")) == ("relu2", 15.0)
     assert (default.pop("lr_schedule"), default.pop("cooldown_fraction")) == ("wsd", 0.5)
     assert (bpe.pop("lr_schedule"), bpe.pop("cooldown_fraction")) == ("cosine", None)
-    # one recipe but the schedule; the models differ only in the MLP and the cap
+    assert (default.pop("weight_decay_epochs"), bpe.pop("weight_decay_epochs")) == (1.7, None)
+    # one recipe but the schedule and the decay's fit to the corpus; the models differ only in
+    # the MLP and the cap
     assert default == bpe
 
 

@@ -686,3 +686,58 @@ def test_the_default_length_follows_the_machines_arithmetic_and_is_recorded(
     given = TrainConfig(**settings, data=str(corpus), out=str(tmp_path / "given"), max_iters=2)
     given = train(given)
     assert given.iteration == 2 and "not the recipe's" not in capsys.readouterr().out
+
+
+def test_the_default_recipe_fits_its_weight_decay_to_the_corpus_and_records_it(
+    corpus, tmp_path, capsys
+):
+    """A new run of the default recipe raises its weight decay to λ = B T / (η E N) (the
+    weights averaged over E passes of the training split's N tokens), says so, and records it
+    as --weight-decay: the run then equals one given that decay by hand, bit for bit, and
+    its resume keeps it; the NumPy engine fits the same λ."""
+    from light_llm.train.numpy_trainer import train_numpy
+
+    settings = {**TINY, "tokenizer": "char", "max_iters": 6}
+    out = tmp_path / "fitted"
+    fitted = train(TrainConfig(**settings, data=str(corpus), out=str(out)))
+    state = read_trainer_state(out / "checkpoint")
+    resolved = state["resolved_config"]
+    tokens_per_pass = state["data"]["train_tokens"]
+    steps_per_pass = tokens_per_pass / (TINY["batch_size"] * TINY["block_size"])
+    expected = 1 / (resolved["lr"] * PRESET_RECIPES["qwen3-cpu"]["weight_decay_epochs"])
+    expected /= max(steps_per_pass, 1)
+    assert expected > 0.1  # the recipe's, raised on this small corpus
+    assert state["config"]["weight_decay"] == resolved["weight_decay"] == pytest.approx(expected)
+    assert f"weight decay {expected:.3g}, not 0.1" in capsys.readouterr().out
+    by_hand = TrainConfig(
+        **settings, data=str(corpus), out=str(tmp_path / "by-hand"),
+        weight_decay=resolved["weight_decay"],
+    )  # fmt: skip
+    assert train(by_hand).losses == fitted.losses
+    assert "weight decay" not in capsys.readouterr().out  # given: nothing to fit
+    train(TrainConfig(out=str(out), resume=True, max_iters=8))
+    assert (
+        read_trainer_state(out / "checkpoint")["resolved_config"]["weight_decay"]
+        == (resolved["weight_decay"])
+    )
+    numpy_out = tmp_path / "numpy"
+    train_numpy(TrainConfig(**settings, data=str(corpus), out=str(numpy_out), engine="numpy"))
+    numpy_state = read_trainer_state(numpy_out / "checkpoint")
+    assert numpy_state["resolved_config"]["weight_decay"] == resolved["weight_decay"]
+
+
+def test_a_run_from_before_the_fitted_weight_decay_resumes_with_its_own(corpus, tmp_path):
+    """A default run saved before the decay was fitted (its trainer state names no
+    weight_decay_epochs and records the recipe's 0.1) resumes with 0.1, not a fitted one."""
+    out = tmp_path / "old"
+    settings = {**TINY, "tokenizer": "char", "weight_decay": 0.1, "max_iters": 4}
+    train(TrainConfig(**settings, data=str(corpus), out=str(out)))
+    path = out / "checkpoint" / "trainer_state.json"
+    state = json.loads(path.read_text())
+    state["config"]["weight_decay"] = None  # the default of the time
+    for key in ("config", "resolved_config"):
+        del state[key]["weight_decay_epochs"]
+    path.write_text(json.dumps(state))
+    train(TrainConfig(out=str(out), resume=True, max_iters=6))
+    resolved = read_trainer_state(out / "checkpoint")["resolved_config"]
+    assert resolved["weight_decay"] == 0.1

@@ -79,7 +79,8 @@ rest (peak lr {R["lr"]}, the embedding tables {R["embedding_lr"]}; betas ({R["be
 {R["beta2"]})), warmed up over {R["warmup_iters"]} iterations, held for
 {1 - R["cooldown_fraction"]:.0%} of the rest, then decayed in a straight line to
 {R["min_lr"]:g} (--lr-schedule {R["lr_schedule"]}); batch
-{R["batch_size"]}, {LENGTH}, weight decay {R["weight_decay"]}, clipping at
+{R["batch_size"]}, {LENGTH}, weight decay {R["weight_decay"]} (raised on a small corpus
+to average the weights over {R["weight_decay_epochs"]} passes), clipping at
 {R["grad_clip"]}. It takes about the wall time of nanoGPT's CPU recipe, --preset nanogpt-cpu
 (128 wide, learned positions, LayerNorm, GELU and AdamW; batch 12, 2000 iterations, lr 1e-3,
 cosine to 1e-4, betas (0.9, 0.99)), and ends far lower (benchmarks/recipe_sweep.py,
@@ -288,6 +289,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     optim.add_argument("--beta2", type=float, help=f"AdamW beta2 ({default('beta2')})")
     optim.add_argument(
         "--weight-decay", type=float, help=f"AdamW decay on matrices ({default('weight_decay')})"
+    )
+    optim.add_argument(
+        "--weight-decay-epochs",
+        type=float,
+        metavar="E",
+        help="raise the weight decay of a new run to 1 / (lr E M), M the steps of one pass over "
+        "the training split, so that the weights average over E >= 1 passes (Wang & "
+        f"Aitchison 2025; {default('weight_decay_epochs')}; --weight-decay alone turns it off)",
     )
     optim.add_argument(
         "--grad-clip",

@@ -39,6 +39,7 @@ WordPiece tokenizer; default ``bert-shakespeare``).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,6 +141,9 @@ GENERAL_DEFAULTS: dict[str, Any] = {
     "beta1": 0.9,  # seed 000 §7
     "beta2": 0.95,  # seed 000 §7
     "weight_decay": 0.1,
+    # None: weight_decay as it is; E: raised so that the weights average over at most E passes
+    # over the training split (fitted_weight_decay)
+    "weight_decay_epochs": None,
     "grad_clip": 1.0,
     "label_smoothing": 0.0,
     "optimizer": "adamw",
@@ -196,13 +200,18 @@ PRESET_RECIPES: dict[str, dict[str, Any]] = {
     # the default: bpe-cpu's model made exportable as Qwen3 (light_llm.config.PRESETS), with
     # bpe-cpu's recipe (as good as bpe-cpu at equal iterations and time), and since round two
     # (issue 25) its peak held for half the steps after warmup, then a linear cooldown to 0
-    # in place of the cosine: 0.009 nats per character lower at 700 iterations (docs/recipe.md)
+    # in place of the cosine: 0.009 nats per character lower at 700 iterations (docs/recipe.md);
+    # then the weight decay fitted to the corpus's size: the weights' averaging timescale at
+    # most 1.7 passes over the training split (fitted_weight_decay): 0.26 nats per character
+    # lower on a 256 kB corpus, 0.007 on 1 MB ones, the recipe's 0.1 doubled on all of
+    # Shakespeare, where it changes the loss by less than the seeds do
     "qwen3-cpu": {
         **CHAR_CPU_RECIPE,
         "tokenizer": "bpe",
         "sample_tokens": 150,
         "lr_schedule": "wsd",
         "cooldown_fraction": 0.5,
+        "weight_decay_epochs": 1.7,
     },
     "shakespeare-char": {
         "batch_size": 64,
@@ -365,6 +374,7 @@ class TrainConfig:
     beta1: float | None = None
     beta2: float | None = None
     weight_decay: float | None = None
+    weight_decay_epochs: float | None = None  # raise weight_decay to a timescale of E passes
     grad_clip: float | None = None  # 0 = no clipping
     label_smoothing: float | None = None
     optimizer: str | None = None  # adamw | muon (Muon for the block matrices, AdamW the rest)
@@ -705,6 +715,13 @@ class TrainConfig:
         for key in ("beta1", "beta2", "label_smoothing"):
             check_real(key, getattr(self, key), 0, 1, high_open=True)
         check_real("weight_decay", self.weight_decay, 0)
+        if self.weight_decay_epochs is not None:
+            epochs = self.weight_decay_epochs
+            if not is_real(epochs) or not math.isfinite(epochs) or epochs < 1:
+                raise ConfigError(
+                    "weight_decay_epochs must be a number of at least 1 (the weights average "
+                    f"over at least one pass over the training split), got {epochs!r}."
+                )
         check_real("grad_clip (0 = off)", self.grad_clip, 0)
         self.check_size_warmups()
         if self.time is not None:
@@ -842,6 +859,42 @@ def fitted_length(
         f"{dtype} autocast, and there {iterations} end the run inside the wall time of nanoGPT's "
         f"CPU recipe, as {recipe} do in float32 (measured, docs/recipe.md; --max-iters or --time "
         "sets another length)."
+    )
+
+
+def fitted_weight_decay(
+    given: TrainConfig, resolved: TrainConfig, train_tokens: int
+) -> tuple[float | None, str]:
+    """The weight decay λ of a new run whose recipe (or ``--weight-decay-epochs``) gives a
+    timescale of E passes over the training split, and the sentence that says why; (None,
+    "") when there is none, or when ``--weight-decay`` alone was given (that λ is kept).
+
+    Decoupled weight decay makes the weights an exponential moving average of the updates,
+    w_t = (1 - ηλ) w_{t-1} + ..., whose timescale is τ = 1 / (ηλ) steps (Wang & Aitchison
+    2025, "How to set AdamW's weight decay as you scale model and dataset size"; η the peak
+    lr, by which every group's decay per step is scaled here, Muon's included). A pass over
+    N training tokens takes M = N / (B T G) steps (tokens per step: batch x context x
+    accumulation), so τ = E M asks for
+
+        λ = max(λ_0, 1 / (η E max(M, 1)))
+
+    the recipe's (or the given) λ_0 raised where the corpus is small and the run goes over it
+    many times, so that the weights forget what they learnt more than E passes ago rather
+    than memorise it (E >= 1, so ηλ <= 1/E <= 1 even for a corpus smaller than one step)."""
+    epochs = resolved.weight_decay_epochs
+    if epochs is None or (given.weight_decay is not None and given.weight_decay_epochs is None):
+        return None, ""
+    tokens_per_step = resolved.batch_size * resolved.block_size * resolved.grad_accum
+    steps_per_pass = max(train_tokens / tokens_per_step, 1.0)
+    decay = 1.0 / (resolved.lr * epochs * steps_per_pass)
+    if decay <= resolved.weight_decay:
+        return None, ""
+    return decay, (
+        f"weight decay {decay:.3g}, not {resolved.weight_decay:g}: a pass over the "
+        f"{train_tokens:,} training tokens takes {steps_per_pass:,.0f} steps, and decay "
+        f"{decay:.3g} at lr {resolved.lr:g} makes the weights average over {epochs:g} passes, "
+        "as they learn best on a corpus they see many times (--weight-decay-epochs sets the "
+        "passes, --weight-decay alone the decay itself; docs/recipe.md)."
     )
 
 

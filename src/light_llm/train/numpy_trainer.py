@@ -40,6 +40,7 @@ half-precision dtype, ``compile``, ``gradient_checkpointing`` and several proces
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import time
@@ -66,7 +67,7 @@ from light_llm.tokenizers import load_tokenizer
 from light_llm.train.averaging import WeightAverage
 from light_llm.train.batches import eval_batch_rng, micro_batch_rng
 from light_llm.train.budget import seconds_left
-from light_llm.train.config import TrainConfig
+from light_llm.train.config import TrainConfig, fitted_weight_decay
 from light_llm.train.interrupt import StopRequest
 from light_llm.train.metrics import ThroughputMeter, plot_loss_curve
 from light_llm.train.numpy_state import (
@@ -245,6 +246,12 @@ def train_claimed(
         "train": TokenDataset(train_path, ids_dtype, cfg.block_size),
         "val": TokenDataset(val_path, ids_dtype, cfg.block_size),
     }
+    decay_note = ""
+    if not saved:  # the decay fitted to the corpus, recorded as --weight-decay (resumes keep it)
+        decay, decay_note = fitted_weight_decay(config, cfg, len(datasets["train"]))
+        if decay is not None:
+            config = dataclasses.replace(config, weight_decay=decay)
+            cfg = config.resolve()
     run_record = RunRecord(metrics, split_sizes(run_folder.data_dir), model_config.mtp_weight)
     if model is None:
         model = NumpyGPT(model_config, dtype=NUMPY_DTYPES[cfg.dtype], seed=cfg.seed)
@@ -284,7 +291,12 @@ def train_claimed(
         f"writing to {out.resolve()}",
         flush=True,
     )
-    notes = (schedule_note, fewer_ids_note(cfg, tokenizer), objective_note(model_config.mtp_weight))
+    notes = (
+        schedule_note,
+        fewer_ids_note(cfg, tokenizer),
+        decay_note,
+        objective_note(model_config.mtp_weight),
+    )
     for note in notes:
         if note:
             print(note, flush=True)

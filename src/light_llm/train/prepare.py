@@ -35,7 +35,7 @@ from light_llm.tokenizers import load_tokenizer
 from light_llm.train.averaging import WeightAverage
 from light_llm.train.batches import rank_slots
 from light_llm.train.budget import parse_duration
-from light_llm.train.config import TrainConfig, fitted_length
+from light_llm.train.config import TrainConfig, fitted_length, fitted_weight_decay
 from light_llm.train.cpu_allocator import keep_freed_memory
 from light_llm.train.distributed import (
     DistributedContext,
@@ -109,6 +109,7 @@ class PreparedRun:
     eval_seconds: float = 0.0  # of the latest evaluation (with its checkpoint)
     schedule_note: str = ""  # how a resume beyond the run's end treats the schedule
     length_note: str = ""  # how many iterations the default takes on this machine, and why
+    decay_note: str = ""  # the weight decay fitted to the corpus's size, and why
     last_saved: tuple[Path, int] | None = None  # the checkpoint folder and its iteration
     average: WeightAverage | None = None  # --ema-beta's moving average (train.averaging)
 
@@ -201,6 +202,12 @@ def prepare_in(
     dist.on_main(lambda: encode_corpus(text, tokenizer, folder.data_dir), device)
     train_data, val_data = subject.datasets(text, tokenizer, folder.data_dir, cfg.block_size)
     sizes = split_sizes(folder.data_dir) if subject.reports_bits else None
+    decay_note = ""
+    if not saved:  # the decay fitted to the corpus, recorded as --weight-decay (resumes keep it)
+        decay, decay_note = fitted_weight_decay(given, cfg, len(train_data))
+        if decay is not None:
+            given = dataclasses.replace(given, weight_decay=decay)
+            cfg = given.resolve()
     if saved:
         check_same_run(saved, subject, model_config, cfg, resume_folder)
 
@@ -236,6 +243,7 @@ def prepare_in(
         eval_seconds=eval_seconds,
         schedule_note=schedule_note,
         length_note=length_note,
+        decay_note=decay_note,
     )
     if cfg.ema_beta is not None:
         run.average = WeightAverage(cfg.ema_beta, cfg.ema_start, torch.clone)

@@ -504,7 +504,8 @@ def announce(run: PreparedRun) -> None:
     if iteration:
         end = "a --time budget" if run.budget_s else cfg.max_iters
         print(f"resuming at iteration {iteration} of {end}", flush=True)
-    for note in (run.schedule_note, run.length_note, objective_note(model.mtp_weight)):
+    notes = (run.schedule_note, run.length_note, run.decay_note, objective_note(model.mtp_weight))
+    for note in notes:
         if note:
             print(note, flush=True)
     if run.budget_s is not None:
