@@ -14,6 +14,7 @@ from light_llm.cli import build_parser, main
 from light_llm.cli.train import config_from_args
 from light_llm.config import PRESETS
 from light_llm.models.gpt import GPT
+from light_llm.train.config import MAX_MTP_WEIGHT
 from tests.train.helpers import tiny_flags, write_corpus
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -517,6 +518,24 @@ def test_the_initialisation_and_averaging_switches_train_and_are_recorded(corpus
     resumed = read_trainer_state(out / "checkpoint")["resolved_config"]
     switches = ("zero_init_projections", "ema_beta", "ema_start")
     assert [resumed[key] for key in switches] == [True, 0.9, 2]
+
+
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_an_mtp_weight_past_its_bound_is_one_sentence_on_both_engines(
+    corpus, tmp_path, capsys, engine
+):
+    """Above MAX_MTP_WEIGHT (1e39 overflowed torch's float32 loss while float64 NumPy trained
+    on) both engines refuse in the same sentence and write nothing; the bound itself is taken."""
+    out = tmp_path / "out"
+    flags = tiny_flags(corpus, out, engine=engine)
+    for weight in (f"{MAX_MTP_WEIGHT + 0.5}", "1e39", "inf"):
+        assert main(["train", *flags, "--mtp-weight", weight]) == 2
+        line = error_line(capsys)
+        assert f"--mtp-weight must be at most {MAX_MTP_WEIGHT}, got {float(weight)!r}:" in line
+        assert not out.exists()
+    at_bound = ["train", *flags, "--mtp-weight", str(MAX_MTP_WEIGHT)]
+    config = config_from_args(build_parser().parse_args(at_bound))
+    assert config.resolve().mtp_weight == MAX_MTP_WEIGHT
 
 
 WARMUPS = ("batch_warmup", "batch_warmup_size", "context_warmup", "context_warmup_size")

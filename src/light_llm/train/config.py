@@ -268,6 +268,11 @@ PRESET_RECIPES["bert-shakespeare"] = {
 }
 PRESET_RECIPES["minilm-l6"] = {**ENCODER_RECIPE, "lr": 5e-4, "min_lr": 5e-5}
 
+# --mtp-weight's largest w in loss + w x the token after next's: multi-token prediction's
+# runs weigh it 0.1 to 1 (DeepSeek-V3's 0.3 then 0.1; docs/recipe.md's 0.5), and a w far above
+# 1 trains the second head instead of the next token (at 1e39 the loss overflows float32).
+MAX_MTP_WEIGHT = 10
+
 # Fields that describe the model; they override the preset's shape.
 MODEL_FIELDS = (
     "n_layer",
@@ -706,6 +711,12 @@ class TrainConfig:
             check_real(key, getattr(self, key), 0, 1, high_open=True)
         check_real("weight_decay", self.weight_decay, 0)
         check_real("grad_clip (0 = off)", self.grad_clip, 0)
+        if is_real(self.mtp_weight) and self.mtp_weight > MAX_MTP_WEIGHT:
+            raise ConfigError(
+                f"--mtp-weight must be at most {MAX_MTP_WEIGHT}, got {self.mtp_weight!r}: w "
+                "weighs the token after next's loss against the next token's, the one the model "
+                "is evaluated on (runs use 0.1 to 1), and a larger w drowns it."
+            )
         self.check_size_warmups()
         if self.time is not None:
             parse_duration(self.time)
