@@ -590,6 +590,24 @@ def test_zero_init_projections_with_init_from_is_one_sentence_and_writes_nothing
     assert not out.exists()
 
 
+def test_resume_with_init_from_is_one_sentence_and_writes_nothing(corpus, tmp_path, capsys):
+    """--resume continues OUT's run, --init-from starts a new one: refused by name, not by the
+    model flags the resumed run inherits, on a saved run and on an empty --out."""
+    base, out = tmp_path / "base", tmp_path / "out"
+    assert main(["train", *tiny_flags(corpus, base, max_iters=2)]) == 0
+    before = folder_bytes(base / "checkpoint")
+    for folder in (base, out):
+        capsys.readouterr()
+        flags = ["--resume", "--init-from", str(base), "--out", str(folder)]
+        assert main(["train", *flags]) == 2
+        assert error_line(capsys).endswith(
+            f"--resume continues the run in --out and --init-from starts a new one from {base}: "
+            "give one of them."
+        )
+    assert folder_bytes(base / "checkpoint") == before
+    assert not out.exists()
+
+
 def test_train_model_bert_runs_and_resumes_without_naming_the_model(corpus, tmp_path, capsys):
     out = tmp_path / "bert"
     assert main(["train", "--model", "bert", *tiny_flags(corpus, out, max_iters=5)]) == 0

@@ -817,8 +817,14 @@ class TrainConfig:
 
     def check_time_flags(self) -> None:
         """ConfigError when ``--time`` comes with what it cannot go with, or --resume with
-        --overwrite (the flags as given, before a resumed run's settings are inherited)."""
+        --overwrite or --init-from (the flags as given, before a resumed run's settings are
+        inherited: a resumed fine-tuning run inherits its own init_from)."""
         self.check_resume_or_overwrite()
+        if self.resume and self.init_from is not None:
+            raise ConfigError(
+                "--resume continues the run in --out and --init-from starts a new one from "
+                f"{self.init_from}: give one of them."
+            )
         if self.time is None:
             return
         parse_duration(self.time)  # a duration, and at most MAX_DURATION_S
