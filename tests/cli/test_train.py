@@ -188,6 +188,23 @@ def test_resume_that_drops_a_setting_names_it_not_what_went_with_it(
     assert folder_bytes(out / "checkpoint") == before
 
 
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_resume_cannot_zero_initialise_the_saved_weights(corpus, tmp_path, capsys, engine):
+    """--zero-init-projections sets how a new model's weights start; a resume's weights are the
+    checkpoint's, so asking for it on a run trained without it is refused by name."""
+    out = tmp_path / "run"
+    assert main(["train", *tiny_flags(corpus, out, max_iters=2, engine=engine)]) == 0
+    before = folder_bytes(out / "checkpoint")
+    capsys.readouterr()
+    resume = ["train", "--resume", "--out", str(out), "--max-iters", "3"]
+    assert main([*resume, "--zero-init-projections"]) == 2
+    line = error_line(capsys)
+    assert "cannot resume from" in line
+    assert "zero_init_projections (False saved, True asked)" in line
+    assert folder_bytes(out / "checkpoint") == before
+    assert not read_trainer_state(out / "checkpoint")["resolved_config"]["zero_init_projections"]
+
+
 def test_a_numpy_run_resumes_on_the_numpy_engine_only(corpus, tmp_path, capsys):
     """A plain --resume goes on with the run's own engine; --engine torch asked for a NumPy
     run is one sentence, nothing written."""
