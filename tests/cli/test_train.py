@@ -14,6 +14,7 @@ from light_llm.cli import build_parser, main
 from light_llm.cli.train import config_from_args
 from light_llm.config import PRESETS
 from light_llm.models.gpt import GPT
+from light_llm.train.config import MAX_MTP_WEIGHT
 from tests.train.helpers import tiny_flags, write_corpus
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -187,6 +188,23 @@ def test_resume_that_drops_a_setting_names_it_not_what_went_with_it(
         assert main(["train", "--resume", "--out", str(out), *flags]) == 2
         assert difference in error_line(capsys)
     assert folder_bytes(out / "checkpoint") == before
+
+
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_resume_cannot_zero_initialise_the_saved_weights(corpus, tmp_path, capsys, engine):
+    """--zero-init-projections sets how a new model's weights start; a resume's weights are the
+    checkpoint's, so asking for it on a run trained without it is refused by name."""
+    out = tmp_path / "run"
+    assert main(["train", *tiny_flags(corpus, out, max_iters=2, engine=engine)]) == 0
+    before = folder_bytes(out / "checkpoint")
+    capsys.readouterr()
+    resume = ["train", "--resume", "--out", str(out), "--max-iters", "3"]
+    assert main([*resume, "--zero-init-projections"]) == 2
+    line = error_line(capsys)
+    assert "cannot resume from" in line
+    assert "zero_init_projections (False saved, True asked)" in line
+    assert folder_bytes(out / "checkpoint") == before
+    assert not read_trainer_state(out / "checkpoint")["resolved_config"]["zero_init_projections"]
 
 
 def test_a_numpy_run_resumes_on_the_numpy_engine_only(corpus, tmp_path, capsys):
@@ -521,6 +539,24 @@ def test_the_initialisation_and_averaging_switches_train_and_are_recorded(corpus
     assert [resumed[key] for key in switches] == [True, 0.9, 2]
 
 
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_an_mtp_weight_past_its_bound_is_one_sentence_on_both_engines(
+    corpus, tmp_path, capsys, engine
+):
+    """Above MAX_MTP_WEIGHT (1e39 overflowed torch's float32 loss while float64 NumPy trained
+    on) both engines refuse in the same sentence and write nothing; the bound itself is taken."""
+    out = tmp_path / "out"
+    flags = tiny_flags(corpus, out, engine=engine)
+    for weight in (f"{MAX_MTP_WEIGHT + 0.5}", "1e39", "inf"):
+        assert main(["train", *flags, "--mtp-weight", weight]) == 2
+        line = error_line(capsys)
+        assert f"--mtp-weight must be at most {MAX_MTP_WEIGHT}, got {float(weight)!r}:" in line
+        assert not out.exists()
+    at_bound = ["train", *flags, "--mtp-weight", str(MAX_MTP_WEIGHT)]
+    config = config_from_args(build_parser().parse_args(at_bound))
+    assert config.resolve().mtp_weight == MAX_MTP_WEIGHT
+
+
 WARMUPS = ("batch_warmup", "batch_warmup_size", "context_warmup", "context_warmup_size")
 
 
@@ -570,6 +606,24 @@ def test_zero_init_projections_with_init_from_is_one_sentence_and_writes_nothing
         "--zero-init-projections sets how a new model's weights start, and --init-from starts "
         "from the base model's weights: drop one of them."
     )
+    assert not out.exists()
+
+
+def test_resume_with_init_from_is_one_sentence_and_writes_nothing(corpus, tmp_path, capsys):
+    """--resume continues OUT's run, --init-from starts a new one: refused by name, not by the
+    model flags the resumed run inherits, on a saved run and on an empty --out."""
+    base, out = tmp_path / "base", tmp_path / "out"
+    assert main(["train", *tiny_flags(corpus, base, max_iters=2)]) == 0
+    before = folder_bytes(base / "checkpoint")
+    for folder in (base, out):
+        capsys.readouterr()
+        flags = ["--resume", "--init-from", str(base), "--out", str(folder)]
+        assert main(["train", *flags]) == 2
+        assert error_line(capsys).endswith(
+            f"--resume continues the run in --out and --init-from starts a new one from {base}: "
+            "give one of them."
+        )
+    assert folder_bytes(base / "checkpoint") == before
     assert not out.exists()
 
 

@@ -561,6 +561,29 @@ def test_a_resumed_time_run_finishes_as_the_run_of_its_count(
     assert_same_checkpoint_file(tmp_path / "timed", tmp_path / "fixed")
 
 
+@pytest.mark.parametrize("past_the_end", [True, False], ids=["past-the-end", "inside"])
+def test_a_time_run_whose_count_ends_before_ema_start_says_the_average_will_not_begin(
+    corpus, tmp_path, capsys, past_the_end
+):
+    """--ema-start past the count a --time budget fixes (no 2 s budget fits 10^7 iterations)
+    prints one warning line, again on a resume that stays before it, and the checkpoint holds
+    no average (no raw weights beside it); an --ema-start at the warmup's end, where the count
+    is fixed, averages silently."""
+    common = {"max_iters": None, "warmup_iters": 6, "eval_interval": 20, "ema_beta": 0.9}
+    ema_start = 10**7 if past_the_end else 6
+    out = tmp_path / "timed"
+    train(tiny_run(corpus, out, time="2s", ema_start=ema_start, **common))
+    printed = capsys.readouterr().out
+    end = read_trainer_state(out / "checkpoint")["config"]["max_iters"]
+    warning = f"warning: --ema-start {ema_start} is past the end --time 2s fixed (iteration {end})"
+    raw_weights = out / "checkpoint" / "raw_weights.safetensors"
+    assert (warning in printed) == past_the_end == (end < ema_start)
+    assert raw_weights.exists() != past_the_end
+    train(TrainConfig(out=str(out), resume=True, max_iters=end + 2))
+    assert (warning.replace(f"{end})", f"{end + 2})") in capsys.readouterr().out) == past_the_end
+    assert raw_weights.exists() != past_the_end
+
+
 def test_training_loss_records_every_log_interval_in_bits_too(corpus, tmp_path, capsys):
     out = tmp_path / "run"
     result = train(tiny_run(corpus, out, max_iters=12, log_interval=4, tokenizer="char"))

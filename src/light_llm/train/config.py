@@ -277,6 +277,11 @@ PRESET_RECIPES["bert-shakespeare"] = {
 }
 PRESET_RECIPES["minilm-l6"] = {**ENCODER_RECIPE, "lr": 5e-4, "min_lr": 5e-5}
 
+# --mtp-weight's largest w in loss + w x the token after next's: multi-token prediction's
+# runs weigh it 0.1 to 1 (DeepSeek-V3's 0.3 then 0.1; docs/recipe.md's 0.5), and a w far above
+# 1 trains the second head instead of the next token (at 1e39 the loss overflows float32).
+MAX_MTP_WEIGHT = 10
+
 # Fields that describe the model; they override the preset's shape.
 MODEL_FIELDS = (
     "n_layer",
@@ -723,6 +728,12 @@ class TrainConfig:
                     f"over at least one pass over the training split), got {epochs!r}."
                 )
         check_real("grad_clip (0 = off)", self.grad_clip, 0)
+        if is_real(self.mtp_weight) and self.mtp_weight > MAX_MTP_WEIGHT:
+            raise ConfigError(
+                f"--mtp-weight must be at most {MAX_MTP_WEIGHT}, got {self.mtp_weight!r}: w "
+                "weighs the token after next's loss against the next token's, the one the model "
+                "is evaluated on (runs use 0.1 to 1), and a larger w drowns it."
+            )
         self.check_size_warmups()
         if self.time is not None:
             parse_duration(self.time)
@@ -823,8 +834,14 @@ class TrainConfig:
 
     def check_time_flags(self) -> None:
         """ConfigError when ``--time`` comes with what it cannot go with, or --resume with
-        --overwrite (the flags as given, before a resumed run's settings are inherited)."""
+        --overwrite or --init-from (the flags as given, before a resumed run's settings are
+        inherited: a resumed fine-tuning run inherits its own init_from)."""
         self.check_resume_or_overwrite()
+        if self.resume and self.init_from is not None:
+            raise ConfigError(
+                "--resume continues the run in --out and --init-from starts a new one from "
+                f"{self.init_from}: give one of them."
+            )
         if self.time is None:
             return
         parse_duration(self.time)  # a duration, and at most MAX_DURATION_S

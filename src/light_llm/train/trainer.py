@@ -271,6 +271,9 @@ class Trainer:
                 f"its learning rate decaying to iteration {run.config.lr_decay_iters}.",
                 file=sys.stdout,
             )
+            note = unstarted_average_note(run.config)
+            if note:
+                tqdm.write(note, file=sys.stdout)
 
     def estimate_losses(self) -> dict[str, float]:
         """Mean cross-entropy over ``eval_iters`` fixed batches of each split (no dropout, no
@@ -468,6 +471,22 @@ def sample_with_torch(model, tokenizer, prompt: str, n: int, temperature: float,
     return continuation
 
 
+def unstarted_average_note(cfg) -> str | None:
+    """The warning for a ``--time`` run whose fixed iteration count N ends before
+    ``--ema-start`` s (N < s): its weight average never begins, so it saves the raw weights.
+    A ``--max-iters`` run that would is refused before training (``TrainConfig.validate``);
+    a budget's N is known only once the warmup has measured the speed
+    (:mod:`light_llm.train.budget`)."""
+    if cfg.time is None or cfg.ema_beta is None or cfg.ema_start <= cfg.max_iters:
+        return None
+    return (
+        f"warning: --ema-start {cfg.ema_start} is past the end --time {cfg.time} fixed "
+        f"(iteration {cfg.max_iters}), so the weight average will not begin and the run "
+        f"saves its raw weights; for an average, train with a longer --time or an --ema-start of "
+        f"at most {cfg.max_iters}."
+    )
+
+
 def announce(run: PreparedRun) -> None:
     """What is trained, on what, where: the run's first lines."""
     cfg, model, tokenizer = run.config, run.model_config, run.tokenizer
@@ -504,8 +523,10 @@ def announce(run: PreparedRun) -> None:
     if iteration:
         end = "a --time budget" if run.budget_s else cfg.max_iters
         print(f"resuming at iteration {iteration} of {end}", flush=True)
-    notes = (run.schedule_note, run.length_note, run.decay_note, objective_note(model.mtp_weight))
-    for note in notes:
+    # a resumed --time run whose count is fixed: the average it will never start, again
+    unstarted = unstarted_average_note(cfg) if iteration and run.budget_s is None else None
+    model_notes = (run.length_note, run.decay_note, objective_note(model.mtp_weight), unstarted)
+    for note in (run.schedule_note, *model_notes):
         if note:
             print(note, flush=True)
     if run.budget_s is not None:
