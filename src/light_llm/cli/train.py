@@ -15,6 +15,7 @@ import importlib
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from light_llm.checkpoints.run import CHECKPOINT_SUBFOLDER, TRAINER_STATE_FILE
@@ -551,8 +552,9 @@ class ExplorerBeside:
             "training has ended; the explorer stays up with its history (Ctrl-C stops it)",
             flush=True,
         )
-        try:
-            self.process.wait()
+        try:  # a sleep, not a blocking wait for the process: Ctrl-C is handled within POLL_S
+            while self.process.poll() is None:
+                time.sleep(self.POLL_S)
         except KeyboardInterrupt:
             self.stop()
         return status

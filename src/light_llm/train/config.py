@@ -202,9 +202,9 @@ PRESET_RECIPES: dict[str, dict[str, Any]] = {
     # (issue 25) its peak held for half the steps after warmup, then a linear cooldown to 0
     # in place of the cosine: 0.009 nats per character lower at 700 iterations (docs/recipe.md);
     # then the weight decay fitted to the corpus's size: the weights' averaging timescale at
-    # most 1.7 passes over the training split (fitted_weight_decay): 0.26 nats per character
-    # lower on a 256 kB corpus, 0.007 on 1 MB ones, the recipe's 0.1 doubled on all of
-    # Shakespeare, where it changes the loss by less than the seeds do
+    # most 1.7 passes over the training split (fitted_weight_decay): 0.28 nats per character
+    # lower on a 256 kB corpus and 1.3 on a 32 kB one; on the 1 MB slices (0.002) and all of
+    # Shakespeare (the recipe's 0.1 doubled) it changes the loss by less than the seeds do
     "qwen3-cpu": {
         **CHAR_CPU_RECIPE,
         "tokenizer": "bpe",
