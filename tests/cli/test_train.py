@@ -739,3 +739,27 @@ def test_a_serve_port_taken_or_out_of_range_is_refused_before_the_run(corpus, tm
     assert main(["train", *tiny_flags(corpus, out), "--serve", "70000"]) == 2
     assert "--serve must be between 0 and 65535, got 70000" in error_line(capsys)
     assert not out.exists()  # nothing trained
+
+
+def test_a_run_that_ends_before_the_watcher_looks_still_gets_its_explorer(tmp_path, monkeypatch):
+    """train --serve: a run whose first checkpoint the watcher never saw (it ended first)
+    starts the explorer at its end; and after the end no watcher starts one (that explorer
+    would outlive the command)."""
+    from light_llm.checkpoints import CHECKPOINT_SUBFOLDER
+    from light_llm.checkpoints.run import TRAINER_STATE_FILE
+    from light_llm.cli.train import ExplorerBeside
+
+    monkeypatch.setattr(ExplorerBeside, "watch", lambda self: None)  # a watcher that never looks
+    out = tmp_path / "run"
+    (out / CHECKPOINT_SUBFOLDER).mkdir(parents=True)
+    (out / CHECKPOINT_SUBFOLDER / TRAINER_STATE_FILE).write_text("{}")  # not servable: it exits
+    beside = ExplorerBeside(out, 0)
+    assert beside.process is None
+    assert beside.stay(0) == 0
+    assert beside.process is not None and beside.process.returncode is not None  # ran, ended
+    beside.process = None  # the end has come: the lock and the flag let no start through
+    with beside.lock:
+        assert beside.stopped.is_set()
+    monkeypatch.undo()
+    beside.watch()  # returns at once, starting nothing
+    assert beside.process is None

@@ -509,7 +509,9 @@ def run_train(args: argparse.Namespace) -> int:
 class ExplorerBeside:
     """``light-llm serve --checkpoint OUT`` in a process of its own (its own session: the
     trainer's Ctrl-C is not its), started by a watcher thread as soon as the run's first
-    checkpoint is there."""
+    checkpoint is there, or at the run's end if the run ended before the watcher looked. A
+    lock keeps the watcher's start and the end's stop apart, so that no explorer is started
+    after the command has chosen to end (it would outlive it)."""
 
     POLL_S = 0.5
     STOP_GRACE_S = 5.0  # the explorer's time to shut down on its own before it is killed
@@ -521,33 +523,59 @@ class ExplorerBeside:
         self.out, self.port = out, port
         self.process: subprocess.Popen | None = None
         self.stopped = threading.Event()
+        self.lock = threading.Lock()
         threading.Thread(target=self.watch, daemon=True).start()
+
+    def start_if_ready(self) -> bool:
+        """Start the explorer if the run has a checkpoint and none runs yet (the caller holds
+        the lock); whether there is one."""
+        if (
+            self.process is None
+            and (self.out / CHECKPOINT_SUBFOLDER / TRAINER_STATE_FILE).is_file()
+        ):
+            command = [sys.executable, "-m", "light_llm", "serve", "--checkpoint"]
+            command += [str(self.out), "--port", str(self.port)]
+            self.process = subprocess.Popen(command, start_new_session=True)
+        return self.process is not None
 
     def watch(self) -> None:
         while not self.stopped.wait(self.POLL_S):
-            if (self.out / CHECKPOINT_SUBFOLDER / TRAINER_STATE_FILE).is_file():
-                command = [sys.executable, "-m", "light_llm", "serve", "--checkpoint"]
-                command += [str(self.out), "--port", str(self.port)]
-                self.process = subprocess.Popen(command, start_new_session=True)
-                return
+            with self.lock:
+                if self.stopped.is_set() or self.start_if_ready():
+                    return
 
     def stop(self) -> None:
         """Stop the explorer: asked to end (SIGTERM), killed if it has not after
         ``STOP_GRACE_S`` seconds, so that Ctrl-C ends the command promptly on a busy machine."""
-        self.stopped.set()
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
+        with self.lock:
+            self.stopped.set()
+            process = self.process
+        if process is not None and process.poll() is None:
+            process.terminate()
             try:
-                self.process.wait(timeout=self.STOP_GRACE_S)
+                process.wait(timeout=self.STOP_GRACE_S)
             except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+                process.kill()
+                process.wait()
 
     def stay(self, status: int) -> int:
         """After the run: keep the explorer up until Ctrl-C (or until it stops)."""
-        self.stopped.set()
-        if self.process is None or self.process.poll() is not None:
+        with self.lock:
+            self.stopped.set()
+            self.start_if_ready()  # a run that ended before the watcher saw its checkpoint
+            process = self.process
+        if process is None or process.poll() is not None:
             return status
+        print(
+            "training has ended; the explorer stays up with its history (Ctrl-C stops it)",
+            flush=True,
+        )
+        try:  # a sleep, not a blocking wait for the process: Ctrl-C is handled within POLL_S
+            while process.poll() is None:
+                time.sleep(self.POLL_S)
+        except KeyboardInterrupt:
+            self.stop()
+        return status
         print(
             "training has ended; the explorer stays up with its history (Ctrl-C stops it)",
             flush=True,
