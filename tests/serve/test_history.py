@@ -200,8 +200,16 @@ def test_train_serve_starts_the_explorer_beside_the_run_and_stops_on_ctrl_c(tmp_
     command = [sys.executable, "-m", "light_llm", "train", *flags, "--serve", "0"]
     source = str(Path(light_llm.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([source, os.environ.get("PYTHONPATH", "")])}
+    # Ctrl-C as at a terminal: a test run started in the background by a non-interactive shell
+    # ignores SIGINT, and its children inherit that (Python then leaves it ignored)
     process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         url, ended = None, False
