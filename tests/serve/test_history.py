@@ -224,11 +224,8 @@ def test_train_serve_starts_the_explorer_beside_the_run_and_stops_on_ctrl_c(tmp_
         process.send_signal(signal.SIGINT)
         try:  # a guard against a hang, not a speed limit
             status = process.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            pytest.fail(
-                f"Ctrl-C did not stop the command; it printed after:\n{process.stdout.read()}"
-            )
+        except subprocess.TimeoutExpired:  # (its output is not read: the explorer may hold it)
+            pytest.fail("Ctrl-C did not stop `light-llm train --serve` within 120 s")
         assert status == 0
         with pytest.raises(httpx.TransportError):  # the explorer stopped with it
             httpx.get(url + "api/runs", timeout=5)
