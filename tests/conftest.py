@@ -9,6 +9,7 @@ from light_llm.cache import CACHE_ENV
 from light_llm.checkpoints import save
 from light_llm.config import ModelConfig
 from light_llm.models.gpt import GPT
+from light_llm.nn.attention import fused_attention_dtype
 from light_llm.reference.gradcheck import RECIPE
 from light_llm.tokenizers import CharTokenizer
 
@@ -114,3 +115,18 @@ def shakespeare() -> str:
     from light_llm.shakespeare import shakespeare_text
 
     return shakespeare_text()
+
+
+def gradients_without_and_with_checkpointing(model, ids) -> list[dict[str, torch.Tensor]]:
+    """The gradients by name of the loss of ``model(ids, ids)``, plain then with gradient
+    checkpointing, under bfloat16 autocast with the fused attention in float32 (the trainer's
+    CPU mixed precision)."""
+    grads = []
+    for checkpointing in (False, True):
+        model.zero_grad()
+        model.gradient_checkpointing = checkpointing
+        with torch.autocast("cpu", dtype=torch.bfloat16), fused_attention_dtype(torch.float32):
+            _, loss = model(ids, ids)
+        loss.backward()
+        grads.append({name: p.grad.clone() for name, p in model.named_parameters()})
+    return grads

@@ -19,7 +19,7 @@ from light_llm.models.bert import (
     mean_pool,
 )
 from light_llm.models.gpt import GPT
-from light_llm.nn.attention import fused_attention_dtype
+from tests.conftest import gradients_without_and_with_checkpointing
 
 
 def tiny_encoder_config(**overrides) -> EncoderConfig:
@@ -247,16 +247,9 @@ def test_gradient_checkpointing_recomputes_attention_in_the_forwards_number_form
     torch.manual_seed(0)
     model = rotary_encoder(n_layer=2)
     ids = torch.randint(5, 41, (2, 12))
-    grads = []
-    for checkpointing in (False, True):
-        model.zero_grad()
-        model.gradient_checkpointing = checkpointing
-        with torch.autocast("cpu", dtype=torch.bfloat16), fused_attention_dtype(torch.float32):
-            _, loss = model(ids, ids)
-        loss.backward()
-        grads.append([p.grad.clone() for p in model.parameters()])
-    for plain, ckpt in zip(*grads, strict=True):
-        torch.testing.assert_close(ckpt, plain)
+    plain, checkpointed = gradients_without_and_with_checkpointing(model, ids)
+    for name, grad in plain.items():
+        torch.testing.assert_close(checkpointed[name], grad)
 
 
 def test_gradient_checkpointing_gives_the_same_loss_and_gradients():

@@ -6,8 +6,7 @@ import torch
 from light_llm.config import model_counts
 from light_llm.errors import ConfigError
 from light_llm.models.gpt import GPT
-from light_llm.nn.attention import fused_attention_dtype
-from tests.conftest import VARIANTS, tiny_config
+from tests.conftest import VARIANTS, gradients_without_and_with_checkpointing, tiny_config
 
 
 def make_model(variant: str, **overrides) -> GPT:
@@ -208,16 +207,9 @@ def test_gradient_checkpointing_recomputes_attention_in_the_forwards_number_form
     mixed precision), the checkpointed backward gives the plain one's gradients."""
     model = GPT(tiny_config(value_embeddings=True, embedding_skip=True, smear=True))
     idx = torch.randint(0, 37, (2, 16))
-    grads = []
-    for checkpointing in (False, True):
-        model.zero_grad()
-        model.gradient_checkpointing = checkpointing
-        with torch.autocast("cpu", dtype=torch.bfloat16), fused_attention_dtype(torch.float32):
-            _, loss = model(idx, idx)
-        loss.backward()
-        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
-    for name, grad in grads[0].items():
-        torch.testing.assert_close(grads[1][name], grad, rtol=1e-5, atol=1e-7)
+    plain, checkpointed = gradients_without_and_with_checkpointing(model, idx)
+    for name, grad in plain.items():
+        torch.testing.assert_close(checkpointed[name], grad, rtol=1e-5, atol=1e-7)
 
 
 def test_attention_maps_are_causal_distributions():

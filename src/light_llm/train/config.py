@@ -915,6 +915,20 @@ def fitted_weight_decay(
     )
 
 
+def with_fitted_weight_decay(
+    given: TrainConfig, resolved: TrainConfig, train_tokens: int
+) -> tuple[TrainConfig, TrainConfig, str]:
+    """A new run's configurations (as given, resolved) with the weight decay
+    :func:`fitted_weight_decay` fits to its ``train_tokens`` recorded as ``--weight-decay``
+    (so that a rerun or a resume keeps it), and the sentence that says why; unchanged, with
+    "", when nothing is fitted. Both engines' trainers call it once the corpus is encoded."""
+    decay, note = fitted_weight_decay(given, resolved, train_tokens)
+    if decay is None:
+        return given, resolved, note
+    given = dataclasses.replace(given, weight_decay=decay)
+    return given, given.resolve(), note
+
+
 def tokenizer_folder(tokenizer: str) -> bool:
     """Whether ``--tokenizer`` names a folder (one written by ``light-llm tokenizer train``,
     or a checkpoint) rather than a kind of tokenizer."""

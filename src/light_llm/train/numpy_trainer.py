@@ -40,7 +40,6 @@ half-precision dtype, ``compile``, ``gradient_checkpointing`` and several proces
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import os
 import time
@@ -67,7 +66,7 @@ from light_llm.tokenizers import load_tokenizer
 from light_llm.train.averaging import WeightAverage
 from light_llm.train.batches import eval_batch_rng, micro_batch_rng
 from light_llm.train.budget import seconds_left
-from light_llm.train.config import TrainConfig, fitted_weight_decay
+from light_llm.train.config import TrainConfig, with_fitted_weight_decay
 from light_llm.train.interrupt import StopRequest
 from light_llm.train.metrics import ThroughputMeter, plot_loss_curve
 from light_llm.train.numpy_state import (
@@ -247,11 +246,8 @@ def train_claimed(
         "val": TokenDataset(val_path, ids_dtype, cfg.block_size),
     }
     decay_note = ""
-    if not saved:  # the decay fitted to the corpus, recorded as --weight-decay (resumes keep it)
-        decay, decay_note = fitted_weight_decay(config, cfg, len(datasets["train"]))
-        if decay is not None:
-            config = dataclasses.replace(config, weight_decay=decay)
-            cfg = config.resolve()
+    if not saved:  # the decay fitted to the corpus (a resumed run keeps its recorded one)
+        config, cfg, decay_note = with_fitted_weight_decay(config, cfg, len(datasets["train"]))
     run_record = RunRecord(metrics, split_sizes(run_folder.data_dir), model_config.mtp_weight)
     if model is None:
         model = NumpyGPT(model_config, dtype=NUMPY_DTYPES[cfg.dtype], seed=cfg.seed)

@@ -35,7 +35,7 @@ from light_llm.tokenizers import load_tokenizer
 from light_llm.train.averaging import WeightAverage
 from light_llm.train.batches import rank_slots
 from light_llm.train.budget import parse_duration
-from light_llm.train.config import TrainConfig, fitted_length, fitted_weight_decay
+from light_llm.train.config import TrainConfig, fitted_length, with_fitted_weight_decay
 from light_llm.train.cpu_allocator import keep_freed_memory
 from light_llm.train.distributed import (
     DistributedContext,
@@ -203,11 +203,8 @@ def prepare_in(
     train_data, val_data = subject.datasets(text, tokenizer, folder.data_dir, cfg.block_size)
     sizes = split_sizes(folder.data_dir) if subject.reports_bits else None
     decay_note = ""
-    if not saved:  # the decay fitted to the corpus, recorded as --weight-decay (resumes keep it)
-        decay, decay_note = fitted_weight_decay(given, cfg, len(train_data))
-        if decay is not None:
-            given = dataclasses.replace(given, weight_decay=decay)
-            cfg = given.resolve()
+    if not saved:  # the decay fitted to the corpus (a resumed run keeps its recorded one)
+        given, cfg, decay_note = with_fitted_weight_decay(given, cfg, len(train_data))
     if saved:
         check_same_run(saved, subject, model_config, cfg, resume_folder)
 

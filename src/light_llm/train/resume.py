@@ -121,14 +121,19 @@ def setting_differences(saved: dict[str, Any], config: TrainConfig) -> list[str]
     differences = []
     # runs saved before --optimizer existed trained with AdamW, and before the weight average,
     # the size warmups and the zero-initialised projections existed, without them
-    before = {"optimizer": "adamw", "ema_start": 0, "batch_warmup": 0, "context_warmup": 0}
-    before["zero_init_projections"] = False
+    before = {
+        "optimizer": "adamw",
+        "ema_start": 0,
+        "batch_warmup": 0,
+        "context_warmup": 0,
+        "zero_init_projections": False,
+    }
     stored = TrainConfig.from_dict({**before, **saved["resolved_config"]})
     # the tokens already counted (tokens_seen, the explorer's axis) follow the size warmups
     warmups = ("batch_warmup", "batch_warmup_size", "context_warmup", "context_warmup_size")
     fixed = ("data", "tokenizer", "vocab_size", "optimizer", "init_from", "ema_beta", "ema_start")
-    fixed += warmups
-    fixed += ("zero_init_projections",)  # how the weights started: the checkpoint's say it
+    # (and how the weights started: the checkpoint's say it)
+    fixed += (*warmups, "zero_init_projections")
     for key in (*fixed, *LORA_FIELDS):
         if getattr(stored, key) != getattr(config, key):
             saved_value, asked = getattr(stored, key), getattr(config, key)

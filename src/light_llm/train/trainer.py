@@ -525,8 +525,14 @@ def announce(run: PreparedRun) -> None:
         print(f"resuming at iteration {iteration} of {end}", flush=True)
     # a resumed --time run whose count is fixed: the average it will never start, again
     unstarted = unstarted_average_note(cfg) if iteration and run.budget_s is None else None
-    later = (run.length_note, run.decay_note, objective_note(model.mtp_weight), unstarted)
-    for note in (run.schedule_note, *later):
+    notes = (
+        run.schedule_note,
+        run.length_note,
+        run.decay_note,
+        objective_note(model.mtp_weight),
+        unstarted,
+    )
+    for note in notes:
         if note:
             print(note, flush=True)
     if run.budget_s is not None:
