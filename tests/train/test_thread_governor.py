@@ -38,10 +38,25 @@ def test_a_stalled_pool_drops_to_one_thread_and_comes_back_when_the_cpu_frees():
         # a trial on one thread that is no faster goes back at once
         governor = ThreadGovernor(threads=2, warmup=0)
         assert windows(governor, {2: 0.06, 1: 0.5}, 3) == [2, 1, 2]
-        assert windows(governor, {2: 0.2, 1: 0.5}, 3) == [2, 1, 2]
+        # all threads slower now, but still faster than that trial: none again
+        assert windows(governor, {2: 0.2, 1: 0.5}, 3) == [2, 2, 2]
         # a run that starts on a busy machine finds one thread faster at once
         governor = ThreadGovernor(threads=2, warmup=0)
         assert windows(governor, {2: 0.22, 1: 0.10}, 4) == [2, 1, 1, 1]
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_a_slow_phase_that_one_thread_never_beat_starts_no_trial():
+    threads = torch.get_num_threads()
+    try:
+        governor = ThreadGovernor(threads=2, warmup=0)
+        assert windows(governor, {2: 0.06, 1: 0.09}, 4) == [2, 1, 2, 2]
+        # all threads 1.5x their best, as in a two-core machine's slow phase, yet faster
+        # than one thread ever was: no window is spent on one thread
+        assert windows(governor, {2: 0.088, 1: 0.12}, 5) == [2] * 5
+        # slower than one thread's best: a trial, which finds one thread faster
+        assert windows(governor, {2: 0.095, 1: 0.092}, 3) == [2, 1, 1]
     finally:
         torch.set_num_threads(threads)
 

@@ -18,8 +18,10 @@ an evaluation's neighbour or a page fault, decides nothing):
   on one thread does not shorten the run of a quiet machine);
 - the first window on all threads is followed by a trial window on one thread (a run that
   starts on a busy machine has no quiet best to compare with);
-- on all threads, a window slower than ``STALL`` x the best window on all threads so far
-  starts a trial: the next window runs on one thread;
+- on all threads, a window slower than ``STALL`` x the best window on all threads so far,
+  and slower than the best window on one thread so far, starts a trial: the next window runs
+  on one thread (a window that one thread has never beaten starts none: a two-core machine
+  also has slow phases of its own with no other process, where a trial only costs time);
 - after a trial, or every ``RETRY`` windows on one thread, the faster of the last window on
   one thread and the last on all threads decides where training goes on (all threads are
   tried again for one window first).
@@ -51,6 +53,7 @@ class ThreadGovernor:
         self.current = self.full
         self.times: list[float] = []
         self.best_full = float("inf")
+        self.best_one = float("inf")  # the best window on one thread so far
         self.last = {self.full: float("inf"), 1: float("inf")}
         self.windows_on_one = 0
         self.trying = False
@@ -81,10 +84,11 @@ class ThreadGovernor:
                 self.trying = False
                 if self.last[1] < median:
                     self.use(1)
-            elif not self.probed or median > STALL * self.best_full:
+            elif not self.probed or median > max(STALL * self.best_full, self.best_one):
                 self.probed = True
                 self.use(1)
             return
+        self.best_one = min(self.best_one, median)
         self.windows_on_one += 1
         if self.windows_on_one == 1 and self.last[1] >= self.last[self.full]:
             self.use(self.full)  # the trial on one thread was no faster
