@@ -157,7 +157,7 @@ class TokenDataset:
         starts = generator.integers(0, len(self.tokens) - length, size=batch_size)
         return np.asarray(starts, dtype=np.int64)
 
-    def _windows(
+    def windows_at(
         self, starts: np.ndarray, device: str | torch.device, context: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(x, y) int64 tensors of shape (B, T) for the windows starting at ``starts``."""
@@ -187,7 +187,7 @@ class TokenDataset:
         """
         if isinstance(generator, np.random.Generator):
             starts = self.draw_starts(batch_size, generator, context)
-            return self._windows(starts, device, context)
+            return self.windows_at(starts, device, context)
         import torch
 
         n_starts = len(self.tokens) - (self.block_size if context is None else context)
@@ -204,7 +204,7 @@ class TokenDataset:
                 "generator must be a torch.Generator or a numpy Generator, "
                 f"not {type(generator).__name__}."
             )
-        return self._windows(np.asarray(starts, dtype=np.int64), device, context)
+        return self.windows_at(np.asarray(starts, dtype=np.int64), device, context)
 
     def sequential_batches(
         self,
@@ -229,7 +229,7 @@ class TokenDataset:
         for index, first in enumerate(batches):
             if max_batches is not None and index >= max_batches:
                 return
-            x, y = self._windows(starts[first : first + batch_size], device)
+            x, y = self.windows_at(starts[first : first + batch_size], device)
             if with_tail and first + batch_size >= len(starts):
                 # the tail window's first targets were scored by the window before it (y is
                 # cloned first: it shares its memory with x)

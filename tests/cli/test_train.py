@@ -67,8 +67,9 @@ def test_preset_char_cpu_is_bpe_cpu_on_characters_and_bpe_cpu_the_default_before
     assert (default.pop("lr_schedule"), default.pop("cooldown_fraction")) == ("wsd", 0.5)
     assert (bpe.pop("lr_schedule"), bpe.pop("cooldown_fraction")) == ("cosine", None)
     assert (default.pop("weight_decay_epochs"), bpe.pop("weight_decay_epochs")) == (1.7, None)
-    # one recipe but the schedule and the decay's fit to the corpus; the models differ only in
-    # the MLP and the cap
+    assert (default.pop("sampling"), bpe.pop("sampling")) == ("passes", "uniform")
+    # one recipe but the schedule, the decay's fit to the corpus and the sampling; the models
+    # differ only in the MLP and the cap
     assert default == bpe
 
 

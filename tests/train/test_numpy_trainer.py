@@ -60,17 +60,23 @@ def test_train_numpy_writes_a_checkpoint_both_engines_load(corpus, tmp_path, cap
         train_numpy(TrainConfig(data=str(corpus), out=str(out), **SMALL))
 
 
-def test_grad_accumulation_steps_with_the_mean_of_the_micro_batch_gradients(corpus, tmp_path):
+@pytest.mark.parametrize("sampling", ["uniform", "passes"])
+def test_grad_accumulation_steps_with_the_mean_of_the_micro_batch_gradients(
+    corpus, tmp_path, sampling
+):
     """With grad_accum = 2 one step uses the mean gradient of micro-batches (0, 0) and (0, 1),
-    the windows the PyTorch trainer draws for them."""
+    the windows the PyTorch trainer draws for them: at starts drawn by their generators, or
+    the run's first 2B windows of its shuffled passes."""
     from light_llm.data import TokenDataset, encode_corpus, load_corpus
     from light_llm.reference.optim import AdamW, clip_grad_norm
     from light_llm.schedule import learning_rate
     from light_llm.tokenizers import get_tokenizer
-    from light_llm.train.batches import micro_batch_rng
+    from light_llm.train.batches import micro_batch_rng, pass_window_starts
     from light_llm.train.numpy_trainer import train_step
 
-    config = TrainConfig(data=str(corpus), out=str(tmp_path), grad_accum=2, **SMALL).resolve()
+    config = TrainConfig(
+        data=str(corpus), out=str(tmp_path), grad_accum=2, sampling=sampling, **SMALL
+    ).resolve()
     text = load_corpus(config.data)
     tokenizer = get_tokenizer("char", text=text)
     train_path, _ = encode_corpus(text, tokenizer, tmp_path / "data")
@@ -80,7 +86,13 @@ def test_grad_accumulation_steps_with_the_mean_of_the_micro_batch_gradients(corp
     loss = train_step(stepped, AdamW(stepped.params, config.lr), dataset, config, 0)
     grads, losses = [], []
     for slot in (0, 1):
-        x, y = dataset.sample_windows(config.batch_size, micro_batch_rng(config.seed, 0, slot))
+        if sampling == "uniform":
+            rng = micro_batch_rng(config.seed, 0, slot)
+            x, y = dataset.sample_windows(config.batch_size, rng)
+        else:
+            first, count = slot * config.batch_size, config.batch_size
+            starts = pass_window_starts(config.seed, len(dataset), config.block_size, first, count)
+            x, y = dataset.window_arrays(starts)
         _, slot_loss, cache = by_hand.forward(x, y)
         grads.append(by_hand.backward(cache))
         losses.append(slot_loss)

@@ -362,6 +362,7 @@ def test_a_run_of_an_older_default_recipe_resumes_with_its_own_settings(corpus, 
         del state[key]["zero_init_projections"], state[key]["ema_beta"], state[key]["ema_start"]
         del state[key]["batch_warmup"], state[key]["batch_warmup_size"]
         del state[key]["context_warmup"], state[key]["context_warmup_size"]
+        del state[key]["sampling"]
     path.write_text(json.dumps(state))
     assert DEFAULT_PRESETS["gpt"] != "bpe-cpu"
     resumed = train(TrainConfig(out=str(out), max_iters=8, resume=True))
@@ -372,25 +373,49 @@ def test_a_run_of_an_older_default_recipe_resumes_with_its_own_settings(corpus, 
     assert (resolved["ema_beta"], resolved["ema_start"]) == (None, 0)
     assert (resolved["batch_warmup"], resolved["batch_warmup_size"]) == (0, None)
     assert (resolved["context_warmup"], resolved["context_warmup_size"]) == (0, None)
+    assert resolved["sampling"] == "uniform"
 
 
-def test_a_run_from_before_the_schedule_was_a_setting_resumes_on_its_cosine(corpus, tmp_path):
-    """A default run started when every run decayed by the cosine (its trainer state names
-    no lr_schedule) resumes on the cosine, bit for bit as the run that was never stopped,
-    though today's default preset cools down by warmup-stable-decay."""
-    common = {"max_iters": 8, "lr_decay_iters": 8, "tokenizer": "char"}
-    straight = train(tiny_run(corpus, tmp_path / "straight", lr_schedule="cosine", **common))
+@pytest.mark.parametrize(
+    ("old", "removed", "today"),
+    [
+        ({"lr_schedule": "cosine"}, ("lr_schedule", "cooldown_fraction"), "wsd"),
+        ({"sampling": "uniform"}, ("sampling",), "passes"),
+    ],
+)
+def test_a_run_from_before_a_setting_existed_resumes_with_that_of_its_time(
+    corpus, tmp_path, old, removed, today
+):
+    """A default run saved before the schedule was a setting (every run decayed by the
+    cosine), or the sampling (every run drew its windows at uniform random starts), names
+    neither in its trainer state: it resumes on the cosine, or at uniform starts, bit for bit
+    as the run that was never stopped, though today's default cools down by
+    warmup-stable-decay and reads shuffled passes."""
+    ((setting, value),) = old.items()
+    common = {"max_iters": 8, "lr_decay_iters": 8, "tokenizer": "char", **old}
+    straight = train(tiny_run(corpus, tmp_path / "straight", **common))
     out = tmp_path / "old"
-    train(tiny_run(corpus, out, lr_schedule="cosine", **{**common, "max_iters": 4}))
+    train(tiny_run(corpus, out, **{**common, "max_iters": 4}))
     path = out / "checkpoint" / "trainer_state.json"
     state = json.loads(path.read_text())
     for key in ("config", "resolved_config"):
-        del state[key]["lr_schedule"], state[key]["cooldown_fraction"]
+        for name in removed:
+            del state[key][name]
     path.write_text(json.dumps(state))
-    assert PRESET_RECIPES[DEFAULT_PRESETS["gpt"]]["lr_schedule"] == "wsd"
+    assert PRESET_RECIPES[DEFAULT_PRESETS["gpt"]][setting] == today
     resumed = train(TrainConfig(out=str(out), max_iters=8, resume=True))
     assert resumed.losses == {i: straight.losses[i] for i in range(4, 8)}
-    assert read_trainer_state(out / "checkpoint")["resolved_config"]["lr_schedule"] == "cosine"
+    assert read_trainer_state(out / "checkpoint")["resolved_config"][setting] == value
+
+
+def test_a_resume_cannot_change_the_sampling(corpus, tmp_path):
+    """The run's windows are counted from its first (shuffled passes) or drawn per iteration
+    (uniform): a resume keeps the run's way, and asking for the other is one sentence."""
+    out = tmp_path / "run"
+    train(tiny_run(corpus, out, max_iters=2))
+    with pytest.raises(TrainingError, match=r"sampling \('passes' saved, 'uniform' asked\)"):
+        train(TrainConfig(out=str(out), max_iters=4, resume=True, sampling="uniform"))
+    assert read_trainer_state(out / "checkpoint")["iteration"] == 2
 
 
 def stopped_then_resumed(monkeypatch, config, call):
@@ -511,7 +536,7 @@ def test_label_smoothing_reaches_the_loss_as_seed_002_eq_51(corpus, tmp_path):
     computed here from the initial model and the first batch rebuilt by hand."""
     alpha = 0.3
     out = tmp_path / "smooth"
-    result = train(tiny_run(corpus, out, max_iters=1, label_smoothing=alpha))
+    result = train(tiny_run(corpus, out, max_iters=1, label_smoothing=alpha, sampling="uniform"))
     torch.manual_seed(TINY["seed"])  # the trainer seeds torch with seed + rank, then builds
     model = GPT(load_config(out))
     dataset = TokenDataset(out / "data" / "train.bin", np.uint16, TINY["block_size"])

@@ -25,6 +25,7 @@ from light_llm.device import DEVICES
 from light_llm.errors import ConfigError
 from light_llm.muon_spec import ORTHOGONALISERS
 from light_llm.schedule import SCHEDULES
+from light_llm.train.batches import SAMPLINGS
 from light_llm.train.config import (
     DEFAULT_COOLDOWN,
     DEFAULT_MODEL,
@@ -221,6 +222,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         metavar="G",
         help=f"micro-batches per step, over all processes ({default('grad_accum')})",
+    )
+    optim.add_argument(
+        "--sampling",
+        choices=SAMPLINGS,
+        help="where the training windows start: uniform, each drawn at random (nanoGPT's), or "
+        "passes, shuffled passes over the training split that read every token once a pass "
+        f"({default('sampling')})",
     )
     optim.add_argument(
         "--batch-warmup",

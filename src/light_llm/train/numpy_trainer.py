@@ -152,8 +152,12 @@ def train_step(
     # B_t windows of T_t tokens (light_llm.schedule.warmup_size)
     batch_size, context = config.batch_size_at(iteration), config.context_at(iteration)
     for slot in range(config.grad_accum):
-        rng = micro_batch_rng(config.seed, iteration, slot)
-        x, y = dataset.sample_windows(batch_size, rng, context)
+        starts = config.pass_window_starts(len(dataset), dataset.block_size, iteration, slot)
+        if starts is None:  # --sampling uniform: drawn by the micro-batch's generator
+            starts = dataset.draw_starts(
+                batch_size, micro_batch_rng(config.seed, iteration, slot), context
+            )
+        x, y = dataset.window_arrays(starts, context)
         _, loss, cache = model.forward(x, y, label_smoothing=config.label_smoothing)
         loss_sum += loss
         for name, grad in model.backward(cache).items():

@@ -20,7 +20,7 @@ from light_llm.checkpoints.run import (
     read_trainer_state,
 )
 from light_llm.errors import TrainingError
-from light_llm.train.config import LORA_FIELDS, TrainConfig
+from light_llm.train.config import LORA_FIELDS, SAMPLING_BEFORE_CHOICE, TrainConfig
 from light_llm.train.state import check_fields
 
 
@@ -120,18 +120,22 @@ def setting_differences(saved: dict[str, Any], config: TrainConfig) -> list[str]
     from the saved run in a way that continuing cannot honour, as "key (saved, asked)"."""
     differences = []
     # runs saved before --optimizer existed trained with AdamW, and before the weight average,
-    # the size warmups and the zero-initialised projections existed, without them
+    # the size warmups and the zero-initialised projections existed, without them; before
+    # --sampling, on windows at uniformly drawn starts
     before = {
         "optimizer": "adamw",
         "ema_start": 0,
         "batch_warmup": 0,
         "context_warmup": 0,
         "zero_init_projections": False,
+        "sampling": SAMPLING_BEFORE_CHOICE,
     }
     stored = TrainConfig.from_dict({**before, **saved["resolved_config"]})
     # the tokens already counted (tokens_seen, the explorer's axis) follow the size warmups
     warmups = ("batch_warmup", "batch_warmup_size", "context_warmup", "context_warmup_size")
+    # (and the passes a run reads its windows in are counted from its first window)
     fixed = ("data", "tokenizer", "vocab_size", "optimizer", "init_from", "ema_beta", "ema_start")
+    fixed += ("sampling",)
     # (and how the weights started: the checkpoint's say it)
     fixed += (*warmups, "zero_init_projections")
     for key in (*fixed, *LORA_FIELDS):

@@ -10,7 +10,9 @@ One iteration is one optimiser step, in nanoGPT's order:
     lr = schedule(iteration); Muon's μ = muon_momentum(iteration) (light_llm.schedule)
     every eval_interval iterations (and at the end): evaluate, save the checkpoint, log
     for each micro-batch slot s of this process:           (gradient accumulation)
-        x_s, y_s = B_t windows of T_t tokens drawn by micro_batch_rng(seed, iteration, s)
+        x_s, y_s = B_t windows of T_t tokens: drawn by micro_batch_rng(seed, iteration, s),
+                   or with --sampling passes the run's next windows in shuffled passes
+                   over the split (light_llm.train.batches)
                    (B_t = batch_size, or batch_warmup_size for the first batch_warmup;
                     T_t = block_size, or context_warmup_size for the first context_warmup)
         loss_s = CE(model(x_s), y_s)   (optionally label-smoothed, seed 002 §12.2)
@@ -202,8 +204,13 @@ class Trainer:
         batch_size, context = cfg.batch_size_at(iteration), cfg.context_at(iteration)
         loss_sum = torch.zeros((), device=run.device)
         for position, slot in enumerate(run.slots):
-            rng = micro_batch_rng(cfg.seed, iteration, slot)
-            x, y = run.train_data.get_batch(batch_size, rng, run.device, context=context)
+            data = run.train_data
+            starts = cfg.pass_window_starts(len(data), data.block_size, iteration, slot)
+            if starts is None:  # --sampling uniform: drawn by the micro-batch's generator
+                rng = micro_batch_rng(cfg.seed, iteration, slot)
+                x, y = data.get_batch(batch_size, rng, run.device, context=context)
+            else:
+                x, y = data.windows_at(starts, run.device, context)
             last = position == len(run.slots) - 1
             # DDP averages gradients across processes only after the last micro-batch
             no_sync = run.model.no_sync() if run.dist.enabled and not last else None
