@@ -82,7 +82,8 @@ rest (peak lr {R["lr"]}, the embedding tables {R["embedding_lr"]}; betas ({R["be
 {1 - R["cooldown_fraction"]:.0%} of the rest, then decayed in a straight line to
 {R["min_lr"]:g} (--lr-schedule {R["lr_schedule"]}); batch
 {R["batch_size"]}, {LENGTH}, weight decay {R["weight_decay"]} (raised on a small corpus
-to average the weights over {R["weight_decay_epochs"]} passes), clipping at
+to average the weights over {R["weight_decay_epochs"]} passes), windows read in
+shuffled passes over the text (--sampling {R["sampling"]}), clipping at
 {R["grad_clip"]}. It takes about the wall time of nanoGPT's CPU recipe, --preset nanogpt-cpu
 (128 wide, learned positions, LayerNorm, GELU and AdamW; batch 12, 2000 iterations, lr 1e-3,
 cosine to 1e-4, betas (0.9, 0.99)), and ends far lower (benchmarks/recipe_sweep.py,
