@@ -66,7 +66,7 @@ def windows_per_pass(n_tokens: int, block_size: int) -> int:
     return max(1, (n_tokens - block_size) // block_size)
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=2)  # the pass a step reads and the next
 def pass_order(
     seed: int, n_tokens: int, block_size: int, pass_index: int
 ) -> tuple[int, np.ndarray]:
