@@ -585,13 +585,3 @@ class ExplorerBeside:
         except KeyboardInterrupt:
             self.stop()
         return status
-        print(
-            "training has ended; the explorer stays up with its history (Ctrl-C stops it)",
-            flush=True,
-        )
-        try:  # a sleep, not a blocking wait for the process: Ctrl-C is handled within POLL_S
-            while self.process.poll() is None:
-                time.sleep(self.POLL_S)
-        except KeyboardInterrupt:
-            self.stop()
-        return status

@@ -154,10 +154,10 @@ def train_step(
     for slot in range(config.grad_accum):
         starts = config.pass_window_starts(len(dataset), dataset.block_size, iteration, slot)
         if starts is None:  # --sampling uniform: drawn by the micro-batch's generator
-            starts = dataset.draw_starts(
-                batch_size, micro_batch_rng(config.seed, iteration, slot), context
-            )
-        x, y = dataset.window_arrays(starts, context)
+            rng = micro_batch_rng(config.seed, iteration, slot)
+            x, y = dataset.sample_windows(batch_size, rng, context)
+        else:
+            x, y = dataset.window_arrays(starts, context)
         _, loss, cache = model.forward(x, y, label_smoothing=config.label_smoothing)
         loss_sum += loss
         for name, grad in model.backward(cache).items():

@@ -131,13 +131,13 @@ def setting_differences(saved: dict[str, Any], config: TrainConfig) -> list[str]
         "sampling": SAMPLING_BEFORE_CHOICE,
     }
     stored = TrainConfig.from_dict({**before, **saved["resolved_config"]})
-    # the tokens already counted (tokens_seen, the explorer's axis) follow the size warmups
-    warmups = ("batch_warmup", "batch_warmup_size", "context_warmup", "context_warmup_size")
-    # (and the passes a run reads its windows in are counted from its first window)
-    fixed = ("data", "tokenizer", "vocab_size", "optimizer", "init_from", "ema_beta", "ema_start")
-    fixed += ("sampling",)
-    # (and how the weights started: the checkpoint's say it)
-    fixed += (*warmups, "zero_init_projections")
+    fixed = (
+        *("data", "tokenizer", "vocab_size", "optimizer", "init_from", "ema_beta", "ema_start"),
+        # the tokens already counted (tokens_seen, the explorer's axis) follow the size warmups
+        *("batch_warmup", "batch_warmup_size", "context_warmup", "context_warmup_size"),
+        "sampling",  # the passes' windows are counted from the run's first
+        "zero_init_projections",  # how the weights started: the checkpoint's say it
+    )
     for key in (*fixed, *LORA_FIELDS):
         if getattr(stored, key) != getattr(config, key):
             saved_value, asked = getattr(stored, key), getattr(config, key)
