@@ -68,8 +68,11 @@ def test_preset_char_cpu_is_bpe_cpu_on_characters_and_bpe_cpu_the_default_before
     assert (bpe.pop("lr_schedule"), bpe.pop("cooldown_fraction")) == ("cosine", None)
     assert (default.pop("weight_decay_epochs"), bpe.pop("weight_decay_epochs")) == (1.7, None)
     assert (default.pop("sampling"), bpe.pop("sampling")) == ("passes", "uniform")
-    # one recipe but the schedule, the decay's fit to the corpus and the sampling; the models
-    # differ only in the MLP and the cap
+    assert (default.pop("beta1"), bpe.pop("beta1")) == (0.8, 0.9)
+    assert (default.pop("muon_lr"), bpe.pop("muon_lr")) == (0.025, 0.02)
+    assert (default.pop("grad_clip"), bpe.pop("grad_clip")) == (0.0, 1.0)
+    # one recipe but the schedule, the decay's fit to the corpus, the sampling, AdamW's β1,
+    # Muon's rate and the clipping; the models differ only in the MLP and the cap
     assert default == bpe
 
 

@@ -408,6 +408,30 @@ def test_a_run_from_before_a_setting_existed_resumes_with_that_of_its_time(
     assert read_trainer_state(out / "checkpoint")["resolved_config"][setting] == value
 
 
+def test_a_default_run_of_the_recipe_before_resumes_with_its_beta1_rate_and_clipping(
+    corpus, tmp_path
+):
+    """A default run saved when the recipe took AdamW's β1 0.9, Muon at 0.02 and clipping at
+    1 (its config as given names none of them, its resolved config records them) resumes
+    with those, bit for bit as the run that was never stopped, not with today's."""
+    before = {"beta1": 0.9, "muon_lr": 0.02, "grad_clip": 1.0}
+    today = PRESET_RECIPES[DEFAULT_PRESETS["gpt"]]
+    assert all(today[key] != value for key, value in before.items())
+    common = {"max_iters": 8, "lr_decay_iters": 8, "tokenizer": "char"}
+    straight = train(tiny_run(corpus, tmp_path / "straight", **common, **before))
+    out = tmp_path / "old"
+    train(tiny_run(corpus, out, **{**common, "max_iters": 4}, **before))
+    path = out / "checkpoint" / "trainer_state.json"
+    state = json.loads(path.read_text())
+    for key in before:
+        state["config"][key] = None  # the default's, as the run was started
+    path.write_text(json.dumps(state))
+    resumed = train(TrainConfig(out=str(out), max_iters=8, resume=True))
+    assert resumed.losses == {i: straight.losses[i] for i in range(4, 8)}
+    resolved = read_trainer_state(out / "checkpoint")["resolved_config"]
+    assert {key: resolved[key] for key in before} == before
+
+
 def test_a_resume_cannot_change_the_sampling(corpus, tmp_path):
     """The run's windows are counted from its first (shuffled passes) or drawn per iteration
     (uniform): a resume keeps the run's way, and asking for the other is one sentence."""

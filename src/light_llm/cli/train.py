@@ -67,6 +67,8 @@ def default(key: str) -> str:
     return f"default {shown}{others}"
 
 
+# Muon's and AdamW's updates are normalised already: the default clips no gradient
+CLIPPING = f"clipping at {R['grad_clip']:g}" if R["grad_clip"] else "no gradient clipping"
 DESCRIPTION = f"""\
 Train a GPT on a text file, or with no --data on all of Shakespeare's plays; with --model bert,
 a BERT-style encoder by masked-LM (15% of the WordPiece tokens chosen; of those 80% [MASK],
@@ -83,13 +85,14 @@ rest (peak lr {R["lr"]}, the embedding tables {R["embedding_lr"]}; betas ({R["be
 {R["min_lr"]:g} (--lr-schedule {R["lr_schedule"]}); batch
 {R["batch_size"]}, {LENGTH}, weight decay {R["weight_decay"]} (raised on a small corpus
 to average the weights over {R["weight_decay_epochs"]} passes), windows read in
-shuffled passes over the text (--sampling {R["sampling"]}), clipping at
-{R["grad_clip"]}. It takes about the wall time of nanoGPT's CPU recipe, --preset nanogpt-cpu
+shuffled passes over the text (--sampling {R["sampling"]}), {CLIPPING}. It takes about
+the wall time of nanoGPT's CPU recipe, --preset nanogpt-cpu
 (128 wide, learned positions, LayerNorm, GELU and AdamW; batch 12, 2000 iterations, lr 1e-3,
 cosine to 1e-4, betas (0.9, 0.99)), and ends far lower (benchmarks/recipe_sweep.py,
 benchmarks/tokenizer_sweep.py). --preset bpe-cpu, the default before it, has ReLU² in place
-of SwiGLU, logits soft-capped at 15, 4 heads, weight decay 0.1 and a cosine decay (no
-HuggingFace architecture computes it), --preset char-cpu is that one on characters. Other
+of SwiGLU, logits soft-capped at 15, 4 heads, weight decay 0.1, a cosine decay, Muon at
+0.02, betas (0.9, 0.99) and clipping at 1 (no HuggingFace architecture computes it),
+--preset char-cpu is that one on characters. Other
 presets bring their own recipe (--preset shakespeare-char: batch 64, 5000 iterations,
 dropout 0.2); any flag overrides it. GPT
 presets: {", ".join(PRESETS)}. BERT presets: bert-shakespeare (the default with
