@@ -22,6 +22,18 @@ def visible(token: str) -> str:
     return shown.replace("$", r"\$") or "''"
 
 
+def readable_on(rgba: Sequence[float]) -> str:
+    """Black or white ("black", "white"): whichever a text on a cell of colour ``rgba`` (sRGB
+    in [0, 1]) contrasts with more, by WCAG 2's contrast ratio (L1 + 0.05) / (L2 + 0.05) of
+    relative luminances L = 0.2126 R + 0.7152 G + 0.0722 B over the linearised channels
+    (c / 12.92 up to 0.04045, else ((c + 0.055) / 1.055)^2.4): black wins above L = 0.179,
+    where (L + 0.05) / 0.05 = 1.05 / (L + 0.05)."""
+    channels = np.asarray(rgba[:3], dtype=float)
+    linear = np.where(channels <= 0.04045, channels / 12.92, ((channels + 0.055) / 1.055) ** 2.4)
+    luminance = float(linear @ np.array([0.2126, 0.7152, 0.0722]))
+    return "black" if (luminance + 0.05) ** 2 > 0.05 * 1.05 else "white"
+
+
 def size(n_cols: int, n_rows: int, extra_width: float = 2.5) -> tuple[float, float]:
     width = min(MAX_INCHES, max(MIN_INCHES, CELL_INCHES * n_cols + extra_width))
     return width, min(MAX_INCHES, max(3.0, CELL_INCHES * n_rows + 2.0))
@@ -56,6 +68,7 @@ def heatmap(
         annotations = np.vectorize(lambda v: f"{v:.2f}")(matrix)
     if annotations is not None:
         for (row, col), text in np.ndenumerate(annotations):
+            cell = image.cmap(image.norm(matrix[row, col]))  # the colour the value is drawn in
             axes.text(
                 col,
                 row,
@@ -63,7 +76,7 @@ def heatmap(
                 ha="center",
                 va="center",
                 fontsize=6,
-                color="white" if not diverging else "black",
+                color=readable_on(cell),
             )
     axes.set_title(title, fontsize=10)
     figure.tight_layout()
