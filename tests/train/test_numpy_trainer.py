@@ -66,7 +66,9 @@ def test_grad_accumulation_steps_with_the_mean_of_the_micro_batch_gradients(
 ):
     """With grad_accum = 2 one step uses the mean gradient of micro-batches (0, 0) and (0, 1),
     the windows the PyTorch trainer draws for them: at starts drawn by their generators, or
-    the run's first 2B windows of its shuffled passes."""
+    the run's first 2B windows of its shuffled passes; clipped at 1 (the default clips none;
+    the mean's norm here is 1.05-1.08), so that the clipping sees the mean and not a
+    micro-batch's gradient."""
     from light_llm.data import TokenDataset, encode_corpus, load_corpus
     from light_llm.reference.optim import AdamW, clip_grad_norm
     from light_llm.schedule import learning_rate
@@ -75,7 +77,12 @@ def test_grad_accumulation_steps_with_the_mean_of_the_micro_batch_gradients(
     from light_llm.train.numpy_trainer import train_step
 
     config = TrainConfig(
-        data=str(corpus), out=str(tmp_path), grad_accum=2, sampling=sampling, **SMALL
+        data=str(corpus),
+        out=str(tmp_path),
+        grad_accum=2,
+        sampling=sampling,
+        grad_clip=1.0,
+        **SMALL,
     ).resolve()
     text = load_corpus(config.data)
     tokenizer = get_tokenizer("char", text=text)
