@@ -68,7 +68,8 @@ def heatmap(
         annotations = np.vectorize(lambda v: f"{v:.2f}")(matrix)
     if annotations is not None:
         for (row, col), text in np.ndenumerate(annotations):
-            cell = image.cmap(image.norm(matrix[row, col]))  # the colour the value is drawn in
+            value = matrix[row, col]  # drawn in its colour; a NaN cell is left blank (white)
+            cell = image.cmap(image.norm(value)) if np.isfinite(value) else (1.0, 1.0, 1.0)
             axes.text(
                 col,
                 row,
