@@ -38,6 +38,12 @@ CANDIDATES: dict[str, list[str]] = {
     # compares vocabularies)
     "default": [],
     "bpe-cpu": ["--preset", "bpe-cpu"],
+    # the default's heads (2 of 48 since round two; 4 of 24 before): the step's time and, at
+    # equal time, its loss (docs/recipe.md, "Two heads at equal time")
+    "heads-1": ["--n-head", "1"],
+    "heads-3": ["--n-head", "3"],
+    "heads-4": ["--n-head", "4"],
+    "heads-6": ["--n-head", "6"],
     # round two (issue 25): Muon's orthogonaliser and the weight decay
     "polar-express": ["--muon-orthogonaliser", "polar-express"],
     "cautious-wd": ["--cautious-weight-decay"],

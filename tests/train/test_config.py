@@ -7,7 +7,6 @@ import pytest
 from light_llm.errors import ConfigError
 from light_llm.train.config import (
     FITTED_MAX_ITERS,
-    FITTED_PRESETS,
     TrainConfig,
     fitted_length,
     fitted_weight_decay,
@@ -17,8 +16,9 @@ from light_llm.train.config import (
 @pytest.mark.parametrize(
     ("given", "device", "dtype", "iterations"),
     [
-        ({}, "cpu", "bfloat16", FITTED_MAX_ITERS.get("bfloat16")),
-        ({}, "cpu", "float32", FITTED_MAX_ITERS.get("float32")),
+        ({}, "cpu", "bfloat16", FITTED_MAX_ITERS["qwen3-cpu"].get("bfloat16")),
+        ({}, "cpu", "float32", FITTED_MAX_ITERS["qwen3-cpu"].get("float32")),
+        ({"preset": "bpe-cpu"}, "cpu", "bfloat16", FITTED_MAX_ITERS["bpe-cpu"].get("bfloat16")),
         ({"max_iters": 50}, "cpu", "bfloat16", None),
         ({"time": "90s"}, "cpu", "bfloat16", None),
         ({"preset": "nanogpt-cpu"}, "cpu", "bfloat16", None),
@@ -30,8 +30,8 @@ def test_the_fitted_length_applies_only_to_a_default_run_on_a_cpu(given, device,
     resolved = config.resolve()
     fitted, note = fitted_length(config, resolved, device, dtype, "AVX512")
     assert fitted == iterations
-    fitted_preset = resolved.preset in FITTED_PRESETS and device == "cpu"
-    if fitted_preset and not given:
+    fitted_preset = resolved.preset in FITTED_MAX_ITERS and device == "cpu"
+    if fitted_preset and set(given) <= {"preset"}:
         assert f"{fitted or resolved.max_iters} iterations" in note and "(AVX512)" in note
     else:
         assert note == ""

@@ -15,6 +15,7 @@ import torch
 
 from light_llm.checkpoints import load, load_config
 from light_llm.checkpoints.run import read_trainer_state
+from light_llm.config import PRESETS
 from light_llm.data import TokenDataset, split_train_val
 from light_llm.errors import TrainingError
 from light_llm.models.gpt import GPT
@@ -408,14 +409,16 @@ def test_a_run_from_before_a_setting_existed_resumes_with_that_of_its_time(
     assert read_trainer_state(out / "checkpoint")["resolved_config"][setting] == value
 
 
-def test_a_default_run_of_the_recipe_before_resumes_with_its_beta1_rate_and_clipping(
+def test_a_default_run_of_the_recipe_before_resumes_with_its_own_settings_and_heads(
     corpus, tmp_path
 ):
-    """A default run saved when the recipe took AdamW's β1 0.9, Muon at 0.02 and clipping at
-    1 (its config as given names none of them, its resolved config records them) resumes
-    with those, bit for bit as the run that was never stopped, not with today's."""
-    before = {"beta1": 0.9, "muon_lr": 0.02, "grad_clip": 1.0}
-    today = PRESET_RECIPES[DEFAULT_PRESETS["gpt"]]
+    """A default run saved when the recipe took AdamW's β1 0.9, Muon at 0.02, clipping at 1
+    and a model of 4 heads (its config as given names none of them, its resolved config
+    records them) resumes with those, bit for bit as the run that was never stopped, not
+    with today's."""
+    before = {"beta1": 0.9, "muon_lr": 0.02, "grad_clip": 1.0, "n_head": 4}
+    default = DEFAULT_PRESETS["gpt"]
+    today = {**PRESET_RECIPES[default], "n_head": PRESETS[default].n_head}
     assert all(today[key] != value for key, value in before.items())
     common = {"max_iters": 8, "lr_decay_iters": 8, "tokenizer": "char"}
     straight = train(tiny_run(corpus, tmp_path / "straight", **common, **before))
@@ -743,16 +746,17 @@ def test_the_default_length_follows_the_machines_arithmetic_and_is_recorded(
 ):
     """A run that gives no --max-iters takes the count fitted to its dtype, says so in its
     first lines and records it as --max-iters: its resume keeps it when the table changes."""
-    monkeypatch.setattr("light_llm.train.config.FITTED_MAX_ITERS", {"float32": 3})
+    monkeypatch.setattr("light_llm.train.config.FITTED_MAX_ITERS", {"qwen3-cpu": {"float32": 3}})
     settings = {key: value for key, value in TINY.items() if key != "max_iters"}
     out = tmp_path / "fitted"
     result = train(TrainConfig(**settings, data=str(corpus), out=str(out)))
     assert result.iteration == 3
     printed = capsys.readouterr().out
-    assert "3 iterations, not the recipe's 820: this CPU" in printed
+    recipe = PRESET_RECIPES[DEFAULT_PRESETS["gpt"]]["max_iters"]
+    assert f"3 iterations, not the recipe's {recipe}: this CPU" in printed
     state = read_trainer_state(out / "checkpoint")
     assert state["config"]["max_iters"] == 3 and state["resolved_config"]["max_iters"] == 3
-    monkeypatch.setattr("light_llm.train.config.FITTED_MAX_ITERS", {"float32": 5})
+    monkeypatch.setattr("light_llm.train.config.FITTED_MAX_ITERS", {"qwen3-cpu": {"float32": 5}})
     resumed = train(TrainConfig(out=str(out), resume=True))
     assert resumed.iteration == 3 and not resumed.losses  # already at its end
     given = TrainConfig(**settings, data=str(corpus), out=str(tmp_path / "given"), max_iters=2)

@@ -47,8 +47,9 @@ R = {**GENERAL_DEFAULTS, **PRESET_RECIPES[DEFAULT_PRESET]}
 M = PRESETS[DEFAULT_PRESET]
 V = TRAINED_TOKENIZER_VOCAB
 # the default's length on a CPU, which follows its arithmetic (train.config.fitted_length)
-LENGTH = "".join(f"{n} iterations in {dtype} on a CPU, " for dtype, n in FITTED_MAX_ITERS.items())
-LENGTH += f"{R['max_iters']} iterations" + (" elsewhere" if FITTED_MAX_ITERS else "")
+FITTED = FITTED_MAX_ITERS.get(DEFAULT_PRESET, {})
+LENGTH = "".join(f"{n} iterations in {dtype} on a CPU, " for dtype, n in FITTED.items())
+LENGTH += f"{R['max_iters']} iterations" + (" elsewhere" if FITTED else "")
 
 
 def default(key: str) -> str:

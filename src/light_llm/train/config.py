@@ -186,16 +186,21 @@ CHAR_CPU_RECIPE = {
     # evaluations as large as nanoGPT's recipe's (20 batches of 12 sequences): 8 of 32
     "eval_iters": 8,
 }
-# The default's length fitted to the machine (issue 25). Its recipe's 820 iterations end the
-# whole command inside the wall time of nanoGPT's CPU recipe in float32, the arithmetic of a
-# CPU without bfloat16 (measured on AVX2). Under bfloat16 autocast (a CPU with AVX-512 BF16 or
-# AMX) both run faster, nanoGPT's small matrices more so (1.42x against 1.25x a step), so fewer
-# fit: measured there on all of Shakespeare, the main job (docs/recipe.md, "The default's
-# length"): nanoGPT's recipe 68.4 s, this model 6.9 s + 85.5 ms an iteration. 700 iterations
-# took 0.73-1.05x nanoGPT's time over fourteen pairs taken in turn (the machine's slow phases
-# fall on either), three of them over; 650 take 0.94x of that: at most 0.98x in all fourteen.
-FITTED_MAX_ITERS: dict[str, int] = {"bfloat16": 650}
-FITTED_PRESETS = ("bpe-cpu", "qwen3-cpu")
+# The default's length fitted to the machine (issue 25), per preset and arithmetic (none
+# given: the recipe's max_iters). The recipes' iterations end the whole command inside the
+# wall time of nanoGPT's CPU recipe in float32, the arithmetic of a CPU without bfloat16
+# (measured on AVX2: bpe-cpu's 820; qwen3-cpu's 2 heads make its step 0.92x as long, so 890).
+# Under bfloat16 autocast (a CPU with AVX-512 BF16 or AMX) both run faster, nanoGPT's small
+# matrices more so (1.42x against 1.25x a step), so fewer fit: measured there on all of
+# Shakespeare, the main job (docs/recipe.md, "The default's length"): nanoGPT's recipe 68.4 s,
+# bpe-cpu's model 6.9 s + 85.5 ms an iteration. 700 iterations took 0.73-1.05x nanoGPT's time
+# over fourteen pairs taken in turn (the machine's slow phases fall on either), three of them
+# over; 650 take 0.94x of that: at most 0.98x in all fourteen. qwen3-cpu with 2 heads: 650 /
+# 0.92 = 705 in the same time.
+FITTED_MAX_ITERS: dict[str, dict[str, int]] = {
+    "bpe-cpu": {"bfloat16": 650},
+    "qwen3-cpu": {"bfloat16": 705},
+}
 PRESET_RECIPES: dict[str, dict[str, Any]] = {
     "char-baby": NANOGPT_CPU_RECIPE,
     "nanogpt-cpu": NANOGPT_CPU_RECIPE,
@@ -217,7 +222,8 @@ PRESET_RECIPES: dict[str, dict[str, Any]] = {
     # every corpus and seed measured, 0.013 nats per character on average (docs/recipe.md);
     # then AdamW's β1 0.8 (the NanoGPT speedrun's), Muon's peak lr 0.025 and no gradient
     # clipping (Muon's and AdamW's updates are normalised already): 0.017 nats per character
-    # lower on the 1 MB slices, 0.003 on all of Shakespeare, at 650 iterations
+    # lower on the 1 MB slices, 0.003 on all of Shakespeare, at 650 iterations; then its model
+    # with 2 heads (light_llm.config.PRESETS), whose faster step fits 890 iterations in float32
     "qwen3-cpu": {
         **CHAR_CPU_RECIPE,
         "tokenizer": "bpe",
@@ -229,6 +235,7 @@ PRESET_RECIPES: dict[str, dict[str, Any]] = {
         "beta1": 0.8,
         "muon_lr": 0.025,
         "grad_clip": 0.0,
+        "max_iters": 890,  # in float32; FITTED_MAX_ITERS under bfloat16
     },
     "shakespeare-char": {
         "batch_size": 64,
@@ -912,10 +919,10 @@ def fitted_length(
     says what was chosen and why ("" for a run whose length is not fitted: a given length,
     fine-tuning, a preset not fitted, a GPU)."""
     fitted = given.max_iters is None and given.time is None and given.init_from is None
-    if not fitted or resolved.preset not in FITTED_PRESETS or device_type != "cpu":
+    if not fitted or resolved.preset not in FITTED_MAX_ITERS or device_type != "cpu":
         return None, ""
     recipe = resolved.max_iters
-    iterations = FITTED_MAX_ITERS.get(dtype)
+    iterations = FITTED_MAX_ITERS[resolved.preset].get(dtype)
     if iterations is None:
         return None, (
             f"{recipe} iterations: {dtype} on this CPU ({cpu}), the length that ends the run "
