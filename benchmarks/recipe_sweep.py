@@ -13,7 +13,7 @@ is noisy, so it is measured in two independent parts:
    side) and is scored by ``light-llm eval`` over the whole validation split. The loss at a
    fixed iteration count does not depend on the machine's load.
 
-    PYTHONPATH=src python benchmarks/recipe_sweep.py speed [NAME ...]
+    PYTHONPATH=src python benchmarks/recipe_sweep.py speed [NAME ...] [--against NAME]
     PYTHONPATH=src python benchmarks/recipe_sweep.py train --data SLICE --iters N NAME [--seed S]
 """
 
@@ -189,13 +189,19 @@ def seconds_per_step(step, steps: int) -> float:
 
 
 def measure_speed(
-    names: list[str], rounds: int, steps: int, dtype: str | None = None, vocab_size: int = 65
+    names: list[str],
+    rounds: int,
+    steps: int,
+    dtype: str | None = None,
+    vocab_size: int = 65,
+    against: str = "nanogpt-cpu",
 ) -> dict[str, float]:
-    """Median over rounds of t_candidate / t_nanogpt (one step each), both in ``dtype``
-    (default: the trainer's on this machine); the candidates over ``vocab_size`` ids,
-    nanoGPT's recipe over 65 characters."""
+    """Median over rounds of t_candidate / t_against (one step each, taking turns), both in
+    ``dtype`` (default: the trainer's on this machine); the candidates over ``vocab_size``
+    ids, as ``against`` is unless it is nanoGPT's recipe (65 characters)."""
     dtype_flags = ["--dtype", dtype] if dtype else []
-    baseline = step_timer([*CANDIDATES["nanogpt-cpu"], *dtype_flags])
+    baseline_vocab = 65 if against == "nanogpt-cpu" else vocab_size
+    baseline = step_timer([*CANDIDATES[against], *dtype_flags], baseline_vocab)
     timers = {name: step_timer([*CANDIDATES[name], *dtype_flags], vocab_size) for name in names}
     for step in (baseline, *timers.values()):
         seconds_per_step(step, 5)  # warm up
@@ -261,6 +267,9 @@ def main() -> None:
     speed.add_argument("--steps", type=int, default=10)
     speed.add_argument("--dtype", choices=("float32", "bfloat16"), help="default: the trainer's")
     speed.add_argument("--vocab-size", type=int, default=65, help="of the candidates (65)")
+    speed.add_argument(
+        "--against", default="nanogpt-cpu", choices=CANDIDATES, help="the step timed in turn"
+    )
     run = sub.add_parser("train")
     run.add_argument("names", nargs="+")
     run.add_argument("--data", required=True)
@@ -270,13 +279,20 @@ def main() -> None:
     run.add_argument("--root", default="sweep-runs")
     args = parser.parse_args()
     if args.command == "speed":
-        names = args.names or [name for name in CANDIDATES if name != "nanogpt-cpu"]
-        measured = measure_speed(names, args.rounds, args.steps, args.dtype, args.vocab_size)
+        from light_llm.train.cpu_allocator import keep_freed_memory
+
+        keep_freed_memory()  # as light-llm's trainer does on the CPU
+        names = args.names or [name for name in CANDIDATES if name != args.against]
+        measured = measure_speed(
+            names, args.rounds, args.steps, args.dtype, args.vocab_size, args.against
+        )
         for name, ratio in measured.items():
-            print(
-                f"{name:28s} step time / nanogpt-cpu's = {ratio:.3f}  "
+            equal_time = (
                 f"-> {round(2000 / ratio)} iterations in nanogpt-cpu's 2000"
+                if args.against == "nanogpt-cpu"
+                else f"-> {1 / ratio:.3f}x {args.against}'s iterations in its time"
             )
+            print(f"{name:28s} step time / {args.against}'s = {ratio:.3f}  {equal_time}")
     else:
         for name, iters in zip(args.names, args.iters * len(args.names), strict=False):
             print(
