@@ -11,7 +11,7 @@ resume that extends a run beyond its end pins ``lr_decay_iters`` (at the old end
 ``restretch_schedule`` at the new one) so that the schedule says what it does.
 
 The defaults as a whole are the main job: ``light-llm train`` with no flags trains the
-``qwen3-cpu`` preset on Shakespeare: nanoGPT's CPU shape made narrower (4 layers, 4 heads, 96
+``qwen3-cpu`` preset on Shakespeare: nanoGPT's CPU shape made narrower (4 layers, 2 heads, 96
 wide, context 64) with rotary positions, RMSNorm, SwiGLU, QK-norm, an untied head and no
 biases (the model Qwen3 computes, so that ``light-llm export`` writes it as one), over a
 byte-level BPE of 768 ids learned from the training split, trained by Muon + AdamW at batch 32
