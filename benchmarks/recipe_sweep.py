@@ -43,7 +43,6 @@ CANDIDATES: dict[str, list[str]] = {
     "heads-1": ["--n-head", "1"],
     "heads-3": ["--n-head", "3"],
     "heads-4": ["--n-head", "4"],
-    "heads-6": ["--n-head", "6"],
     # round two (issue 25): Muon's orthogonaliser and the weight decay
     "polar-express": ["--muon-orthogonaliser", "polar-express"],
     "cautious-wd": ["--cautious-weight-decay"],
