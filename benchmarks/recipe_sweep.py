@@ -38,11 +38,17 @@ CANDIDATES: dict[str, list[str]] = {
     # compares vocabularies)
     "default": [],
     "bpe-cpu": ["--preset", "bpe-cpu"],
-    # the default's heads (2 of 48 since round two; 4 of 24 before): the step's time and, at
-    # equal time, its loss (docs/recipe.md, "Two heads at equal time")
-    "heads-1": ["--n-head", "1"],
-    "heads-3": ["--n-head", "3"],
-    "heads-4": ["--n-head", "4"],
+    # the default's heads (2 of 48 since round two; 4 of 24 before), on the 4 layers they were
+    # measured with: the step's time and, at equal time, its loss (docs/recipe.md, "Two heads
+    # at equal time")
+    "heads-1": ["--n-layer", "4", "--n-head", "1"],
+    "heads-3": ["--n-layer", "4", "--n-head", "3"],
+    "heads-4": ["--n-layer", "4", "--n-head", "4"],
+    # the default's layers (3 since round two; 4 before): docs/recipe.md, "Three layers at
+    # equal time"
+    "layers-2": ["--n-layer", "2"],
+    "layers-4": ["--n-layer", "4"],
+    "layers-5": ["--n-layer", "5"],
     # round two (issue 25): Muon's orthogonaliser and the weight decay
     "polar-express": ["--muon-orthogonaliser", "polar-express"],
     "cautious-wd": ["--cautious-weight-decay"],

@@ -182,9 +182,11 @@ PRESETS: dict[str, ModelConfig] = {
     # Trained with bpe-cpu's recipe, it is as good (within 0.01 nats per character both ways
     # on two slices and two seeds, docs/recipe.md). Since round two (issue 25) 2 heads of 48
     # dimensions, not 4 of 24: a step 0.92x as long, and at equal time 0.008 nats per
-    # character lower on both 1 MB slices and both seeds (docs/recipe.md).
+    # character lower on both 1 MB slices and both seeds (docs/recipe.md); then 3 layers, not
+    # 4: a step 0.79x as long, and at equal time 0.011 nats per character lower on the 1 MB
+    # slices (docs/recipe.md, "Three layers at equal time").
     "qwen3-cpu": CHAR_CPU.replace(
-        vocab_size=768, activation="swiglu", logit_softcap=None, n_head=2
+        vocab_size=768, activation="swiglu", logit_softcap=None, n_head=2, n_layer=3
     ),
     # nanoGPT's shakespeare-char shape.
     "shakespeare-char": ModelConfig(

@@ -194,7 +194,7 @@ def test_surprise_equals_surprise(client, gpt):
 
 
 def test_the_text_read_shrinks_with_the_model_so_the_page_answers_in_seconds():
-    # the default recipe (590,688 parameters, 4 x 4 heads: 22 passes) reads all 8192 tokens
+    # bpe-cpu (590,688 parameters, 4 x 4 heads: 22 passes) reads all 8192 tokens
     assert page_tokens(590_688, 4 * (4 + 1) + 2) == 8192
     # GPT-2 small's table (124M parameters, 12 x 13 parts and the clean pass): 64 tokens
     assert page_tokens(124_000_000, 12 * 13 + 1) == 64

@@ -44,12 +44,12 @@ def test_nanogpt_cpu_recipe_reaches_1_88_on_1mb_of_shakespeare(tmp_path):
 
 @pytest.mark.slow
 def test_the_default_recipe_beats_nanogpts_on_1mb_of_shakespeare(tmp_path):
-    """The default (qwen3-cpu: a 768-id BPE learned from the training split, 96 wide, 2 heads,
-    Muon, rotary, RMSNorm, SwiGLU, QK-norm...) in its iterations fitted to the machine, which
-    take no longer than nanoGPT's recipe (docs/recipe.md): measured 1.5049 nats per character
-    here by ``light-llm eval`` over the whole split (1.5165 with seed 2; 705 iterations under
-    bfloat16 autocast, AVX-512; 1.5032 and 1.4961 at 890 in float32, an emulated AVX2 CPU),
-    against nanoGPT's 1.876."""
+    """The default (qwen3-cpu: a 768-id BPE learned from the training split, 3 layers of 2
+    heads, 96 wide, Muon, rotary, RMSNorm, SwiGLU, QK-norm...) in its iterations fitted to the
+    machine, which take no longer than nanoGPT's recipe (docs/recipe.md): measured 1.4916 nats
+    per character here by ``light-llm eval`` over the whole split (1.4975 with seed 2; 890
+    iterations under bfloat16 autocast, AVX-512; 1.4878 and 1.4933 at 1125 in float32, an
+    emulated AVX2 CPU), against nanoGPT's 1.876."""
     corpus = tmp_path / "shakespeare-last-1mb.txt"
     corpus.write_text(shakespeare_tail(), encoding="utf-8")
     final = train(TrainConfig(data=str(corpus), out=str(tmp_path / "out"), device="cpu"))

@@ -409,16 +409,17 @@ def test_a_run_from_before_a_setting_existed_resumes_with_that_of_its_time(
     assert read_trainer_state(out / "checkpoint")["resolved_config"][setting] == value
 
 
-def test_a_default_run_of_the_recipe_before_resumes_with_its_own_settings_and_heads(
+def test_a_default_run_of_the_recipe_before_resumes_with_its_own_settings_and_shape(
     corpus, tmp_path
 ):
     """A default run saved when the recipe took AdamW's β1 0.9, Muon at 0.02, clipping at 1
-    and a model of 4 heads (its config as given names none of them, its resolved config
+    and a model of 4 layers of 4 heads (its config as given names none of them, its resolved config
     records them) resumes with those, bit for bit as the run that was never stopped, not
     with today's."""
-    before = {"beta1": 0.9, "muon_lr": 0.02, "grad_clip": 1.0, "n_head": 4}
+    before = {"beta1": 0.9, "muon_lr": 0.02, "grad_clip": 1.0, "n_head": 4, "n_layer": 4}
     default = DEFAULT_PRESETS["gpt"]
-    today = {**PRESET_RECIPES[default], "n_head": PRESETS[default].n_head}
+    shape = PRESETS[default]
+    today = {**PRESET_RECIPES[default], "n_head": shape.n_head, "n_layer": shape.n_layer}
     assert all(today[key] != value for key, value in before.items())
     common = {"max_iters": 8, "lr_decay_iters": 8, "tokenizer": "char"}
     straight = train(tiny_run(corpus, tmp_path / "straight", **common, **before))

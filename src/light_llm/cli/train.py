@@ -91,7 +91,7 @@ the wall time of nanoGPT's CPU recipe, --preset nanogpt-cpu
 (128 wide, learned positions, LayerNorm, GELU and AdamW; batch 12, 2000 iterations, lr 1e-3,
 cosine to 1e-4, betas (0.9, 0.99)), and ends far lower (benchmarks/recipe_sweep.py,
 benchmarks/tokenizer_sweep.py). --preset bpe-cpu, the default before it, has ReLU² in place
-of SwiGLU, logits soft-capped at 15, 4 heads, weight decay 0.1, a cosine decay, Muon at
+of SwiGLU, logits soft-capped at 15, 4 layers of 4 heads, weight decay 0.1, a cosine decay, Muon at
 0.02, betas (0.9, 0.99) and clipping at 1 (no HuggingFace architecture computes it),
 --preset char-cpu is that one on characters. Other
 presets bring their own recipe (--preset shakespeare-char: batch 64, 5000 iterations,

@@ -11,8 +11,8 @@ resume that extends a run beyond its end pins ``lr_decay_iters`` (at the old end
 ``restretch_schedule`` at the new one) so that the schedule says what it does.
 
 The defaults as a whole are the main job: ``light-llm train`` with no flags trains the
-``qwen3-cpu`` preset on Shakespeare: nanoGPT's CPU shape made narrower (4 layers, 2 heads, 96
-wide, context 64) with rotary positions, RMSNorm, SwiGLU, QK-norm, an untied head and no
+``qwen3-cpu`` preset on Shakespeare: nanoGPT's CPU shape made narrower and shallower (3 layers, 2
+heads, 96 wide, context 64) with rotary positions, RMSNorm, SwiGLU, QK-norm, an untied head and no
 biases (the model Qwen3 computes, so that ``light-llm export`` writes it as one), over a
 byte-level BPE of 768 ids learned from the training split, trained by Muon + AdamW at batch 32
 for no longer than nanoGPT's CPU recipe takes. ``bpe-cpu`` is the default before it (ReLU² and
@@ -189,17 +189,18 @@ CHAR_CPU_RECIPE = {
 # The default's length fitted to the machine (issue 25), per preset and arithmetic (none
 # given: the recipe's max_iters). The recipes' iterations end the whole command inside the
 # wall time of nanoGPT's CPU recipe in float32, the arithmetic of a CPU without bfloat16
-# (measured on AVX2: bpe-cpu's 820; qwen3-cpu's 2 heads make its step 0.92x as long, so 890).
+# (measured on AVX2: bpe-cpu's 820; qwen3-cpu's 2 heads make its step 0.92x as long, so 890,
+# and its 3 layers 0.79x as long again, so 1125).
 # Under bfloat16 autocast (a CPU with AVX-512 BF16 or AMX) both run faster, nanoGPT's small
 # matrices more so (1.42x against 1.25x a step), so fewer fit: measured there on all of
 # Shakespeare, the main job (docs/recipe.md, "The default's length"): nanoGPT's recipe 68.4 s,
 # bpe-cpu's model 6.9 s + 85.5 ms an iteration. 700 iterations took 0.73-1.05x nanoGPT's time
 # over fourteen pairs taken in turn (the machine's slow phases fall on either), three of them
 # over; 650 take 0.94x of that: at most 0.98x in all fourteen. qwen3-cpu with 2 heads: 650 /
-# 0.92 = 705 in the same time.
+# 0.92 = 705 in the same time; with 3 layers: 705 / 0.79 = 890.
 FITTED_MAX_ITERS: dict[str, dict[str, int]] = {
     "bpe-cpu": {"bfloat16": 650},
-    "qwen3-cpu": {"bfloat16": 705},
+    "qwen3-cpu": {"bfloat16": 890},
 }
 PRESET_RECIPES: dict[str, dict[str, Any]] = {
     "char-baby": NANOGPT_CPU_RECIPE,
@@ -223,7 +224,8 @@ PRESET_RECIPES: dict[str, dict[str, Any]] = {
     # then AdamW's β1 0.8 (the NanoGPT speedrun's), Muon's peak lr 0.025 and no gradient
     # clipping (Muon's and AdamW's updates are normalised already): 0.017 nats per character
     # lower on the 1 MB slices, 0.003 on all of Shakespeare, at 650 iterations; then its model
-    # with 2 heads (light_llm.config.PRESETS), whose faster step fits 890 iterations in float32
+    # with 2 heads and 3 layers (light_llm.config.PRESETS), whose faster step fits 1125
+    # iterations in float32
     "qwen3-cpu": {
         **CHAR_CPU_RECIPE,
         "tokenizer": "bpe",
@@ -235,7 +237,7 @@ PRESET_RECIPES: dict[str, dict[str, Any]] = {
         "beta1": 0.8,
         "muon_lr": 0.025,
         "grad_clip": 0.0,
-        "max_iters": 890,  # in float32; FITTED_MAX_ITERS under bfloat16
+        "max_iters": 1125,  # in float32; FITTED_MAX_ITERS under bfloat16
     },
     "shakespeare-char": {
         "batch_size": 64,
