@@ -9,9 +9,9 @@ printed.
 
     PYTHONPATH=src python benchmarks/bench_inspect.py --checkpoint out-light-llm [--threads 2]
 
-Without --checkpoint, a model of the default preset's shape (bpe-cpu: 4 layers, 4 heads, 96
-wide, context 64, 768 ids) with its initial weights and random tokens stands in (the time of
-an analysis does not depend on the weights' values).
+Without --checkpoint, a model of bpe-cpu's shape (the default before qwen3-cpu: 4 layers, 4
+heads, 96 wide, context 64, 768 ids) with its initial weights and random tokens stands in
+(the time of an analysis does not depend on the weights' values).
 """
 
 from __future__ import annotations

@@ -183,8 +183,9 @@ PRESETS: dict[str, ModelConfig] = {
     # on two slices and two seeds, docs/recipe.md). Since round two (issue 25) 2 heads of 48
     # dimensions, not 4 of 24: a step 0.92x as long, and at equal time 0.008 nats per
     # character lower on both 1 MB slices and both seeds (docs/recipe.md); then 3 layers, not
-    # 4: a step 0.79x as long, and at equal time 0.011 nats per character lower on the 1 MB
-    # slices (docs/recipe.md, "Three layers at equal time").
+    # 4: a step 0.79x as long, and at equal time 0.010 nats per character lower on the 1 MB
+    # slices (three runs of four) and 0.004 on all of Shakespeare (docs/recipe.md, "Three
+    # layers at equal time").
     "qwen3-cpu": CHAR_CPU.replace(
         vocab_size=768, activation="swiglu", logit_softcap=None, n_head=2, n_layer=3
     ),
