@@ -119,9 +119,10 @@ def test_a_damaged_folder_given_back_is_one_sentence(checkpoint, tmp_path, capsy
 
 def test_the_exportable_preset_trains_and_leaves_as_qwen3(checkpoint, tmp_path, capsys):
     _, corpus = checkpoint
-    assert hf_architecture(preset("qwen3-cpu")) == "Qwen3"
-    exportable = count_parameters(preset("qwen3-cpu"))
-    relu2 = count_parameters(preset("bpe-cpu", n_layer=preset("qwen3-cpu").n_layer))
+    default = preset("qwen3-cpu")
+    assert hf_architecture(default) == "Qwen3"
+    exportable = count_parameters(default)
+    relu2 = count_parameters(preset("bpe-cpu", n_layer=default.n_layer))
     assert exportable["total"] == relu2["total"]  # SwiGLU's 3 matrices hold ReLU²'s 2 a layer
     run = tmp_path / "run"
     small = ["--n-layer", "1", "--n-embd", "16", "--n-head", "2", "--block-size", "16"]

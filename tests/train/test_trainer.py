@@ -413,9 +413,9 @@ def test_a_default_run_of_the_recipe_before_resumes_with_its_own_settings_and_sh
     corpus, tmp_path
 ):
     """A default run saved when the recipe took AdamW's β1 0.9, Muon at 0.02, clipping at 1
-    and a model of 4 layers of 4 heads (its config as given names none of them, its resolved config
-    records them) resumes with those, bit for bit as the run that was never stopped, not
-    with today's."""
+    and a model of 4 layers of 4 heads (its config as given names none of them, its resolved
+    config records them) resumes with those, bit for bit as the run that was never stopped,
+    not with today's."""
     before = {"beta1": 0.9, "muon_lr": 0.02, "grad_clip": 1.0, "n_head": 4, "n_layer": 4}
     default = DEFAULT_PRESETS["gpt"]
     shape = PRESETS[default]
