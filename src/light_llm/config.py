@@ -165,9 +165,10 @@ PRESETS: dict[str, ModelConfig] = {
     ),
     # A model that trains in a few minutes on a laptop CPU (nanoGPT's CPU recipe shape).
     "char-baby": CHAR_BABY,
-    # The same shape under its name in nanoGPT, trained with nanoGPT's CPU recipe
+    # nanoGPT's CPU recipe's model: the same shape without biases (nanoGPT's train.py trains
+    # with bias=False in its Linear layers and LayerNorms), trained with nanoGPT's CPU recipe
     # (light_llm.train.config.PRESET_RECIPES): light-llm's default before char-cpu.
-    "nanogpt-cpu": CHAR_BABY,
+    "nanogpt-cpu": CHAR_BABY.replace(bias=False),
     # nanoGPT's CPU shape made narrower (96 wide: at equal wall time more steps beat width)
     # with the parts that won the sweep for a 2-core CPU and nanoGPT's CPU recipe's wall time
     # (benchmarks/recipe_sweep.py, docs/recipe.md): rotary positions, RMSNorm,

@@ -102,6 +102,21 @@ def test_export_then_import_round_trips_bit_exactly(tmp_path, hf_folder):
     )
 
 
+def export_a_random_model(folder, **changes) -> tuple[GPT, torch.Tensor]:
+    """A small GPT of ``changes`` with weights moved off their init, exported to ``folder``;
+    asserts that transformers' GPT-2 loads it with its logits. Returns the model and ids."""
+    config = ModelConfig(vocab_size=50, block_size=16, n_layer=2, n_head=2, n_embd=16, **changes)
+    ours = GPT(config).eval()
+    with torch.no_grad():
+        for parameter in ours.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))
+    export_hf_gpt2(ours, folder)
+    reloaded = transformers.GPT2LMHeadModel.from_pretrained(folder).eval()
+    idx = torch.randint(0, 50, (2, 16))
+    assert (hf_logits(reloaded, idx) - our_logits(ours, idx)).abs().max().item() <= 1e-5
+    return ours, idx
+
+
 @pytest.mark.parametrize(
     "changes",
     [
@@ -112,19 +127,22 @@ def test_export_then_import_round_trips_bit_exactly(tmp_path, hf_folder):
     ],
 )
 def test_expressible_variants_export_to_transformers(tmp_path, changes):
-    config = ModelConfig(vocab_size=50, block_size=16, n_layer=2, n_head=2, n_embd=16, **changes)
-    ours = GPT(config).eval()
-    with torch.no_grad():
-        for parameter in ours.parameters():
-            parameter.add_(0.05 * torch.randn_like(parameter))
-    export_hf_gpt2(ours, tmp_path / "exported")
-    reloaded = transformers.GPT2LMHeadModel.from_pretrained(tmp_path / "exported").eval()
-    idx = torch.randint(0, 50, (2, 16))
-    assert (hf_logits(reloaded, idx) - our_logits(ours, idx)).abs().max().item() <= 1e-5
+    ours, _ = export_a_random_model(tmp_path / "exported", **changes)
     round_trip = load_hf_gpt2(tmp_path / "exported")
-    assert round_trip.config == config
+    assert round_trip.config == ours.config
     for name, tensor in ours.state_dict().items():
         assert torch.equal(round_trip.state_dict()[name], tensor), name
+
+
+def test_a_model_without_biases_exports_with_gpt2s_biases_at_zero(tmp_path):
+    """nanoGPT's model (bias=False, as ``--preset nanogpt-cpu``): transformers' GPT-2 with
+    zero biases gives its logits, and the folder loads back with biases that are all zero."""
+    ours, idx = export_a_random_model(tmp_path / "exported", bias=False)
+    round_trip = load_hf_gpt2(tmp_path / "exported")
+    biases = {name: t for name, t in round_trip.state_dict().items() if name.endswith(".bias")}
+    assert len(biases) == 2 * 6 + 1  # per layer ln_1, c_attn, c_proj, ln_2, c_fc, mlp.c_proj
+    assert all(not tensor.any() for tensor in biases.values())
+    assert (our_logits(round_trip, idx) - our_logits(ours, idx)).abs().max().item() <= 1e-6
 
 
 def test_export_with_a_char_tokenizer_keeps_it(tmp_path):
@@ -146,7 +164,6 @@ def test_export_with_a_char_tokenizer_keeps_it(tmp_path):
         ({"activation": "swiglu"}, "activation"),
         ({"block_order": "post"}, "block_order"),
         ({"attention": "linear"}, "attention"),
-        ({"bias": False}, "bias"),
         ({"activation": "relu2"}, "activation"),
         ({"qk_norm": True}, "qk_norm"),
         ({"logit_softcap": 30.0}, "logit_softcap"),

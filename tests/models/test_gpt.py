@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from light_llm.config import model_counts
+from light_llm.config import model_counts, preset
 from light_llm.errors import ConfigError
 from light_llm.models.gpt import GPT
 from tests.conftest import VARIANTS, gradients_without_and_with_checkpointing, tiny_config
@@ -160,6 +160,21 @@ def test_no_bias_leaves_no_bias_anywhere_and_untied_adds_a_head():
     tied, untied = GPT(tiny_config()), GPT(tiny_config(tie_embeddings=False))
     assert untied.lm_head.weight is not untied.transformer.wte.weight
     assert untied.num_parameters() == tied.num_parameters() + 37 * 16
+
+
+def test_the_nanogpt_cpu_preset_is_nanogpts_train_py_model():
+    """nanoGPT's train.py trains with bias=False: its CPU recipe's model (4 layers, 4 heads,
+    128 wide, context 64, 65 characters, tied head) has no biases, and nanoGPT's model.py
+    counts its parameters as the token and position tables plus, per layer, two LayerNorm
+    weights, W_QKV, W_O and the MLP's two matrices, plus the final LayerNorm's weight."""
+    model = GPT(preset("nanogpt-cpu", vocab_size=65))
+    names = [name for name, _ in model.named_parameters()]
+    assert not [name for name in names if name.endswith(".bias")]
+    d, layers, vocab, context = 128, 4, 65, 64
+    per_layer = 2 * d + d * 3 * d + d * d + 2 * d * 4 * d
+    nanogpt_count = vocab * d + context * d + layers * per_layer + d
+    assert sum(p.numel() for p in model.parameters()) == nanogpt_count
+    assert model.lm_head.weight is model.transformer.wte.weight
 
 
 @pytest.mark.parametrize(

@@ -51,7 +51,6 @@ def gpt2_blockers(config: ModelConfig) -> list[Blocker]:
         ),
         ("block_order", config.block_order != "pre", "pre", "GPT-2 is pre-LN only"),
         ("attention", config.attention != "softmax", "softmax", "GPT-2 has softmax attention only"),
-        ("bias", not config.bias, True, "GPT-2 always has biases"),
         ("qk_norm", config.qk_norm, False, "GPT-2 has no normalisation of queries and keys"),
         ("logit_softcap", config.logit_softcap is not None, None, "GPT-2 does not cap its logits"),
         ("value_embeddings", config.value_embeddings, False, "GPT-2 has no value embeddings"),

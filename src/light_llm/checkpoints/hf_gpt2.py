@@ -44,6 +44,19 @@ def load_hf_gpt2(folder: str | os.PathLike, device: str | torch.device = "cpu") 
     return load_gpt(model_folder, device)
 
 
+def zero_biases(config) -> dict[str, torch.Tensor]:
+    """The biases GPT-2 has and a model of ``config`` lacks (all of them when it was built
+    without biases), as zeros: x W + 0 = x W, and LayerNorm's shift 0 is no shift."""
+    with torch.device("meta"):  # names and shapes only, no memory
+        with_biases = GPT(config.replace(bias=True)).state_dict()
+        own = GPT(config).state_dict()
+    return {
+        name: torch.zeros(tensor.shape, dtype=tensor.dtype)
+        for name, tensor in with_biases.items()
+        if name not in own
+    }
+
+
 def export_hf_gpt2(
     model, folder: str | os.PathLike, tokenizer=None, overwrite: bool = False
 ) -> None:
@@ -59,7 +72,9 @@ def export_hf_gpt2(
     express it (:mod:`~light_llm.checkpoints.hf_tokenizer`), so that ``AutoTokenizer`` loads
     it too. config.json names only special-token ids the vocabulary holds. The folder is
     replaced as a unit; a folder holding files light-llm did not write, only with
-    ``overwrite``. ConfigError if the model uses a variant GPT-2 cannot express.
+    ``overwrite``. A model without biases (nanoGPT's, ``--no-bias``) is written with GPT-2's
+    biases at zero, which computes the same. ConfigError if the model uses a variant GPT-2
+    cannot express.
     """
     config = model.config
     check_exportable(config, GPT2)
@@ -71,6 +86,7 @@ def export_hf_gpt2(
             continue  # not part of the logits GPT-2 computes
         tensor = tensor.detach().cpu()
         tensors[name] = (tensor.t() if is_conv1d_weight(name) else tensor).contiguous()
+    tensors.update(zero_biases(config))
     eos_id = GPT2_END_OF_TEXT_ID if tokenizer is None else tokenizer.eos_id
     files = {
         CONFIG_FILE: json.dumps(hf_config_from(config, eos_id), indent=2).encode("utf-8"),

@@ -18,8 +18,9 @@ byte-level BPE of 768 ids learned from the training split, trained by Muon + Ada
 for no longer than nanoGPT's CPU recipe takes. ``bpe-cpu`` is the default before it (ReLU² and
 soft-capped logits: as good, docs/recipe.md, but no HuggingFace architecture computes it), and
 ``char-cpu`` that one on characters. nanoGPT's recipe stays one flag away as
-``nanogpt-cpu`` (``char-baby`` is the same shape and recipe under light-llm's older name):
-batch 12, 2000 iterations, lr 1e-3 after 100 warmup iterations, cosine to 1e-4 at 2000,
+``nanogpt-cpu`` (nanoGPT's model: no biases, as its train.py's bias=False; ``char-baby`` is the
+same shape and recipe with GPT-2's biases, under light-llm's older name): batch 12, 2000
+iterations, lr 1e-3 after 100 warmup iterations, cosine to 1e-4 at 2000,
 beta2 0.99, weight decay 0.1, clipping at 1.0, dropout 0. ``benchmarks/recipe_sweep.py``
 and ``benchmarks/tokenizer_sweep.py`` measure them against each other.
 
