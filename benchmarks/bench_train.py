@@ -9,7 +9,13 @@ optimizer, autocast and attention as ``light-llm train --dtype D`` runs them). t
 step, for the GPT-2-like shapes only: forward on a (B, T) batch, mean next-token
 cross-entropy, backward, global-norm clipping at 1.0, AdamW with decay on matrices only
 (light_llm.train.optim.configure_adamw), zero grads; in float32 and under bfloat16 autocast,
-with its own attention kernel and with PyTorch's math kernel. The variants take turns: every
+with its own attention kernel and with PyTorch's math kernel. transformers' GPT-2 has biases
+in every Linear layer and LayerNorm, nanoGPT's recipe none (its train.py's bias=False, as
+``--preset nanogpt-cpu``), so at nanogpt-cpu's shape light-llm runs twice: nanoGPT's model
+(against nanoGPT) and GPT-2's (``char-baby``, the same shape with biases: against
+transformers). bfloat16 is timed only where the CPU multiplies it in hardware
+(:func:`light_llm.train.precision.cpu_has_native_bfloat16`); elsewhere it is emulated, far
+slower than float32, and no trainer uses it. The variants take turns: every
 round times ``--steps`` steps of each, and the median tokens/s over ``--rounds`` rounds is
 reported, so load from other work on a shared machine hits all variants alike. The process
 keeps freed memory for reuse (:func:`light_llm.train.cpu_allocator.keep_freed_memory`), as
@@ -20,9 +26,11 @@ copied here): its ``train.py`` runs in a subprocess on the nanogpt-cpu shape wit
 CPU settings (device=cpu, compile=False, 4 layers, 4 heads, 128 wide, context 64, batch 12,
 dropout 0, float32 as nanoGPT always trains on a CPU) for ``--nanogpt-iters`` iterations on
 the packaged Shakespeare (written as its character-level train.bin / val.bin / meta.pkl in
-a temporary folder), after light-llm's rounds; its "iter N: ... time X ms" lines give its
-tokens/s (the median over the iterations after the first 5; its evaluation at iteration 0 is
-left out), and its MFU is counted with the same ModelCounts and float32 peak.
+a temporary folder), once in every round after light-llm's variants, so that it takes turns
+with them like the others; its "iter N: ... time X ms" lines give a run's tokens/s (the
+median over the iterations after the first 5; its evaluation at iteration 0 is left out),
+the median over the rounds is reported, and its MFU is counted with the same ModelCounts
+and float32 peak.
 
 Shapes: nanoGPT's CPU recipe (nanogpt-cpu: 4 layers, 4 heads, 128 wide, context 64, batch
 12, vocabulary 65), light-llm's default (qwen3-cpu: 96 wide, SwiGLU, batch 32, vocabulary
@@ -66,15 +74,19 @@ from light_llm.train.mfu import (
     train_flops_per_token,
 )
 from light_llm.train.optim import clip_grad_norm, configure_adamw
-from light_llm.train.precision import autocast, default_dtype
+from light_llm.train.precision import autocast, cpu_has_native_bfloat16, default_dtype
 
 sys.path.insert(0, os.path.dirname(__file__))
 from recipe_sweep import step_timer  # noqa: E402
 
 VOCAB_SIZES = {"nanogpt-cpu": 65, "qwen3-cpu": 768, "bpe-cpu": 768, "shakespeare-char": 65}
 GPT2_LIKE = ("nanogpt-cpu", "shakespeare-char")  # transformers' GPT-2 has their architecture
+# the light-llm preset of transformers' GPT-2 at a shape: nanogpt-cpu has no biases, GPT-2 has
+GPT2_TWINS = {"nanogpt-cpu": "char-baby", "shakespeare-char": "shakespeare-char"}
+GPT2_LABEL = "light-llm GPT-2"  # its variants' label, where the twin is another preset
 NANOGPT_LINE = re.compile(r"^iter (\d+): loss [-\d.naninf]+, time ([\d.]+)ms", re.MULTILINE)
 NANOGPT_SKIPPED = 5  # its first iterations: allocator and kernels warming up
+NANOGPT_LABEL = "nanoGPT train.py (float32)"
 
 
 def hf_gpt2_like(config) -> torch.nn.Module:
@@ -132,22 +144,32 @@ def tokens_per_second(step, batch_size: int, block_size: int, vocab: int, steps:
     return steps * batch_size * block_size / (time.perf_counter() - start)
 
 
+def timed_dtypes() -> tuple[str, ...]:
+    """float32, and bfloat16 where this CPU multiplies it in hardware."""
+    return ("float32", "bfloat16") if cpu_has_native_bfloat16() else ("float32",)
+
+
 def variants_of(name: str) -> dict[str, tuple[Callable, str]]:
     """label -> (step on a batch, dtype of its matmuls)."""
     config = preset(name, vocab_size=VOCAB_SIZES[name])
     variants = {}
-    for dtype in ("float32", "bfloat16"):
-        torch.manual_seed(0)
-        light = step_timer(["--preset", name, "--dtype", dtype], VOCAB_SIZES[name])
-        variants[f"light-llm {dtype}"] = (lambda batch, light=light: light(), dtype)
+    presets = {"light-llm": name}
+    if name in GPT2_LIKE and GPT2_TWINS[name] != name:
+        presets[GPT2_LABEL] = GPT2_TWINS[name]
+    for label, preset_name in presets.items():
+        for dtype in timed_dtypes():
+            torch.manual_seed(0)
+            light = step_timer(["--preset", preset_name, "--dtype", dtype], VOCAB_SIZES[name])
+            variants[f"{label} {dtype}"] = (lambda batch, light=light: light(), dtype)
     if name in GPT2_LIKE:
         for label, dtype, math_attention in (
             ("transformers float32", "float32", False),
             ("transformers bfloat16", "bfloat16", False),
             ("transformers bf16+math", "bfloat16", True),
         ):
-            torch.manual_seed(0)
-            variants[label] = (hf_step(config, dtype, math_attention), dtype)
+            if dtype in timed_dtypes():
+                torch.manual_seed(0)
+                variants[label] = (hf_step(config, dtype, math_attention), dtype)
     return variants
 
 
@@ -159,13 +181,19 @@ def bench_shape(name: str, rounds: int, steps: int, nanogpt: Path | None, iters:
     for step, _ in variants.values():  # warm-up: allocator, oneDNN kernels
         tokens_per_second(step, *shape, 2, seed=0)
     rates: dict[str, list[float]] = {label: [] for label in variants}
-    for round_index in range(rounds):
-        for label, (step, _) in variants.items():
-            rates[label].append(tokens_per_second(step, *shape, steps, round_index))
+    with_nanogpt = nanogpt is not None and name == "nanogpt-cpu"
+    if with_nanogpt:
+        rates[NANOGPT_LABEL] = []
+        variants[NANOGPT_LABEL] = (None, "float32")
+    with tempfile.TemporaryDirectory() as folder:
+        data = write_nanogpt_dataset(Path(folder)) if with_nanogpt else None
+        for round_index in range(rounds):
+            for label, (step, _) in variants.items():
+                if step is not None:
+                    rates[label].append(tokens_per_second(step, *shape, steps, round_index))
+            if with_nanogpt:  # its turn, after light-llm's variants in every round
+                rates[NANOGPT_LABEL].append(nanogpt_tokens_per_second(nanogpt, data, iters))
     medians = {label: statistics.median(values) for label, values in rates.items()}
-    if nanogpt is not None and name == "nanogpt-cpu":
-        medians["nanoGPT train.py (float32)"] = nanogpt_tokens_per_second(nanogpt, iters)
-        variants["nanoGPT train.py (float32)"] = (None, "float32")
     flops = train_flops_per_token(config)
     print(
         f"\n{name}: {config.n_layer} layers, {config.n_head} heads, {config.n_embd} wide, "
@@ -177,37 +205,38 @@ def bench_shape(name: str, rounds: int, steps: int, nanogpt: Path | None, iters:
         dtype = matmul_dtype(variants[label][1])
         peak = peak_matmul_flops(dtype, torch.get_num_threads())
         mfu = model_flops_utilisation(rate, flops, peak)
-        spread = (
-            f"range {min(rates[label]):,.0f} .. {max(rates[label]):,.0f}"
-            if label in rates
-            else f"{iters} iterations, one run after light-llm's"
-        )
+        spread = f"range {min(rates[label]):,.0f} .. {max(rates[label]):,.0f}"
+        if label == NANOGPT_LABEL:
+            spread += f"; a run of {iters} iterations a round"
         print(f"  {label:<28} {rate:>9,.0f} tokens/s  MFU {mfu:6.1%}   ({spread})")
     if nanogpt is None and name == "nanogpt-cpu":
         print("  nanoGPT: not measured (give --nanogpt-dir DIR, a checkout of karpathy/nanoGPT)")
+    if "bfloat16" not in timed_dtypes():
+        print(
+            f"  bfloat16: not timed (this CPU, {torch.backends.cpu.get_cpu_capability()}, "
+            "has no bfloat16 arithmetic: the trainer takes float32)"
+        )
     trained = default_dtype(torch.device("cpu"))  # bfloat16 where the trainer takes it
+    gpt2 = GPT2_LABEL if f"{GPT2_LABEL} float32" in medians else "light-llm"
     comparisons = {
         "light-llm bfloat16 / float32": ("light-llm bfloat16", "light-llm float32"),
-        "light-llm / transformers, both float32": ("light-llm float32", "transformers float32"),
-        "light-llm / transformers, both bfloat16, each with its attention": (
-            "light-llm bfloat16",
+        f"{gpt2} / transformers, both float32": (f"{gpt2} float32", "transformers float32"),
+        f"{gpt2} / transformers, both bfloat16, each with its attention": (
+            f"{gpt2} bfloat16",
             "transformers bfloat16",
         ),
-        "light-llm bfloat16 / transformers bfloat16 with the math kernel": (
-            "light-llm bfloat16",
+        f"{gpt2} bfloat16 / transformers bfloat16 with the math kernel": (
+            f"{gpt2} bfloat16",
             "transformers bf16+math",
         ),
-        "light-llm bfloat16 / transformers float32 (its default)": (
-            "light-llm bfloat16",
+        f"{gpt2} bfloat16 / transformers float32 (its default)": (
+            f"{gpt2} bfloat16",
             "transformers float32",
         ),
-        "light-llm float32 / nanoGPT (float32)": (
-            "light-llm float32",
-            "nanoGPT train.py (float32)",
-        ),
+        "light-llm float32 / nanoGPT (float32)": ("light-llm float32", NANOGPT_LABEL),
         f"light-llm {trained} (the trainer's arithmetic here) / nanoGPT": (
             f"light-llm {trained}",
-            "nanoGPT train.py (float32)",
+            NANOGPT_LABEL,
         ),
     }
     for what, (ours, theirs) in comparisons.items():
@@ -215,39 +244,43 @@ def bench_shape(name: str, rounds: int, steps: int, nanogpt: Path | None, iters:
             print(f"  ratio {what}: {medians[ours] / medians[theirs]:.2f}x")
 
 
-def nanogpt_tokens_per_second(checkout: Path, iters: int) -> float:
-    """nanoGPT's train.py on the nanogpt-cpu shape and its README's CPU settings, in a
-    subprocess with this process's threads: tokens/s from its per-iteration times."""
-    if not (checkout / "train.py").is_file() or not (checkout / "model.py").is_file():
-        sys.exit(f"--nanogpt-dir {checkout} holds no nanoGPT train.py and model.py.")
-    with tempfile.TemporaryDirectory() as folder:
-        data = Path(folder) / "shakespeare_char"
-        data.mkdir()
-        text = shakespeare_text()
-        chars = sorted(set(text))
-        stoi = {ch: i for i, ch in enumerate(chars)}
-        ids = np.array([stoi[ch] for ch in text], dtype=np.uint16)
-        cut = int(0.9 * len(ids))  # nanoGPT's prepare.py split
-        ids[:cut].tofile(data / "train.bin")
-        ids[cut:].tofile(data / "val.bin")
-        meta = {"vocab_size": len(chars), "itos": dict(enumerate(chars)), "stoi": stoi}
-        (data / "meta.pkl").write_bytes(pickle.dumps(meta))
-        command = [
-            sys.executable, "train.py", "config/train_shakespeare_char.py",
-            f"--dataset={data}", f"--out_dir={Path(folder) / 'out'}",  # absolute: beside cwd
-            "--device=cpu", "--compile=False", "--eval_iters=1", "--log_interval=1",
-            "--block_size=64", "--batch_size=12", "--n_layer=4", "--n_head=4",
-            "--n_embd=128", f"--max_iters={iters}", f"--lr_decay_iters={iters}",
-            "--dropout=0.0", "--eval_interval=100000", "--always_save_checkpoint=False",
-        ]  # fmt: skip
-        env = dict(os.environ, OMP_NUM_THREADS=str(torch.get_num_threads()))
-        done = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True)
+def write_nanogpt_dataset(folder: Path) -> Path:
+    """The packaged Shakespeare as nanoGPT's shakespeare_char dataset in ``folder``: its
+    character-level train.bin / val.bin (uint16 ids, a 90/10 split) and meta.pkl."""
+    data = folder / "shakespeare_char"
+    data.mkdir()
+    text = shakespeare_text()
+    chars = sorted(set(text))
+    stoi = {ch: i for i, ch in enumerate(chars)}
+    ids = np.array([stoi[ch] for ch in text], dtype=np.uint16)
+    cut = int(0.9 * len(ids))  # nanoGPT's prepare.py split
+    ids[:cut].tofile(data / "train.bin")
+    ids[cut:].tofile(data / "val.bin")
+    meta = {"vocab_size": len(chars), "itos": dict(enumerate(chars)), "stoi": stoi}
+    (data / "meta.pkl").write_bytes(pickle.dumps(meta))
+    return data
+
+
+def nanogpt_tokens_per_second(checkout: Path, data: Path, iters: int) -> float:
+    """nanoGPT's train.py on the nanogpt-cpu shape and its README's CPU settings, on the
+    dataset folder ``data``, in a subprocess with this process's threads: tokens/s from its
+    per-iteration times."""
+    command = [
+        sys.executable, "train.py", "config/train_shakespeare_char.py",
+        f"--dataset={data}", f"--out_dir={data.parent / 'out'}",  # absolute: beside cwd
+        "--device=cpu", "--compile=False", "--eval_iters=1", "--log_interval=1",
+        "--block_size=64", "--batch_size=12", "--n_layer=4", "--n_head=4",
+        "--n_embd=128", f"--max_iters={iters}", f"--lr_decay_iters={iters}",
+        "--dropout=0.0", "--eval_interval=100000", "--always_save_checkpoint=False",
+    ]  # fmt: skip
+    env = dict(os.environ, OMP_NUM_THREADS=str(torch.get_num_threads()))
+    done = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"nanoGPT's train.py failed:\n{done.stderr[-2000:]}")
     times = [float(ms) / 1e3 for it, ms in NANOGPT_LINE.findall(done.stdout) if int(it) > 0]
     times = times[NANOGPT_SKIPPED:]
     if not times:
-        sys.exit("nanoGPT's train.py printed no iteration times; give --nanogpt-iters > 6.")
+        sys.exit("nanoGPT's train.py printed no iteration times.")
     return 12 * 64 / statistics.median(times)
 
 
@@ -262,6 +295,11 @@ def main() -> None:
     parser.add_argument("--nanogpt-dir", type=Path, help="a checkout of karpathy/nanoGPT")
     parser.add_argument("--nanogpt-iters", type=int, default=40)
     args = parser.parse_args()
+    checkout = args.nanogpt_dir
+    if checkout and not ((checkout / "train.py").is_file() and (checkout / "model.py").is_file()):
+        sys.exit(f"--nanogpt-dir {checkout} holds no nanoGPT train.py and model.py.")
+    if args.nanogpt_iters <= NANOGPT_SKIPPED + 1:
+        sys.exit(f"--nanogpt-iters must be more than {NANOGPT_SKIPPED + 1}: the first are skipped.")
     if args.threads:
         torch.set_num_threads(args.threads)
     keep_freed_memory()  # as light-llm's trainer does on the CPU; every model runs under it
@@ -271,7 +309,7 @@ def main() -> None:
         f"{torch.get_num_threads()} threads, CPU capability "
         f"{torch.backends.cpu.get_cpu_capability()}"
     )
-    for dtype in (torch.float32, torch.bfloat16):
+    for dtype in (getattr(torch, name) for name in timed_dtypes()):
         peak = peak_matmul_flops(dtype, torch.get_num_threads())
         print(f"peak matmul, {str(dtype)[6:]}: {peak / 1e9:.1f} GFLOP/s (1024x1024, ~1 s)")
     if args.nanogpt_dir is None:

@@ -5,7 +5,7 @@ character of the validation text).
 
 nanoGPT reports 1.88 for this recipe (4 layers, 4 heads, 128 wide, context 64, batch 12,
 2000 iterations, lr 1e-3 after 100 warmup iterations, cosine to 1e-4, beta2 0.99, weight
-decay 0.1, clipping 1.0, dropout 0, evaluation over 20 batches) on its 1 MB
+decay 0.1, clipping 1.0, dropout 0, no biases, evaluation over 20 batches) on its 1 MB
 tiny-shakespeare; these are exactly the settings of ``--preset nanogpt-cpu``.
 
 Which megabyte matters. The slice here is the LAST 1,000,000 bytes of
@@ -14,9 +14,11 @@ cut to start at a whole speech: its 90/10 split trains and validates on the same
 play. ``shakespeare.shakespeare_slice(1_000_000)`` is the FIRST megabyte instead, whose training
 90% is eight comedies and whose validation 10% is a history (Edward III, 1 Henry IV); the
 same recipe ends there at 1.910 (train loss 1.730), above the bar. Measured once each, on a
-shared 2-core machine (seed 1337): last megabyte 1.8732 (bfloat16, 1 min 43 s) and 1.8738
-(float32); first megabyte 1.9103 (bfloat16) and 1.9104 (float32). Minutes of CPU time,
-hence slow.
+shared 2-core machine (seed 1337), when the preset still had GPT-2's biases: last megabyte
+1.8732 (bfloat16, 1 min 43 s) and 1.8738 (float32); first megabyte 1.9103 (bfloat16) and
+1.9104 (float32). Without them, over the whole validation split (``light-llm eval``, float32
+on an AVX2 CPU): last megabyte 1.8817, first 1.9180 (docs/recipe.md, "On an AVX2 CPU").
+Minutes of CPU time, hence slow.
 """
 
 import math
@@ -48,8 +50,8 @@ def test_the_default_recipe_beats_nanogpts_on_1mb_of_shakespeare(tmp_path):
     heads, 96 wide, Muon, rotary, RMSNorm, SwiGLU, QK-norm...) in its iterations fitted to the
     machine, which take no longer than nanoGPT's recipe (docs/recipe.md): measured 1.4916 nats
     per character here by ``light-llm eval`` over the whole split (1.4975 with seed 2; 890
-    iterations under bfloat16 autocast, AVX-512; 1.4878 and 1.4933 at 1125 in float32, an
-    emulated AVX2 CPU), against nanoGPT's 1.876."""
+    iterations under bfloat16 autocast, AVX-512; 1.4878 and 1.4933 at 1125 in float32 on an
+    AVX2 CPU), against nanoGPT's 1.876 (1.882 without GPT-2's biases)."""
     corpus = tmp_path / "shakespeare-last-1mb.txt"
     corpus.write_text(shakespeare_tail(), encoding="utf-8")
     final = train(TrainConfig(data=str(corpus), out=str(tmp_path / "out"), device="cpu"))
