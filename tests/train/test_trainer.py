@@ -139,7 +139,9 @@ def test_the_muon_momentum_warmup_sets_each_steps_momentum_and_resumes_exactly(
     expected = [0.85, 0.875, 0.9, 0.925, 0.95, 0.95, 0.95, 0.95]
     assert seen == pytest.approx(expected, rel=1e-12, abs=0)
     without = train(tiny_run(corpus, tmp_path / "without", **{**common, "muon_momentum_warmup": 0}))
-    assert without.losses[1] != straight.losses[1]  # the momentum changed the run
+    # the momentum changed the run from step 1 on: step 0's Nesterov update (1 + μ) g is
+    # orthogonalised to the same matrix whatever μ (in float32 to the bit)
+    assert without.losses[2] != straight.losses[2]
     seen.clear()
     train(tiny_run(corpus, tmp_path / "split", **{**common, "max_iters": 4}))
     resumed = train(TrainConfig(out=str(tmp_path / "split"), max_iters=8, resume=True))
