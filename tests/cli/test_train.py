@@ -8,6 +8,7 @@ import socket
 import pytest
 import torch
 
+from light_llm.checkpoints import load_config
 from light_llm.checkpoints.hf_architectures import hf_architecture
 from light_llm.checkpoints.run import read_trainer_state
 from light_llm.cli import build_parser, main
@@ -351,8 +352,6 @@ RECIPE_FLAGS = [
 
 @pytest.mark.parametrize("engine", ["torch", "numpy"])
 def test_the_recipe_switches_train_and_a_resume_keeps_them(corpus, tmp_path, capsys, engine):
-    from light_llm.checkpoints import load_config
-
     out = tmp_path / "run"
     assert main(["train", *tiny_flags(corpus, out, max_iters=4, engine=engine), *RECIPE_FLAGS]) == 0
     config = load_config(out)
@@ -370,6 +369,24 @@ def test_a_softcap_that_is_not_positive_writes_nothing(corpus, tmp_path, capsys,
     out = tmp_path / "out"
     assert main(["train", *tiny_flags(corpus, out), f"--logit-softcap={value}"]) == 2
     assert "logit_softcap must be a positive number" in error_line(capsys)
+    assert not out.exists()
+
+
+def test_n_inner_sets_the_feed_forward_width_and_a_resume_keeps_it(corpus, tmp_path):
+    out = tmp_path / "out"
+    assert main(["train", *tiny_flags(corpus, out, max_iters=2), "--n-inner", "40"]) == 0
+    model = GPT(load_config(out))
+    assert model.config.n_inner == 40
+    assert model.transformer.h[0].mlp.c_fc.weight.shape[0] == 40  # W_1: (d_ff, d_model)
+    assert main(["train", "--resume", "--out", str(out), "--max-iters", "3"]) == 0
+    assert load_config(out).n_inner == 40
+
+
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_an_n_inner_below_1_is_one_sentence_and_writes_nothing(corpus, tmp_path, capsys, value):
+    out = tmp_path / "out"
+    assert main(["train", *tiny_flags(corpus, out), f"--n-inner={value}"]) == 2
+    assert f"n_inner must be an integer of at least 1, got {value}" in error_line(capsys)
     assert not out.exists()
 
 

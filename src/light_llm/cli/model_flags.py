@@ -16,6 +16,15 @@ VALUED = [
     ("--n-layer", "n_layer", int, None, "L", "transformer blocks L"),
     ("--n-head", "n_head", int, None, "H", "attention heads n_h (must divide n_embd)"),
     ("--n-embd", "n_embd", int, None, "D", "model width d_model"),
+    (
+        "--n-inner",
+        "n_inner",
+        int,
+        None,
+        "F",
+        "feed-forward hidden width d_ff (default 4 d_model; 8 d_model / 3, to a multiple of 8, "
+        "for SwiGLU)",
+    ),
     ("--block-size", "block_size", int, None, "T", "context length in tokens T_max"),
     ("--dropout", "dropout", float, None, "P", "dropout probability"),
     ("--positions", "positions", str, POSITIONS, None, "position encoding"),

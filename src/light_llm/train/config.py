@@ -314,6 +314,7 @@ MODEL_FIELDS = (
     "n_layer",
     "n_head",
     "n_embd",
+    "n_inner",
     "block_size",
     "dropout",
     "positions",
@@ -373,6 +374,7 @@ class TrainConfig:
     n_layer: int | None = None
     n_head: int | None = None
     n_embd: int | None = None
+    n_inner: int | None = None  # the feed-forward width d_ff; None: the preset's
     block_size: int | None = None
     dropout: float | None = None
     positions: str | None = None
