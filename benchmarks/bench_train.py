@@ -81,9 +81,9 @@ from recipe_sweep import step_timer  # noqa: E402
 
 VOCAB_SIZES = {"nanogpt-cpu": 65, "qwen3-cpu": 768, "bpe-cpu": 768, "shakespeare-char": 65}
 GPT2_LIKE = ("nanogpt-cpu", "shakespeare-char")  # transformers' GPT-2 has their architecture
-# the light-llm preset of transformers' GPT-2 at a shape: nanogpt-cpu has no biases, GPT-2 has
-GPT2_TWINS = {"nanogpt-cpu": "char-baby", "shakespeare-char": "shakespeare-char"}
-GPT2_LABEL = "light-llm GPT-2"  # its variants' label, where the twin is another preset
+# the light-llm preset of transformers' GPT-2 where the shape's own has no biases
+GPT2_TWINS = {"nanogpt-cpu": "char-baby"}
+GPT2_LABEL = "light-llm GPT-2"  # the twin's variants
 NANOGPT_LINE = re.compile(r"^iter (\d+): loss [-\d.naninf]+, time ([\d.]+)ms", re.MULTILINE)
 NANOGPT_SKIPPED = 5  # its first iterations: allocator and kernels warming up
 NANOGPT_LABEL = "nanoGPT train.py (float32)"
@@ -153,11 +153,12 @@ def variants_of(name: str) -> dict[str, tuple[Callable, str]]:
     """label -> (step on a batch, dtype of its matmuls)."""
     config = preset(name, vocab_size=VOCAB_SIZES[name])
     variants = {}
+    dtypes = timed_dtypes()
     presets = {"light-llm": name}
-    if name in GPT2_LIKE and GPT2_TWINS[name] != name:
+    if name in GPT2_TWINS:
         presets[GPT2_LABEL] = GPT2_TWINS[name]
     for label, preset_name in presets.items():
-        for dtype in timed_dtypes():
+        for dtype in dtypes:
             torch.manual_seed(0)
             light = step_timer(["--preset", preset_name, "--dtype", dtype], VOCAB_SIZES[name])
             variants[f"{label} {dtype}"] = (lambda batch, light=light: light(), dtype)
@@ -167,7 +168,7 @@ def variants_of(name: str) -> dict[str, tuple[Callable, str]]:
             ("transformers bfloat16", "bfloat16", False),
             ("transformers bf16+math", "bfloat16", True),
         ):
-            if dtype in timed_dtypes():
+            if dtype in dtypes:
                 torch.manual_seed(0)
                 variants[label] = (hf_step(config, dtype, math_attention), dtype)
     return variants
@@ -181,16 +182,16 @@ def bench_shape(name: str, rounds: int, steps: int, nanogpt: Path | None, iters:
     for step, _ in variants.values():  # warm-up: allocator, oneDNN kernels
         tokens_per_second(step, *shape, 2, seed=0)
     rates: dict[str, list[float]] = {label: [] for label in variants}
+    dtypes = {label: dtype for label, (_, dtype) in variants.items()}
     with_nanogpt = nanogpt is not None and name == "nanogpt-cpu"
     if with_nanogpt:
         rates[NANOGPT_LABEL] = []
-        variants[NANOGPT_LABEL] = (None, "float32")
+        dtypes[NANOGPT_LABEL] = "float32"
     with tempfile.TemporaryDirectory() as folder:
         data = write_nanogpt_dataset(Path(folder)) if with_nanogpt else None
         for round_index in range(rounds):
             for label, (step, _) in variants.items():
-                if step is not None:
-                    rates[label].append(tokens_per_second(step, *shape, steps, round_index))
+                rates[label].append(tokens_per_second(step, *shape, steps, round_index))
             if with_nanogpt:  # its turn, after light-llm's variants in every round
                 rates[NANOGPT_LABEL].append(nanogpt_tokens_per_second(nanogpt, data, iters))
     medians = {label: statistics.median(values) for label, values in rates.items()}
@@ -202,7 +203,7 @@ def bench_shape(name: str, rounds: int, steps: int, nanogpt: Path | None, iters:
         f"{rounds} rounds x {steps} steps, median tokens/s"
     )
     for label, rate in medians.items():
-        dtype = matmul_dtype(variants[label][1])
+        dtype = matmul_dtype(dtypes[label])
         peak = peak_matmul_flops(dtype, torch.get_num_threads())
         mfu = model_flops_utilisation(rate, flops, peak)
         spread = f"range {min(rates[label]):,.0f} .. {max(rates[label]):,.0f}"
