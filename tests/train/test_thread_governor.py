@@ -3,12 +3,14 @@ times, and a run that changes threads mid-way gives the losses of one that never
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 import torch
 
 import light_llm.train.trainer as trainer_module
 from light_llm.train import TrainConfig, train
-from light_llm.train.thread_governor import RETRY, WINDOW, ThreadGovernor
+from light_llm.train.thread_governor import RETRY, RETRY_MAX, WINDOW, ThreadGovernor
 from tests.train.helpers import TINY
 
 
@@ -30,11 +32,13 @@ def test_a_stalled_pool_drops_to_one_thread_and_comes_back_when_the_cpu_frees():
         # quiet: one trial window on one thread, then all threads
         assert windows(governor, {2: 0.06, 1: 0.09}, 4) == [2, 1, 2, 2]
         busy = {2: 0.22, 1: 0.10}  # another process takes a core
-        seen = windows(governor, busy, 2 + RETRY + 2)
+        seen = windows(governor, busy, 2 + RETRY + 1)
         assert seen[:3] == [2, 1, 1] and 2 in seen[3:]  # drops, stays, retries all threads
         assert seen[-1] == 1  # the retry was slower: back to one thread
-        seen = windows(governor, {2: 0.06, 1: 0.09}, RETRY + 2)  # quiet again
-        assert seen[-1] == 2 and torch.get_num_threads() == 2
+        # quiet again: the next retry comes after twice as many windows, and stays
+        seen = windows(governor, {2: 0.06, 1: 0.09}, 2 * RETRY + 2)
+        assert seen[: 2 * RETRY - 1] == [1] * (2 * RETRY - 1)
+        assert seen[-2:] == [2, 2] and torch.get_num_threads() == 2
         # a trial on one thread that is no faster goes back at once
         governor = ThreadGovernor(threads=2, warmup=0)
         assert windows(governor, {2: 0.06, 1: 0.5}, 3) == [2, 1, 2]
@@ -43,6 +47,34 @@ def test_a_stalled_pool_drops_to_one_thread_and_comes_back_when_the_cpu_frees():
         # a run that starts on a busy machine finds one thread faster at once
         governor = ThreadGovernor(threads=2, warmup=0)
         assert windows(governor, {2: 0.22, 1: 0.10}, 4) == [2, 1, 1, 1]
+    finally:
+        torch.set_num_threads(threads)
+
+
+def retry_windows(seen: list[int]) -> list[int]:
+    """The indices of the windows on all threads that follow a window on one thread."""
+    return [i for i in range(1, len(seen)) if seen[i] == 2 and seen[i - 1] == 1]
+
+
+def test_retries_that_one_thread_keeps_winning_come_ever_less_often_and_reset_when_lost():
+    threads = torch.get_num_threads()
+    try:
+        governor = ThreadGovernor(threads=2, warmup=0)
+        busy = {2: 0.22, 1: 0.10}
+        seen = windows(governor, busy, 400)  # a machine busy from the start
+        retries = retry_windows(seen)
+        # windows on one thread before each retry: RETRY, then doubling, then RETRY_MAX
+        gaps = [b - a - 1 for a, b in pairwise([0, *retries])]
+        expected, gap = [], RETRY
+        while len(expected) < len(gaps):
+            expected.append(gap)
+            gap = min(2 * gap, RETRY_MAX)
+        assert gaps == expected and gaps[-1] == RETRY_MAX and RETRY_MAX > RETRY
+        # the CPU frees: the next retry finds all threads faster, which resets the interval
+        seen = windows(governor, {2: 0.06, 1: 0.09}, RETRY_MAX + 2)
+        assert seen[-1] == 2
+        seen = windows(governor, busy, 2 + RETRY + 2)  # busy again: retried after RETRY
+        assert retry_windows(seen) == [1 + RETRY]
     finally:
         torch.set_num_threads(threads)
 

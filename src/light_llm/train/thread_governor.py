@@ -22,9 +22,14 @@ an evaluation's neighbour or a page fault, decides nothing):
   and slower than the best window on one thread so far, starts a trial: the next window runs
   on one thread (a window that one thread has never beaten starts none: a two-core machine
   also has slow phases of its own with no other process, where a trial only costs time);
-- after a trial, or every ``RETRY`` windows on one thread, the faster of the last window on
+- after a trial, or after ``RETRY`` windows on one thread, the faster of the last window on
   one thread and the last on all threads decides where training goes on (all threads are
-  tried again for one window first).
+  tried again for one window first). Each retry that one thread still wins doubles the
+  windows before the next, up to ``RETRY_MAX``; a retry that all threads win resets it to
+  ``RETRY``. A retry costs a window of the stalled pool's steps (2-3x one thread's beside a
+  busy process), so a process that stays busy is not paid for every 10 windows: on a 2-core
+  AMD EPYC (AVX2) beside ``python -c "while True: pass"`` the default's whole run took
+  213 s retrying every 10 windows (docs/benchmarks.md, "A busy laptop").
 
 On the CPUs measured the thread count does not change the numbers a step computes (each
 thread's share of a product or a reduction is summed in the same order), so a run that
@@ -41,6 +46,7 @@ import torch
 WINDOW = 5  # steps whose median step time is one reading
 STALL = 1.4  # a window this much slower than the best on all threads: try one thread
 RETRY = 10  # windows on one thread before all threads are tried again
+RETRY_MAX = 40  # the most windows between retries that one thread keeps winning
 
 
 class ThreadGovernor:
@@ -56,6 +62,7 @@ class ThreadGovernor:
         self.best_one = float("inf")  # the best window on one thread so far
         self.last = {self.full: float("inf"), 1: float("inf")}
         self.windows_on_one = 0
+        self.retry_after = RETRY  # windows on one thread before the next retry
         self.trying = False
         self.probed = False  # the first trial on one thread is behind
         self.note: str | None = None  # what the last observe changed, for the run's log
@@ -83,7 +90,10 @@ class ThreadGovernor:
             if self.trying:  # the retry window on all threads: compare with one thread
                 self.trying = False
                 if self.last[1] < median:
+                    self.retry_after = min(2 * self.retry_after, RETRY_MAX)
                     self.use(1)
+                else:
+                    self.retry_after = RETRY
             elif not self.probed or median > max(STALL * self.best_full, self.best_one):
                 self.probed = True
                 self.use(1)
@@ -92,7 +102,7 @@ class ThreadGovernor:
         self.windows_on_one += 1
         if self.windows_on_one == 1 and self.last[1] >= self.last[self.full]:
             self.use(self.full)  # the trial on one thread was no faster
-        elif self.windows_on_one >= RETRY:
+        elif self.windows_on_one >= self.retry_after:
             self.trying = True
             self.use(self.full)
 
