@@ -192,6 +192,23 @@ def test_two_muon_steps_follow_the_nesterov_equations():
         torch.testing.assert_close(weight.detach(), expected, rtol=1e-13, atol=1e-13)
 
 
+def test_matrices_of_one_shape_either_way_up_step_as_each_would_alone():
+    """A (16, 4) and a (4, 16) matrix share one batched orthogonalisation (the tall one as
+    its transpose); each still takes W = W - η sqrt(max(1, d_out/d_in)) NS(N) of its own."""
+    lr = 0.1
+    shapes = [(16, 4), (4, 16), (16, 4)]
+    weights = [torch.nn.Parameter(random_matrix(shape, seed=i)) for i, shape in enumerate(shapes)]
+    optimizer = MuonAdamW([{"params": weights, "kind": "muon"}], lr=lr, momentum=0.0)
+    expected = []
+    for i, (weight, shape) in enumerate(zip(weights, shapes, strict=True)):
+        weight.grad = random_matrix(shape, seed=10 + i)
+        scale = max(1.0, shape[0] / shape[1]) ** 0.5
+        expected.append(weight.detach() - lr * scale * newton_schulz(weight.grad))
+    optimizer.step()
+    for weight, want in zip(weights, expected, strict=True):
+        torch.testing.assert_close(weight.detach(), want, rtol=0, atol=1e-13)
+
+
 def test_the_momentum_set_before_each_step_is_the_one_it_takes():
     """set_muon_momentum μ1 = 0.85, then μ2 = 0.9 (a warmup's first two values, here by
     hand): M1 = G1, N1 = G1 + μ1 M1; M2 = μ2 M1 + G2, N2 = G2 + μ2 M2. The AdamW group keeps

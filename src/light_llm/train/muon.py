@@ -83,16 +83,23 @@ def newton_schulz(
     Polar Express's per-step quintics with ``method="polar-express"``; equations in the
     module docstring and :func:`light_llm.muon_spec.orthogonaliser_steps`): about U Vᵀ for
     matrix = U S Vᵀ, in ``dtype`` (default: the matrix's). A stack (..., rows, cols) is
-    orthogonalised matrix by matrix, in one batched product per step."""
+    orthogonalised matrix by matrix, in three batched products per step, the last two with
+    the step's sums inside them (``baddbmm``: b A + c A², then a X + (...) X); on a 2-core
+    AMD EPYC (AVX2, float32) that made the default's training step 3-5% shorter than
+    products and sums apart."""
     margin, coefficients = orthogonaliser_steps(method, steps)
     x = matrix.to(dtype or matrix.dtype)  # (..., rows, cols)
-    tall = x.shape[-2] > x.shape[-1]
+    tall = is_tall(x)
     if tall:  # (..., r, n) with r = min(rows, cols): the Gram matrix below is r x r,
         x = x.mT.contiguous()  # laid out row by row (bfloat16 products of a view are slower)
     x = x / (margin * torch.linalg.matrix_norm(x, keepdim=True) + NS_EPS)
+    stack_shape = x.shape
+    x = x.reshape(-1, *x.shape[-2:])  # (k, r, n): one batch of products per step
     for a, b, c in coefficients:
-        gram = x @ x.mT  # (..., r, r)
-        x = a * x + (b * gram + c * (gram @ gram)) @ x
+        gram = x @ x.mT  # A: (k, r, r)
+        polynomial = torch.baddbmm(gram, gram, gram, beta=b, alpha=c)  # b A + c A²
+        x = torch.baddbmm(x, polynomial, x, beta=a)  # a X + (b A + c A²) X
+    x = x.reshape(stack_shape)
     return x.mT if tall else x
 
 
@@ -173,15 +180,17 @@ class MuonAdamW(torch.optim.Optimizer):
                     self._adamw_update(parameter, parameter.grad, group, self.state[parameter])
                 continue
             same_shape: dict[tuple, list[torch.Tensor]] = {}
-            for parameter in with_grad:  # one batched Newton-Schulz per shape
-                key = (parameter.shape, parameter.dtype, parameter.device)
+            for parameter in with_grad:  # one batched Newton-Schulz per shape, either way up
+                key = (tuple(sorted(parameter.shape)), parameter.dtype, parameter.device)
                 same_shape.setdefault(key, []).append(parameter)
             for parameters in same_shape.values():
                 self._muon_update(parameters, group)
         return loss
 
     def _muon_update(self, parameters: list[torch.Tensor], group: dict) -> None:
-        """Muon's step for matrices of one shape, orthogonalised together."""
+        """Muon's step for matrices of one shape either way up ((r, n) and (n, r)),
+        orthogonalised together: a tall one as its transpose, as :func:`newton_schulz` would
+        take it alone, since NS(Nᵀ) = NS(N)ᵀ."""
         lr, mu = group["lr"], group["momentum"]
         nesterov = []
         for parameter in parameters:
@@ -190,13 +199,14 @@ class MuonAdamW(torch.optim.Optimizer):
                 state["momentum_buffer"] = torch.zeros_like(parameter)
             momentum = state["momentum_buffer"]  # (d_out, d_in)
             momentum.mul_(mu).add_(parameter.grad)
-            nesterov.append(parameter.grad.add(momentum, alpha=mu))
+            look_ahead = parameter.grad.add(momentum, alpha=mu)
+            nesterov.append(look_ahead.mT if is_tall(parameter) else look_ahead)  # (r, n)
         dtype = orthogonalisation_dtype(parameters[0])
         method = group["orthogonaliser"]
         orthogonal = newton_schulz(torch.stack(nesterov), dtype=dtype, method=method)
-        scale = update_scale(*parameters[0].shape)
         for parameter, update in zip(parameters, orthogonal.unbind(), strict=True):
-            update = update.to(parameter.dtype)  # (d_out, d_in)
+            scale = update_scale(*parameter.shape)
+            update = (update.mT if is_tall(parameter) else update).to(parameter.dtype)
             if group["normuon"]:
                 state = self.state[parameter]
                 if "second_moment" not in state:
@@ -222,6 +232,11 @@ class MuonAdamW(torch.optim.Optimizer):
         else:
             parameter.mul_(1.0 - lr * group["weight_decay"])
         parameter.addcdiv_(m, denominator, value=-lr / (1.0 - beta1**t))
+
+
+def is_tall(matrix: torch.Tensor) -> bool:
+    """More rows than columns: :func:`newton_schulz` orthogonalises its transpose."""
+    return matrix.shape[-2] > matrix.shape[-1]
 
 
 def normalise_neurons(
