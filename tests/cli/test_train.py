@@ -74,9 +74,10 @@ def test_preset_char_cpu_is_bpe_cpu_on_characters_and_bpe_cpu_the_default_before
     assert (default.pop("grad_clip"), bpe.pop("grad_clip")) == (0.0, 1.0)
     assert (default.pop("n_head"), bpe.pop("n_head")) == (2, 4)
     assert (default.pop("n_layer"), bpe.pop("n_layer")) == (3, 4)
-    # the float32 length: 2 heads and 3 layers make the default's step 0.73x as long
-    assert (default.pop("max_iters"), bpe.pop("max_iters")) == (1125, 820)
-    assert (default.pop("lr_decay_iters"), bpe.pop("lr_decay_iters")) == (1125, 820)
+    # the float32 length: 2 heads and 3 layers make the default's step 0.73x as long, and
+    # on a real AVX2 CPU a step 2-3% shorter again and its margin measured (train/config.py)
+    assert (default.pop("max_iters"), bpe.pop("max_iters")) == (1200, 820)
+    assert (default.pop("lr_decay_iters"), bpe.pop("lr_decay_iters")) == (1200, 820)
     # one recipe but the schedule, the decay's fit to the corpus, the sampling, AdamW's β1,
     # Muon's rate, the clipping and the length; the models differ only in the MLP, the cap,
     # the heads and the layers

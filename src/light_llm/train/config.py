@@ -191,7 +191,10 @@ CHAR_CPU_RECIPE = {
 # given: the recipe's max_iters). The recipes' iterations end the whole command inside the
 # wall time of nanoGPT's CPU recipe in float32, the arithmetic of a CPU without bfloat16
 # (measured on AVX2: bpe-cpu's 820; qwen3-cpu's 2 heads make its step 0.92x as long, so 890,
-# and its 3 layers 0.79x as long again, so 1125).
+# and its 3 layers 0.79x as long again, so 1125; on a real AVX2 machine those 1125 took
+# 0.82-0.93x nanoGPT's time over six pairs taken in turn, and Newton-Schulz's sums inside its
+# products made the step 2-3% shorter, so 1200: about 0.96x of nanoGPT's time in the slowest
+# of the six, under the bfloat16 count's rule below, at most 0.98x in every pair).
 # Under bfloat16 autocast (a CPU with AVX-512 BF16 or AMX) both run faster, nanoGPT's small
 # matrices more so (1.42x against 1.25x a step), so fewer fit: measured there on all of
 # Shakespeare, the main job (docs/recipe.md, "The default's length"): nanoGPT's recipe 68.4 s,
@@ -225,7 +228,7 @@ PRESET_RECIPES: dict[str, dict[str, Any]] = {
     # then AdamW's β1 0.8 (the NanoGPT speedrun's), Muon's peak lr 0.025 and no gradient
     # clipping (Muon's and AdamW's updates are normalised already): 0.017 nats per character
     # lower on the 1 MB slices, 0.003 on all of Shakespeare, at 650 iterations; then its model
-    # with 2 heads and 3 layers (light_llm.config.PRESETS), whose faster step fits 1125
+    # with 2 heads and 3 layers (light_llm.config.PRESETS), whose faster step fits 1200
     # iterations in float32
     "qwen3-cpu": {
         **CHAR_CPU_RECIPE,
@@ -238,7 +241,7 @@ PRESET_RECIPES: dict[str, dict[str, Any]] = {
         "beta1": 0.8,
         "muon_lr": 0.025,
         "grad_clip": 0.0,
-        "max_iters": 1125,  # in float32; FITTED_MAX_ITERS under bfloat16
+        "max_iters": 1200,  # in float32; FITTED_MAX_ITERS under bfloat16
     },
     "shakespeare-char": {
         "batch_size": 64,
