@@ -193,8 +193,8 @@ CHAR_CPU_RECIPE = {
 # (measured on AVX2: bpe-cpu's 820; qwen3-cpu's 2 heads make its step 0.92x as long, so 890,
 # and its 3 layers 0.79x as long again, so 1125; on a real AVX2 machine those 1125 took
 # 0.82-0.93x nanoGPT's time over six pairs taken in turn, and Newton-Schulz's sums inside its
-# products made the step 2-3% shorter, so 1200: about 0.96x of nanoGPT's time in the slowest
-# of the six, under the bfloat16 count's rule below, at most 0.98x in every pair).
+# products made the step 2-3% shorter, so 1200, under the bfloat16 count's rule below (at
+# most 0.98x in every pair): measured again, 0.92-0.98x over six pairs; docs/recipe.md).
 # Under bfloat16 autocast (a CPU with AVX-512 BF16 or AMX) both run faster, nanoGPT's small
 # matrices more so (1.42x against 1.25x a step), so fewer fit: measured there on all of
 # Shakespeare, the main job (docs/recipe.md, "The default's length"): nanoGPT's recipe 68.4 s,

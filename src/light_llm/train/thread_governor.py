@@ -29,7 +29,8 @@ an evaluation's neighbour or a page fault, decides nothing):
   ``RETRY``. A retry costs a window of the stalled pool's steps (2-3x one thread's beside a
   busy process), so a process that stays busy is not paid for every 10 windows: on a 2-core
   AMD EPYC (AVX2) beside ``python -c "while True: pass"`` the default's whole run took
-  213 s retrying every 10 windows (docs/benchmarks.md, "A busy laptop").
+  213 s retrying every 10 windows and 193 s with the doubling (124 s with the machine to
+  itself; docs/benchmarks.md, "A busy laptop").
 
 On the CPUs measured the thread count does not change the numbers a step computes (each
 thread's share of a product or a reduction is summed in the same order), so a run that
