@@ -114,6 +114,6 @@ def mfu_line(
     return (
         f"speed: {tokens_per_s:,.0f} training tokens a second x {flops / 1e6:.2f} MFLOPs a token = "
         f"{achieved / 1e9:.2f} GFLOP/s, {model_flops_utilisation(tokens_per_s, flops, peak):.1%} "
-        f"of this CPU's {name} matmul peak ({peak / 1e9:.1f} GFLOP/s on "
+        f"of this CPU's {name} matmul peak ({peak / 1e9:.4g} GFLOP/s on "
         f"{torch.get_num_threads()} threads, a {PEAK_SIZE}x{PEAK_SIZE} product)"
     )
