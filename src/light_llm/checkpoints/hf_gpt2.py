@@ -47,6 +47,8 @@ def load_hf_gpt2(folder: str | os.PathLike, device: str | torch.device = "cpu") 
 def zero_biases(config) -> dict[str, torch.Tensor]:
     """The biases GPT-2 has and a model of ``config`` lacks (all of them when it was built
     without biases), as zeros: x W + 0 = x W, and LayerNorm's shift 0 is no shift."""
+    if config.bias:  # GPT-2's shape exactly: nothing to add
+        return {}
     with torch.device("meta"):  # names and shapes only, no memory
         with_biases = GPT(config.replace(bias=True)).state_dict()
         own = GPT(config).state_dict()

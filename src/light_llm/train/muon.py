@@ -197,21 +197,24 @@ class MuonAdamW(torch.optim.Optimizer):
         orthogonalised together: a tall one as its transpose, as :func:`newton_schulz` would
         take it alone, since NS(Nᵀ) = NS(N)ᵀ."""
         lr, mu = group["lr"], group["momentum"]
+        tall = [is_tall(parameter) for parameter in parameters]
         nesterov = []
-        for parameter in parameters:
+        for parameter, transposed in zip(parameters, tall, strict=True):
             state = self.state[parameter]
             if "momentum_buffer" not in state:
                 state["momentum_buffer"] = torch.zeros_like(parameter)
             momentum = state["momentum_buffer"]  # (d_out, d_in)
             momentum.mul_(mu).add_(parameter.grad)
             look_ahead = parameter.grad.add(momentum, alpha=mu)
-            nesterov.append(look_ahead.mT if is_tall(parameter) else look_ahead)  # (r, n)
+            nesterov.append(look_ahead.mT if transposed else look_ahead)  # (r, n)
         dtype = orthogonalisation_dtype(parameters[0])
         method = group["orthogonaliser"]
         orthogonal = newton_schulz(torch.stack(nesterov), dtype=dtype, method=method)
-        for parameter, update in zip(parameters, orthogonal.unbind(), strict=True):
+        for parameter, transposed, update in zip(
+            parameters, tall, orthogonal.unbind(), strict=True
+        ):
             scale = update_scale(*parameter.shape)
-            update = (update.mT if is_tall(parameter) else update).to(parameter.dtype)
+            update = (update.mT if transposed else update).to(parameter.dtype)
             if group["normuon"]:
                 state = self.state[parameter]
                 if "second_moment" not in state:
