@@ -1,6 +1,6 @@
 """The parts of Muon that both engines share, without torch: which parameters it updates, the
 Newton-Schulz coefficients (Keller Jordan's, or Polar Express's per-step ones) and the
-shape-dependent scale of its update.
+shape-dependent scale of its update (Keller Jordan's, or one by both sides' ratio).
 
 Muon (Keller Jordan's "Muon: An optimizer for hidden layers in neural networks", 2024)
 orthogonalises the momentum of a weight matrix; it is meant for the matrices that mix
@@ -55,7 +55,7 @@ ORTHOGONALISERS = ("newton-schulz", "polar-express")
 # with β2 = 0.95 and ε = 1e-10 as in the authors' reference implementation, and as there
 # without bias correction: v's correction 1 / (1 - β2^t) is the same for every row, so the
 # rescaling to ||O||_F takes it out again (up to ε). Both engines' MuonAdamW do this with
-# --normuon, before the weight decay and the shape scale sqrt(max(1, d_out / d_in)).
+# --normuon, before the weight decay and the shape scale (update_scale).
 NORMUON_BETA2 = 0.95
 NORMUON_EPS = 1e-10
 
@@ -100,9 +100,30 @@ def is_embedding_table(name: str) -> bool:
     return EMBEDDING_TABLE.search(name) is not None
 
 
-def update_scale(rows: int, cols: int) -> float:
-    """sqrt(max(1, rows / cols)) for a (rows, cols) = (d_out, d_in) weight: the
+# How Muon scales the orthogonalised update of a (d_out, d_in) matrix (update_scale):
+# "keller", Keller Jordan's sqrt(max(1, d_out / d_in)); "aspect", sqrt(max/min of the two
+# sides), which gives a wide matrix (a feed-forward layer's W_2) the scale of its transpose.
+MUON_SCALES = ("keller", "aspect")
+# the scale of a run started before the scale was a setting
+MUON_SCALE_BEFORE_CHOICE = "keller"
+
+
+def update_scale(rows: int, cols: int, rule: str = "keller") -> float:
+    """The factor s in W <- W - η s O for a (rows, cols) = (d_out, d_in) weight. The
     orthogonalised update O has min(rows, cols) unit singular values, so its entries have
-    RMS 1/sqrt(max(rows, cols)); times this scale every matrix's update has RMS
-    1/sqrt(cols) = 1/sqrt(d_in), tall ones as square ones (Keller Jordan's Muon)."""
-    return math.sqrt(max(1.0, rows / cols))
+    RMS sqrt(min / (rows cols)) = 1/sqrt(max(rows, cols)). Then
+
+        "keller":  s = sqrt(max(1, rows / cols))          update RMS 1/sqrt(d_in)
+        "aspect":  s = sqrt(max(rows, cols) / min(rows, cols))
+                                                          update RMS 1/sqrt(min(d_out, d_in))
+
+    "keller" is Keller Jordan's Muon: tall matrices as square ones, a wide one (d_out < d_in)
+    not raised. "aspect" raises a wide one as much as its transpose: among matrices that
+    share their shorter side (every block matrix of a GPT, its width), it is Moonlight's
+    0.2 sqrt(max(rows, cols)) (Liu et al., "Muon is Scalable for LLM Training", 2025) divided
+    by a square matrix's, so a square matrix's step is the same under both rules."""
+    if rule == "keller":
+        return math.sqrt(max(1.0, rows / cols))
+    if rule == "aspect":
+        return math.sqrt(max(rows, cols) / min(rows, cols))
+    raise ConfigError(f"unknown Muon scale {rule!r}; known: {', '.join(MUON_SCALES)}.")

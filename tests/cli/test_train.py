@@ -71,6 +71,7 @@ def test_preset_char_cpu_is_bpe_cpu_on_characters_and_bpe_cpu_the_default_before
     assert (default.pop("sampling"), bpe.pop("sampling")) == ("passes", "uniform")
     assert (default.pop("beta1"), bpe.pop("beta1")) == (0.8, 0.9)
     assert (default.pop("muon_lr"), bpe.pop("muon_lr")) == (0.025, 0.02)
+    assert (default.pop("muon_scale"), bpe.pop("muon_scale")) == ("aspect", "keller")
     assert (default.pop("grad_clip"), bpe.pop("grad_clip")) == (0.0, 1.0)
     assert (default.pop("n_head"), bpe.pop("n_head")) == (2, 4)
     assert (default.pop("n_layer"), bpe.pop("n_layer")) == (3, 4)
@@ -79,7 +80,7 @@ def test_preset_char_cpu_is_bpe_cpu_on_characters_and_bpe_cpu_the_default_before
     assert (default.pop("max_iters"), bpe.pop("max_iters")) == (1200, 820)
     assert (default.pop("lr_decay_iters"), bpe.pop("lr_decay_iters")) == (1200, 820)
     # one recipe but the schedule, the decay's fit to the corpus, the sampling, AdamW's β1,
-    # Muon's rate, the clipping and the length; the models differ only in the MLP, the cap,
+    # Muon's rate and scale, the clipping and the length; the models differ only in the MLP, the cap,
     # the heads and the layers
     assert default == bpe
 
@@ -730,6 +731,7 @@ HELP_DEFAULTS = {
     "--optimizer": "optimizer",
     "--muon-lr": "muon_lr",
     "--muon-orthogonaliser": "muon_orthogonaliser",
+    "--muon-scale": "muon_scale",
     "--muon-momentum-warmup": "muon_momentum_warmup",
     "--batch-warmup": "batch_warmup",
     "--context-warmup": "context_warmup",

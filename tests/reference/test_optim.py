@@ -177,6 +177,8 @@ def test_newton_schulz_equals_the_torch_one(method):
         ("gelu", None, {}, 0),
         ("swiglu", 0.3, {}, 0),
         ("swiglu", 0.3, {"orthogonaliser": "polar-express", "cautious": True}, 0),
+        ("swiglu", 0.3, {"scale": "aspect"}, 0),
+        ("gelu", None, {"scale": "aspect", "normuon": True}, 4),
         ("gelu", None, {}, 4),
         ("gelu", None, {"normuon": True}, 0),
         ("swiglu", 0.3, {"normuon": True, "orthogonaliser": "polar-express", "cautious": True}, 4),
@@ -189,7 +191,8 @@ def test_muon_steps_of_the_gpt_equal_torch_in_float64(
     same random gradients, the warmup + cosine schedule: after six steps of each engine's
     MuonAdamW every parameter agrees to about 1e-12 and has moved (also with Polar Express
     and cautious weight decay, with the momentum set before each step by a 4-step momentum
-    warmup, as the trainers set it, and with NorMuon's per-neuron normalisation)."""
+    warmup, as the trainers set it, with NorMuon's per-neuron normalisation, and with the
+    "aspect" shape scale, which raises the feed-forward layer's wide W_2)."""
     config = tiny_config(activation=activation, tie_embeddings=False)
     torch_model = GPT(config).double()
     numpy_model = NumpyGPT.from_torch_state_dict(torch_model.state_dict(), config)
@@ -261,3 +264,5 @@ def test_bad_options_are_one_sentence():
         MuonAdamW(params, 1e-3, 0.02, momentum=1.0)
     with pytest.raises(ConfigError, match="learning rates must be positive"):
         MuonAdamW(params, 1e-3, 0.0)
+    with pytest.raises(ConfigError, match="unknown Muon scale 'wide'; known: keller, aspect"):
+        MuonAdamW(params, 1e-3, 0.02, scale="wide")

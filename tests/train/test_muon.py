@@ -192,21 +192,46 @@ def test_two_muon_steps_follow_the_nesterov_equations():
         torch.testing.assert_close(weight.detach(), expected, rtol=1e-13, atol=1e-13)
 
 
-def test_matrices_of_one_shape_either_way_up_step_as_each_would_alone():
+# the shape scale of a (d_out, d_in) matrix under each rule, written out again
+SCALES = {
+    "keller": lambda rows, cols: max(1.0, rows / cols) ** 0.5,
+    "aspect": lambda rows, cols: (max(rows, cols) / min(rows, cols)) ** 0.5,
+}
+
+
+@pytest.mark.parametrize("rule", SCALES)
+def test_matrices_of_one_shape_either_way_up_step_as_each_would_alone(rule):
     """A (16, 4) and a (4, 16) matrix share one batched orthogonalisation (the tall one as
-    its transpose); each still takes W = W - η sqrt(max(1, d_out/d_in)) NS(N) of its own."""
+    its transpose); each still takes W = W - η s NS(N) of its own, with s = sqrt(max(1,
+    d_out/d_in)) (keller) or sqrt(max(d_out, d_in) / min(d_out, d_in)) (aspect)."""
     lr = 0.1
-    shapes = [(16, 4), (4, 16), (16, 4)]
+    shapes = [(16, 4), (4, 16), (16, 4), (6, 6)]
     weights = [torch.nn.Parameter(random_matrix(shape, seed=i)) for i, shape in enumerate(shapes)]
-    optimizer = MuonAdamW([{"params": weights, "kind": "muon"}], lr=lr, momentum=0.0)
+    optimizer = MuonAdamW([{"params": weights, "kind": "muon"}], lr=lr, momentum=0.0, scale=rule)
     expected = []
     for i, (weight, shape) in enumerate(zip(weights, shapes, strict=True)):
         weight.grad = random_matrix(shape, seed=10 + i)
-        scale = max(1.0, shape[0] / shape[1]) ** 0.5
-        expected.append(weight.detach() - lr * scale * newton_schulz(weight.grad))
+        expected.append(weight.detach() - lr * SCALES[rule](*shape) * newton_schulz(weight.grad))
     optimizer.step()
     for weight, want in zip(weights, expected, strict=True):
         torch.testing.assert_close(weight.detach(), want, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("shape", [(24, 8), (8, 24), (12, 12)])
+def test_the_aspect_scale_gives_every_step_the_rms_of_its_shorter_side(shape):
+    """Under "aspect" a matrix whose shorter side is r steps with RMS p/sqrt(r) at lr 1,
+    wide, tall or square, where p is the value the orthogonaliser gives a singular value:
+    for a gradient U (0.8 I) Vᵀ, NS(G) = p U Vᵀ, whose entries have RMS p/sqrt(max side)."""
+    r = min(shape)
+    gradient, u, v = with_singular_values(shape, [0.8] * r, seed=5)
+    polar = u @ v.T  # (d_out, d_in), r unit singular values
+    p = float((newton_schulz(gradient) * polar).sum() / r)
+    torch.testing.assert_close(newton_schulz(gradient), p * polar, rtol=0, atol=1e-12)
+    weight = torch.nn.Parameter(torch.zeros(shape, dtype=torch.float64))
+    weight.grad = gradient
+    MuonAdamW([{"params": [weight], "kind": "muon"}], lr=1.0, momentum=0.0, scale="aspect").step()
+    step = -weight.detach()
+    assert float(step.pow(2).mean().sqrt()) == pytest.approx(p / r**0.5, rel=1e-12)
 
 
 def test_the_momentum_set_before_each_step_is_the_one_it_takes():
@@ -361,3 +386,5 @@ def test_bad_options_are_one_sentence():
         MuonAdamW([{"params": [model.transformer.ln_f.weight], "kind": "muon"}], lr=0.02)
     with pytest.raises(ConfigError, match="kind must be muon or adamw"):
         MuonAdamW([{"params": list(model.parameters()), "kind": "sgd"}], lr=0.02)
+    with pytest.raises(ConfigError, match="unknown Muon scale 'square'; known: keller, aspect"):
+        configure_muon(model, 1e-3, 0.02, 0.95, (0.9, 0.95), 0.1, scale="square")

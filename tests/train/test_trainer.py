@@ -384,16 +384,18 @@ def test_a_run_of_an_older_default_recipe_resumes_with_its_own_settings(corpus, 
     [
         ({"lr_schedule": "cosine"}, ("lr_schedule", "cooldown_fraction"), "wsd"),
         ({"sampling": "uniform"}, ("sampling",), "passes"),
+        ({"muon_scale": "keller"}, ("muon_scale",), "aspect"),
     ],
 )
 def test_a_run_from_before_a_setting_existed_resumes_with_that_of_its_time(
     corpus, tmp_path, old, removed, today
 ):
     """A default run saved before the schedule was a setting (every run decayed by the
-    cosine), or the sampling (every run drew its windows at uniform random starts), names
-    neither in its trainer state: it resumes on the cosine, or at uniform starts, bit for bit
-    as the run that was never stopped, though today's default cools down by
-    warmup-stable-decay and reads shuffled passes."""
+    cosine), or the sampling (every run drew its windows at uniform random starts), or Muon's
+    scale (every run took Keller Jordan's), names none of them in its trainer state: it
+    resumes on the cosine, at uniform starts, or with Keller Jordan's scale, bit for bit as
+    the run that was never stopped, though today's default cools down by warmup-stable-decay,
+    reads shuffled passes and scales Muon's update by both sides."""
     ((setting, value),) = old.items()
     common = {"max_iters": 8, "lr_decay_iters": 8, "tokenizer": "char", **old}
     straight = train(tiny_run(corpus, tmp_path / "straight", **common))

@@ -23,7 +23,7 @@ from light_llm.cli.model_flags import add_model_flags
 from light_llm.config import PRESETS
 from light_llm.device import DEVICES
 from light_llm.errors import ConfigError
-from light_llm.muon_spec import ORTHOGONALISERS
+from light_llm.muon_spec import MUON_SCALES, ORTHOGONALISERS
 from light_llm.schedule import SCHEDULES
 from light_llm.train.batches import SAMPLINGS
 from light_llm.train.config import (
@@ -344,6 +344,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="how Muon orthogonalises its momentum: Keller Jordan's quintic Newton-Schulz, 5 "
         "times, or Polar Express's 5 quintics, one per step "
         f"({default('muon_orthogonaliser')})",
+    )
+    optim.add_argument(
+        "--muon-scale",
+        choices=MUON_SCALES,
+        help="the shape scale s of Muon's step -η s O on a (d_out, d_in) matrix: keller, "
+        "sqrt(max(1, d_out/d_in)) (Keller Jordan's); aspect, sqrt(longer side / shorter), "
+        f"which raises a wide matrix as much as its transpose ({default('muon_scale')})",
     )
     optim.add_argument(
         "--cautious-weight-decay",

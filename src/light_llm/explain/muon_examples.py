@@ -105,8 +105,9 @@ def muon() -> list[Step]:
     steps += [
         Step(
             "X_5: Muon's update direction",
-            "After five steps; Muon's step is W -= η sqrt(max(1, d_out/d_in)) X_5 "
-            "(here sqrt(4/3)).",
+            "After five steps; Muon's step is W -= η s X_5, with s = sqrt(max(1, d_out/d_in)) "
+            "(Keller Jordan's) or, under --muon-scale aspect (the default recipe's), "
+            "sqrt(longer side / shorter side): here sqrt(4/3) either way.",
             xs[-1],
             SOURCE,
             rows=rows,

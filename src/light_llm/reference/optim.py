@@ -20,6 +20,7 @@ import numpy as np
 
 from light_llm.errors import ConfigError
 from light_llm.muon_spec import (
+    MUON_SCALES,
     NORMUON_BETA2,
     NORMUON_EPS,
     NS_EPS,
@@ -243,7 +244,10 @@ class MuonAdamW:
     :class:`light_llm.train.muon.MuonAdamW`, equal to it step for step in float64:
 
         M = μ M + G;   N = G + μ M;   O = newton_schulz(N)
-        W = W (1 - η_μ λ_μ) - η_μ sqrt(max(1, d_out / d_in)) O
+        W = W (1 - η_μ λ_μ) - η_μ s O
+
+    with s = sqrt(max(1, d_out / d_in)) (``scale="keller"``) or
+    sqrt(max(d_out, d_in) / min(d_out, d_in)) (``scale="aspect"``; :func:`update_scale`).
 
     With ``normuon`` O is first normalised per output neuron (NorMuon,
     :func:`normalise_neurons`), with a second moment v ∈ R^{d_out} per matrix
@@ -270,6 +274,7 @@ class MuonAdamW:
         orthogonaliser: str = "newton-schulz",
         cautious: bool = False,
         normuon: bool = False,
+        scale: str = "keller",
     ) -> None:
         if not (lr > 0 and muon_lr > 0):
             raise ConfigError(f"the learning rates must be positive, got {lr} and {muon_lr}.")
@@ -280,7 +285,9 @@ class MuonAdamW:
                 f"unknown orthogonaliser {orthogonaliser!r}; known: {', '.join(ORTHOGONALISERS)}."
             )
         self.lr, self.lr_ratio, self.momentum = lr, muon_lr / lr, momentum
-        self.orthogonaliser, self.cautious = orthogonaliser, cautious
+        if scale not in MUON_SCALES:
+            raise ConfigError(f"unknown Muon scale {scale!r}; known: {', '.join(MUON_SCALES)}.")
+        self.orthogonaliser, self.cautious, self.scale = orthogonaliser, cautious, scale
         self.muon_weight_decay = weight_decay / self.lr_ratio
         self.muon_params = {n: p for n, p in params.items() if is_muon_matrix(n, p.ndim)}
         others = {n: p for n, p in params.items() if n not in self.muon_params}
@@ -303,7 +310,7 @@ class MuonAdamW:
             if self.normuon:
                 orthogonal = normalise_neurons(orthogonal, self.second_moment[name])
             decay(param, orthogonal, muon_lr * self.muon_weight_decay, self.cautious)
-            param -= (muon_lr * update_scale(*param.shape)) * orthogonal
+            param -= (muon_lr * update_scale(*param.shape, self.scale)) * orthogonal
         self.adamw.step(grads, lr)
 
 
@@ -323,6 +330,7 @@ def configure_optimizer(params: Params, cfg) -> AdamW | MuonAdamW:
             orthogonaliser=cfg.muon_orthogonaliser,
             cautious=cfg.cautious_weight_decay,
             normuon=cfg.normuon,
+            scale=cfg.muon_scale,
         )
     return AdamW(
         params, cfg.lr, betas, weight_decay=cfg.weight_decay, embedding_lr=cfg.embedding_lr

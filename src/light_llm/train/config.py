@@ -61,7 +61,7 @@ from light_llm.limits import (
     is_integer,
     is_real,
 )
-from light_llm.muon_spec import ORTHOGONALISERS
+from light_llm.muon_spec import MUON_SCALE_BEFORE_CHOICE, MUON_SCALES, ORTHOGONALISERS
 from light_llm.schedule import SCHEDULES, learning_rate, muon_momentum, tokens_before, warmup_size
 from light_llm.train.batches import SAMPLINGS, pass_window_starts
 from light_llm.train.budget import MIN_WARMUP_FOR_BUDGET, parse_duration
@@ -157,6 +157,7 @@ GENERAL_DEFAULTS: dict[str, Any] = {
     "muon_lr": 0.02,  # Keller Jordan's Muon
     "muon_momentum": 0.95,
     "muon_orthogonaliser": "newton-schulz",  # or polar-express (light_llm.muon_spec)
+    "muon_scale": "keller",  # or aspect: the shape scale of Muon's update (light_llm.muon_spec)
     "cautious_weight_decay": False,
     "muon_momentum_warmup": 0,  # steps from μ = 0.85 to muon_momentum (light_llm.schedule)
     "normuon": False,  # NorMuon's per-neuron normalisation of Muon's update (light_llm.muon_spec)
@@ -229,7 +230,9 @@ PRESET_RECIPES: dict[str, dict[str, Any]] = {
     # clipping (Muon's and AdamW's updates are normalised already): 0.017 nats per character
     # lower on the 1 MB slices, 0.003 on all of Shakespeare, at 650 iterations; then its model
     # with 2 heads and 3 layers (light_llm.config.PRESETS), whose faster step fits 1200
-    # iterations in float32
+    # iterations in float32; then Muon's update scaled by both sides' ratio (muon_scale
+    # "aspect": the feed-forward W_2 stepped as its transpose): lower on all four 1 MB runs,
+    # 0.006 nats per character on average at 1200 iterations (docs/recipe.md)
     "qwen3-cpu": {
         **CHAR_CPU_RECIPE,
         "tokenizer": "bpe",
@@ -240,6 +243,7 @@ PRESET_RECIPES: dict[str, dict[str, Any]] = {
         "sampling": "passes",
         "beta1": 0.8,
         "muon_lr": 0.025,
+        "muon_scale": "aspect",
         "grad_clip": 0.0,
         "max_iters": 1200,  # in float32; FITTED_MAX_ITERS under bfloat16
     },
@@ -419,6 +423,7 @@ class TrainConfig:
     muon_lr: float | None = None  # peak lr of the Muon group (the schedule scales it)
     muon_momentum: float | None = None
     muon_orthogonaliser: str | None = None  # newton-schulz | polar-express
+    muon_scale: str | None = None  # keller | aspect (light_llm.muon_spec.update_scale)
     cautious_weight_decay: bool | None = None  # decay where update and weight agree in sign
     muon_momentum_warmup: int | None = None  # steps of μ rising from 0.85 (0 = off)
     normuon: bool | None = None  # NorMuon: Muon's update normalised per output neuron
@@ -485,6 +490,8 @@ class TrainConfig:
             values["lr_schedule"] = SCHEDULE_BEFORE_CHOICE
         if values["sampling"] is None:  # and before the sampling was
             values["sampling"] = SAMPLING_BEFORE_CHOICE
+        if values["muon_scale"] is None:  # and before Muon's scale was
+            values["muon_scale"] = MUON_SCALE_BEFORE_CHOICE
         # what goes only with a setting the resume changes is not carried over: the change is
         # then honoured, or refused under its own name (resume.setting_differences)
         if self.lr_schedule not in (None, "wsd") and self.cooldown_fraction is None:
@@ -536,10 +543,17 @@ class TrainConfig:
         resolved = TrainConfig(**values)
         resolved.validate()
         # (a resumed run's settings are its start's, which resolved them: checked then)
-        muon_given = (self.muon_lr, self.muon_momentum, self.muon_orthogonaliser) != (None,) * 3
+        muon_settings = (
+            self.muon_lr,
+            self.muon_momentum,
+            self.muon_orthogonaliser,
+            self.muon_scale,
+        )
+        muon_given = muon_settings != (None,) * len(muon_settings)
         if muon_given and resolved.optimizer != "muon" and not self.resume:
             raise ConfigError(
-                "muon_lr, muon_momentum and muon_orthogonaliser set the muon optimizer, but "
+                "muon_lr, muon_momentum, muon_orthogonaliser and muon_scale set the muon "
+                "optimizer, but "
                 f"this run uses {resolved.optimizer}; add --optimizer muon."
             )
         if self.cautious_weight_decay and resolved.optimizer != "muon":
@@ -811,6 +825,10 @@ class TrainConfig:
             raise ConfigError(
                 f"muon_orthogonaliser must be {' or '.join(ORTHOGONALISERS)}, got "
                 f"{self.muon_orthogonaliser!r}."
+            )
+        if self.muon_scale not in MUON_SCALES:
+            raise ConfigError(
+                f"muon_scale must be {' or '.join(MUON_SCALES)}, got {self.muon_scale!r}."
             )
         if self.embedding_lr is not None:
             check_real("embedding_lr", self.embedding_lr, 0, low_open=True)

@@ -12,7 +12,9 @@ the same amount however large its singular value. At step t with learning rate �
     Xk = a Xk-1 + (b A + c A²) Xk-1,     A = Xk-1 Xk-1ᵀ,  k = 1..5,  (a, b, c) =
                                          (3.4445, -4.7750, 2.0315)   (X transposed first
                                          when d_out > d_in, so that A is the smaller Gram)
-    W  = W (1 - η λ_μ) - η sqrt(max(1, d_out / d_in)) X5
+    W  = W (1 - η λ_μ) - η s X5,         s = sqrt(max(1, d_out / d_in))  (``scale="keller"``)
+                                         or sqrt(max(d_out, d_in) / min(d_out, d_in))
+                                         (``scale="aspect"``: light_llm.muon_spec.update_scale)
 
 The momentum μ is the group's ``momentum``, which the trainer sets before every step
 (:func:`light_llm.train.optim.set_muon_momentum`): the run's μ, or under a momentum warmup
@@ -58,6 +60,7 @@ from torch import nn
 
 from light_llm.errors import ConfigError
 from light_llm.muon_spec import (
+    MUON_SCALES,
     NORMUON_BETA2,
     NORMUON_EPS,
     NS_EPS,
@@ -127,7 +130,7 @@ class MuonAdamW(torch.optim.Optimizer):
     """Muon on the param groups of ``kind="muon"`` (2-D tensors only), AdamW on those of
     ``kind="adamw"`` (see the module docstring). Group options: ``lr``, ``lr_ratio``,
     ``weight_decay``, ``cautious`` (Cautious Weight Decay), ``momentum`` μ,
-    ``orthogonaliser`` and ``normuon`` (muon), ``betas`` and ``eps`` (adamw)."""
+    ``orthogonaliser``, ``normuon`` and ``scale`` (muon), ``betas`` and ``eps`` (adamw)."""
 
     def __init__(
         self,
@@ -140,6 +143,7 @@ class MuonAdamW(torch.optim.Optimizer):
         orthogonaliser: str = "newton-schulz",
         cautious: bool = False,
         normuon: bool = False,
+        scale: str = "keller",
     ) -> None:
         if not 0.0 <= momentum < 1.0:
             raise ConfigError(f"the Muon momentum must lie in [0, 1), got {momentum}.")
@@ -147,6 +151,8 @@ class MuonAdamW(torch.optim.Optimizer):
             raise ConfigError(
                 f"unknown orthogonaliser {orthogonaliser!r}; known: {', '.join(ORTHOGONALISERS)}."
             )
+        if scale not in MUON_SCALES:
+            raise ConfigError(f"unknown Muon scale {scale!r}; known: {', '.join(MUON_SCALES)}.")
         if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
             raise ConfigError(f"AdamW betas must lie in [0, 1), got {betas}.")
         defaults = {
@@ -160,6 +166,7 @@ class MuonAdamW(torch.optim.Optimizer):
             "orthogonaliser": orthogonaliser,
             "cautious": cautious,
             "normuon": normuon,
+            "scale": scale,
         }
         super().__init__(params, defaults)
         for group in self.param_groups:
@@ -213,7 +220,7 @@ class MuonAdamW(torch.optim.Optimizer):
         for parameter, transposed, update in zip(
             parameters, tall, orthogonal.unbind(), strict=True
         ):
-            scale = update_scale(*parameter.shape)
+            scale = update_scale(*parameter.shape, group["scale"])
             update = (update.mT if transposed else update).to(parameter.dtype)
             if group["normuon"]:
                 state = self.state[parameter]
@@ -319,6 +326,7 @@ def configure_muon(
     orthogonaliser: str = "newton-schulz",
     cautious: bool = False,
     normuon: bool = False,
+    scale: str = "keller",
 ) -> MuonAdamW:
     """:class:`MuonAdamW` over ``model``'s parameters (:func:`muon_param_groups`), the
     learning rates set to their peaks ``muon_lr`` (muon) and ``lr`` (adamw)."""
@@ -336,4 +344,5 @@ def configure_muon(
         orthogonaliser=orthogonaliser,
         cautious=cautious,
         normuon=normuon,
+        scale=scale,
     )

@@ -112,6 +112,7 @@ def configure_optimizer(
             orthogonaliser=cfg.muon_orthogonaliser,
             cautious=cfg.cautious_weight_decay,
             normuon=cfg.normuon,
+            scale=cfg.muon_scale,
         )
     raise ConfigError(f"unknown optimizer {cfg.optimizer!r}; known: {', '.join(OPTIMIZERS)}.")
 
