@@ -20,7 +20,13 @@ from light_llm.errors import CheckpointError, ConfigError, TrainingError
 from light_llm.inspect.probe import take_probe
 from light_llm.train import TrainConfig, train
 from light_llm.train.numpy_trainer import train_numpy
-from light_llm.train.probes import DEFAULT_PROBE_PROMPT, PROBE_SLICE_WINDOWS, probe_interval
+from light_llm.train.probes import (
+    DEFAULT_PROBE_PROMPT,
+    PROBE_SLICE_WINDOWS,
+    ProbeRecorder,
+    probe_interval,
+)
+from light_llm.train.trainer import PROBE_THREADS, Trainer
 from tests.train.helpers import TINY, tiny_flags
 
 PROBED = {"probe_interval": 4, "probe_prompt": "the king shall come to"}
@@ -195,6 +201,31 @@ def test_a_probed_run_trains_exactly_as_one_never_probed(corpus, tmp_path):
     probed = train(tiny_run(corpus, tmp_path / "probed", probe_interval=2, **common))
     plain = train(tiny_run(corpus, tmp_path / "plain", probe_interval=0, **common))
     assert probed.losses == plain.losses  # bit for bit: the probes draw from no generator
+
+
+def test_probes_run_on_one_thread_and_give_the_steps_theirs_back(corpus, tmp_path, monkeypatch):
+    seen = {"probe": [], "step": []}
+    record, step = ProbeRecorder.record, Trainer.step
+
+    def counting_record(self, *args, **kwargs):
+        seen["probe"].append(torch.get_num_threads())
+        return record(self, *args, **kwargs)
+
+    def counting_step(self, *args, **kwargs):
+        seen["step"].append(torch.get_num_threads())
+        return step(self, *args, **kwargs)
+
+    monkeypatch.setattr(ProbeRecorder, "record", counting_record)
+    monkeypatch.setattr(Trainer, "step", counting_step)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        train(tiny_run(corpus, tmp_path, max_iters=6, probe_interval=2))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert seen["probe"] == [PROBE_THREADS] * len(probe_iterations(tmp_path)) == [1] * 5
+    assert set(seen["step"]) == {2}  # the thread governor waits WINDOW steps: all threads
 
 
 def test_each_probe_adds_a_point_of_the_slices_loss_in_bits_per_byte(corpus, tmp_path):

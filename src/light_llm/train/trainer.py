@@ -72,6 +72,10 @@ from light_llm.train.thread_governor import WINDOW, ThreadGovernor
 
 __all__ = ["Trainer", "saved_run_config", "train", "train_mlm"]
 
+# a probe's forward passes read a prompt and two windows, products too small to share out:
+# one thread is faster than two (benchmarks/bench_probes.py, docs/benchmarks.md)
+PROBE_THREADS = 1
+
 
 def train(config) -> TrainResult:
     """Train a GPT as ``config`` (a :class:`~light_llm.train.config.TrainConfig`) says and
@@ -339,9 +343,14 @@ class Trainer:
     def take_probe(self) -> None:
         """Record the probe of this iteration (rank 0), the model in evaluation mode, the
         random generators left as they were (a LoRA model is merged on a fresh copy, whose
-        layers draw their initial weights), so that a probed run trains as one never probed."""
+        layers draw their initial weights), so that a probed run trains as one never probed.
+        On the CPU it runs on ``PROBE_THREADS`` thread(s), then gives the step its threads back:
+        a probe's products are a few tokens long, too small to share between threads."""
         run = self.prepared
         run.raw_model.eval()
+        threads = torch.get_num_threads()
+        if run.device.type == "cpu":
+            torch.set_num_threads(min(PROBE_THREADS, threads))
         try:
             with torch.random.fork_rng(devices=[]), self.averaged():
                 probe = self.probes.record(
@@ -349,6 +358,7 @@ class Trainer:
                 )
             run.record.probe(probe)
         finally:
+            torch.set_num_threads(threads)
             run.raw_model.train()
 
     def log_training(self, loss: float, meter: ThroughputMeter, bar: tqdm) -> None:
