@@ -80,8 +80,8 @@ def test_preset_char_cpu_is_bpe_cpu_on_characters_and_bpe_cpu_the_default_before
     assert (default.pop("max_iters"), bpe.pop("max_iters")) == (1200, 820)
     assert (default.pop("lr_decay_iters"), bpe.pop("lr_decay_iters")) == (1200, 820)
     # one recipe but the schedule, the decay's fit to the corpus, the sampling, AdamW's β1,
-    # Muon's rate and scale, the clipping and the length; the models differ only in the MLP, the cap,
-    # the heads and the layers
+    # Muon's rate and scale, the clipping and the length; the models differ only in the MLP,
+    # the cap, the heads and the layers
     assert default == bpe
 
 
