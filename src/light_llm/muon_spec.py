@@ -108,6 +108,12 @@ MUON_SCALES = ("keller", "aspect")
 MUON_SCALE_BEFORE_CHOICE = "keller"
 
 
+def check_scale(rule: str) -> None:
+    """ConfigError unless ``rule`` is one of :data:`MUON_SCALES`."""
+    if rule not in MUON_SCALES:
+        raise ConfigError(f"unknown Muon scale {rule!r}; known: {', '.join(MUON_SCALES)}.")
+
+
 def update_scale(rows: int, cols: int, rule: str = "keller") -> float:
     """The factor s in W <- W - η s O for a (rows, cols) = (d_out, d_in) weight. The
     orthogonalised update O has min(rows, cols) unit singular values, so its entries have
@@ -122,8 +128,7 @@ def update_scale(rows: int, cols: int, rule: str = "keller") -> float:
     share their shorter side (every block matrix of a GPT, its width), it is Moonlight's
     0.2 sqrt(max(rows, cols)) (Liu et al., "Muon is Scalable for LLM Training", 2025) divided
     by a square matrix's, so a square matrix's step is the same under both rules."""
+    check_scale(rule)
     if rule == "keller":
         return math.sqrt(max(1.0, rows / cols))
-    if rule == "aspect":
-        return math.sqrt(max(rows, cols) / min(rows, cols))
-    raise ConfigError(f"unknown Muon scale {rule!r}; known: {', '.join(MUON_SCALES)}.")
+    return math.sqrt(max(rows, cols) / min(rows, cols))

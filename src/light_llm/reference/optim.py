@@ -20,12 +20,12 @@ import numpy as np
 
 from light_llm.errors import ConfigError
 from light_llm.muon_spec import (
-    MUON_SCALES,
     NORMUON_BETA2,
     NORMUON_EPS,
     NS_EPS,
     NS_STEPS,
     ORTHOGONALISERS,
+    check_scale,
     is_embedding_table,
     is_muon_matrix,
     orthogonaliser_steps,
@@ -285,8 +285,7 @@ class MuonAdamW:
                 f"unknown orthogonaliser {orthogonaliser!r}; known: {', '.join(ORTHOGONALISERS)}."
             )
         self.lr, self.lr_ratio, self.momentum = lr, muon_lr / lr, momentum
-        if scale not in MUON_SCALES:
-            raise ConfigError(f"unknown Muon scale {scale!r}; known: {', '.join(MUON_SCALES)}.")
+        check_scale(scale)
         self.orthogonaliser, self.cautious, self.scale = orthogonaliser, cautious, scale
         self.muon_weight_decay = weight_decay / self.lr_ratio
         self.muon_params = {n: p for n, p in params.items() if is_muon_matrix(n, p.ndim)}

@@ -60,12 +60,12 @@ from torch import nn
 
 from light_llm.errors import ConfigError
 from light_llm.muon_spec import (
-    MUON_SCALES,
     NORMUON_BETA2,
     NORMUON_EPS,
     NS_EPS,
     NS_STEPS,
     ORTHOGONALISERS,
+    check_scale,
     is_muon_matrix,
     orthogonaliser_steps,
     update_scale,
@@ -151,8 +151,7 @@ class MuonAdamW(torch.optim.Optimizer):
             raise ConfigError(
                 f"unknown orthogonaliser {orthogonaliser!r}; known: {', '.join(ORTHOGONALISERS)}."
             )
-        if scale not in MUON_SCALES:
-            raise ConfigError(f"unknown Muon scale {scale!r}; known: {', '.join(MUON_SCALES)}.")
+        check_scale(scale)
         if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
             raise ConfigError(f"AdamW betas must lie in [0, 1), got {betas}.")
         defaults = {
