@@ -128,7 +128,7 @@ def update_scale(rows: int, cols: int, rule: str = "keller") -> float:
     share their shorter side (every block matrix of a GPT, its width), it is Moonlight's
     0.2 sqrt(max(rows, cols)) (Liu et al., "Muon is Scalable for LLM Training", 2025) divided
     by a square matrix's, so a square matrix's step is the same under both rules."""
-    check_scale(rule)
     if rule == "keller":
         return math.sqrt(max(1.0, rows / cols))
+    check_scale(rule)  # an unknown name stops here; a known one costs two comparisons a step
     return math.sqrt(max(rows, cols) / min(rows, cols))
