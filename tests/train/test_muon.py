@@ -1,6 +1,11 @@
 """Muon (light_llm.train.muon): the Newton-Schulz iteration against an SVD, the optimizer's
 AdamW half against torch.optim.AdamW, its param groups, its state through a checkpoint."""
 
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -372,6 +377,34 @@ def test_state_round_trips_through_the_checkpoint_files(tmp_path, normuon):
     train_steps(copy, restored, 2, seed=1)
     for a, b in zip(model.parameters(), copy.parameters(), strict=True):
         assert torch.equal(a, b)
+
+
+def test_the_optimizer_never_loads_the_compiler():
+    """A fresh process that builds the default's optimizer, steps, zeroes its gradients and
+    saves and restores its state never imports torch._dynamo (1.8 s on a 2-core CPU): torch's
+    wrappers around those methods would, and MuonAdamW takes them unwrapped."""
+    script = textwrap.dedent(
+        """
+        import sys
+        import torch
+        from light_llm.models.gpt import GPT
+        from light_llm.train.muon import configure_muon
+        from tests.conftest import tiny_config
+        model = GPT(tiny_config())
+        optimizer = configure_muon(model, 1e-3, 0.02, 0.95, (0.9, 0.95), 0.1)
+        x = torch.randint(0, 37, (2, 16))
+        model(x, x)[1].backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        optimizer.load_state_dict(optimizer.state_dict())
+        print("torch._dynamo" in sys.modules)
+        """
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "False"
 
 
 def test_bad_options_are_one_sentence():
