@@ -436,10 +436,22 @@ def test_the_help_names_every_preset_of_both_models():
             ["--optimizer", "muon", "--muon-momentum", "1"],
             "muon_momentum must be a finite number in [0, 1)",
         ),
-        (["--preset", "nanogpt-cpu", "--muon-lr", "0.01"], "but this run uses adamw; add"),
         (
-            ["--preset", "nanogpt-cpu", "--muon-orthogonaliser", "polar-express"],
-            "but this run uses adamw; add --optimizer muon.",
+            ["--preset", "nanogpt-cpu", "--muon-lr", "0.01"],
+            "--muon-lr sets light-llm's Muon optimizer, but this run uses adamw; add "
+            "--optimizer muon.",
+        ),
+        (
+            [
+                "--optimizer",
+                "adamw",
+                "--muon-orthogonaliser",
+                "polar-express",
+                "--muon-scale",
+                "aspect",
+            ],
+            "--muon-orthogonaliser and --muon-scale set light-llm's Muon optimizer, but this run "
+            "uses adamw; add --optimizer muon.",
         ),
         (
             ["--preset", "nanogpt-cpu", "--cautious-weight-decay"],

@@ -543,18 +543,16 @@ class TrainConfig:
         resolved = TrainConfig(**values)
         resolved.validate()
         # (a resumed run's settings are its start's, which resolved them: checked then)
-        muon_settings = (
-            self.muon_lr,
-            self.muon_momentum,
-            self.muon_orthogonaliser,
-            self.muon_scale,
-        )
-        muon_given = muon_settings != (None,) * len(muon_settings)
+        muon_given = [
+            "--" + name.replace("_", "-")
+            for name in ("muon_lr", "muon_momentum", "muon_orthogonaliser", "muon_scale")
+            if getattr(self, name) is not None
+        ]
         if muon_given and resolved.optimizer != "muon" and not self.resume:
+            verb = "sets" if len(muon_given) == 1 else "set"
             raise ConfigError(
-                "muon_lr, muon_momentum, muon_orthogonaliser and muon_scale set the muon "
-                "optimizer, but "
-                f"this run uses {resolved.optimizer}; add --optimizer muon."
+                f"{' and '.join(muon_given)} {verb} light-llm's Muon optimizer, but this run "
+                f"uses {resolved.optimizer}; add --optimizer muon."
             )
         if self.cautious_weight_decay and resolved.optimizer != "muon":
             raise ConfigError(
