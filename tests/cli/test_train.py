@@ -306,6 +306,17 @@ def test_float16_on_the_cpu_is_refused(corpus, tmp_path, capsys):
     assert "float16" in error_line(capsys)
 
 
+def test_bfloat16_on_a_cpu_that_emulates_it_trains_and_says_it_is_slow(
+    corpus, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    out = tmp_path / "out"
+    assert main(["train", *tiny_flags(corpus, out, dtype="bfloat16", max_iters=2)]) == 0
+    printed = capsys.readouterr().out
+    assert "warning: this CPU (AVX2) has no bfloat16 arithmetic" in printed
+    assert read_trainer_state(out / "checkpoint")["dtype"] == "bfloat16"
+
+
 def test_ctrl_c_saves_and_exits_130_with_how_to_resume(corpus, tmp_path, capsys, monkeypatch):
     original_forward = GPT.forward
 

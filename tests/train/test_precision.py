@@ -43,3 +43,18 @@ def test_bfloat16_needs_both_the_hardware_and_avx512_kernels(monkeypatch):
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
     assert not precision.cpu_has_native_bfloat16()
     assert orthogonalisation_dtype(torch.zeros(2, 2)) == torch.float32
+
+
+def test_bfloat16_on_a_cpu_that_emulates_it_is_said_to_be_slow(monkeypatch):
+    """bfloat16 asked for on a CPU without its arithmetic is allowed (the numbers are right)
+    but gets a warning naming the CPU; float32, a GPU and a CPU with bfloat16 get none."""
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    note = precision.emulated_bfloat16_note("bfloat16", cpu)
+    assert note.startswith("warning: this CPU (AVX2) has no bfloat16 arithmetic")
+    assert "drop --dtype bfloat16" in note
+    assert precision.emulated_bfloat16_note("float32", cpu) == ""
+    assert precision.emulated_bfloat16_note("bfloat16", torch.device("cuda")) == ""
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
+    assert precision.emulated_bfloat16_note("bfloat16", cpu) == ""

@@ -936,14 +936,23 @@ class TrainConfig:
 
 
 def fitted_length(
-    given: TrainConfig, resolved: TrainConfig, device_type: str, dtype: str, cpu: str
+    given: TrainConfig,
+    resolved: TrainConfig,
+    device_type: str,
+    dtype: str,
+    cpu: str,
+    native_bfloat16: bool = True,
 ) -> tuple[int | None, str]:
     """The iteration count for a run that gave neither --max-iters nor --time, fitted to the
     machine's arithmetic (``FITTED_MAX_ITERS``; None: the recipe's), and the sentence that
     says what was chosen and why ("" for a run whose length is not fitted: a given length,
-    fine-tuning, a preset not fitted, a GPU)."""
+    fine-tuning, a preset not fitted, a GPU, or bfloat16 on a CPU that only emulates it, whose
+    steps are far slower than any count was fitted to: ``precision.emulated_bfloat16_note``
+    says so)."""
     fitted = given.max_iters is None and given.time is None and given.init_from is None
     if not fitted or resolved.preset not in FITTED_MAX_ITERS or device_type != "cpu":
+        return None, ""
+    if dtype == "bfloat16" and not native_bfloat16:
         return None, ""
     recipe = resolved.max_iters
     iterations = FITTED_MAX_ITERS[resolved.preset].get(dtype)

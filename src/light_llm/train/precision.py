@@ -36,6 +36,20 @@ def cpu_has_native_bfloat16() -> bool:
     return any(getattr(torch.cpu, check, lambda: False)() for check in checks)
 
 
+def emulated_bfloat16_note(dtype: str, device: torch.device) -> str:
+    """The warning for a bfloat16 run on a CPU without bfloat16 arithmetic ("" otherwise):
+    PyTorch emulates it there, and the default's step took 7.0 s against about 0.1 s in
+    float32 on a 2-core AVX2 CPU, so ``--dtype bfloat16`` is allowed (its numbers are right)
+    but said to be slow before the first step."""
+    if dtype != "bfloat16" or device.type != "cpu" or cpu_has_native_bfloat16():
+        return ""
+    return (
+        f"warning: this CPU ({torch.backends.cpu.get_cpu_capability()}) has no bfloat16 "
+        "arithmetic, so PyTorch emulates it and every step takes tens of times as long as in "
+        "float32, the default here: drop --dtype bfloat16 to train at full speed."
+    )
+
+
 def default_dtype(device: torch.device) -> str:
     """bfloat16 on a GPU that supports it and on a CPU with bfloat16 arithmetic; float32
     elsewhere.

@@ -51,7 +51,13 @@ from light_llm.train.optimizer_state import (
     load_raw_weights,
     restore_rng_states,
 )
-from light_llm.train.precision import autocast, check_dtype, default_dtype, grad_scaler
+from light_llm.train.precision import (
+    autocast,
+    check_dtype,
+    default_dtype,
+    emulated_bfloat16_note,
+    grad_scaler,
+)
 from light_llm.train.probes import given_prompt_ids
 from light_llm.train.records import RunRecord
 from light_llm.train.resume import (
@@ -108,6 +114,7 @@ class PreparedRun:
     budget_s: float | None = None  # a --time run whose iteration count is not fixed yet
     eval_seconds: float = 0.0  # of the latest evaluation (with its checkpoint)
     schedule_note: str = ""  # how a resume beyond the run's end treats the schedule
+    precision_note: str = ""  # bfloat16 asked for on a CPU that only emulates it
     length_note: str = ""  # how many iterations the default takes on this machine, and why
     decay_note: str = ""  # the weight decay fitted to the corpus's size, and why
     last_saved: tuple[Path, int] | None = None  # the checkpoint folder and its iteration
@@ -159,10 +166,13 @@ def prepare_in(
     budget_s = parse_duration(cfg.time) if given.awaits_budget_estimate() else None
     dtype = cfg.dtype or default_dtype(device)
     check_dtype(dtype, device)
+    precision_note = emulated_bfloat16_note(dtype, device)
     length_note = ""
     if not saved:  # the length fitted to the machine, recorded as --max-iters (resumes keep it)
         cpu = torch.backends.cpu.get_cpu_capability()
-        iterations, length_note = fitted_length(given, cfg, device.type, dtype, cpu)
+        iterations, length_note = fitted_length(
+            given, cfg, device.type, dtype, cpu, native_bfloat16=not precision_note
+        )
         if iterations is not None:
             given = dataclasses.replace(given, max_iters=iterations)
             cfg = given.resolve()
@@ -239,6 +249,7 @@ def prepare_in(
         budget_s=budget_s,
         eval_seconds=eval_seconds,
         schedule_note=schedule_note,
+        precision_note=precision_note,
         length_note=length_note,
         decay_note=decay_note,
     )

@@ -544,6 +544,7 @@ def announce(run: PreparedRun) -> None:
     unstarted = unstarted_average_note(cfg) if iteration and run.budget_s is None else None
     notes = (
         run.schedule_note,
+        run.precision_note,
         run.length_note,
         run.decay_note,
         objective_note(model.mtp_weight),
