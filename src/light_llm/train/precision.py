@@ -46,8 +46,8 @@ def emulated_bfloat16_note(dtype: str, device: torch.device) -> str:
         return ""
     return (
         f"warning: this CPU ({torch.backends.cpu.get_cpu_capability()}) has no bfloat16 "
-        "arithmetic, so PyTorch emulates it and every step takes about ten times as long as "
-        "in float32, the default here: drop --dtype bfloat16 to train at full speed."
+        "arithmetic, so PyTorch emulates it and every step takes over ten times as long as in "
+        "float32, the default here: drop --dtype bfloat16 to train at full speed."
     )
 
 

@@ -54,6 +54,7 @@ from light_llm.train.optimizer_state import (
 from light_llm.train.precision import (
     autocast,
     check_dtype,
+    cpu_has_native_bfloat16,
     default_dtype,
     emulated_bfloat16_note,
     grad_scaler,
@@ -170,9 +171,8 @@ def prepare_in(
     length_note = ""
     if not saved:  # the length fitted to the machine, recorded as --max-iters (resumes keep it)
         cpu = torch.backends.cpu.get_cpu_capability()
-        iterations, length_note = fitted_length(
-            given, cfg, device.type, dtype, cpu, native_bfloat16=not precision_note
-        )
+        native = cpu_has_native_bfloat16()
+        iterations, length_note = fitted_length(given, cfg, device.type, dtype, cpu, native)
         if iterations is not None:
             given = dataclasses.replace(given, max_iters=iterations)
             cfg = given.resolve()
