@@ -3,11 +3,13 @@ command (start-up, learning the tokenizer, encoding, training, evaluations, prob
 timed by the wall clock, then ``light-llm eval`` over the whole validation split in nats per
 character (the unit that compares a BPE model with a character model).
 
-The two take turns (nanoGPT, default, nanoGPT, default, ...) so that load from other work on
-the machine hits both alike; every pair is one seed on one corpus. The table printed at the
-end has one row a run and, per corpus and seed, the default's time as a fraction of nanoGPT's
-and its loss below nanoGPT's. The CPU kind (``torch.backends.cpu.get_cpu_capability()``) and
-the load average before and after are printed with it: timings need a quiet machine.
+The two take turns so that load from other work on the machine hits both alike, and which of
+a pair runs first alternates (nanoGPT then the default, then the default then nanoGPT, ...)
+so that a drift in the machine's speed favours neither; every pair is one seed on one corpus.
+The table printed at the end has one row a run and, per corpus and seed, the default's time
+as a fraction of nanoGPT's and its loss below nanoGPT's. The CPU kind
+(``torch.backends.cpu.get_cpu_capability()``) and the load average before and after are
+printed with it: timings need a quiet machine.
 
 Corpora: ``shakespeare`` (all of it, the main job), ``first`` (its first megabyte,
 ``shakespeare.shakespeare_slice()``), ``last`` (its last megabyte, the slice of
@@ -90,11 +92,14 @@ def main() -> None:
     shared = shlex.split(args.flags)
     extra = {"nanogpt-cpu": shared, "default": [*shared, *shlex.split(args.default_flags)]}
     rows = []
+    pairs = 0
     for name in args.data:
         data = corpus_file(name, folder)
         for seed in args.seeds:
             pair = {}
-            for recipe in RECIPES:  # nanoGPT first, then the default: taking turns
+            order = list(RECIPES) if pairs % 2 == 0 else list(reversed(RECIPES))
+            pairs += 1
+            for recipe in order:
                 out = f"{recipe}-{Path(name).stem}-{seed}"
                 pair[recipe] = train_and_score(recipe, data, seed, folder, out, extra[recipe])
                 row = {"data": name, "seed": seed, **pair[recipe]}
