@@ -6,10 +6,10 @@ character (the unit that compares a BPE model with a character model).
 The two take turns so that load from other work on the machine hits both alike, and which of
 a pair runs first alternates (nanoGPT then the default, then the default then nanoGPT, ...)
 so that a drift in the machine's speed favours neither; every pair is one seed on one corpus.
-The table printed at the end has one row a run and, per corpus and seed, the default's time
-as a fraction of nanoGPT's and its loss below nanoGPT's. The CPU kind
+Each run prints a JSON line as it ends, and each pair a line with the default's time as a
+fraction of nanoGPT's and its loss below nanoGPT's. The CPU kind
 (``torch.backends.cpu.get_cpu_capability()``) and the load average before and after are
-printed with it: timings need a quiet machine.
+printed with them: timings need a quiet machine.
 
 Corpora: ``shakespeare`` (all of it, the main job), ``first`` (its first megabyte,
 ``shakespeare.shakespeare_slice()``), ``last`` (its last megabyte, the slice of
@@ -91,7 +91,6 @@ def main() -> None:
     print(f"CPU kind {torch.backends.cpu.get_cpu_capability()}; load {os.getloadavg()}")
     shared = shlex.split(args.flags)
     extra = {"nanogpt-cpu": shared, "default": [*shared, *shlex.split(args.default_flags)]}
-    rows = []
     pairs = 0
     for name in args.data:
         data = corpus_file(name, folder)
@@ -103,7 +102,6 @@ def main() -> None:
                 out = f"{recipe}-{Path(name).stem}-{seed}"
                 pair[recipe] = train_and_score(recipe, data, seed, folder, out, extra[recipe])
                 row = {"data": name, "seed": seed, **pair[recipe]}
-                rows.append(row)
                 print(json.dumps(row), flush=True)
             nano, ours = pair["nanogpt-cpu"], pair["default"]
             print(
