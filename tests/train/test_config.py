@@ -14,25 +14,32 @@ from light_llm.train.config import (
 
 
 @pytest.mark.parametrize(
-    ("given", "device", "dtype", "iterations"),
+    ("given", "device", "dtype", "native", "iterations"),
     [
-        ({}, "cpu", "bfloat16", FITTED_MAX_ITERS["qwen3-cpu"].get("bfloat16")),
-        ({}, "cpu", "float32", FITTED_MAX_ITERS["qwen3-cpu"].get("float32")),
-        ({"preset": "bpe-cpu"}, "cpu", "bfloat16", FITTED_MAX_ITERS["bpe-cpu"].get("bfloat16")),
-        ({"max_iters": 50}, "cpu", "bfloat16", None),
-        ({"time": "90s"}, "cpu", "bfloat16", None),
-        ({"preset": "nanogpt-cpu"}, "cpu", "bfloat16", None),
-        ({}, "cuda", "bfloat16", None),
-        ({}, "cpu", "emulated bfloat16", None),
+        ({}, "cpu", "bfloat16", True, FITTED_MAX_ITERS["qwen3-cpu"].get("bfloat16")),
+        ({}, "cpu", "float32", True, FITTED_MAX_ITERS["qwen3-cpu"].get("float32")),
+        (
+            {"preset": "bpe-cpu"},
+            "cpu",
+            "bfloat16",
+            True,
+            FITTED_MAX_ITERS["bpe-cpu"].get("bfloat16"),
+        ),
+        ({"max_iters": 50}, "cpu", "bfloat16", True, None),
+        ({"time": "90s"}, "cpu", "bfloat16", True, None),
+        ({"preset": "nanogpt-cpu"}, "cpu", "bfloat16", True, None),
+        ({}, "cuda", "bfloat16", True, None),
+        ({}, "cpu", "bfloat16", False, None),
     ],
 )
-def test_the_fitted_length_applies_only_to_a_default_run_on_a_cpu(given, device, dtype, iterations):
-    """... and not to bfloat16 on a CPU that only emulates it, whose steps are far slower
-    than any count was fitted to (its warning is precision.emulated_bfloat16_note's)."""
+def test_the_fitted_length_applies_only_to_a_default_run_on_a_cpu(
+    given, device, dtype, native, iterations
+):
+    """... and not to bfloat16 on a CPU that only emulates it (``native`` False), whose steps
+    are far slower than any count was fitted to (its warning is
+    precision.emulated_bfloat16_note's)."""
     config = TrainConfig(**given)
     resolved = config.resolve()
-    native = dtype != "emulated bfloat16"
-    dtype = dtype.removeprefix("emulated ")
     fitted, note = fitted_length(config, resolved, device, dtype, "AVX512", native)
     assert fitted == iterations
     fitted_preset = resolved.preset in FITTED_MAX_ITERS and device == "cpu" and native
