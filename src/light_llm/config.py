@@ -21,6 +21,8 @@ from light_llm.limits import (
 )
 
 POSITIONS = ("learned", "sinusoidal", "rotary", "none")
+ANGLED_POSITIONS = ("sinusoidal", "rotary")  # the two that position_base's angles θ_i set
+DEFAULT_POSITION_BASE = 10000.0  # the base of the Transformer's sinusoids and of RoFormer's RoPE
 NORMS = ("layernorm", "rmsnorm")
 ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "relu2", "swiglu")
 BLOCK_ORDERS = ("pre", "post")
@@ -46,7 +48,7 @@ class ModelConfig:
     bias: bool = True  # biases in Linear layers and LayerNorm, as GPT-2
     tie_embeddings: bool = True  # lm_head.weight is wte.weight (seed 002 §10.2)
     positions: str = "learned"  # learned | sinusoidal | rotary | none
-    position_base: float = 10000.0  # base of sinusoidal PE and RoPE (seed 003 uses 100)
+    position_base: float = DEFAULT_POSITION_BASE  # of sinusoidal PE and RoPE (seed 003: 100)
     norm: str = "layernorm"  # layernorm | rmsnorm
     norm_eps: float = 1e-5
     activation: str = "gelu"  # gelu (exact erf) | gelu_tanh | relu | relu2 (ReLU²) | swiglu
@@ -93,6 +95,11 @@ class ModelConfig:
         if self.n_embd % self.n_head != 0:
             raise ConfigError(
                 f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})."
+            )
+        if self.position_base != DEFAULT_POSITION_BASE and self.positions not in ANGLED_POSITIONS:
+            raise ConfigError(
+                "position_base sets the angles of rotary and sinusoidal positions, and this "
+                f"model's positions are {self.positions}: use --positions rotary, or drop it."
             )
         if self.positions == "rotary" and self.head_dim % 2 != 0:
             raise ConfigError(f"rotary positions need an even head size, got {self.head_dim}.")

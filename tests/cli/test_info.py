@@ -157,6 +157,7 @@ def test_switches_apply_on_top_of_the_preset(capsys):
     "argv, words",
     [
         (["--n-embd", "100"], "divisible by n_head"),
+        (["--position-base", "500"], "this model's positions are learned"),
         (["--context", "2048"], "longer than the model's block size"),
         (["--context", "0"], "at least 1 token"),
         (["--checkpoint", "/nonexistent/folder"], "no checkpoint folder"),

@@ -403,6 +403,46 @@ def test_an_n_inner_below_1_is_one_sentence_and_writes_nothing(corpus, tmp_path,
     assert not out.exists()
 
 
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_position_base_sets_the_rotary_angles_and_a_resume_keeps_it(corpus, tmp_path, engine):
+    out = tmp_path / "out"
+    flags = tiny_flags(corpus, out, max_iters=2, engine=engine)
+    assert main(["train", *flags, "--position-base", "500"]) == 0
+    config = load_config(out)
+    assert (config.positions, config.position_base) == ("rotary", 500.0)
+    rope = GPT(config).rope  # cos(m θ_i) with θ_i = 500^(-2i/hs), computed here in float64
+    i = torch.arange(config.head_dim // 2, dtype=torch.float64)
+    theta = 500.0 ** (-2 * i / config.head_dim)
+    angles = torch.arange(config.block_size, dtype=torch.float64)[:, None] * theta
+    torch.testing.assert_close(rope.cos.double(), torch.cos(angles), rtol=0, atol=1e-6)
+    torch.testing.assert_close(rope.sin.double(), torch.sin(angles), rtol=0, atol=1e-6)
+    assert main(["train", "--resume", "--out", str(out), "--max-iters", "3"]) == 0
+    assert load_config(out).position_base == 500.0
+
+
+@pytest.mark.parametrize("positions", ["learned", "none"])
+def test_a_position_base_for_positions_without_angles_is_refused(
+    corpus, tmp_path, capsys, positions
+):
+    out = tmp_path / "out"
+    flags = ["--positions", positions, "--position-base", "500"]
+    assert main(["train", *tiny_flags(corpus, out), *flags]) == 2
+    line = error_line(capsys)
+    assert "position_base sets the angles of rotary and sinusoidal positions" in line
+    assert f"this model's positions are {positions}" in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("value", ["1", "0", "-5", "nan", "inf"])
+def test_a_position_base_of_at_most_1_is_one_sentence_and_writes_nothing(
+    corpus, tmp_path, capsys, value
+):
+    out = tmp_path / "out"
+    assert main(["train", *tiny_flags(corpus, out), f"--position-base={value}"]) == 2
+    assert "position_base must be" in error_line(capsys)
+    assert not out.exists()
+
+
 # ---------------------------------------------------------------------- --model bert
 def test_model_bert_means_the_bert_shakespeare_masked_lm_recipe():
     config = config_from_args(build_parser().parse_args(["train", "--model", "bert"])).resolve()

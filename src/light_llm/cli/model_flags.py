@@ -28,6 +28,15 @@ VALUED = [
     ("--block-size", "block_size", int, None, "T", "context length in tokens T_max"),
     ("--dropout", "dropout", float, None, "P", "dropout probability"),
     ("--positions", "positions", str, POSITIONS, None, "position encoding"),
+    (
+        "--position-base",
+        "position_base",
+        float,
+        None,
+        "B",
+        "the base of the position angles, θ_i = B^(-2i/d) for rotary and sinusoidal positions "
+        "(default 10000)",
+    ),
     ("--norm", "norm", str, NORMS, None, "normalisation layer"),
     ("--activation", "activation", str, ACTIVATIONS, None, "feed-forward activation"),
     ("--block-order", "block_order", str, BLOCK_ORDERS, None, "pre-LN (GPT-2) or post-LN blocks"),

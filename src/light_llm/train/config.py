@@ -325,6 +325,7 @@ MODEL_FIELDS = (
     "block_size",
     "dropout",
     "positions",
+    "position_base",
     "norm",
     "activation",
     "block_order",
@@ -385,6 +386,7 @@ class TrainConfig:
     block_size: int | None = None
     dropout: float | None = None
     positions: str | None = None
+    position_base: float | None = None  # θ_i's base B for rotary and sinusoidal; None: 10000
     norm: str | None = None
     activation: str | None = None
     block_order: str | None = None
