@@ -307,3 +307,30 @@ def test_numpy_engine_trains_saves_loads_and_samples_without_torch(tmp_path):
         tmp_path,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_the_pytorch_engine_loads_a_checkpoint_without_importing_scipy(tmp_path):
+    """SciPy (about 0.3 s of a command's start) serves only the NumPy engine's float64 erf
+    and sigmoid, imported where they run: a fresh process that trains and loads a checkpoint
+    with the PyTorch engine never imports it, and the NumPy engine's GELU then does."""
+    script = textwrap.dedent(
+        f"""
+        import sys
+        import numpy as np
+        from light_llm.checkpoints import load, save
+        from light_llm.models.gpt import GPT
+        from light_llm.train import trainer
+        from tests.conftest import tiny_config
+        save(GPT(tiny_config()), {str(tmp_path)!r})
+        load({str(tmp_path)!r})
+        print("scipy" in sys.modules)
+        from light_llm.reference.activations import gelu_forward
+        gelu_forward(np.ones(3))
+        print("scipy" in sys.modules)
+        """
+    )
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == ["False", "True"]

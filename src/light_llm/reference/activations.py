@@ -5,6 +5,8 @@ NumPy has no error function: in float64 it comes from ``scipy.special.erf`` (exa
 precision); in float32, where scipy's scalar loop (about 40 ns a value) would dominate a
 training step, from the Abramowitz-Stegun rational approximation 7.1.26, whose error
 (at most 1.5e-7) is the size of float32's own rounding. The sigmoid is ``scipy.special.expit``.
+SciPy is imported on first use: the PyTorch engine's commands import this engine's modules to
+read checkpoints, and need none of it (its import takes about 0.3 s of each command's start).
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import erf, expit
 
 from light_llm.errors import ConfigError
 
@@ -26,12 +27,22 @@ ERFC_P = 0.3275911
 ERFC_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 
 
+def sigmoid(z: np.ndarray) -> np.ndarray:
+    """σ(z) = 1 / (1 + e^-z), the logistic function, without overflow for large |z|
+    (``scipy.special.expit``)."""
+    from scipy.special import expit
+
+    return expit(z)
+
+
 def normal_cdf(x: np.ndarray) -> np.ndarray:
     """Φ(x) = ½ (1 + erf(x / √2)) = ½ erfc(-x / √2), the standard normal CDF (seed 002 §9.2).
 
     float64: scipy's erf. float32: A&S 7.1.26 for erfc(|x| / √2), |ε| <= 1.5e-7, then
     Φ = 1 - ½ erfc for x >= 0 and ½ erfc for x < 0 (no cancellation in the lower tail)."""
     if x.dtype != np.float32:
+        from scipy.special import erf
+
         return 0.5 * (1.0 + erf(x / SQRT_2))
     z = np.abs(x) * (1.0 / SQRT_2)
     t = z * ERFC_P
@@ -110,9 +121,9 @@ def swiglu_forward(gate: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, tup
             f"SwiGLU needs a gate and a value of the same shape, got {gate.shape} and "
             f"{value.shape}."
         )
-    sigmoid = expit(gate)  # σ(z) = 1 / (1 + e^-z)
-    swish = gate * sigmoid
-    return swish * value, (gate, value, sigmoid, swish)
+    gate_sigmoid = sigmoid(gate)
+    swish = gate * gate_sigmoid
+    return swish * value, (gate, value, gate_sigmoid, swish)
 
 
 def swiglu_backward(dout: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray]:
@@ -121,8 +132,8 @@ def swiglu_backward(dout: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndar
         dgate = dout ⊙ value ⊙ Swish'(gate)        dvalue = dout ⊙ Swish(gate)
 
     Returns (dgate, dvalue)."""
-    gate, value, sigmoid, swish = cache
-    dswish_dgate = sigmoid + swish * (1.0 - sigmoid)
+    gate, value, gate_sigmoid, swish = cache
+    dswish_dgate = gate_sigmoid + swish * (1.0 - gate_sigmoid)
     return dout * value * dswish_dgate, dout * swish
 
 

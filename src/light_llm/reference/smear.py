@@ -15,7 +15,8 @@ Backward, with dY the gradient at Y:
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import expit
+
+from light_llm.reference.activations import sigmoid
 
 
 def look_back(
@@ -49,7 +50,7 @@ def smear_forward(
     Returns (Y, the smear's term g P, cache)."""
     k = weight.shape[-1]
     shifted, before = look_back(x, offset, previous, attention_mask)
-    s = expit(x[..., :k] @ weight)[..., None].astype(x.dtype)  # σ(z): (B, T, 1)
+    s = sigmoid(x[..., :k] @ weight)[..., None].astype(x.dtype)  # σ(z): (B, T, 1)
     term = (gain * s) * shifted
     return x + term, term, (x, shifted, before, s, weight, gain)
 
