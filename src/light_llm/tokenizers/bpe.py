@@ -141,10 +141,12 @@ class BPETokenizer(Tokenizer):
             raise TokenizerError(f"the text cannot be encoded as UTF-8 bytes ({exc}).") from None
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        """:meth:`encode` of each text, encoded in parallel threads by ``tokenizers``."""
+        """:meth:`encode` of each text, encoded in parallel threads by ``tokenizers``, without
+        the character offsets of each token that it would otherwise work out (the ids alone
+        come twice as fast: a corpus is encoded through this)."""
         texts = [check_text(text) for text in texts]
         try:
-            encodings = self._engine.encode_batch(texts, add_special_tokens=False)
+            encodings = self._engine.encode_batch_fast(texts, add_special_tokens=False)
         except Exception as exc:
             raise TokenizerError(f"the text cannot be encoded as UTF-8 bytes ({exc}).") from None
         return [encoding.ids for encoding in encodings]
