@@ -20,6 +20,7 @@ from light_llm import data
 from light_llm.errors import DataError
 from light_llm.shakespeare import shakespeare_slice
 from light_llm.tokenizers import CharTokenizer, GPT2Tokenizer
+from light_llm.tokenizers import base as tokenizer_base
 
 
 class StandInCharTokenizer:
@@ -108,7 +109,7 @@ def test_cache_equals_direct_encoding_of_each_split(tmp_path):
 
 @pytest.mark.parametrize("chunk_chars", [7, 64, 1 << 18])
 def test_chunked_gpt2_encoding_equals_encoding_the_whole_text(tmp_path, monkeypatch, chunk_chars):
-    monkeypatch.setattr(data, "_CHUNK_CHARS", chunk_chars)
+    monkeypatch.setattr(tokenizer_base, "CHUNK_CHARS", chunk_chars)
     text = (
         "ROMEO:\nBut, soft!  what light \nthrough yonder window breaks?\n\n\n"
         "  Indented line\n\t tabbed\nA<|endoftext|>B\nnumbers 12345 and 'quotes' don't\n"
@@ -121,7 +122,7 @@ def test_chunked_gpt2_encoding_equals_encoding_the_whole_text(tmp_path, monkeypa
 
 
 def test_batch_encode_is_used_when_the_tokenizer_has_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(data, "_CHUNK_CHARS", 100)
+    monkeypatch.setattr(tokenizer_base, "CHUNK_CHARS", 100)
     tokenizer = StandInCharTokenizer(TEXT)
     batches = []
 
@@ -183,7 +184,7 @@ def test_a_truncated_cache_file_is_rebuilt(tmp_path):
 
 
 def test_a_failure_mid_write_leaves_the_old_cache_intact(tmp_path, monkeypatch):
-    monkeypatch.setattr(data, "_CHUNK_CHARS", 50)
+    monkeypatch.setattr(tokenizer_base, "CHUNK_CHARS", 50)
     tokenizer = StandInCharTokenizer(TEXT)
     train_path, val_path = data.encode_corpus(TEXT, tokenizer, tmp_path)
     old_train, old_val = train_path.read_bytes(), val_path.read_bytes()

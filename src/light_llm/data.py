@@ -25,7 +25,6 @@ import hashlib
 import itertools
 import json
 import os
-import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,6 +35,7 @@ from light_llm.atomic import atomic_file
 from light_llm.cache import copy_files, entry
 from light_llm.errors import DataError, reason
 from light_llm.shakespeare import shakespeare_text
+from light_llm.tokenizers.base import text_chunks
 from light_llm.untrusted import open_regular_file, read_json_object, read_regular_file
 
 if TYPE_CHECKING:  # only name, vocab_size, encode and decode (and encode_batch if any) are used
@@ -242,13 +242,7 @@ class TokenDataset:
 # Token ids on disk: train.bin, val.bin and meta.json
 # --------------------------------------------------------------------------------------
 
-# Where a text may be cut into chunks that any of our tokenizers encodes exactly as it
-# encodes the whole: after a newline that has a non-space character on both sides. GPT-2's
-# pre-tokenizer always ends a piece at such a newline and starts a new one after it (it
-# looks ahead, never behind), so the BPE pieces, and hence the ids, are the same.
-_CHUNK_BOUNDARY = re.compile(r"\S\n(?=\S)")
-_CHUNK_CHARS = 1 << 18
-_CHUNKS_PER_BATCH = 16
+_CHUNKS_PER_BATCH = 16  # text_chunks encoded at a time
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -264,16 +258,6 @@ def split_train_val(text: str, train_fraction: float = TRAIN_FRACTION) -> tuple[
     return text[:split_at], text[split_at:]
 
 
-def _text_chunks(text: str) -> Iterator[str]:
-    """``text`` in pieces of about ``_CHUNK_CHARS`` characters, cut at ``_CHUNK_BOUNDARY``."""
-    start = 0
-    while start < len(text):
-        boundary = _CHUNK_BOUNDARY.search(text, start + _CHUNK_CHARS)
-        end = boundary.end() if boundary else len(text)
-        yield text[start:end]
-        start = end
-
-
 def encode_in_chunks(text: str, tokenizer: Tokenizer) -> Iterator[list[int]]:
     """The ids of ``text``, chunk by chunk, so memory holds one batch of chunks at a time.
 
@@ -281,7 +265,7 @@ def encode_in_chunks(text: str, tokenizer: Tokenizer) -> Iterator[list[int]]:
     the chunks in batches; any other is called once per chunk.
     """
     encode_batch = getattr(tokenizer, "encode_batch", None)
-    chunks = _text_chunks(text)
+    chunks = text_chunks(text)
     while batch := list(itertools.islice(chunks, _CHUNKS_PER_BATCH)):
         yield from encode_batch(batch) if encode_batch else map(tokenizer.encode, batch)
 

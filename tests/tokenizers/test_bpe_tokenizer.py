@@ -16,7 +16,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from light_llm.errors import CheckpointError, TokenizerError
 from light_llm.shakespeare import shakespeare_slice
-from light_llm.tokenizers import BPETokenizer, load_tokenizer, train_tokenizer
+from light_llm.tokenizers import BPETokenizer, base, load_tokenizer, train_tokenizer
 from light_llm.tokenizers.base import TOKENIZER_FILE
 from light_llm.tokenizers.bpe import minimum_vocab_size, train_bpe
 from light_llm.tokenizers.gpt2 import bytes_to_unicode
@@ -84,6 +84,20 @@ def test_ids_equal_huggingface_trained_with_the_same_settings(text):
 @functools.cache
 def hf_trained_cached(vocab_size: int) -> Tokenizer:
     return hf_trained(corpus_text(), vocab_size)
+
+
+@pytest.mark.parametrize("chunk_chars", [40, 2_000])
+def test_learning_from_chunks_gives_the_merges_of_the_whole_text(monkeypatch, chunk_chars):
+    """The learner reads the text in pieces its threads share (base.text_chunks): with pieces
+    of about 40 or 2,000 characters the merges, and so the ids, are those HuggingFace learns
+    from the whole text at once."""
+    monkeypatch.setattr(base, "CHUNK_CHARS", chunk_chars)
+    assert len(list(base.text_chunks(corpus_text()))) > 10
+    chunked = train_bpe(corpus_text(), LARGEST)
+    reference = hf_trained_cached(LARGEST)
+    assert chunked.vocab_size == LARGEST
+    sample = shakespeare_slice(60_000)[30_000:]  # text neither learned from
+    assert chunked.encode(sample) == reference.encode(sample).ids
 
 
 def test_the_vocabulary_layout_is_special_then_bytes_then_merges():

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import operator
 import os
+import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,6 +22,13 @@ from light_llm.atomic import write_atomically
 from light_llm.errors import CheckpointError, OutputError, TokenizerError, reason
 
 TOKENIZER_FILE = "light_tokenizer.json"
+# Where a text may be cut into chunks that any of our tokenizers encodes exactly as it
+# encodes the whole, and that the BPE learner counts into the same words: after a newline
+# that has a non-space character on both sides. GPT-2's pre-tokenizer always ends a piece at
+# such a newline and starts a new one after it (it looks ahead, never behind), and BERT's
+# splits at every whitespace, so the pieces, and hence the ids and the merges, are the same.
+CHUNK_BOUNDARY = re.compile(r"\S\n(?=\S)")
+CHUNK_CHARS = 1 << 18
 
 
 class Tokenizer(ABC):
@@ -69,6 +77,17 @@ class Tokenizer(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(vocab_size={self.vocab_size})"
+
+
+def text_chunks(text: str) -> Iterator[str]:
+    """``text`` in pieces of about ``CHUNK_CHARS`` characters, cut at ``CHUNK_BOUNDARY``: what
+    a corpus is encoded in, and learned from, by pieces that the library's threads share."""
+    start = 0
+    while start < len(text):
+        boundary = CHUNK_BOUNDARY.search(text, start + CHUNK_CHARS)
+        end = boundary.end() if boundary else len(text)
+        yield text[start:end]
+        start = end
 
 
 def check_text(text: object) -> str:

@@ -39,7 +39,7 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from light_llm.errors import TokenizerError
 from light_llm.limits import check_vocab_size
-from light_llm.tokenizers.base import Tokenizer, check_text, write_tokenizer_json
+from light_llm.tokenizers.base import Tokenizer, check_text, text_chunks, write_tokenizer_json
 from light_llm.tokenizers.gpt2 import END_OF_TEXT, bytes_to_unicode, readable_token
 
 SPECIAL_TOKENS = (END_OF_TEXT,)  # reserved ids 0.. before the bytes
@@ -235,7 +235,7 @@ def train_bpe(
         show_progress=False,
     )
     try:
-        engine.train_from_iterator([text], trainer)
+        engine.train_from_iterator(text_chunks(text), trainer)
     except Exception as exc:  # lone surrogates
         raise TokenizerError(f"cannot learn BPE from this text ({exc}).") from None
     model = json.loads(engine.to_str())["model"]
