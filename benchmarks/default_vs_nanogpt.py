@@ -7,7 +7,10 @@ The two take turns so that load from other work on the machine hits both alike, 
 a pair runs first alternates (nanoGPT then the default, then the default then nanoGPT, ...)
 so that a drift in the machine's speed favours neither; every pair is one seed on one corpus.
 Each run prints a JSON line as it ends, and each pair a line with the default's time as a
-fraction of nanoGPT's and its loss below nanoGPT's. The CPU kind
+fraction of nanoGPT's and its loss below nanoGPT's. Every training command runs as a first run
+on a new machine: with a user cache of its own, empty (``LIGHT_LLM_CACHE``), so the default
+learns its tokenizer and both recipes encode their corpus inside the time (``--warm-cache``
+lets them share the user's cache instead, as a second run would). The CPU kind
 (``torch.backends.cpu.get_cpu_capability()``) and the load average before and after are
 printed with them: timings need a quiet machine.
 
@@ -17,6 +20,7 @@ Corpora: ``shakespeare`` (all of it, the main job), ``first`` (its first megabyt
 
     PYTHONPATH=src python benchmarks/default_vs_nanogpt.py [--data shakespeare first last]
         [--seeds 1337 2] [--flags "--dtype float32"] [--default-flags "..."] [--out DIR]
+        [--warm-cache]
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from pathlib import Path
 
 import torch
 
+from light_llm.cache import CACHE_ENV
 from light_llm.shakespeare import shakespeare_slice, shakespeare_tail
 
 RECIPES = {"nanogpt-cpu": ["--preset", "nanogpt-cpu"], "default": []}
@@ -51,27 +56,36 @@ def corpus_file(name: str, folder: Path) -> Path | None:
     return Path(name)
 
 
-def light_llm(*arguments: str, folder: Path) -> str:
-    """Run ``light-llm ARGUMENTS`` in ``folder`` and return its output; stop the benchmark if
-    it fails."""
+def light_llm(*arguments: str, folder: Path, cache: Path | None = None) -> str:
+    """Run ``light-llm ARGUMENTS`` in ``folder`` (with ``cache`` as its user cache, if given)
+    and return its output; stop the benchmark if it fails."""
     command = [sys.executable, "-m", "light_llm", *arguments]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=folder)
+    env = {**os.environ, CACHE_ENV: str(cache)} if cache is not None else None
+    done = subprocess.run(command, capture_output=True, text=True, cwd=folder, env=env)
     if done.returncode != 0:
         raise SystemExit(f"light-llm {' '.join(arguments)} failed:\n{done.stderr[-2000:]}")
     return done.stdout
 
 
 def train_and_score(
-    recipe: str, data: Path | None, seed: int, folder: Path, out: str, flags: list[str]
+    recipe: str,
+    data: Path | None,
+    seed: int,
+    folder: Path,
+    out: str,
+    flags: list[str],
+    warm_cache: bool,
 ) -> dict:
     """One run into ``folder/out`` (named relative to ``folder``, as a user would): the whole
-    training command's wall time, its iterations, and its whole-split validation loss in nats
-    per character."""
+    training command's wall time (with an empty user cache of its own unless ``warm_cache``),
+    its iterations, and its whole-split validation loss in nats per character."""
     data_flags = ["--data", str(data.resolve())] if data else []
     arguments = ["train", *RECIPES[recipe], *data_flags, "--seed", str(seed), "--out", out]
-    start = time.perf_counter()
-    light_llm(*arguments, *flags, "--overwrite", folder=folder)
-    seconds = time.perf_counter() - start
+    with tempfile.TemporaryDirectory(prefix="cache-", dir=folder) as empty:
+        start = time.perf_counter()
+        cache = None if warm_cache else Path(empty)
+        light_llm(*arguments, *flags, "--overwrite", folder=folder, cache=cache)
+        seconds = time.perf_counter() - start
     report = light_llm("eval", "--checkpoint", out, *data_flags, folder=folder)
     nats = float(re.search(r"([0-9.]+) nats per character", report).group(1))
     state = json.loads((folder / out / "checkpoint" / "trainer_state.json").read_text())
@@ -85,10 +99,17 @@ def main() -> None:
     parser.add_argument("--flags", default="", help="given to both recipes (e.g. --dtype)")
     parser.add_argument("--default-flags", default="", help="given to the default only")
     parser.add_argument("--out", help="where the runs go (default: a temporary folder)")
+    parser.add_argument(
+        "--warm-cache",
+        action="store_true",
+        help="share the user cache (a learned tokenizer, an encoded corpus) as a second run "
+        "would, instead of timing every training command as a first run",
+    )
     args = parser.parse_args()
     folder = Path(args.out or tempfile.mkdtemp(prefix="default-vs-nanogpt-"))
     folder.mkdir(parents=True, exist_ok=True)
-    print(f"CPU kind {torch.backends.cpu.get_cpu_capability()}; load {os.getloadavg()}")
+    cache = "the user's cache, shared" if args.warm_cache else "an empty cache each run"
+    print(f"CPU kind {torch.backends.cpu.get_cpu_capability()}; load {os.getloadavg()}; {cache}")
     shared = shlex.split(args.flags)
     extra = {"nanogpt-cpu": shared, "default": [*shared, *shlex.split(args.default_flags)]}
     pairs = 0
@@ -100,7 +121,9 @@ def main() -> None:
             pairs += 1
             for recipe in order:
                 out = f"{recipe}-{Path(name).stem}-{seed}"
-                pair[recipe] = train_and_score(recipe, data, seed, folder, out, extra[recipe])
+                pair[recipe] = train_and_score(
+                    recipe, data, seed, folder, out, extra[recipe], args.warm_cache
+                )
                 row = {"data": name, "seed": seed, **pair[recipe]}
                 print(json.dumps(row), flush=True)
             nano, ours = pair["nanogpt-cpu"], pair["default"]
