@@ -1,4 +1,5 @@
-"""The interface every light-llm tokenizer follows, and the atomic file write they save with.
+"""The interface every light-llm tokenizer follows, where a text may be cut into pieces that
+encode (and teach BPE) as the whole does, and the atomic file write tokenizers save with.
 
 A tokenizer turns text into the integer ids a model's embedding table is indexed by (seed 000
 §2: X = E[tokens] + P[positions]) and back. Three kinds exist: ``char`` (one id per
