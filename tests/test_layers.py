@@ -311,8 +311,9 @@ def test_numpy_engine_trains_saves_loads_and_samples_without_torch(tmp_path):
 
 def test_the_pytorch_engine_loads_a_checkpoint_without_importing_scipy(tmp_path):
     """SciPy (about 0.3 s of a command's start) serves only the NumPy engine's float64 erf
-    and sigmoid, imported where they run: a fresh process that trains and loads a checkpoint
-    with the PyTorch engine never imports it, and the NumPy engine's GELU then does."""
+    and sigmoid, imported where they run: a fresh process that imports the trainer, saves and
+    loads a checkpoint with the PyTorch engine never imports it; the NumPy engine's GELU then
+    does."""
     script = textwrap.dedent(
         f"""
         import sys

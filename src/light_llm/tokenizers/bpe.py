@@ -8,8 +8,10 @@ learned from the user's corpus instead of OpenAI's:
    whitespace, and no merge ever crosses a cut. The reasons: a token is then a piece of one
    word (" the", "ing"), never "e t" glued across a boundary, so the vocabulary is spent on
    reusable pieces; the cut makes training count pairs per distinct word, which is what makes
-   it fast; and the corpus can be encoded in chunks split at newlines with the same ids as the
-   whole (:mod:`light_llm.data` relies on this). ``benchmarks/tokenizer_sweep.py`` measures
+   it fast; and a text can be cut at newlines into chunks
+   (:func:`light_llm.tokenizers.base.text_chunks`) that encode to the same ids as the whole and
+   teach the same merges, so that the library's threads share both the learning and the
+   encoding of a corpus (:mod:`light_llm.data`). ``benchmarks/tokenizer_sweep.py`` measures
    bytes per token with and without it.
 2. **Bytes.** Each chunk becomes its UTF-8 bytes; the 256 byte values are all in the
    vocabulary, so any text encodes and decodes back exactly and nothing is ever unknown.
