@@ -6,11 +6,12 @@ character (the unit that compares a BPE model with a character model).
 The two take turns so that load from other work on the machine hits both alike, and which of
 a pair runs first alternates (nanoGPT then the default, then the default then nanoGPT, ...)
 so that a drift in the machine's speed favours neither; every pair is one seed on one corpus.
-Each run prints a JSON line as it ends, and each pair a line with the default's time as a
-fraction of nanoGPT's and its loss below nanoGPT's. Every training command runs as a first run
-on a new machine: with a user cache of its own, empty (``LIGHT_LLM_CACHE``), so the default
-learns its tokenizer and both recipes encode their corpus inside the time (``--warm-cache``
-lets them share the user's cache instead, as a second run would). The CPU kind
+Each run prints a JSON line as it ends, each pair a line with the default's time as a
+fraction of nanoGPT's and its loss below nanoGPT's, and the end the two recipes' total times,
+their ratio and how many pairs the default took longer. Every training command runs as a
+first run on a new machine: with a user cache of its own, empty (``LIGHT_LLM_CACHE``), so the
+default learns its tokenizer and both recipes encode their corpus inside the time
+(``--warm-cache`` lets them share the user's cache instead, as a second run would). The CPU kind
 (``torch.backends.cpu.get_cpu_capability()``) and the load average before and after are
 printed with them: timings need a quiet machine.
 
@@ -113,6 +114,7 @@ def main() -> None:
     shared = shlex.split(args.flags)
     extra = {"nanogpt-cpu": shared, "default": [*shared, *shlex.split(args.default_flags)]}
     pairs = 0
+    seconds = {"nanogpt-cpu": [], "default": []}
     for name in args.data:
         data = corpus_file(name, folder)
         for seed in args.seeds:
@@ -127,6 +129,8 @@ def main() -> None:
                 row = {"data": name, "seed": seed, **pair[recipe]}
                 print(json.dumps(row), flush=True)
             nano, ours = pair["nanogpt-cpu"], pair["default"]
+            for recipe, run in pair.items():
+                seconds[recipe].append(run["seconds"])
             print(
                 f"{name} seed {seed}: default {ours['nats']:.4f} vs nanoGPT {nano['nats']:.4f} "
                 f"nats per character ({nano['nats'] - ours['nats']:+.4f} below), in "
@@ -134,6 +138,12 @@ def main() -> None:
                 f"({ours['seconds'] / nano['seconds']:.2f}x nanoGPT's time)",
                 flush=True,
             )
+    ours, nano = sum(seconds["default"]), sum(seconds["nanogpt-cpu"])
+    over = sum(a > b for a, b in zip(seconds["default"], seconds["nanogpt-cpu"], strict=True))
+    print(
+        f"in all: the default {ours:.1f} s vs nanoGPT {nano:.1f} s ({ours / nano:.3f}x its "
+        f"time); over nanoGPT's time in {over} of {pairs} pairs"
+    )
     print(f"load {os.getloadavg()}")
 
 
