@@ -83,8 +83,8 @@ def train_and_score(
     data_flags = ["--data", str(data.resolve())] if data else []
     arguments = ["train", *RECIPES[recipe], *data_flags, "--seed", str(seed), "--out", out]
     with tempfile.TemporaryDirectory(prefix="cache-", dir=folder) as empty:
-        start = time.perf_counter()
         cache = None if warm_cache else Path(empty)
+        start = time.perf_counter()
         light_llm(*arguments, *flags, "--overwrite", folder=folder, cache=cache)
         seconds = time.perf_counter() - start
     report = light_llm("eval", "--checkpoint", out, *data_flags, folder=folder)

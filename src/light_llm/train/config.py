@@ -943,7 +943,7 @@ def fitted_length(
     device_type: str,
     dtype: str,
     cpu: str,
-    native_bfloat16: bool = True,
+    native_bfloat16: bool,
 ) -> tuple[int | None, str]:
     """The iteration count for a run that gave neither --max-iters nor --time, fitted to the
     machine's arithmetic (``FITTED_MAX_ITERS``; None: the recipe's), and the sentence that
