@@ -9,8 +9,15 @@ import pytest
 import torch
 
 import light_llm.train.trainer as trainer_module
+from light_llm.models.gpt import GPT
 from light_llm.train import TrainConfig, train
-from light_llm.train.thread_governor import RETRY, RETRY_MAX, WINDOW, ThreadGovernor
+from light_llm.train.thread_governor import (
+    FIXED_THREADS_NOTE,
+    RETRY,
+    RETRY_MAX,
+    WINDOW,
+    ThreadGovernor,
+)
 from tests.train.helpers import TINY
 
 
@@ -56,6 +63,14 @@ def retry_windows(seen: list[int]) -> list[int]:
     return [i for i in range(1, len(seen)) if seen[i] == 2 and seen[i - 1] == 1]
 
 
+def doubling(first: int, count: int) -> list[int]:
+    """first, 2 first, 4 first, ... capped at RETRY_MAX: ``count`` of them."""
+    expected = [first]
+    while len(expected) < count:
+        expected.append(min(2 * expected[-1], RETRY_MAX))
+    return expected
+
+
 def test_retries_that_one_thread_keeps_winning_come_ever_less_often_and_reset_when_lost():
     threads = torch.get_num_threads()
     try:
@@ -65,11 +80,7 @@ def test_retries_that_one_thread_keeps_winning_come_ever_less_often_and_reset_wh
         retries = retry_windows(seen)
         # windows on one thread before each retry: RETRY, then doubling, then RETRY_MAX
         gaps = [b - a - 1 for a, b in pairwise([0, *retries])]
-        expected, gap = [], RETRY
-        while len(expected) < len(gaps):
-            expected.append(gap)
-            gap = min(2 * gap, RETRY_MAX)
-        assert gaps == expected and gaps[-1] == RETRY_MAX and RETRY_MAX > RETRY
+        assert gaps == doubling(RETRY, len(gaps)) and gaps[-1] == RETRY_MAX and RETRY_MAX > RETRY
         # the CPU frees: the next retry finds all threads faster, which resets the interval
         seen = windows(governor, {2: 0.06, 1: 0.09}, RETRY_MAX + 2)
         assert seen[-1] == 2
@@ -89,6 +100,40 @@ def test_a_slow_phase_that_one_thread_never_beat_starts_no_trial():
         assert windows(governor, {2: 0.088, 1: 0.12}, 5) == [2] * 5
         # slower than one thread's best: a trial, which finds one thread faster
         assert windows(governor, {2: 0.095, 1: 0.092}, 3) == [2, 1, 1]
+    finally:
+        torch.set_num_threads(threads)
+
+
+def trial_windows(seen: list[int]) -> list[int]:
+    """The indices of the windows on one thread that follow a window on all threads."""
+    return [i for i in range(1, len(seen)) if seen[i] == 1 and seen[i - 1] == 2]
+
+
+def test_trials_that_one_thread_keeps_losing_come_ever_less_often_and_reset_when_won():
+    threads = torch.get_num_threads()
+    try:
+        governor = ThreadGovernor(threads=2, warmup=0)
+        # a lucky first window sets a best that all threads never reach again, and one
+        # thread once had a good window: every later window on all threads is past both
+        # bounds, yet one thread is slower each time it is tried (a machine's slow phase)
+        assert windows(governor, {2: 0.019, 1: 0.028}, 2) == [2, 1]
+        seen = windows(governor, {2: 0.031, 1: 0.047}, 400)
+        trials = trial_windows(seen)
+        # windows on all threads between two trials: 1, 2, 4, ... up to RETRY_MAX
+        gaps = [b - a - 2 for a, b in pairwise([-1, *trials])]
+        assert gaps == doubling(1, len(gaps)) and gaps[-1] == RETRY_MAX
+        assert len(trials) < 20  # against 200 with a trial after every window
+        # another process takes a core: the next trial, at most RETRY_MAX windows on, wins,
+        # and one thread stays until its retry
+        seen = windows(governor, {2: 0.09, 1: 0.05}, RETRY_MAX + RETRY + 1)
+        first = seen.index(1)
+        assert first <= RETRY_MAX and seen[first : first + RETRY] == [1] * RETRY
+        # the CPU frees (the retry finds all threads faster); once a trial has won, the next
+        # stall is tried at once
+        windows(governor, {2: 0.02, 1: 0.047}, RETRY_MAX + 2)
+        assert governor.current == 2
+        seen = windows(governor, {2: 0.09, 1: 0.05}, 3)
+        assert seen == [2, 1, 1]
     finally:
         torch.set_num_threads(threads)
 
@@ -125,3 +170,40 @@ def test_changing_threads_mid_run_leaves_the_losses_bit_identical(
     switching = train(TrainConfig(**settings, out=str(tmp_path / "switching")))
     assert switching.losses == fixed.losses
     assert torch.get_num_threads() == 2  # restored after the loop
+
+
+def test_a_cpu_whose_thread_count_changes_a_step_keeps_all_threads_and_says_so(
+    corpus, tmp_path, monkeypatch, capsys
+):
+    settings = {**TINY, "data": str(corpus), "max_iters": 20, "n_embd": 32, "batch_size": 8}
+    torch.set_num_threads(2)  # the one_thread fixture restores the count
+    made: list[ThreadGovernor] = []
+
+    class Recorded(ThreadGovernor):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(trainer_module, "ThreadGovernor", Recorded)
+    plain = train(TrainConfig(**settings, out=str(tmp_path / "plain")))
+    out = capsys.readouterr().out
+    # this machine computes a step alike on any thread count (the test above): governed
+    assert len(made) == 1 and "threads 2 -> 1 (trying one thread)" in out
+    assert FIXED_THREADS_NOTE.format(2) not in out
+
+    # a loss that depends on the thread count, as oneDNN's bfloat16 products on a Xeon do
+    next_token_loss = GPT.next_token_loss
+
+    def loss_by_threads(logits, targets, label_smoothing, reduction="mean"):
+        loss = next_token_loss(logits, targets, label_smoothing, reduction)
+        return loss + 1e-3 * torch.get_num_threads()
+
+    monkeypatch.setattr(GPT, "next_token_loss", staticmethod(loss_by_threads))
+    fixed = train(TrainConfig(**settings, out=str(tmp_path / "fixed")))
+    out = capsys.readouterr().out
+    assert len(made) == 1 and "threads 2 -> 1" not in out  # no governor, no trial
+    assert FIXED_THREADS_NOTE.format(2) in out
+    # the check left the run alone: the same steps, each loss 2e-3 above (2 threads)
+    assert fixed.losses.keys() == plain.losses.keys()
+    assert all(abs(fixed.losses[i] - plain.losses[i] - 2e-3) < 1e-6 for i in plain.losses)
+    assert torch.get_num_threads() == 2

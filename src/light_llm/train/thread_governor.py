@@ -31,11 +31,23 @@ an evaluation's neighbour or a page fault, decides nothing):
   AMD EPYC (AVX2) beside ``python -c "while True: pass"`` the default's whole run took
   213 s retrying every 10 windows and 193 s with the doubling (124 s with the machine to
   itself; docs/benchmarks.md, "A busy laptop").
+- a trial that one thread loses makes the next wait: the windows on all threads before
+  another trial double with every trial lost in a row (1, 2, 4, ... up to ``RETRY_MAX``), and
+  a trial that one thread wins resets the wait. A machine's own slow phase can leave all
+  threads slower than both bounds above for a whole run: on an Intel Xeon with AMX (2 of its
+  16 cores pinned, bfloat16) a run of nanoGPT's recipe tried one thread 64 times, each a
+  window at 44 ms a step against 32 ms on all threads, about 4 s of its 80.4 s (docs/recipe.md,
+  "An AVX-512 machine with AMX").
 
-On the CPUs measured the thread count does not change the numbers a step computes (each
-thread's share of a product or a reduction is summed in the same order), so a run that
-changed threads gives the losses of one that did not; ``tests/train/test_thread_governor.py``
-checks that on this machine.
+On an AMD EPYC (AVX2 and AVX-512 BF16) the thread count does not change the numbers a step
+computes (each thread's share of a product or a reduction is summed in the same order), so a
+run that changed threads gives the losses of one that did not;
+``tests/train/test_thread_governor.py`` checks that on the machine it runs on. On an Intel
+Xeon with AMX, two runs of nanoGPT's recipe that changed threads at other steps ended 0.0003
+apart in training loss. So the trainer first computes one forward and backward on all threads
+and on one (``Trainer.threads_change_a_step``); where they differ by a bit, it keeps all
+threads for the whole run and says so (:data:`FIXED_THREADS_NOTE`), and the governor stays
+off.
 """
 
 from __future__ import annotations
@@ -48,6 +60,14 @@ WINDOW = 5  # steps whose median step time is one reading
 STALL = 1.4  # a window this much slower than the best on all threads: try one thread
 RETRY = 10  # windows on one thread before all threads are tried again
 RETRY_MAX = 40  # the most windows between retries that one thread keeps winning
+
+
+# said where the governor stays off (Trainer.threads_change_a_step): {} is the thread count
+FIXED_THREADS_NOTE = (
+    "threads: all {0} for the whole run, none tried alone when the CPU is busy: on this CPU "
+    "one thread computes a training step's numbers differently from {0} (one forward and "
+    "backward compared bit for bit), and a run must repeat bit for bit."
+)
 
 
 class ThreadGovernor:
@@ -64,6 +84,8 @@ class ThreadGovernor:
         self.last = {self.full: float("inf"), 1: float("inf")}
         self.windows_on_one = 0
         self.retry_after = RETRY  # windows on one thread before the next retry
+        self.trial_wait = 0  # windows on all threads before a stall may start a trial
+        self.windows_since_trial = 0  # on all threads, since the last trial ended
         self.trying = False
         self.probed = False  # the first trial on one thread is behind
         self.note: str | None = None  # what the last observe changed, for the run's log
@@ -88,6 +110,7 @@ class ThreadGovernor:
         self.last[self.current] = median
         if self.current == self.full:
             self.best_full = min(self.best_full, median)
+            self.windows_since_trial += 1
             if self.trying:  # the retry window on all threads: compare with one thread
                 self.trying = False
                 if self.last[1] < median:
@@ -95,15 +118,23 @@ class ThreadGovernor:
                     self.use(1)
                 else:
                     self.retry_after = RETRY
-            elif not self.probed or median > max(STALL * self.best_full, self.best_one):
+            elif not self.probed or (
+                median > max(STALL * self.best_full, self.best_one)
+                and self.windows_since_trial > self.trial_wait
+            ):
                 self.probed = True
                 self.use(1)
             return
         self.best_one = min(self.best_one, median)
         self.windows_on_one += 1
         if self.windows_on_one == 1 and self.last[1] >= self.last[self.full]:
+            self.trial_wait = min(max(1, 2 * self.trial_wait), RETRY_MAX)
+            self.windows_since_trial = 0
             self.use(self.full)  # the trial on one thread was no faster
-        elif self.windows_on_one >= self.retry_after:
+            return
+        if self.windows_on_one == 1:
+            self.trial_wait = 0  # one thread won its trial: the machine is busy
+        if self.windows_on_one >= self.retry_after:
             self.trying = True
             self.use(self.full)
 

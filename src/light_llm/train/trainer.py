@@ -68,7 +68,7 @@ from light_llm.train.result import TrainResult
 from light_llm.train.resume import saved_run_config
 from light_llm.train.run_tokenizer import fewer_ids_note
 from light_llm.train.sizing import sizing_advice, vocabulary_parameters, vocabulary_remedy
-from light_llm.train.thread_governor import WINDOW, ThreadGovernor
+from light_llm.train.thread_governor import FIXED_THREADS_NOTE, WINDOW, ThreadGovernor
 
 __all__ = ["Trainer", "saved_run_config", "train", "train_mlm"]
 
@@ -142,10 +142,14 @@ class Trainer:
         iteration_seconds: list[float] = []  # of this process, until a --time run is fixed
         # one thread while the CPU is too busy for all (light_llm.train.thread_governor)
         governor = None
-        if run.device.type == "cpu" and not run.dist.enabled:
-            # a --time run's speed measurement (its warmup) runs on all threads, untried
-            measuring = run.config.warmup_iters - progress.iteration if run.budget_s else 0
-            governor = ThreadGovernor(warmup=WINDOW + max(measuring, 0))
+        if run.device.type == "cpu" and not run.dist.enabled and torch.get_num_threads() > 1:
+            if self.threads_change_a_step():  # a run must repeat bit for bit
+                if run.dist.is_main:
+                    tqdm.write(FIXED_THREADS_NOTE.format(torch.get_num_threads()), file=sys.stdout)
+            else:
+                # a --time run's speed measurement (its warmup) runs on all threads, untried
+                measuring = run.config.warmup_iters - progress.iteration if run.budget_s else 0
+                governor = ThreadGovernor(warmup=WINDOW + max(measuring, 0))
         with bar:
             while True:
                 # a --time run: fix the iteration count from the warmup's speed
@@ -208,13 +212,7 @@ class Trainer:
         batch_size, context = cfg.batch_size_at(iteration), cfg.context_at(iteration)
         loss_sum = torch.zeros((), device=run.device)
         for position, slot in enumerate(run.slots):
-            data = run.train_data
-            starts = cfg.pass_window_starts(len(data), data.block_size, iteration, slot)
-            if starts is None:  # --sampling uniform: drawn by the micro-batch's generator
-                rng = micro_batch_rng(cfg.seed, iteration, slot)
-                x, y = data.get_batch(batch_size, rng, run.device, context=context)
-            else:
-                x, y = data.windows_at(starts, run.device, context)
+            x, y = self.micro_batch(iteration, slot, batch_size, context)
             last = position == len(run.slots) - 1
             # DDP averages gradients across processes only after the last micro-batch
             no_sync = run.model.no_sync() if run.dist.enabled and not last else None
@@ -239,6 +237,51 @@ class Trainer:
         run.scaler.update()
         run.optimizer.zero_grad(set_to_none=True)
         return mean_loss, totals[1] > 0
+
+    def micro_batch(
+        self, iteration: int, slot: int, batch_size: int, context: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The inputs and targets (B, T) of micro-batch ``slot`` of ``iteration``: windows of
+        the run's shuffled pass, or (``--sampling uniform``) drawn by the micro-batch's own
+        generator; the same for every call."""
+        run, cfg = self.prepared, self.prepared.config
+        data = run.train_data
+        starts = cfg.pass_window_starts(len(data), data.block_size, iteration, slot)
+        if starts is None:  # --sampling uniform: drawn by the micro-batch's generator
+            rng = micro_batch_rng(cfg.seed, iteration, slot)
+            return data.get_batch(batch_size, rng, run.device, context=context)
+        return data.windows_at(starts, run.device, context)
+
+    def threads_change_a_step(self) -> bool:
+        """Whether one thread computes other numbers than all threads for this run: the loss
+        and every gradient of one forward and backward of the run's next micro-batch, on all
+        threads and on one, compared bit for bit (the random state restored before each, the
+        parameters' gradients left alone). oneDNN's bfloat16 products on an Intel Xeon with
+        AMX differed so (docs/recipe.md, "An AVX-512 machine with AMX"); MKL's float32 ones on
+        an AMD EPYC do not (tests/train/test_thread_governor.py)."""
+        run, cfg = self.prepared, self.prepared.config
+        iteration = run.progress.iteration
+        x, y = self.micro_batch(
+            iteration, run.slots[0], cfg.batch_size_at(iteration), cfg.context_at(iteration)
+        )
+        parameters = [p for p in run.raw_model.parameters() if p.requires_grad]
+        everything = torch.get_num_threads()
+        computed = []
+        try:
+            for threads in (everything, 1):
+                torch.set_num_threads(threads)
+                with torch.random.fork_rng(devices=[]):
+                    with autocast(run.device, run.dtype), attention_kernels(run.device, run.dtype):
+                        _, loss = run.raw_model(x, y, label_smoothing=cfg.label_smoothing)
+                    gradients = torch.autograd.grad(loss, parameters, allow_unused=True)
+                computed.append([loss.detach(), *gradients])
+        finally:
+            torch.set_num_threads(everything)
+        return any(
+            not torch.equal(a, b)
+            for a, b in zip(*computed, strict=True)
+            if a is not None and b is not None
+        )
 
     def evaluation_due(self) -> bool:
         run, iteration = self.prepared, self.prepared.progress.iteration
