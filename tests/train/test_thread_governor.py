@@ -191,7 +191,7 @@ def test_a_cpu_whose_thread_count_changes_a_step_keeps_all_threads_and_says_so(
     assert len(made) == 1 and "threads 2 -> 1 (trying one thread)" in out
     assert FIXED_THREADS_NOTE.format(2) not in out
 
-    # a loss that depends on the thread count, as oneDNN's bfloat16 products on a Xeon do
+    # a loss that depends on the thread count, as a step did on a Xeon with AMX
     next_token_loss = GPT.next_token_loss
 
     def loss_by_threads(logits, targets, label_smoothing, reduction="mean"):

@@ -256,9 +256,9 @@ class Trainer:
         """Whether one thread computes other numbers than all threads for this run: the loss
         and every gradient of one forward and backward of the run's next micro-batch, on all
         threads and on one, compared bit for bit (the random state restored before each, the
-        parameters' gradients left alone). oneDNN's bfloat16 products on an Intel Xeon with
-        AMX differed so (docs/recipe.md, "An AVX-512 machine with AMX"); MKL's float32 ones on
-        an AMD EPYC do not (tests/train/test_thread_governor.py)."""
+        parameters' gradients left alone). On an Intel Xeon with AMX, under bfloat16, two runs
+        that changed threads at other steps did not repeat (docs/recipe.md, "An AVX-512
+        machine with AMX"); on an AMD EPYC they do (tests/train/test_thread_governor.py)."""
         run, cfg = self.prepared, self.prepared.config
         iteration = run.progress.iteration
         x, y = self.micro_batch(
