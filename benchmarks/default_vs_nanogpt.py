@@ -17,7 +17,8 @@ printed with them: timings need a quiet machine.
 
 Corpora: ``shakespeare`` (all of it, the main job), ``first`` (its first megabyte,
 ``shakespeare.shakespeare_slice()``), ``last`` (its last megabyte, the slice of
-``tests/train/test_quality.py``), or a path to a text file.
+``tests/train/test_quality.py``), or a path to a text file. On a machine with a GPU both
+recipes train there (``--device auto``): ``--flags "--device cpu"`` compares them on its CPU.
 
     PYTHONPATH=src python benchmarks/default_vs_nanogpt.py [--data shakespeare first last]
         [--seeds 1337 2] [--flags "--dtype float32"] [--default-flags "..."] [--out DIR]
