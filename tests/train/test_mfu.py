@@ -23,8 +23,13 @@ SPEED = re.compile(
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_the_end_of_a_run_says_its_flops_against_the_peak_of_its_number_format(
-    corpus, tmp_path, capsys, dtype
+    corpus, tmp_path, capsys, monkeypatch, dtype
 ):
+    # a CPU with bfloat16 arithmetic, whatever this one has, and a peak given (measuring it is
+    # tested below; an emulated bfloat16 product takes seconds)
+    monkeypatch.setattr(mfu, "cpu_has_native_bfloat16", lambda: True)
+    asked = []
+    monkeypatch.setattr(mfu, "machine_peak", lambda kind, threads: asked.append(kind) or 5e10)
     out = tmp_path / "run"
     train(TrainConfig(**{**TINY, "data": str(corpus), "out": str(out), "dtype": dtype}))
     (match,) = [
@@ -37,6 +42,24 @@ def test_the_end_of_a_run_says_its_flops_against_the_peak_of_its_number_format(
     assert float(gflops) == pytest.approx(rate * counted / 1e9, rel=1e-2, abs=0.006)
     assert float(percent) == pytest.approx(100 * float(gflops) / float(peak), rel=0.05, abs=0.06)
     assert name == dtype and int(threads) == torch.get_num_threads()
+    assert asked == [getattr(torch, dtype)] and float(peak) == 50.0
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_emulated_bfloat16_gets_no_mfu_and_no_peak_measured(monkeypatch, native):
+    config = TrainConfig(**TINY).resolve().model_config(50)
+    measured = []
+    monkeypatch.setattr(mfu, "machine_peak", lambda dtype, threads: measured.append(dtype) or 2e9)
+    monkeypatch.setattr(mfu, "cpu_has_native_bfloat16", lambda: native)
+    line = mfu.mfu_line(config, 1000.0, "bfloat16", flops_per_token=1e6)
+    assert line.startswith("speed: 1,000 training tokens a second x 1.00 MFLOPs a token = 1.00")
+    if native:
+        assert measured == [torch.bfloat16] and "50.0% of this CPU's bfloat16 matmul peak" in line
+    else:
+        assert measured == [] and "%" not in line and "emulates bfloat16" in line
+    # float32 is always compared with its peak
+    line = mfu.mfu_line(config, 1000.0, "float32", flops_per_token=1e6)
+    assert "50.0% of this CPU's float32 matmul peak" in line and measured[-1] == torch.float32
 
 
 def test_a_context_warmups_tokens_are_counted_at_their_shorter_context():

@@ -22,7 +22,7 @@ import torch
 
 from light_llm.config import ModelConfig, model_counts
 from light_llm.decode_stats import machine_key, read_cache, write_cache
-from light_llm.train.precision import DTYPES
+from light_llm.train.precision import DTYPES, cpu_has_native_bfloat16
 
 PEAK_FILE = "matmul_peak.json"  # in the user cache (light_llm.cache)
 PEAK_SIZE = 1024  # 2 x 1024³ FLOPs a product: tens of milliseconds on a laptop core
@@ -105,15 +105,26 @@ def mfu_line(
     """One line saying a CPU run's training tokens a second as matmul FLOP/s and as a
     fraction of this CPU's peak in the run's number format (:func:`machine_peak`); FLOPs a
     token are ``flops_per_token`` (a run's mean, :func:`mean_train_flops_per_token`), by
-    default those at the full context."""
+    default those at the full context. A bfloat16 run on a CPU that only emulates bfloat16
+    gets no fraction, and no peak is measured for it."""
     flops = train_flops_per_token(config) if flops_per_token is None else flops_per_token
     kind = matmul_dtype(dtype)
-    peak = machine_peak(kind, torch.get_num_threads())
     achieved = tokens_per_s * flops
     name = str(kind).removeprefix("torch.")
-    return (
+    speed = (
         f"speed: {tokens_per_s:,.0f} training tokens a second x {flops / 1e6:.2f} MFLOPs a token = "
-        f"{achieved / 1e9:.2f} GFLOP/s, {model_flops_utilisation(tokens_per_s, flops, peak):.1%} "
+        f"{achieved / 1e9:.2f} GFLOP/s"
+    )
+    if kind == torch.bfloat16 and not cpu_has_native_bfloat16():
+        # an emulated product's rate is no peak of the hardware (0.48 GFLOP/s on a 2-core AVX2
+        # CPU, whose 1024x1024 products then took 18 s to time)
+        return (
+            f"{speed}; no MFU: this CPU ({torch.backends.cpu.get_cpu_capability()}) emulates "
+            "bfloat16, so it has no bfloat16 peak to compare with (a float32 run reports one)"
+        )
+    peak = machine_peak(kind, torch.get_num_threads())
+    return (
+        f"{speed}, {model_flops_utilisation(tokens_per_s, flops, peak):.1%} "
         f"of this CPU's {name} matmul peak ({peak / 1e9:.4g} GFLOP/s on "
         f"{torch.get_num_threads()} threads, a {PEAK_SIZE}x{PEAK_SIZE} product)"
     )
