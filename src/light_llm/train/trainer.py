@@ -258,7 +258,9 @@ class Trainer:
         threads and on one, compared bit for bit (the random state restored before each, the
         parameters' gradients left alone). On an Intel Xeon with AMX, under bfloat16, two runs
         that changed threads at other steps did not repeat (docs/recipe.md, "An AVX-512
-        machine with AMX"); on an AMD EPYC they do (tests/train/test_thread_governor.py)."""
+        machine with AMX"); on an AMD EPYC they do (tests/train/test_thread_governor.py).
+        The optimizer's own products (Muon's Newton-Schulz) are not compared: they are the
+        same kind of products as the model's, whose difference shows here first."""
         run, cfg = self.prepared, self.prepared.config
         iteration = run.progress.iteration
         x, y = self.micro_batch(
