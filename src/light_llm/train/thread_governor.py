@@ -62,7 +62,7 @@ RETRY = 10  # windows on one thread before all threads are tried again
 RETRY_MAX = 40  # the most windows between retries that one thread keeps winning
 
 
-# said where the governor stays off (Trainer.threads_change_a_step): {} is the thread count
+# said where the governor stays off (Trainer.threads_change_a_step): {0} is the thread count
 FIXED_THREADS_NOTE = (
     "threads: all {0} for the whole run, none tried alone when the CPU is busy: on this CPU "
     "one thread computes a training step's numbers differently from {0} (one forward and "

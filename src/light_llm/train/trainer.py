@@ -144,8 +144,7 @@ class Trainer:
         governor = None
         if run.device.type == "cpu" and not run.dist.enabled and torch.get_num_threads() > 1:
             if self.threads_change_a_step():  # a run must repeat bit for bit
-                if run.dist.is_main:
-                    tqdm.write(FIXED_THREADS_NOTE.format(torch.get_num_threads()), file=sys.stdout)
+                tqdm.write(FIXED_THREADS_NOTE.format(torch.get_num_threads()), file=sys.stdout)
             else:
                 # a --time run's speed measurement (its warmup) runs on all threads, untried
                 measuring = run.config.warmup_iters - progress.iteration if run.budget_s else 0
@@ -259,8 +258,9 @@ class Trainer:
         parameters' gradients left alone). On an Intel Xeon with AMX, under bfloat16, two runs
         that changed threads at other steps did not repeat (docs/recipe.md, "An AVX-512
         machine with AMX"); on an AMD EPYC they do (tests/train/test_thread_governor.py).
-        The optimizer's own products (Muon's Newton-Schulz) are not compared: they are the
-        same kind of products as the model's, whose difference shows here first."""
+        The optimizer's own products (Muon's Newton-Schulz) are not compared: a CPU whose
+        products depend on the thread count is taken to show it in the model's as well (not
+        checked on the Xeon)."""
         run, cfg = self.prepared, self.prepared.config
         iteration = run.progress.iteration
         x, y = self.micro_batch(
