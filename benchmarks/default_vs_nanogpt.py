@@ -22,7 +22,11 @@ recipes train there (``--device auto``): ``--flags "--device cpu"`` compares the
 
     PYTHONPATH=src python benchmarks/default_vs_nanogpt.py [--data shakespeare first last]
         [--seeds 1337 2] [--flags "--dtype float32"] [--default-flags "..."] [--out DIR]
-        [--warm-cache]
+        [--warm-cache] [--cpus 0,1]
+
+``--cpus 0,1`` pins every command to those CPUs with as many threads, so that two cores of a
+larger machine stand in for a 2-core one (the Intel Xeon of docs/recipe.md, "An AVX-512
+machine with AMX", was measured so, by a script doing the same).
 """
 
 from __future__ import annotations
@@ -58,12 +62,30 @@ def corpus_file(name: str, folder: Path) -> Path | None:
     return Path(name)
 
 
-def light_llm(*arguments: str, folder: Path, cache: Path | None = None) -> str:
-    """Run ``light-llm ARGUMENTS`` in ``folder`` (with ``cache`` as its user cache, if given)
-    and return its output; stop the benchmark if it fails."""
+def run_child(
+    command: list[str], folder: Path, cache: Path | None, cpus: list[int] | None
+) -> subprocess.CompletedProcess:
+    """Run ``command`` in ``folder``, its output captured: with ``cache`` as its user cache if
+    given, and with ``cpus``, pinned to those CPUs with as many OpenMP threads (a 2-core
+    machine stood in for by two cores of a larger one)."""
+    env = dict(os.environ)
+    if cache is not None:
+        env[CACHE_ENV] = str(cache)
+    if cpus:
+        env["OMP_NUM_THREADS"] = str(len(cpus))
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    return subprocess.run(
+        command, capture_output=True, text=True, cwd=folder, env=env, preexec_fn=pin
+    )
+
+
+def light_llm(
+    *arguments: str, folder: Path, cache: Path | None = None, cpus: list[int] | None = None
+) -> str:
+    """Run ``light-llm ARGUMENTS`` in ``folder`` (:func:`run_child`) and return its output;
+    stop the benchmark if it fails."""
     command = [sys.executable, "-m", "light_llm", *arguments]
-    env = {**os.environ, CACHE_ENV: str(cache)} if cache is not None else None
-    done = subprocess.run(command, capture_output=True, text=True, cwd=folder, env=env)
+    done = run_child(command, folder, cache, cpus)
     if done.returncode != 0:
         raise SystemExit(f"light-llm {' '.join(arguments)} failed:\n{done.stderr[-2000:]}")
     return done.stdout
@@ -77,21 +99,41 @@ def train_and_score(
     out: str,
     flags: list[str],
     warm_cache: bool,
+    cpus: list[int] | None = None,
 ) -> dict:
     """One run into ``folder/out`` (named relative to ``folder``, as a user would): the whole
-    training command's wall time (with an empty user cache of its own unless ``warm_cache``),
-    its iterations, and its whole-split validation loss in nats per character."""
+    training command's wall time (with an empty user cache of its own unless ``warm_cache``;
+    pinned to ``cpus`` if given, and so is its evaluation), its iterations, and its whole-split
+    validation loss in nats per character."""
     data_flags = ["--data", str(data.resolve())] if data else []
     arguments = ["train", *RECIPES[recipe], *data_flags, "--seed", str(seed), "--out", out]
     with tempfile.TemporaryDirectory(prefix="cache-", dir=folder) as empty:
         cache = None if warm_cache else Path(empty)
         start = time.perf_counter()
-        light_llm(*arguments, *flags, "--overwrite", folder=folder, cache=cache)
+        light_llm(*arguments, *flags, "--overwrite", folder=folder, cache=cache, cpus=cpus)
         seconds = time.perf_counter() - start
-    report = light_llm("eval", "--checkpoint", out, *data_flags, folder=folder)
+    report = light_llm("eval", "--checkpoint", out, *data_flags, folder=folder, cpus=cpus)
     nats = float(re.search(r"([0-9.]+) nats per character", report).group(1))
     state = json.loads((folder / out / "checkpoint" / "trainer_state.json").read_text())
     return {"recipe": recipe, "seconds": seconds, "nats": nats, "iters": state["iteration"]}
+
+
+def cpu_list(parser: argparse.ArgumentParser, given: str | None) -> list[int] | None:
+    """The CPUs of ``--cpus`` (None when not given); the parser's error (exit 2) for a list
+    that is not numbers or names a CPU this process may not run on."""
+    if given is None:
+        return None
+    try:
+        cpus = sorted({int(cpu) for cpu in given.split(",")})
+    except ValueError:
+        parser.error(f"--cpus takes CPU numbers separated by commas (e.g. 0,1), not {given!r}.")
+    allowed = os.sched_getaffinity(0)
+    if not set(cpus) <= allowed:
+        parser.error(
+            f"--cpus {given}: this process may run on CPUs "
+            f"{','.join(map(str, sorted(allowed)))} only."
+        )
+    return cpus
 
 
 def main() -> None:
@@ -107,11 +149,21 @@ def main() -> None:
         help="share the user cache (a learned tokenizer, an encoded corpus) as a second run "
         "would, instead of timing every training command as a first run",
     )
+    parser.add_argument(
+        "--cpus",
+        help="pin every command to these CPUs (e.g. 0,1), with as many threads: a 2-core "
+        "machine stood in for by two cores of a larger one",
+    )
     args = parser.parse_args()
+    cpus = cpu_list(parser, args.cpus)
     folder = Path(args.out or tempfile.mkdtemp(prefix="default-vs-nanogpt-"))
     folder.mkdir(parents=True, exist_ok=True)
     cache = "the user's cache, shared" if args.warm_cache else "an empty cache each run"
-    print(f"CPU kind {torch.backends.cpu.get_cpu_capability()}; load {os.getloadavg()}; {cache}")
+    pinned = f"; pinned to CPUs {args.cpus}" if cpus else ""
+    print(
+        f"CPU kind {torch.backends.cpu.get_cpu_capability()}; load {os.getloadavg()}; {cache}"
+        f"{pinned}"
+    )
     shared = shlex.split(args.flags)
     extra = {"nanogpt-cpu": shared, "default": [*shared, *shlex.split(args.default_flags)]}
     pairs = 0
@@ -125,7 +177,7 @@ def main() -> None:
             for recipe in order:
                 out = f"{recipe}-{Path(name).stem}-{seed}"
                 pair[recipe] = train_and_score(
-                    recipe, data, seed, folder, out, extra[recipe], args.warm_cache
+                    recipe, data, seed, folder, out, extra[recipe], args.warm_cache, cpus
                 )
                 row = {"data": name, "seed": seed, **pair[recipe]}
                 print(json.dumps(row), flush=True)
