@@ -11,7 +11,7 @@ import torch
 from light_llm.cache import cache_root
 from light_llm.checkpoints import load_config
 from light_llm.config import model_counts
-from light_llm.train import TrainConfig, mfu, train
+from light_llm.train import TrainConfig, mfu, precision, train
 from light_llm.train.mfu import machine_peak, model_flops_utilisation, peak_matmul_flops
 from tests.train.helpers import TINY
 
@@ -27,7 +27,7 @@ def test_the_end_of_a_run_says_its_flops_against_the_peak_of_its_number_format(
 ):
     # a CPU with bfloat16 arithmetic, whatever this one has, and a peak given (measuring it is
     # tested below; an emulated bfloat16 product takes seconds)
-    monkeypatch.setattr(mfu, "cpu_has_native_bfloat16", lambda: True)
+    monkeypatch.setattr(precision, "cpu_has_native_bfloat16", lambda: True)
     asked = []
     monkeypatch.setattr(mfu, "machine_peak", lambda kind, threads: asked.append(kind) or 5e10)
     out = tmp_path / "run"
@@ -50,7 +50,7 @@ def test_emulated_bfloat16_gets_no_mfu_and_no_peak_measured(monkeypatch, native)
     config = TrainConfig(**TINY).resolve().model_config(50)
     measured = []
     monkeypatch.setattr(mfu, "machine_peak", lambda dtype, threads: measured.append(dtype) or 2e9)
-    monkeypatch.setattr(mfu, "cpu_has_native_bfloat16", lambda: native)
+    monkeypatch.setattr(precision, "cpu_has_native_bfloat16", lambda: native)
     line = mfu.mfu_line(config, 1000.0, "bfloat16", flops_per_token=1e6)
     assert line.startswith("speed: 1,000 training tokens a second x 1.00 MFLOPs a token = 1.00")
     if native:

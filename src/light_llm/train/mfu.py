@@ -22,7 +22,7 @@ import torch
 
 from light_llm.config import ModelConfig, model_counts
 from light_llm.decode_stats import machine_key, read_cache, write_cache
-from light_llm.train.precision import DTYPES, cpu_has_native_bfloat16
+from light_llm.train.precision import DTYPES, cpu_emulates
 
 PEAK_FILE = "matmul_peak.json"  # in the user cache (light_llm.cache)
 PEAK_SIZE = 1024  # 2 x 1024³ FLOPs a product: tens of milliseconds on a laptop core
@@ -115,7 +115,7 @@ def mfu_line(
         f"speed: {tokens_per_s:,.0f} training tokens a second x {flops / 1e6:.2f} MFLOPs a token = "
         f"{achieved / 1e9:.2f} GFLOP/s"
     )
-    if kind == torch.bfloat16 and not cpu_has_native_bfloat16():
+    if cpu_emulates(dtype):
         # an emulated product's rate is no peak of the hardware (0.48 GFLOP/s on a 2-core AVX2
         # CPU, whose 1024x1024 products then took 18 s to time)
         return (

@@ -36,13 +36,19 @@ def cpu_has_native_bfloat16() -> bool:
     return any(getattr(torch.cpu, check, lambda: False)() for check in checks)
 
 
+def cpu_emulates(dtype: str) -> bool:
+    """Whether this CPU only emulates ``dtype``'s products: bfloat16 without bfloat16
+    arithmetic (:func:`cpu_has_native_bfloat16`)."""
+    return dtype == "bfloat16" and not cpu_has_native_bfloat16()
+
+
 def emulated_bfloat16_note(dtype: str, device: torch.device) -> str:
     """The warning for a bfloat16 run on a CPU without bfloat16 arithmetic ("" otherwise):
     PyTorch emulates it there: the default's training step took 1.33 s against 0.103 s in
     float32 on a 2-core AVX2 CPU (12.9x, the two taking turns in one process, nothing else
     running). So ``--dtype bfloat16`` is allowed (its numbers are right) but said to be slow
     before the first step."""
-    if dtype != "bfloat16" or device.type != "cpu" or cpu_has_native_bfloat16():
+    if device.type != "cpu" or not cpu_emulates(dtype):
         return ""
     return (
         f"warning: this CPU ({torch.backends.cpu.get_cpu_capability()}) has no bfloat16 "
