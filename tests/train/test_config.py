@@ -1,52 +1,98 @@
-"""The training config's machine-fitted default length (light_llm.train.config.fitted_length)
-and corpus-fitted weight decay (fitted_weight_decay): which runs they apply to, what they
-give and say."""
+"""The training config's machine-fitted default length (light_llm.train.config.fitted_length,
+calibrates_length) and corpus-fitted weight decay (fitted_weight_decay): which runs they
+apply to, what they give and say."""
 
 import pytest
 
 from light_llm.errors import ConfigError
 from light_llm.train.config import (
     FITTED_MAX_ITERS,
+    CpuKind,
     TrainConfig,
+    calibrates_length,
     fitted_length,
     fitted_weight_decay,
 )
 
+AVX2 = CpuKind("AVX2")  # where the float32 counts were fitted
+AVX512_BF16 = CpuKind("AVX512", native_bfloat16=True)  # where the bfloat16 counts were
+AMX = CpuKind("AVX512", native_bfloat16=True, amx=True)
+SCALAR = CpuKind("DEFAULT")  # ATen's kernels without vector instructions
+
 
 @pytest.mark.parametrize(
-    ("given", "device", "dtype", "native", "iterations"),
+    ("given", "device", "dtype", "cpu", "iterations"),
     [
-        ({}, "cpu", "bfloat16", True, FITTED_MAX_ITERS["qwen3-cpu"].get("bfloat16")),
-        ({}, "cpu", "float32", True, FITTED_MAX_ITERS["qwen3-cpu"].get("float32")),
+        ({}, "cpu", "bfloat16", AVX512_BF16, FITTED_MAX_ITERS["qwen3-cpu"]["bfloat16"]),
+        ({}, "cpu", "float32", AVX2, None),  # the recipe's own count, said
         (
             {"preset": "bpe-cpu"},
             "cpu",
             "bfloat16",
-            True,
-            FITTED_MAX_ITERS["bpe-cpu"].get("bfloat16"),
+            AVX512_BF16,
+            FITTED_MAX_ITERS["bpe-cpu"]["bfloat16"],
         ),
-        ({"max_iters": 50}, "cpu", "bfloat16", True, None),
-        ({"time": "90s"}, "cpu", "bfloat16", True, None),
-        ({"preset": "nanogpt-cpu"}, "cpu", "bfloat16", True, None),
-        ({}, "cuda", "bfloat16", True, None),
-        ({}, "cpu", "bfloat16", False, None),
+        ({"preset": "bpe-cpu"}, "cpu", "bfloat16", AMX, FITTED_MAX_ITERS["bpe-cpu"]["bfloat16"]),
+        ({"max_iters": 50}, "cpu", "bfloat16", AVX512_BF16, None),
+        ({"time": "90s"}, "cpu", "bfloat16", AVX512_BF16, None),
+        ({"preset": "nanogpt-cpu"}, "cpu", "bfloat16", AVX512_BF16, None),
+        ({}, "cuda", "bfloat16", AVX512_BF16, None),
+        ({}, "cpu", "bfloat16", AVX2, None),  # emulated there
+        ({}, "cpu", "float32", SCALAR, None),  # measured at the start instead
+        ({}, "cpu", "bfloat16", AMX, None),
     ],
 )
-def test_the_fitted_length_applies_only_to_a_default_run_on_a_cpu(
-    given, device, dtype, native, iterations
+def test_the_fitted_length_applies_only_to_a_default_run_on_a_cpu_of_a_fitted_kind(
+    given, device, dtype, cpu, iterations
 ):
-    """... and not to bfloat16 on a CPU that only emulates it (``native`` False), whose steps
-    are far slower than any count was fitted to (its warning is
-    precision.emulated_bfloat16_note's)."""
+    """... and not to bfloat16 on a CPU that only emulates it (AVX2), whose steps are far
+    slower than any count was fitted to (its warning is precision.emulated_bfloat16_note's),
+    nor to the default on a kind of CPU its counts were not fitted on (calibrates_length)."""
     config = TrainConfig(**given)
     resolved = config.resolve()
-    fitted, note = fitted_length(config, resolved, device, dtype, "AVX512", native)
+    fitted, note = fitted_length(config, resolved, device, dtype, cpu)
     assert fitted == iterations
-    fitted_preset = resolved.preset in FITTED_MAX_ITERS and device == "cpu" and native
-    if fitted_preset and set(given) <= {"preset"}:
-        assert f"{fitted or resolved.max_iters} iterations" in note and "(AVX512)" in note
+    emulated = dtype == "bfloat16" and not cpu.native_bfloat16
+    fitted_preset = resolved.preset in FITTED_MAX_ITERS and device == "cpu" and not emulated
+    measured = calibrates_length(config, resolved, device, dtype, cpu)
+    if fitted_preset and set(given) <= {"preset"} and not measured:
+        assert f"{fitted or resolved.max_iters} iterations" in note and f"({cpu})" in note
     else:
         assert note == ""
+
+
+@pytest.mark.parametrize(
+    ("given", "device", "dtype", "cpu", "measured"),
+    [
+        ({}, "cpu", "float32", SCALAR, True),
+        ({}, "cpu", "bfloat16", AMX, True),
+        ({}, "cpu", "float32", AVX512_BF16, True),  # --dtype float32: fitted on AVX2 only
+        ({}, "cpu", "float32", CpuKind("AVX512"), True),  # AVX-512 without bfloat16
+        ({}, "cpu", "float32", AVX2, False),
+        ({}, "cpu", "bfloat16", AVX512_BF16, False),
+        ({}, "cpu", "bfloat16", SCALAR, False),  # emulated: no count is right for it
+        ({}, "cuda", "bfloat16", AMX, False),
+        ({"max_iters": 50}, "cpu", "float32", SCALAR, False),
+        ({"time": "90s"}, "cpu", "float32", SCALAR, False),
+        ({"preset": "bpe-cpu"}, "cpu", "float32", SCALAR, False),  # no reference measured
+        ({"preset": "nanogpt-cpu"}, "cpu", "float32", SCALAR, False),
+    ],
+)
+def test_the_default_measures_its_length_on_a_cpu_no_count_was_fitted_on(
+    given, device, dtype, cpu, measured
+):
+    """calibrates_length: a new default run on a CPU, in an arithmetic the CPU has, whose
+    kind (AVX2 for float32, AVX-512 BF16 without AMX for bfloat16) is not the one its counts
+    were fitted on."""
+    config = TrainConfig(**given)
+    assert calibrates_length(config, config.resolve(), device, dtype, cpu) is measured
+
+
+def test_a_cpu_kind_says_what_it_is_and_where_its_counts_were_fitted():
+    assert (str(AVX2), str(AMX), str(SCALAR)) == ("AVX2", "AVX512 with AMX", "DEFAULT")
+    assert AVX2.fitted("float32") and not AVX2.fitted("bfloat16")
+    assert AVX512_BF16.fitted("bfloat16") and not AVX512_BF16.fitted("float32")
+    assert not AMX.fitted("bfloat16") and not SCALAR.fitted("float32")
 
 
 # λ = 1 / (η E M) by hand, from the default recipe's η = 3e-3, E = 1.7 and a step of B T G =

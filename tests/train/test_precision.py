@@ -8,6 +8,7 @@ import sys
 import torch
 
 from light_llm.train import precision
+from light_llm.train.config import CpuKind
 from light_llm.train.muon import orthogonalisation_dtype
 
 
@@ -43,6 +44,20 @@ def test_bfloat16_needs_both_the_hardware_and_avx512_kernels(monkeypatch):
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
     assert not precision.cpu_has_native_bfloat16()
     assert orthogonalisation_dtype(torch.zeros(2, 2)) == torch.float32
+
+
+def test_this_cpus_kind_names_its_kernels_its_bfloat16_and_amx(monkeypatch):
+    """this_cpu: AMX's tiles count only where PyTorch may use them (AVX-512 kernels), as
+    bfloat16 arithmetic does; the kind decides which counts were fitted on it."""
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    assert precision.this_cpu() == CpuKind("AVX512", native_bfloat16=True, amx=True)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    assert precision.this_cpu() == CpuKind("AVX512", native_bfloat16=True, amx=False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    assert precision.this_cpu() == CpuKind("AVX2")
 
 
 def test_bfloat16_on_a_cpu_that_emulates_it_is_said_to_be_slow(monkeypatch):

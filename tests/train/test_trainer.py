@@ -23,7 +23,8 @@ from light_llm.schedule import learning_rate
 from light_llm.tokenizers import get_tokenizer
 from light_llm.train import TrainConfig, train
 from light_llm.train.batches import micro_batch_rng
-from light_llm.train.config import DEFAULT_PRESETS, PRESET_RECIPES
+from light_llm.train.calibration import Reference
+from light_llm.train.config import DEFAULT_PRESETS, PRESET_RECIPES, CpuKind
 from light_llm.train.optim import clip_grad_norm, configure_adamw
 from light_llm.train.trainer import train_mlm
 from tests.conftest import tiny_config
@@ -767,6 +768,32 @@ def test_the_default_length_follows_the_machines_arithmetic_and_is_recorded(
     given = TrainConfig(**settings, data=str(corpus), out=str(tmp_path / "given"), max_iters=2)
     given = train(given)
     assert given.iteration == 2 and "not the recipe's" not in capsys.readouterr().out
+
+
+def test_on_a_cpu_no_count_was_fitted_on_the_default_measures_its_length(
+    corpus, tmp_path, capsys, monkeypatch
+):
+    """On a kind of CPU no count was fitted on, the default's length is measured against
+    nanoGPT's step before the first step (train.calibration), said, and recorded as
+    --max-iters; the run is the one that count gives by hand, bit for bit (measuring leaves
+    its numbers alone), and its resume keeps the count without measuring again."""
+    monkeypatch.setattr("light_llm.train.prepare.this_cpu", lambda: CpuKind("DEFAULT"))
+    reference = Reference("a test machine", iterations=6, ratio=1.0)
+    monkeypatch.setattr("light_llm.train.calibration.REFERENCE", reference)
+    settings = {key: value for key, value in TINY.items() if key != "max_iters"}
+    out = tmp_path / "measured"
+    measured = train(TrainConfig(**settings, data=str(corpus), out=str(out)))
+    printed = capsys.readouterr().out
+    state = read_trainer_state(out / "checkpoint")
+    count = state["config"]["max_iters"]
+    assert measured.iteration == count == state["resolved_config"]["max_iters"]
+    assert f"\n{count} iterations: float32 on this CPU (DEFAULT), where no count" in printed
+    assert "on a test machine, where 6 iterations end the run" in printed
+    by_hand = TrainConfig(**settings, data=str(corpus), out=str(tmp_path / "given"))
+    given = train(dataclasses.replace(by_hand, max_iters=count))
+    assert given.losses == measured.losses and "where no count" not in capsys.readouterr().out
+    resumed = train(TrainConfig(out=str(out), resume=True))
+    assert resumed.iteration == count and "where no count" not in capsys.readouterr().out
 
 
 def test_the_default_recipe_fits_its_weight_decay_to_the_corpus_and_records_it(

@@ -32,6 +32,7 @@ from light_llm.train.config import (
     DEFAULT_PRESETS,
     FINETUNE_RECIPE,
     FITTED_MAX_ITERS,
+    FITTED_ON,
     GENERAL_DEFAULTS,
     LORA_DEFAULTS,
     LORA_RECIPE,
@@ -46,10 +47,11 @@ DEFAULT_PRESET = DEFAULT_PRESETS[DEFAULT_MODEL]
 R = {**GENERAL_DEFAULTS, **PRESET_RECIPES[DEFAULT_PRESET]}
 M = PRESETS[DEFAULT_PRESET]
 V = TRAINED_TOKENIZER_VOCAB
-# the default's length on a CPU, which follows its arithmetic (train.config.fitted_length)
-FITTED = FITTED_MAX_ITERS.get(DEFAULT_PRESET, {})
-LENGTH = "".join(f"{n} iterations in {dtype} on a CPU, " for dtype, n in FITTED.items())
-LENGTH += f"{R['max_iters']} iterations" + (" elsewhere" if FITTED else "")
+# the default's length on a CPU, which follows the machine (train.config.fitted_length on the
+# kinds of CPU its counts were fitted on, train.calibration elsewhere)
+FITTED = {"float32": R["max_iters"], **FITTED_MAX_ITERS.get(DEFAULT_PRESET, {})}
+LENGTH = "; ".join(f"{n} iterations in {d} on {FITTED_ON[d]}" for d, n in FITTED.items())
+LENGTH += "; on another CPU, a count measured against nanoGPT's step at the start"
 
 
 def default(key: str) -> str:
@@ -84,9 +86,10 @@ rest (peak lr {R["lr"]}, the embedding tables {R["embedding_lr"]}; betas ({R["be
 {R["beta2"]})), warmed up over {R["warmup_iters"]} iterations, held for
 {1 - R["cooldown_fraction"]:.0%} of the rest, then decayed in a straight line to
 {R["min_lr"]:g} (--lr-schedule {R["lr_schedule"]}); batch
-{R["batch_size"]}, {LENGTH}, weight decay {R["weight_decay"]} (raised on a small corpus
-to average the weights over {R["weight_decay_epochs"]} passes), windows read in
-shuffled passes over the text (--sampling {R["sampling"]}), {CLIPPING}. It takes about
+{R["batch_size"]}, a length fitted to the machine ({LENGTH}), weight decay
+{R["weight_decay"]} (raised on a small corpus to average the weights over
+{R["weight_decay_epochs"]} passes), windows read in shuffled passes over the text
+(--sampling {R["sampling"]}), {CLIPPING}. It takes about
 the wall time of nanoGPT's CPU recipe, --preset nanogpt-cpu
 (128 wide, learned positions, LayerNorm, GELU and AdamW; batch 12, 2000 iterations, lr 1e-3,
 cosine to 1e-4, betas (0.9, 0.99)), and ends far lower (benchmarks/recipe_sweep.py,

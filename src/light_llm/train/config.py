@@ -937,27 +937,74 @@ class TrainConfig:
             raise ConfigError("give --time or --max-iters, not both.")
 
 
+@dataclass(frozen=True)
+class CpuKind:
+    """What decides a CPU's training speed here: PyTorch's kernels
+    (``torch.backends.cpu.get_cpu_capability()``: AVX2, AVX512, DEFAULT...), bfloat16
+    arithmetic (AVX-512 BF16 or AMX) and AMX's tiles."""
+
+    capability: str
+    native_bfloat16: bool = False
+    amx: bool = False
+
+    def __str__(self) -> str:
+        return self.capability + (" with AMX" if self.amx else "")
+
+    def fitted(self, dtype: str) -> bool:
+        """Whether the counts for ``dtype`` were fitted on this kind of CPU (:data:`FITTED_ON`):
+        float32 on AVX2, bfloat16 on AVX-512 BF16 without AMX."""
+        if dtype == "float32":
+            return self.capability == "AVX2"
+        return dtype == "bfloat16" and self.native_bfloat16 and not self.amx
+
+
+# the kinds of CPU the counts were measured on, by whole runs taking turns with nanoGPT's CPU
+# recipe: the recipes' max_iters in float32, FITTED_MAX_ITERS under bfloat16 autocast
+FITTED_ON = {"float32": "AVX2", "bfloat16": "AVX-512 BF16 without AMX"}
+# the presets whose length is measured against nanoGPT's step on any other kind of CPU
+# (light_llm.train.calibration: its reference ratio was measured for this one)
+CALIBRATED_PRESETS = ("qwen3-cpu",)
+
+
+def length_follows_machine(
+    given: TrainConfig, resolved: TrainConfig, device_type: str, dtype: str, cpu: CpuKind
+) -> bool:
+    """Whether a run's length is chosen for the machine: a new run that gave neither
+    --max-iters nor --time, not fine-tuning, of a preset with a fitted length, on a CPU, and
+    not in bfloat16 on a CPU that only emulates it (whose steps are far slower than any count
+    was fitted to: ``precision.emulated_bfloat16_note`` says so)."""
+    new_run = given.max_iters is None and given.time is None and given.init_from is None
+    fitted_preset = resolved.preset in FITTED_MAX_ITERS or resolved.preset in CALIBRATED_PRESETS
+    emulated = dtype == "bfloat16" and not cpu.native_bfloat16
+    return new_run and fitted_preset and device_type == "cpu" and not emulated
+
+
+def calibrates_length(
+    given: TrainConfig, resolved: TrainConfig, device_type: str, dtype: str, cpu: CpuKind
+) -> bool:
+    """Whether a run's length is measured at its start (:mod:`light_llm.train.calibration`):
+    one whose length follows the machine, of a calibrated preset, on a CPU its counts were not
+    fitted on."""
+    return (
+        length_follows_machine(given, resolved, device_type, dtype, cpu)
+        and resolved.preset in CALIBRATED_PRESETS
+        and not cpu.fitted(dtype)
+    )
+
+
 def fitted_length(
-    given: TrainConfig,
-    resolved: TrainConfig,
-    device_type: str,
-    dtype: str,
-    cpu: str,
-    native_bfloat16: bool,
+    given: TrainConfig, resolved: TrainConfig, device_type: str, dtype: str, cpu: CpuKind
 ) -> tuple[int | None, str]:
-    """The iteration count for a run that gave neither --max-iters nor --time, fitted to the
-    machine's arithmetic (``FITTED_MAX_ITERS``; None: the recipe's), and the sentence that
-    says what was chosen and why ("" for a run whose length is not fitted: a given length,
-    fine-tuning, a preset not fitted, a GPU, or bfloat16 on a CPU that only emulates it, whose
-    steps are far slower than any count was fitted to: ``precision.emulated_bfloat16_note``
-    says so)."""
-    fitted = given.max_iters is None and given.time is None and given.init_from is None
-    if not fitted or resolved.preset not in FITTED_MAX_ITERS or device_type != "cpu":
+    """The iteration count fitted to the machine's arithmetic for a run whose length follows
+    the machine (``FITTED_MAX_ITERS``; None: the recipe's), and the sentence that says what
+    was chosen and why; (None, "") for a run whose length is given, not fitted
+    (:func:`length_follows_machine`) or measured at its start (:func:`calibrates_length`)."""
+    if not length_follows_machine(given, resolved, device_type, dtype, cpu):
         return None, ""
-    if dtype == "bfloat16" and not native_bfloat16:
+    if calibrates_length(given, resolved, device_type, dtype, cpu):
         return None, ""
     recipe = resolved.max_iters
-    iterations = FITTED_MAX_ITERS[resolved.preset].get(dtype)
+    iterations = FITTED_MAX_ITERS.get(resolved.preset, {}).get(dtype)
     if iterations is None:
         return None, (
             f"{recipe} iterations: {dtype} on this CPU ({cpu}), the length that ends the run "

@@ -19,6 +19,7 @@ import torch
 
 from light_llm.errors import ConfigError
 from light_llm.nn.attention import fused_attention_dtype
+from light_llm.train.config import CpuKind
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -34,6 +35,13 @@ def cpu_has_native_bfloat16() -> bool:
         return False
     checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
     return any(getattr(torch.cpu, check, lambda: False)() for check in checks)
+
+
+def this_cpu() -> CpuKind:
+    """This CPU's kind, as its training speed depends on it (:class:`CpuKind`)."""
+    native = cpu_has_native_bfloat16()
+    amx = native and getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)()
+    return CpuKind(torch.backends.cpu.get_cpu_capability(), native, amx)
 
 
 def cpu_emulates(dtype: str) -> bool:

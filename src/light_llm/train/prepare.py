@@ -35,7 +35,13 @@ from light_llm.tokenizers import load_tokenizer
 from light_llm.train.averaging import WeightAverage
 from light_llm.train.batches import rank_slots
 from light_llm.train.budget import parse_duration
-from light_llm.train.config import TrainConfig, fitted_length, with_fitted_weight_decay
+from light_llm.train.calibration import calibrated_length
+from light_llm.train.config import (
+    TrainConfig,
+    calibrates_length,
+    fitted_length,
+    with_fitted_weight_decay,
+)
 from light_llm.train.cpu_allocator import keep_freed_memory
 from light_llm.train.distributed import (
     DistributedContext,
@@ -54,10 +60,10 @@ from light_llm.train.optimizer_state import (
 from light_llm.train.precision import (
     autocast,
     check_dtype,
-    cpu_has_native_bfloat16,
     default_dtype,
     emulated_bfloat16_note,
     grad_scaler,
+    this_cpu,
 )
 from light_llm.train.probes import given_prompt_ids
 from light_llm.train.records import RunRecord
@@ -144,6 +150,33 @@ def prepare(config: TrainConfig, architecture: str) -> PreparedRun:
         raise
 
 
+def with_machine_length(
+    given: TrainConfig,
+    cfg: TrainConfig,
+    model_config: ModelConfig,
+    device: torch.device,
+    dtype: str,
+    dist: DistributedContext,
+) -> tuple[TrainConfig, TrainConfig, str]:
+    """A new run's configurations (as given, resolved) with the length chosen for this
+    machine recorded as --max-iters (so that a rerun or a resume is the same run): fitted to
+    its kind of CPU (:func:`fitted_length`) or measured against nanoGPT's step where no count
+    was fitted (:func:`calibrated_length`); and the sentence that says which and why."""
+    cpu = this_cpu()
+    if calibrates_length(given, cfg, device.type, dtype, cpu):
+
+        def agree(measured: torch.Tensor) -> torch.Tensor:  # the processes' mean
+            return dist.all_reduce_sum(measured.to(device)).cpu() / dist.world_size
+
+        iterations, note = calibrated_length(cfg, model_config, device, dtype, str(cpu), agree)
+    else:
+        iterations, note = fitted_length(given, cfg, device.type, dtype, cpu)
+    if iterations is not None:
+        given = dataclasses.replace(given, max_iters=iterations)
+        cfg = given.resolve()
+    return given, cfg, note
+
+
 def prepare_in(
     config: TrainConfig,
     architecture: str,
@@ -168,14 +201,6 @@ def prepare_in(
     dtype = cfg.dtype or default_dtype(device)
     check_dtype(dtype, device)
     precision_note = emulated_bfloat16_note(dtype, device)
-    length_note = ""
-    if not saved:  # the length fitted to the machine, recorded as --max-iters (resumes keep it)
-        cpu = torch.backends.cpu.get_cpu_capability()
-        native = cpu_has_native_bfloat16()
-        iterations, length_note = fitted_length(given, cfg, device.type, dtype, cpu, native)
-        if iterations is not None:
-            given = dataclasses.replace(given, max_iters=iterations)
-            cfg = given.resolve()
     metrics = MetricsLog(folder.out)
 
     text = load_corpus(cfg.data)
@@ -194,6 +219,9 @@ def prepare_in(
     check_model_fits(model_config, bytes_per_value=16)
     check_batch_fits(model_config, cfg.batch_size, cfg.block_size, training=True)
     subject.check_model(model_config, tokenizer)
+    length_note = ""
+    if not saved:  # the length fitted to the machine, recorded as --max-iters (resumes keep it)
+        given, cfg, length_note = with_machine_length(given, cfg, model_config, device, dtype, dist)
     if subject.takes_probes:
         given_prompt_ids(cfg, tokenizer)  # a --probe-prompt that cannot be probed: refused now
     eval_seconds = 0.0
