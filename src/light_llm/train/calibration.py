@@ -66,11 +66,12 @@ LOWEST, HIGHEST = 0.5, 2.0
 def training_step(
     cfg: TrainConfig, model_config: ModelConfig, device: torch.device, dtype: str, seed: int
 ) -> Callable[[], None]:
-    """One training step of a fresh ``model_config`` model with ``cfg``'s optimizer, batch
-    and gradient clipping, on random tokens, as the trainer runs it on ``device`` in
+    """One training step of a fresh ``model_config`` model with ``cfg``'s optimizer, batch,
+    gradient checkpointing and clipping, on random tokens, as the trainer runs it on ``device`` in
     ``dtype`` (forward under autocast, the loss in float32, backward, the optimizer's step):
     the work a step of that recipe costs, on weights that are thrown away."""
     model = GPT(model_config).to(device)
+    model.gradient_checkpointing = cfg.gradient_checkpointing  # as the trainer sets it
     optimizer = configure_optimizer(model, cfg, device.type)
     generator = torch.Generator().manual_seed(seed)
     shape = (cfg.batch_size, model_config.block_size + 1)
