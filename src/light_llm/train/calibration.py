@@ -7,8 +7,9 @@ AVX-512 BF16 without AMX under bfloat16 autocast (:data:`light_llm.train.config.
 Elsewhere (AMX tiles, AVX-512 without bfloat16, an ARM or an older x86 CPU) the two recipes'
 steps need not keep the proportion they have there: on an AMX Xeon the default's 890
 bfloat16 iterations ended in 0.74x nanoGPT's time, and with ATen's scalar kernels
-(``ATEN_CPU_CAPABILITY=default`` on the AVX2 machine) nanoGPT's step took 0.55 of the
-default's against 0.59 with AVX2's (docs/recipe.md, "A CPU no count was fitted on"). Both
+(``ATEN_CPU_CAPABILITY=default`` on the AVX2 machine) nanoGPT's step took 0.568 of the
+default's against 0.585 with AVX2's (medians; docs/recipe.md, "A CPU no count was fitted
+on"). Both
 whole commands are, to first order, their iterations times their step (start-up, the
 tokenizer and the evaluations are a few per cent of each), so the count that ends inside
 nanoGPT's time scales with the ratio of the two steps:
