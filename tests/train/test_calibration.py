@@ -15,6 +15,7 @@ from light_llm.train.calibration import (
     Reference,
     calibrated_iterations,
     calibrated_length,
+    default_run,
     measure_step_ratio,
     step_ratio,
 )
@@ -67,12 +68,22 @@ def test_the_calibrated_count_scales_the_reference_by_the_ratio_of_steps(
     assert calibrated_iterations(ratio, seconds_per_step, spent, REF) == expected
 
 
-def test_the_twin_steps_are_nanogpts_cpu_recipe_and_the_runs_own(monkeypatch):
+def test_the_default_run_measured_is_the_recipe_as_it_is():
+    """default_run: the preset's recipe with no flag changed, over the 768 ids its BPE
+    learns, whatever the run being measured for changed (the count depends on the CPU alone,
+    as the fitted counts do)."""
+    recipe, model = default_run("qwen3-cpu")
+    assert recipe == TrainConfig(preset="qwen3-cpu").resolve()
+    assert (model.n_layer, model.n_head, model.n_embd, model.vocab_size) == (3, 2, 96, 768)
+    assert (recipe.batch_size, recipe.block_size, recipe.optimizer) == (32, 64, "muon")
+
+
+def test_the_twin_steps_are_nanogpts_cpu_recipe_and_the_given_one(monkeypatch):
     """The first model built is nanoGPT's README CPU shape (4 layers of 4 heads, 128 wide,
     context 64, its 65 characters, no biases) trained by AdamW on batches of 12, the second
-    the run's model with the run's optimizer (Muon and AdamW for the default) on batches of
-    the run's size; measuring leaves the global random state as it was, so that the run's
-    numbers do not change."""
+    the model given with its recipe's optimizer (Muon and AdamW for the default's) on
+    batches of that recipe's size; measuring leaves the global random state as it was, so
+    that the run's numbers do not change."""
     built, optimizers, batches = [], [], []
     real_gpt = calibration.GPT
     real_optimizer = calibration.configure_optimizer
@@ -118,25 +129,22 @@ def test_the_calibrated_length_says_how_it_was_measured(monkeypatch):
         return values * torch.tensor([2.0 / 0.9, 1.0], dtype=torch.float64)  # r = 2 r_ref
 
     monkeypatch.setattr(calibration, "measure_step_ratio", fixed_measurement)
-    run = TrainConfig().resolve()
     iterations, note = calibrated_length(
-        run, run.model_config(768), torch.device("cpu"), "float32", "DEFAULT", agree
+        "qwen3-cpu", torch.device("cpu"), "float32", "DEFAULT", agree
     )
     assert measured == [[0.9 * REFERENCE.ratio, 1.0]]
     assert iterations == 2 * REFERENCE.iterations
     assert note.startswith(f"{iterations} iterations: float32 on this CPU (DEFAULT)")
-    assert f"took {2 * REFERENCE.ratio:.3f} of this run's here" in note
+    assert f"took {2 * REFERENCE.ratio:.3f} of the default's here" in note
     assert f"against {REFERENCE.ratio:.3f} on {REFERENCE.machine}" in note
-    assert f"where {REFERENCE.iterations} iterations end the run" in note
+    assert f"where {REFERENCE.iterations} iterations end the default's run" in note
 
 
 def test_a_real_measurement_on_this_machine_finds_the_default_step_the_longer():
     """The default against nanoGPT's recipe, measured here for real: nanoGPT's step is the
     shorter one (r = 0.56-0.62 on a 2-core AVX2 CPU, 0.54-0.58 with ATen's scalar kernels),
     and the sentence gives the count returned."""
-    run = TrainConfig().resolve()
-    device = torch.device("cpu")
-    iterations, note = calibrated_length(run, run.model_config(768), device, "float32", "X")
+    iterations, note = calibrated_length("qwen3-cpu", torch.device("cpu"), "float32", "X")
     assert note.startswith(f"{iterations} iterations: float32 on this CPU (X)")
     ratio = float(note.split("took ")[1].split(" ")[0])
     assert 0.1 < ratio < 1.0

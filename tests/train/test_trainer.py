@@ -760,6 +760,7 @@ def test_the_default_length_follows_the_machines_arithmetic_and_is_recorded(
     printed = capsys.readouterr().out
     recipe = PRESET_RECIPES[DEFAULT_PRESETS["gpt"]]["max_iters"]
     assert f"3 iterations, not the recipe's {recipe}: this CPU" in printed
+    assert "That length is the default's: this run's model or batch differs" in printed
     state = read_trainer_state(out / "checkpoint")
     assert state["config"]["max_iters"] == 3 and state["resolved_config"]["max_iters"] == 3
     monkeypatch.setattr("light_llm.train.config.FITTED_MAX_ITERS", {"qwen3-cpu": {"float32": 5}})
@@ -788,7 +789,8 @@ def test_on_a_cpu_no_count_was_fitted_on_the_default_measures_its_length(
     count = state["config"]["max_iters"]
     assert measured.iteration == count == state["resolved_config"]["max_iters"]
     assert f"\n{count} iterations: float32 on this CPU (DEFAULT), where no count" in printed
-    assert "on a test machine, where 6 iterations end the run" in printed
+    assert "on a test machine, where 6 iterations end the default's run" in printed
+    assert "That length is the default's: this run's model or batch differs" in printed
     by_hand = TrainConfig(**settings, data=str(corpus), out=str(tmp_path / "given"))
     given = train(dataclasses.replace(by_hand, max_iters=count))
     assert given.losses == measured.losses and "where no count" not in capsys.readouterr().out

@@ -34,7 +34,7 @@ import torch
 
 from light_llm.config import ModelConfig
 from light_llm.models.gpt import GPT
-from light_llm.train.config import TrainConfig
+from light_llm.train.config import TRAINED_TOKENIZER_VOCAB, TrainConfig
 from light_llm.train.optim import clip_grad_norm, configure_optimizer
 from light_llm.train.precision import attention_kernels, autocast, default_dtype
 
@@ -148,29 +148,39 @@ def calibrated_iterations(
     return max(min(iterations, high), low, 1)
 
 
+def default_run(preset: str) -> tuple[TrainConfig, ModelConfig]:
+    """A new run of ``preset``'s recipe as it is, and its model (over the vocabulary its
+    tokenizer learns): the run whose count was fitted, whatever flags this run changed (so
+    that the count depends on the CPU, not on them, as the fitted counts do)."""
+    recipe = TrainConfig(preset=preset).resolve()
+    vocab_size = recipe.vocab_size or TRAINED_TOKENIZER_VOCAB[recipe.tokenizer]
+    return recipe, recipe.model_config(vocab_size)
+
+
 def calibrated_length(
-    cfg: TrainConfig,
-    model_config: ModelConfig,
+    preset: str,
     device: torch.device,
     dtype: str,
     machine: str,
     agree: Callable[[torch.Tensor], torch.Tensor] = lambda measured: measured,
 ) -> tuple[int, str]:
-    """The iteration count of a default run on a CPU no count was fitted on (module docstring)
-    and the sentence that says how it was chosen; ``agree`` averages the measurements over the
+    """The iteration count of ``preset``'s run in ``dtype`` on a CPU no count was fitted on
+    (module docstring; the preset's recipe and model as they are, :func:`default_run`) and
+    the sentence that says how it was chosen; ``agree`` averages the measurements over the
     processes of a distributed run, so that all take the same count."""
     reference = REFERENCE
     start = time.perf_counter()
-    ratio, seconds_per_step = measure_step_ratio(cfg, model_config, device, dtype)
+    recipe, model_config = default_run(preset)
+    ratio, seconds_per_step = measure_step_ratio(recipe, model_config, device, dtype)
     measured = torch.tensor([ratio, seconds_per_step], dtype=torch.float64)
     ratio, seconds_per_step = agree(measured).tolist()
     spent = time.perf_counter() - start
     iterations = calibrated_iterations(ratio, seconds_per_step, spent, reference)
     return iterations, (
         f"{iterations} iterations: {dtype} on this CPU ({machine}), where no count was fitted: "
-        f"a step of nanoGPT's CPU recipe took {ratio:.3f} of this run's here, against "
+        f"a step of nanoGPT's CPU recipe took {ratio:.3f} of the default's here, against "
         f"{reference.ratio:.3f} on {reference.machine}, where {reference.iterations} "
-        f"iterations end the run inside nanoGPT's wall time; so {iterations} do here "
-        f"(measured in {spent:.1f} s; --max-iters or --time sets another length; "
+        f"iterations end the default's run inside nanoGPT's wall time; so {iterations} do "
+        f"here (measured in {spent:.1f} s; --max-iters or --time sets another length; "
         "docs/recipe.md)."
     )
