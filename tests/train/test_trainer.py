@@ -751,7 +751,9 @@ def test_the_default_length_follows_the_machines_arithmetic_and_is_recorded(
     corpus, tmp_path, capsys, monkeypatch
 ):
     """A run that gives no --max-iters takes the count fitted to its dtype, says so in its
-    first lines and records it as --max-iters: its resume keeps it when the table changes."""
+    first lines and records it as --max-iters: its resume keeps it when the table changes.
+    (On the kind of CPU float32's count was fitted on, whatever kind runs the test.)"""
+    monkeypatch.setattr("light_llm.train.prepare.this_cpu", lambda: CpuKind("AVX2"))
     monkeypatch.setattr("light_llm.train.config.FITTED_MAX_ITERS", {"qwen3-cpu": {"float32": 3}})
     settings = {key: value for key, value in TINY.items() if key != "max_iters"}
     out = tmp_path / "fitted"
