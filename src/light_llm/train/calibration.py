@@ -60,7 +60,7 @@ class Reference:
 # fitted on")
 REFERENCE = Reference(machine="a 2-core AVX2 CPU in float32", iterations=1200, ratio=0.585)
 # a measurement upset (another program taking the CPU during one of the two steps) must not
-# give a run of a tenth or ten times the length: the count stays within these factors
+# give a run of a tenth or ten times the length: the count stays within half and twice N_ref
 LOWEST, HIGHEST = 0.5, 2.0
 
 
