@@ -152,38 +152,20 @@ CANDIDATES: dict[str, list[str]] = {
 
 def step_timer(flags: list[str], vocab_size: int = 65):
     """A function running one training step of the candidate's model and optimizer on a
-    random batch, as the trainer does it on the CPU (bfloat16 autocast where native)."""
+    random batch, as the trainer does it on the CPU (bfloat16 autocast where native):
+    ``light_llm.train.calibration.training_step`` for the config ``light-llm train FLAGS``
+    resolves to."""
     import torch
-    import torch.nn.functional as F
 
     from light_llm.cli import build_parser
     from light_llm.cli.train import config_from_args
-    from light_llm.models.gpt import GPT
-    from light_llm.train.optim import clip_grad_norm, configure_optimizer
-    from light_llm.train.precision import attention_kernels, autocast, default_dtype
+    from light_llm.train.calibration import training_step
+    from light_llm.train.precision import default_dtype
 
-    args = build_parser().parse_args(["train", *flags])
-    cfg = config_from_args(args).resolve()
-    model = GPT(cfg.model_config(vocab_size))
+    cfg = config_from_args(build_parser().parse_args(["train", *flags])).resolve()
     device = torch.device("cpu")
     dtype = cfg.dtype or default_dtype(device)
-    optimizer = configure_optimizer(model, cfg, "cpu")
-    generator = torch.Generator().manual_seed(0)
-    block = model.config.block_size
-
-    def step() -> None:
-        batch = torch.randint(0, vocab_size, (cfg.batch_size, block + 1), generator=generator)
-        for _ in range(cfg.grad_accum):
-            with autocast(device, dtype), attention_kernels(device, dtype):
-                logits = model(batch[:, :-1])[0]
-            loss = F.cross_entropy(logits.reshape(-1, vocab_size).float(), batch[:, 1:].reshape(-1))
-            (loss / cfg.grad_accum).backward()
-        if cfg.grad_clip > 0:  # as the trainer: 0 means no clipping
-            clip_grad_norm(model.parameters(), cfg.grad_clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    return step
+    return training_step(cfg, cfg.model_config(vocab_size), device, dtype, seed=0)
 
 
 def seconds_per_step(step, steps: int) -> float:
