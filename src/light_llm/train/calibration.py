@@ -157,6 +157,19 @@ def default_run(preset: str) -> tuple[TrainConfig, ModelConfig]:
     return recipe, recipe.model_config(vocab_size)
 
 
+def steps_as_recipe(cfg: TrainConfig, model_config: ModelConfig) -> bool:
+    """Whether a run of ``cfg`` training ``model_config`` steps as its preset's recipe does
+    (:func:`default_run`): the same model, batch, context and accumulation, so that the
+    length fitted or measured for the recipe takes it the same time."""
+    recipe, recipe_model = default_run(cfg.preset)
+    batch = (cfg.batch_size, cfg.block_size, cfg.grad_accum)
+    return model_config == recipe_model and batch == (
+        recipe.batch_size,
+        recipe.block_size,
+        recipe.grad_accum,
+    )
+
+
 def calibrated_length(
     preset: str,
     device: torch.device,

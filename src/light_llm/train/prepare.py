@@ -35,7 +35,7 @@ from light_llm.tokenizers import load_tokenizer
 from light_llm.train.averaging import WeightAverage
 from light_llm.train.batches import rank_slots
 from light_llm.train.budget import parse_duration
-from light_llm.train.calibration import calibrated_length, default_run
+from light_llm.train.calibration import calibrated_length, steps_as_recipe
 from light_llm.train.config import (
     TrainConfig,
     calibrates_length,
@@ -171,18 +171,11 @@ def with_machine_length(
         iterations, note = calibrated_length(cfg.preset, device, dtype, str(cpu), agree)
     else:
         iterations, note = fitted_length(given, cfg, device.type, dtype, cpu)
-    if note:
-        recipe, recipe_model = default_run(cfg.preset)
-        batch = (cfg.batch_size, cfg.block_size, cfg.grad_accum)
-        if model_config != recipe_model or batch != (
-            recipe.batch_size,
-            recipe.block_size,
-            recipe.grad_accum,
-        ):
-            note += (
-                " That length is the default's: this run's model or batch differs, so it will "
-                "take more or less time than nanoGPT's recipe (--time gives it a budget instead)."
-            )
+    if note and not steps_as_recipe(cfg, model_config):
+        note += (
+            " That length is the default's: this run's model or batch differs, so it will "
+            "take more or less time than nanoGPT's recipe (--time gives it a budget instead)."
+        )
     if iterations is not None:
         given = dataclasses.replace(given, max_iters=iterations)
         cfg = given.resolve()
