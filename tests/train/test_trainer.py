@@ -786,7 +786,9 @@ def test_on_a_cpu_no_count_was_fitted_on_the_default_measures_its_length(
     settings = {key: value for key, value in TINY.items() if key != "max_iters"}
     out = tmp_path / "measured"
     measured = train(TrainConfig(**settings, data=str(corpus), out=str(out)))
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
+    assert "timing this CPU (DEFAULT): the default's step against nanoGPT's" in captured.err
     state = read_trainer_state(out / "checkpoint")
     count = state["config"]["max_iters"]
     assert measured.iteration == count == state["resolved_config"]["max_iters"]
@@ -795,9 +797,13 @@ def test_on_a_cpu_no_count_was_fitted_on_the_default_measures_its_length(
     assert "That length is the default's: this run's model or batch differs" in printed
     by_hand = TrainConfig(**settings, data=str(corpus), out=str(tmp_path / "given"))
     given = train(dataclasses.replace(by_hand, max_iters=count))
-    assert given.losses == measured.losses and "where no count" not in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert given.losses == measured.losses and "where no count" not in captured.out
+    assert "timing this CPU" not in captured.err
     resumed = train(TrainConfig(out=str(out), resume=True))
-    assert resumed.iteration == count and "where no count" not in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert resumed.iteration == count and "where no count" not in captured.out
+    assert "timing this CPU" not in captured.err
 
 
 def test_the_default_recipe_fits_its_weight_decay_to_the_corpus_and_records_it(

@@ -168,6 +168,13 @@ def with_machine_length(
         def agree(measured: torch.Tensor) -> torch.Tensor:  # the processes' mean
             return dist.all_reduce_sum(measured.to(device)).cpu() / dist.world_size
 
+        if dist.is_main:  # a few seconds, up to a minute on a busy machine: say what runs
+            print(
+                f"timing this CPU ({cpu}): the default's step against nanoGPT's recipe's, to "
+                "choose the default's length (--max-iters or --time skips this)...",
+                file=sys.stderr,
+                flush=True,
+            )
         iterations, note = calibrated_length(cfg.preset, device, dtype, str(cpu), agree)
     else:
         iterations, note = fitted_length(given, cfg, device.type, dtype, cpu)
