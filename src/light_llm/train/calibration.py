@@ -18,9 +18,9 @@ nanoGPT's time scales with the ratio of the two steps:
 
 with N_ref and r_ref the count and the ratio of the machine the count was fitted on
 (:data:`REFERENCE`), s the default's step here and t_calibration the seconds this measurement
-took, which the run spends before its first step (not counting the import of PyTorch's
-compiler front end, ``torch._dynamo``, which building any PyTorch optimizer does: 1.6-1.8 s
-on the AVX2 machine, which the run's own optimizer would spend in any case). The ratio is
+took, which the run spends before its first step. That time leaves out the import of
+``torch._dynamo``, PyTorch's compiler front end: building any PyTorch optimizer imports it
+(1.6-1.8 s on the AVX2 machine), and the run's own optimizer would do so anyway. The ratio is
 measured here as it was there (:func:`measure_step_ratio`): both steps built afresh on random
 tokens (the run's own model, data and random state are not touched), taking turns step by
 step, so that a slow phase of the machine falls on both.
