@@ -9,9 +9,8 @@ steps need not keep the proportion they have there: on an AMX Xeon the default's
 bfloat16 iterations ended in 0.74x nanoGPT's time, and with ATen's scalar kernels
 (``ATEN_CPU_CAPABILITY=default`` on the AVX2 machine) nanoGPT's step took 0.568 of the
 default's against 0.585 with AVX2's (medians; docs/recipe.md, "A CPU no count was fitted
-on"). Both
-whole commands are, to first order, their iterations times their step (start-up, the
-tokenizer and the evaluations are a few per cent of each), so the count that ends inside
+on"). Both whole commands are, to first order, their iterations times their step (start-up,
+the tokenizer and the evaluations are a few per cent of each), so the count that ends inside
 nanoGPT's time scales with the ratio of the two steps:
 
     N = N_ref · r / r_ref - t_calibration / s,      r = s_nanoGPT / s
