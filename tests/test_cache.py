@@ -10,7 +10,7 @@ import pytest
 
 import light_llm.data
 import light_llm.tokenizers.registry
-from light_llm.cache import CACHE_ENV, cache_root, learned_tokenizer
+from light_llm.cache import CACHE_ENV, cache_root, converted_texts, learned_tokenizer
 from light_llm.data import encode_corpus
 from tests.train.helpers import write_corpus
 
@@ -84,3 +84,50 @@ def test_without_a_cache_nothing_is_written_outside_the_run(monkeypatch, tmp_pat
     tokenizer = learned_tokenizer("bpe", text, 300, at_most=True)
     encode_corpus(text, tokenizer, tmp_path / "run" / "data")
     assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "run"]
+
+
+def upper_counted(calls):
+    def convert(source):
+        calls.append(source)
+        return source.upper()
+
+    return convert
+
+
+def test_texts_are_converted_once_per_sources_and_converter():
+    calls = []
+    sources = {"b": "first play", "a": "second play"}
+    first = converted_texts("plays", sources, upper_counted(calls), "v1")
+    assert first == {"b": "FIRST PLAY", "a": "SECOND PLAY"} and list(first) == ["b", "a"]
+    assert converted_texts("plays", sources, upper_counted(calls), "v1") == first
+    assert len(calls) == 2  # the second call read them back
+    converted_texts("plays", {**sources, "a": "second play, revised"}, upper_counted(calls), "v1")
+    converted_texts("plays", sources, upper_counted(calls), "v2")  # another converter
+    assert len(calls) == 6
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda path: path.write_text(path.read_text()[:-20]),  # cut short
+        lambda path: path.write_text(path.read_text().replace("FIRST", "FIRsT")),  # altered
+        lambda path: path.unlink(),
+    ],
+)
+def test_a_damaged_converted_text_is_converted_afresh_and_replaced(damage):
+    calls = []
+    sources = {"one": "first play"}
+    converted_texts("plays", sources, upper_counted(calls), "v1")
+    (folder,) = (cache_root() / "plays").iterdir()
+    damage(folder / "texts.json")
+    assert converted_texts("plays", sources, upper_counted(calls), "v1") == {"one": "FIRST PLAY"}
+    assert converted_texts("plays", sources, upper_counted(calls), "v1") == {"one": "FIRST PLAY"}
+    assert len(calls) == 2  # converted again once, then read from the replaced entry
+
+
+def test_without_a_cache_texts_are_converted_every_time(monkeypatch):
+    monkeypatch.setenv(CACHE_ENV, "")
+    calls = []
+    for _ in range(2):
+        assert converted_texts("plays", {"one": "x"}, upper_counted(calls), "v1") == {"one": "X"}
+    assert len(calls) == 2

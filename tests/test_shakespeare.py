@@ -39,6 +39,15 @@ def test_each_play_can_be_held_out_by_its_file_name(shakespeare):
     assert hamlet in shakespeare and len(hamlet) + sum(map(len, plays.values())) == len(shakespeare)
 
 
+def test_the_plays_read_back_from_the_user_cache_are_those_converted(monkeypatch):
+    converted = {
+        path.stem: source.play_markdown_to_text(path.read_text()) for path in play_markdown_files()
+    }
+    assert source.shakespeare_plays() == converted  # converted, then cached
+    monkeypatch.setattr(source, "play_markdown_to_text", lambda markdown: pytest.fail("converted"))
+    assert source.shakespeare_plays() == converted  # read back
+
+
 def test_every_paragraph_is_a_speaker_line_then_speech(shakespeare):
     assert shakespeare.endswith("\n\n") and not shakespeare.startswith("\n")
     paragraphs = shakespeare[:-2].split("\n\n")

@@ -2,6 +2,8 @@
 corpus and the corpus encoded into ids, kept in a user cache folder.
 
     $LIGHT_LLM_CACHE, else $XDG_CACHE_HOME/light-llm, else ~/.cache/light-llm
+        texts/<key>/          texts.json: texts converted from their sources (the default
+                              corpus's plays from Markdown, light_llm.shakespeare)
         tokenizers/<key>/     a learned tokenizer's files (light_tokenizer.json, vocab.txt)
         corpus/<key>/         train.bin, val.bin, meta.json as :func:`light_llm.data.encode_corpus`
                               writes them into OUT/data
@@ -22,6 +24,7 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +61,48 @@ def entry(kind: str, key: str) -> Path | None:
     cache."""
     root = cache_root()
     return None if root is None else root / kind / key
+
+
+# --------------------------------------------------------------------------- converted texts
+TEXTS_FILE = "texts.json"
+
+
+def texts_digest(texts: dict[str, str]) -> str:
+    """SHA-256 (hex) of ``texts`` as JSON: what :func:`converted_texts` records beside them."""
+    return hashlib.sha256(json.dumps(texts).encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+def converted_texts(
+    kind: str, sources: dict[str, str], convert: Callable[[str], str], converter: str
+) -> dict[str, str]:
+    """``{name: convert(source)}`` for each of ``sources``, from the cache when a run converted
+    the same sources with the same ``converter`` (what identifies ``convert``: a digest of its
+    code) before, else converted and cached, with the digest of the texts, which a reader
+    checks (a damaged or altered entry is converted afresh and replaced). Converting the
+    default corpus's plays from Markdown takes a second of every run's start
+    (:mod:`light_llm.shakespeare`); reading them back, a few hundredths."""
+    folder = entry(kind, entry_key({"kind": kind, "converter": converter}, json.dumps(sources)))
+    if folder is not None and folder.is_dir():
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            found = json.loads((folder / TEXTS_FILE).read_text(encoding="utf-8"))
+            texts = found["texts"]
+            if (
+                list(texts) == list(sources)
+                and all(isinstance(text, str) for text in texts.values())
+                and found["sha256"] == texts_digest(texts)
+            ):
+                return texts
+        shutil.rmtree(folder, ignore_errors=True)  # damaged: made afresh below
+    texts = {name: convert(source) for name, source in sources.items()}
+    if folder is not None:
+
+        def write(staging: Path) -> None:
+            record = {"sha256": texts_digest(texts), "texts": texts}
+            (staging / TEXTS_FILE).write_text(json.dumps(record), encoding="utf-8")
+
+        with contextlib.suppress(OSError):
+            publish_folder(folder, write)
+    return texts
 
 
 # --------------------------------------------------------------------------- tokenizers

