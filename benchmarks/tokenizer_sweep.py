@@ -19,11 +19,15 @@ Each run is scored by ``light-llm eval`` over the whole validation split, in bit
 and nats per character (which compare tokenizers: nats per token do not). ``pretokenizer``
 measures bytes per validation token of byte-level BPE learned with and without GPT-2's
 pre-tokenisation regex, the rule ``light_llm.tokenizers.bpe`` uses, and the time each took.
+``encode`` times the two engines of ``light_llm.tokenizers.bpe`` on the corpus, in the pieces a
+run encodes it in: tiktoken (what encodes) against HuggingFace ``tokenizers``' BPE model with
+the same merges (what encoded before), taking turns, and checks that their ids are equal.
 
     PYTHONPATH=src python benchmarks/tokenizer_sweep.py train --data shakespeare --time 90s NAME...
     PYTHONPATH=src python benchmarks/tokenizer_sweep.py speed --data SLICE
     PYTHONPATH=src python benchmarks/tokenizer_sweep.py train --data SLICE --iters N NAME...
     PYTHONPATH=src python benchmarks/tokenizer_sweep.py pretokenizer --data SLICE
+    PYTHONPATH=src python benchmarks/tokenizer_sweep.py encode --data shakespeare
 
 (``--data shakespeare`` is the whole corpus, the main job's; without ``--data``, its first
 megabyte, ``shakespeare.shakespeare_slice()``; both written to a temporary file.)
@@ -177,6 +181,45 @@ def pretokenizer_bytes_per_token(text: str, vocab_size: int) -> dict[str, float]
     }
 
 
+def encoding_seconds(text: str, vocab_size: int, rounds: int) -> dict[str, float]:
+    """Seconds to encode ``text`` (in :func:`light_llm.tokenizers.base.text_chunks` pieces,
+    as a run's corpus is) with a BPE of ``vocab_size`` ids learned from its training split:
+    tiktoken and HuggingFace's engine taking turns, medians over ``rounds``, and their ratio;
+    the ids must be equal."""
+    from light_llm.data import split_train_val
+    from light_llm.tokenizers.base import text_chunks
+    from light_llm.tokenizers.bpe import train_bpe
+
+    tokenizer = train_bpe(split_train_val(text)[0], vocab_size)
+    if tokenizer._fast is None:
+        raise SystemExit("tiktoken does not encode this vocabulary (bpe.merges_are_tiktoken_safe)")
+    chunks = list(text_chunks(text))
+    engines = {
+        "tiktoken": lambda: tokenizer.encode_batch(chunks),
+        "huggingface": lambda: [
+            encoding.ids
+            for encoding in tokenizer.engine.encode_batch_fast(chunks, add_special_tokens=False)
+        ],
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in engines}
+    ids = {}
+    for _ in range(rounds):
+        for name, encode in engines.items():
+            start = time.perf_counter()
+            ids[name] = encode()
+            seconds[name].append(time.perf_counter() - start)
+    if ids["tiktoken"] != ids["huggingface"]:
+        raise SystemExit("the two engines' ids differ")
+    medians = {f"{name}_seconds": statistics.median(times) for name, times in seconds.items()}
+    return {
+        "vocab_size": vocab_size,
+        "tokens": sum(map(len, ids["tiktoken"])),
+        **medians,
+        "ranges": {name: [min(times), max(times)] for name, times in seconds.items()},
+        "tiktoken_over_huggingface": medians["tiktoken_seconds"] / medians["huggingface_seconds"],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -197,6 +240,10 @@ def main() -> None:
     pre = sub.add_parser("pretokenizer")
     pre.add_argument("--data")
     pre.add_argument("--vocab-size", type=int, nargs="+", default=[1024, 4096])
+    encode = sub.add_parser("encode")
+    encode.add_argument("--data")
+    encode.add_argument("--vocab-size", type=int, default=768)
+    encode.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     data = corpus_path(args.data)
     if args.command == "speed":
@@ -211,6 +258,10 @@ def main() -> None:
         for name, budget in zip(args.names, budgets, strict=False):
             result = train_and_score(name, data, budget, args.seed, args.threads, args.root)
             print(json.dumps(result), flush=True)
+    elif args.command == "encode":
+        with open(data, encoding="utf-8") as file:
+            text = file.read()
+        print(json.dumps(encoding_seconds(text, args.vocab_size, args.rounds)), flush=True)
     else:
         with open(data, encoding="utf-8") as file:
             text = file.read()

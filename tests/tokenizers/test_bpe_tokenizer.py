@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from light_llm.errors import CheckpointError, TokenizerError
-from light_llm.shakespeare import shakespeare_slice
+from light_llm.shakespeare import shakespeare_slice, shakespeare_tail
 from light_llm.tokenizers import BPETokenizer, base, load_tokenizer, train_tokenizer
 from light_llm.tokenizers.base import TOKENIZER_FILE
 from light_llm.tokenizers.bpe import minimum_vocab_size, train_bpe
@@ -98,6 +98,47 @@ def test_learning_from_chunks_gives_the_merges_of_the_whole_text(monkeypatch, ch
     assert chunked.vocab_size == LARGEST
     sample = shakespeare_slice(60_000)[30_000:]  # text neither learned from
     assert chunked.encode(sample) == reference.encode(sample).ids
+
+
+def hf_ids(engine: Tokenizer, texts: list[str]) -> list[list[int]]:
+    return [encoding.ids for encoding in engine.encode_batch(texts, add_special_tokens=False)]
+
+
+def test_tiktoken_gives_the_ids_of_huggingfaces_bpe_on_a_megabyte_not_learned_from():
+    """The default's vocabulary (768 ids) learned from the first megabyte of Shakespeare,
+    encoded by tiktoken, against HuggingFace's BPE model with the same merges on the last
+    megabyte (romances and tragedies) and text in other scripts, chunk by chunk."""
+    tokenizer = train_bpe(shakespeare_slice(), 768)
+    assert tokenizer._fast is not None  # tiktoken encodes this vocabulary
+    texts = list(base.text_chunks(shakespeare_tail())) + corpus_text().split("\n")[-12:]
+    reference = Tokenizer.from_str(tokenizer.engine.to_str())  # HuggingFace's, as exported
+    assert tokenizer.encode_batch(texts) == hf_ids(reference, texts)
+    assert [tokenizer.encode(text) for text in texts[-12:]] == hf_ids(reference, texts[-12:])
+
+
+def test_hand_written_merges_that_tiktoken_would_merge_otherwise_keep_huggingfaces_ids():
+    """("b", "c") before ("a", "b"): the bytes of the token "abc" (made by ("ab", "c")) become
+    "a" "bc", a pair no merge joins, where tiktoken would join them into "abc"."""
+    merges = [("b", "c"), ("a", "b"), ("ab", "c"), ("Ġ", "a")]
+    tokenizer = BPETokenizer(merges)
+    assert tokenizer._fast is None
+    ids = {symbol: index for index, symbol in enumerate(tokenizer.symbols())}
+    reference = Tokenizer(models.BPE(vocab=ids, merges=merges))
+    reference.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    reference.add_special_tokens(["<|endoftext|>"])
+    for text in ("abc", "abc abcabc<|endoftext|>", " a bc"):
+        assert tokenizer.encode(text) == reference.encode(text, add_special_tokens=False).ids
+    assert tokenizer.encode("abc") == [ids["a"], ids["bc"]]
+    assert BPETokenizer(merges[1:])._fast is not None  # without ("b", "c") it is safe
+
+
+def test_every_special_token_keeps_its_id_in_both_engines():
+    merges = trained(300).merges
+    tokenizer = BPETokenizer(merges, ["<|endoftext|>", "<|pad|>"])
+    text = "the king<|pad|> and<|endoftext|>the<|pad|>"
+    reference = Tokenizer.from_str(tokenizer.engine.to_str())
+    assert tokenizer.encode(text) == reference.encode(text, add_special_tokens=False).ids
+    assert tokenizer.encode(text).count(1) == 2 and tokenizer.decode(tokenizer.encode(text)) == text
 
 
 def test_the_vocabulary_layout_is_special_then_bytes_then_merges():
@@ -208,6 +249,8 @@ def test_empty_text_and_lone_surrogates_are_refused():
         trained(SMALLEST).encode("a\ud800b")
     with pytest.raises(TokenizerError):
         trained(SMALLEST).encode(b"bytes")
+    with pytest.raises(TokenizerError):
+        trained(LARGEST).encode_batch(["fine", "a\udc80b"])  # tiktoken would replace it
 
 
 def test_a_corrupt_tokenizer_file_is_a_checkpoint_error(tmp_path):
