@@ -191,7 +191,7 @@ def encoding_seconds(text: str, vocab_size: int, rounds: int) -> dict[str, float
     from light_llm.tokenizers.bpe import train_bpe
 
     tokenizer = train_bpe(split_train_val(text)[0], vocab_size)
-    if tokenizer._fast is None:
+    if tokenizer.encoded_by != "tiktoken":
         raise SystemExit("tiktoken does not encode this vocabulary (bpe.merges_are_tiktoken_safe)")
     chunks = list(text_chunks(text))
     engines = {

@@ -80,7 +80,7 @@ def converted_texts(
     code) before, else converted and cached, with the digest of the texts, which a reader
     checks (a damaged or altered entry is converted afresh and replaced). Converting the
     default corpus's plays from Markdown takes a second of every run's start
-    (:mod:`light_llm.shakespeare`); reading them back, a few hundredths."""
+    (:mod:`light_llm.shakespeare`); reading them back, about a tenth."""
     folder = entry(kind, entry_key({"kind": kind, "converter": converter}, json.dumps(sources)))
     if folder is not None and folder.is_dir():
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):

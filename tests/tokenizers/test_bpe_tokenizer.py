@@ -109,7 +109,7 @@ def test_tiktoken_gives_the_ids_of_huggingfaces_bpe_on_a_megabyte_not_learned_fr
     encoded by tiktoken, against HuggingFace's BPE model with the same merges on the last
     megabyte (romances and tragedies) and text in other scripts, chunk by chunk."""
     tokenizer = train_bpe(shakespeare_slice(), 768)
-    assert tokenizer._fast is not None  # tiktoken encodes this vocabulary
+    assert tokenizer.encoded_by == "tiktoken"
     texts = list(base.text_chunks(shakespeare_tail())) + corpus_text().split("\n")[-12:]
     reference = Tokenizer.from_str(tokenizer.engine.to_str())  # HuggingFace's, as exported
     assert tokenizer.encode_batch(texts) == hf_ids(reference, texts)
@@ -121,7 +121,7 @@ def test_hand_written_merges_that_tiktoken_would_merge_otherwise_keep_huggingfac
     "a" "bc", a pair no merge joins, where tiktoken would join them into "abc"."""
     merges = [("b", "c"), ("a", "b"), ("ab", "c"), ("Ġ", "a")]
     tokenizer = BPETokenizer(merges)
-    assert tokenizer._fast is None
+    assert tokenizer.encoded_by == "tokenizers"
     ids = {symbol: index for index, symbol in enumerate(tokenizer.symbols())}
     reference = Tokenizer(models.BPE(vocab=ids, merges=merges))
     reference.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -129,7 +129,7 @@ def test_hand_written_merges_that_tiktoken_would_merge_otherwise_keep_huggingfac
     for text in ("abc", "abc abcabc<|endoftext|>", " a bc"):
         assert tokenizer.encode(text) == reference.encode(text, add_special_tokens=False).ids
     assert tokenizer.encode("abc") == [ids["a"], ids["bc"]]
-    assert BPETokenizer(merges[1:])._fast is not None  # without ("b", "c") it is safe
+    assert BPETokenizer(merges[1:]).encoded_by == "tiktoken"  # without ("b", "c"): safe
 
 
 def test_every_special_token_keeps_its_id_in_both_engines():

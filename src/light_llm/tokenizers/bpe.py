@@ -183,6 +183,12 @@ class BPETokenizer(Tokenizer):
         return self._engine
 
     @property
+    def encoded_by(self) -> str:
+        """Which engine encodes: "tiktoken", or "tokenizers" for merges tiktoken might merge
+        otherwise (module docstring, "Two engines")."""
+        return "tokenizers" if self._fast is None else "tiktoken"
+
+    @property
     def n_merges(self) -> int:
         return len(self.merges)
 
