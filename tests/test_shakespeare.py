@@ -41,7 +41,8 @@ def test_each_play_can_be_held_out_by_its_file_name(shakespeare):
 
 def test_the_plays_read_back_from_the_user_cache_are_those_converted(monkeypatch):
     converted = {
-        path.stem: source.play_markdown_to_text(path.read_text()) for path in play_markdown_files()
+        path.stem: source.play_markdown_to_text(path.read_text(encoding="utf-8"))
+        for path in play_markdown_files()
     }
     assert source.shakespeare_plays() == converted  # converted, then cached
     monkeypatch.setattr(source, "play_markdown_to_text", lambda markdown: pytest.fail("converted"))
