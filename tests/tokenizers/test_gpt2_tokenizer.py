@@ -124,3 +124,11 @@ def test_save_load_and_get_tokenizer(tmp_path):
     tokenizer.save(tmp_path)
     assert json.loads((tmp_path / "light_tokenizer.json").read_text()) == {"type": "gpt2"}
     assert isinstance(load_tokenizer(tmp_path), GPT2Tokenizer)
+
+
+def test_a_lone_surrogate_is_refused_not_replaced():
+    """tiktoken alone would encode "a\\ud800b" as "a", "\ufffd", "b" without a word."""
+    with pytest.raises(TokenizerError, match="UTF-8"):
+        GPT2Tokenizer().encode("a\ud800b")
+    with pytest.raises(TokenizerError, match="UTF-8"):
+        GPT2Tokenizer().encode("caf\udcc3")  # a byte kept by "surrogateescape"

@@ -98,6 +98,18 @@ def check_text(text: object) -> str:
     return text
 
 
+def check_utf8(text: str) -> str:
+    """``text`` itself if it can be written as UTF-8 bytes, else TokenizerError: a lone
+    surrogate (half of an emoji's UTF-16 pair, or a byte that was not UTF-8 kept by Python's
+    "surrogateescape") cannot, and tiktoken, which encodes the byte-level BPEs, would replace
+    it with U+FFFD without a word."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise TokenizerError(f"the text cannot be encoded as UTF-8 bytes ({exc}).") from None
+    return text
+
+
 def write_tokenizer_json(folder: str | os.PathLike, config: dict[str, Any]) -> None:
     """Write ``config`` as ``folder/light_tokenizer.json`` atomically (CheckpointError if not)."""
     path = Path(folder) / TOKENIZER_FILE

@@ -59,7 +59,13 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from light_llm.errors import TokenizerError
 from light_llm.limits import check_vocab_size
-from light_llm.tokenizers.base import Tokenizer, check_text, text_chunks, write_tokenizer_json
+from light_llm.tokenizers.base import (
+    Tokenizer,
+    check_text,
+    check_utf8,
+    text_chunks,
+    write_tokenizer_json,
+)
 from light_llm.tokenizers.gpt2 import (
     END_OF_TEXT,
     GPT2_SPLIT_PATTERN,
@@ -262,16 +268,6 @@ class BPETokenizer(Tokenizer):
         ):
             raise TokenizerError("its merges must be strings 'left right'.")
         return cls([tuple(line.split(" ")) for line in merges], config["special_tokens"])
-
-
-def check_utf8(text: str) -> str:
-    """``text`` itself if it can be written as UTF-8 bytes, else TokenizerError (a lone
-    surrogate, such as half of an emoji's UTF-16 pair, cannot: tiktoken would replace it)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise TokenizerError(f"the text cannot be encoded as UTF-8 bytes ({exc}).") from None
-    return text
 
 
 def train_bpe(
