@@ -90,6 +90,9 @@ def test_bad_input_gets_one_sentence(trained_checkpoint, tmp_path, capsys):
         ([str(folder), "--top-k", "0", "to [MASK]"], "top_k must be an integer of at least 1"),
         ([str(packaged_minilm_path()), "to be or not to [MASK]"], "no masked-LM head"),
         ([str(folder), "a " * 20 + "[MASK]"], "beyond the model's 16 positions"),
+        # a byte that is not UTF-8, as Python's argv keeps it ("surrogateescape")
+        ([str(folder), "to \udcc3 [MASK]"], "cannot be encoded as UTF-8"),
+        ([str(folder), "to [MASK]", "or \udcc3"], "cannot be encoded as UTF-8"),
     ]
     save(
         GPT(ModelConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8)),

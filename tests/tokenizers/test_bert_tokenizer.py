@@ -282,3 +282,15 @@ def test_vocabulary_without_special_tokens_is_corrupt(tmp_path):
     )
     with pytest.raises(CheckpointError, match="lacks the special token"):
         load_tokenizer(tmp_path)
+
+
+def test_a_lone_surrogate_is_a_tokenizer_error_on_every_path(bert):
+    """HuggingFace's engine alone raises a bare TypeError for text UTF-8 cannot hold."""
+    for call in (
+        lambda: bert.encode("caf\udcc3"),
+        lambda: bert.encode_plus("caf\udcc3"),
+        lambda: bert.encode_plus("a sentence", "caf\udcc3"),
+        lambda: bert.batch_encode_plus(["fine", "caf\udcc3"]),
+    ):
+        with pytest.raises(TokenizerError, match="UTF-8"):
+            call()

@@ -32,7 +32,7 @@ from tokenizers import decoders, models, normalizers, pre_tokenizers
 from light_llm.assets import installed_distribution
 from light_llm.atomic import write_atomically
 from light_llm.errors import CheckpointError, TokenizerError, reason
-from light_llm.tokenizers.base import Tokenizer, check_text, write_tokenizer_json
+from light_llm.tokenizers.base import Tokenizer, check_text, check_utf8, write_tokenizer_json
 from light_llm.untrusted import read_json_object, read_text_file
 
 VOCAB_FILE = "vocab.txt"
@@ -165,7 +165,7 @@ class BertTokenizer(Tokenizer):
 
     def encode(self, text: str) -> list[int]:
         """WordPiece ids of ``text``, without [CLS]/[SEP] (seed 003 §3, step 1)."""
-        return self._engine.encode(check_text(text), add_special_tokens=False).ids
+        return self._engine.encode(check_utf8(check_text(text)), add_special_tokens=False).ids
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         """The text of ``ids``: "##" pieces joined to their word, specials dropped by default.
@@ -264,12 +264,12 @@ class BertTokenizer(Tokenizer):
     def _checked_pair(self, item: str | tuple[str, str]) -> tuple[str, str | None]:
         """(first, second or None) from a sentence or a pair; TokenizerError if a side is empty."""
         if isinstance(item, str):
-            return item, None
+            return check_utf8(item), None
         if not (isinstance(item, (tuple, list)) and len(item) == 2):
             raise TokenizerError(
                 f"each input is a sentence or a (sentence, sentence) pair, got {item!r}."
             )
-        first, second = check_text(item[0]), check_text(item[1])
+        first, second = (check_utf8(check_text(side)) for side in item)
         for side, text in (("first", first), ("second", second)):
             if not text.strip():
                 raise TokenizerError(
