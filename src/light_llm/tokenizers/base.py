@@ -98,13 +98,14 @@ def check_text(text: object) -> str:
     return text
 
 
-def check_utf8(text: str) -> str:
-    """``text`` itself if it can be written as UTF-8 bytes, else TokenizerError: a lone
+def check_utf8(text: object) -> str:
+    """``text`` itself if it is a str (:func:`check_text`) that can be written as UTF-8 bytes,
+    else TokenizerError: a lone
     surrogate (half of an emoji's UTF-16 pair, or a byte that was not UTF-8 kept by Python's
     "surrogateescape") cannot; tiktoken, which encodes the byte-level BPEs, would replace it
     with U+FFFD without a word, and HuggingFace's ``tokenizers`` raises a bare TypeError."""
     try:
-        text.encode("utf-8")
+        check_text(text).encode("utf-8")
     except UnicodeEncodeError as exc:
         raise TokenizerError(f"the text cannot be encoded as UTF-8 bytes ({exc}).") from None
     return text

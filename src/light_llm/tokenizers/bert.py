@@ -32,7 +32,7 @@ from tokenizers import decoders, models, normalizers, pre_tokenizers
 from light_llm.assets import installed_distribution
 from light_llm.atomic import write_atomically
 from light_llm.errors import CheckpointError, TokenizerError, reason
-from light_llm.tokenizers.base import Tokenizer, check_text, check_utf8, write_tokenizer_json
+from light_llm.tokenizers.base import Tokenizer, check_utf8, write_tokenizer_json
 from light_llm.untrusted import read_json_object, read_text_file
 
 VOCAB_FILE = "vocab.txt"
@@ -165,7 +165,7 @@ class BertTokenizer(Tokenizer):
 
     def encode(self, text: str) -> list[int]:
         """WordPiece ids of ``text``, without [CLS]/[SEP] (seed 003 §3, step 1)."""
-        return self._engine.encode(check_utf8(check_text(text)), add_special_tokens=False).ids
+        return self._engine.encode(check_utf8(text), add_special_tokens=False).ids
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         """The text of ``ids``: "##" pieces joined to their word, specials dropped by default.
@@ -269,7 +269,7 @@ class BertTokenizer(Tokenizer):
             raise TokenizerError(
                 f"each input is a sentence or a (sentence, sentence) pair, got {item!r}."
             )
-        first, second = (check_utf8(check_text(side)) for side in item)
+        first, second = (check_utf8(side) for side in item)
         for side, text in (("first", first), ("second", second)):
             if not text.strip():
                 raise TokenizerError(

@@ -205,7 +205,7 @@ class BPETokenizer(Tokenizer):
 
     def encode(self, text: str) -> list[int]:
         """The ids of ``text`` (GPT-2 pre-tokenisation, bytes, merges earliest first)."""
-        text = check_utf8(check_text(text))
+        text = check_utf8(text)
         if self._fast is not None:
             return self._fast.encode(text, allowed_special="all")
         return self._engine.encode(text, add_special_tokens=False).ids
@@ -214,7 +214,7 @@ class BPETokenizer(Tokenizer):
         """:meth:`encode` of each text, encoded in parallel threads (a corpus is encoded
         through this) by tiktoken, or by ``tokenizers`` without the character offsets of each
         token that it would otherwise work out (module docstring, "Two engines")."""
-        texts = [check_utf8(check_text(text)) for text in texts]
+        texts = [check_utf8(text) for text in texts]
         if self._fast is not None:
             return self._fast.encode_batch(texts, allowed_special="all")
         encodings = self._engine.encode_batch_fast(texts, add_special_tokens=False)

@@ -28,7 +28,7 @@ import tiktoken
 
 from light_llm.assets import installed_distribution
 from light_llm.errors import TokenizerError
-from light_llm.tokenizers.base import Tokenizer, check_text, check_utf8, write_tokenizer_json
+from light_llm.tokenizers.base import Tokenizer, check_utf8, write_tokenizer_json
 
 END_OF_TEXT = "<|endoftext|>"
 END_OF_TEXT_ID = 50256
@@ -146,7 +146,7 @@ class GPT2Tokenizer(Tokenizer):
         self.eos_id = END_OF_TEXT_ID
 
     def encode(self, text: str) -> list[int]:
-        return self._encoding.encode(check_utf8(check_text(text)), allowed_special="all")
+        return self._encoding.encode(check_utf8(text), allowed_special="all")
 
     def decode(self, ids: Sequence[int]) -> str:
         """The text of ``ids``; bytes that do not form valid UTF-8 (a sequence cut inside a

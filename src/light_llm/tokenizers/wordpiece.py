@@ -24,7 +24,7 @@ from tokenizers import models, normalizers, pre_tokenizers, trainers
 
 from light_llm.errors import TokenizerError
 from light_llm.limits import check_vocab_size
-from light_llm.tokenizers.base import check_text, check_utf8
+from light_llm.tokenizers.base import check_utf8
 from light_llm.tokenizers.bert import SPECIAL_TOKENS, BertTokenizer
 
 
@@ -36,7 +36,7 @@ def train_wordpiece(text: str, vocab_size: int, at_most: bool = False) -> BertTo
     characters (the message gives the least it needs), or, unless ``at_most``, when the
     text has too few distinct pieces to fill it (the message gives the most it can have).
     """
-    check_utf8(check_text(text))
+    check_utf8(text)
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
         raise TokenizerError(f"a vocabulary size is a positive integer, got {vocab_size!r}.")
     check_vocab_size(vocab_size, TokenizerError)  # the library would abort the process
