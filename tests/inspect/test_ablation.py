@@ -111,6 +111,36 @@ def test_prompt_ablation_redraws_the_next_token_distribution():
     assert result.components == ["L0H0", "L1MLP"]
 
 
+def prompt_head_outputs(model, layer: int, head: int, ids) -> np.ndarray:
+    """Head ``head`` of ``layer``'s output at every position of the prompt ``ids`` (one
+    forward, the last position too), from a hook on W_O's input."""
+    attn = model.transformer.h[layer].attn
+    hs = model.config.head_dim
+    captured = []
+    handle = attn.c_proj.register_forward_pre_hook(lambda _, args: captured.append(args[0]))
+    try:
+        with torch.no_grad():
+            model(torch.as_tensor(ids[None]))
+    finally:
+        handle.remove()
+    weight = attn.c_proj.weight[:, head * hs : (head + 1) * hs]  # (d, hs)
+    return (captured[0][0, :, head * hs : (head + 1) * hs] @ weight.T).detach().numpy()
+
+
+@pytest.mark.parametrize("length", [1, 2, 9])
+def test_prompt_mean_ablation_takes_the_mean_over_every_position_of_the_prompt(length):
+    model = shaken_gpt(torch.float64)
+    ids = prompt(length)
+    mean = prompt_head_outputs(model, 0, 1, ids).mean(0)  # (d,): all `length` positions
+    result = ablate_prompt(model, ids, ["L0H1"], method="mean")
+    twin = numpy_twin(model)
+    twin.params["transformer.h.0.attn.c_proj.weight"][:, 8:] = 0.0
+    twin.params["transformer.h.0.attn.c_proj.bias"] += mean
+    logits, _, _ = twin.forward(ids[None])
+    expected = np.exp(logits[0, -1] - logits[0, -1].max())
+    np.testing.assert_allclose(result.ablated_probs, expected / expected.sum(), atol=1e-12)
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [

@@ -14,6 +14,7 @@ import torch
 from light_llm.checkpoints import load_tokenizer
 from light_llm.errors import InspectError
 from light_llm.inspect import (
+    ablate_prompt,
     ablate_text,
     activation_patching,
     direct_logit_attribution,
@@ -93,6 +94,26 @@ def test_ablation_measures_the_masked_lm_loss(tokenizer):
     assert result.ablated_loss == pytest.approx(masked_lm_loss(zeroed, batches), abs=1e-6)
     table = head_importance(model, text, tokenizer=tokenizer)
     assert table.heads[1, 0] == pytest.approx(result.delta_loss, abs=1e-10)
+
+
+def test_prompt_mean_ablation_takes_the_mean_over_the_prompt_as_given(tokenizer):
+    model = shaken_encoder(tokenizer.vocab_size)
+    ids = np.array(tokenizer.encode_plus("to be or [MASK] to be")["input_ids"])
+    t = int(np.flatnonzero(ids == tokenizer.mask_id)[0])
+    captured = []  # head 1 of layer 0: its part of W_O's input, every position of the prompt
+    projection = model.h[0].attn.c_proj
+    handle = projection.register_forward_pre_hook(lambda _, args: captured.append(args[0]))
+    with torch.no_grad():
+        model(torch.as_tensor(ids[None]))
+    handle.remove()
+    mean = (captured[0][0, :, 8:] @ projection.weight[:, 8:].T).mean(0)  # (d,)
+    result = ablate_prompt(model, ids, ["L0H1"], method="mean", position=t)
+    zeroed = copy.deepcopy(model)
+    with torch.no_grad():
+        zeroed.h[0].attn.c_proj.weight[:, 8:] = 0.0
+        zeroed.h[0].attn.c_proj.bias += mean
+        expected = torch.softmax(zeroed(torch.as_tensor(ids[None]))[0][0, t], -1).numpy()
+    np.testing.assert_allclose(result.ablated_probs, expected, atol=1e-10)
 
 
 def test_what_needs_a_gpt_says_so(tokenizer):

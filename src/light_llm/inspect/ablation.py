@@ -23,11 +23,13 @@ from light_llm.errors import InspectError
 from light_llm.inspect.components import component_name, component_patch
 from light_llm.inspect.inspector import Inspector
 from light_llm.inspect.text import (
+    batch_tokens,
     check_position,
     check_token,
     prompt_ids,
     scoring_batches,
     text_loss,
+    text_windows,
     token_array,
 )
 from light_llm.interventions import Patch, patch_index
@@ -47,16 +49,28 @@ def site_of(patch: Patch) -> str:
 
 
 def mean_values(
-    inspector: Inspector, ids: np.ndarray, patches: list[Patch], tokenizer=None
+    inspector: Inspector,
+    ids: np.ndarray,
+    patches: list[Patch],
+    tokenizer=None,
+    every_position: bool = False,
 ) -> list[Patch]:
-    """``patches`` with each value set to the mean of the part it replaces over every position
-    of the text ``ids`` (in windows of the context): (d,) for a head or an MLP, () for a unit."""
+    """``patches`` with each value set to the mean of the part it replaces over the text
+    ``ids``, mean = (1/N) Σ_t part(t): (d,) for a head or an MLP, () for a unit. The positions
+    t are the inputs of the windows the text is scored in (every token but the last, for a
+    GPT; masked windows, for an encoder), or with ``every_position`` every token of ``ids`` as
+    given (a prompt: its last token too; an encoder's [CLS] ... [SEP], its [MASK] kept)."""
     sites = sorted({site_of(patch) for patch in patches})
     sums = {site: 0.0 for site in sites}
     count = 0
     config = inspector.config
     per_token = config.n_layer * (config.n_head + 2) * config.n_embd + config.ffn_hidden
-    for inputs, _, _ in scoring_batches(inspector, ids, tokenizer, per_token):
+    if every_position:  # windows of ids itself, a placeholder after it (a target, never read)
+        tokens = batch_tokens(config, per_token)
+        batches = text_windows(np.append(ids, 0), config.block_size, tokens)
+    else:
+        batches = scoring_batches(inspector, ids, tokenizer, per_token)
+    for inputs, _, _ in batches:
         trace = inspector.run(inputs, record=sites)
         for site in sites:
             value = trace.activations[site]
@@ -71,10 +85,15 @@ def mean_values(
 
 
 def ablation_patches(
-    inspector: Inspector, components, method: str, mean_over: np.ndarray | None, tokenizer=None
+    inspector: Inspector,
+    components,
+    method: str,
+    mean_over: np.ndarray | None,
+    tokenizer=None,
+    every_position: bool = False,
 ) -> list[Patch]:
     """The patches that ablate ``components`` (names, e.g. ["L0H1", "L2MLP"]): zeros, or the
-    means over ``mean_over`` (token ids)."""
+    means over ``mean_over`` (token ids; :func:`mean_values`)."""
     check_method(method)
     if isinstance(components, str):
         components = [components]
@@ -84,7 +103,7 @@ def ablation_patches(
     if method == "mean":
         if mean_over is None:
             raise InspectError("mean ablation needs a text to take the means over.")
-        patches = mean_values(inspector, mean_over, patches, tokenizer)
+        patches = mean_values(inspector, mean_over, patches, tokenizer, every_position)
     return patches
 
 
@@ -121,13 +140,14 @@ def ablate_prompt(
 ) -> PromptAblation:
     """Δp of the next token for the prompt ``ids`` with ``components`` ablated (zero, or mean
     over the text ``mean_over``, the prompt itself when None): the distribution at
-    ``position`` (the last by default; for an encoder, its [MASK]'s position)."""
+    ``position`` (the last by default; for an encoder, its [MASK]'s position). The means are
+    over every position of that text, its last token too (a prompt of one token has one)."""
     inspector = Inspector(model)
     config = inspector.config
     ids = prompt_ids(ids, config)
     t = check_position(position, len(ids))
     text = ids if mean_over is None else token_array(mean_over, config, "text", 1)
-    patches = ablation_patches(inspector, components, method, text)
+    patches = ablation_patches(inspector, components, method, text, every_position=True)
     probs = next_token_probs(inspector.run(ids[None]).logits[0, t])
     ablated = next_token_probs(inspector.run(ids[None], patches=patches).logits[0, t])
     token = int(probs.argmax()) if token is None else check_token("token", token, config)
