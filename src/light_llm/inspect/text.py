@@ -9,7 +9,6 @@ from collections.abc import Iterator
 import numpy as np
 
 from light_llm.errors import InspectError
-from light_llm.interventions import check_index
 
 BATCH_TOKENS = 16_384  # tokens per forward pass when a text is scored in windows
 BATCH_VALUES = 2**25  # values (logits, recorded activations) one such forward may hold
@@ -40,8 +39,12 @@ def check_position(position: object, length: int) -> int:
     tokens, else InspectError naming the range."""
     if isinstance(position, bool) or not isinstance(position, (int, np.integer)):
         raise InspectError(f"the position must be an integer, got {position!r}.")
-    index = int(position) + length if position < 0 else int(position)
-    return check_index("position", index, length, "positions (this prompt's tokens)")
+    if not -length <= position < length:
+        raise InspectError(
+            f"position {position!r} is out of range: this prompt's positions run from 0 to "
+            f"{length - 1} (or -{length} to -1 from the end)."
+        )
+    return int(position) + length if position < 0 else int(position)
 
 
 def check_token(name: str, token: object, config) -> int:
