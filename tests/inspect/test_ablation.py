@@ -94,6 +94,14 @@ def test_the_importance_table_is_each_part_ablated_alone():
     np.testing.assert_allclose(ours.heads, twin.heads, atol=1e-9)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_the_importance_table_of_a_16_bit_model_is_each_part_ablated_alone(dtype):
+    model = shaken_gpt(dtype)
+    table = head_importance(model, TEXT)
+    for name, delta in (("L1H0", table.heads[1, 0]), ("L0MLP", table.mlps[0])):
+        assert delta == pytest.approx(ablate_text(model, TEXT, [name]).delta_loss, abs=0.01)
+
+
 def test_prompt_ablation_redraws_the_next_token_distribution():
     model = shaken_gpt(torch.float64)
     ids = prompt(9)

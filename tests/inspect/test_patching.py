@@ -43,6 +43,20 @@ def test_each_cell_is_one_activation_taken_from_the_clean_run(variant):
     assert result.heads[1, 0] == pytest.approx((patched - result.corrupt_metric) / span)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_16_bit_model_is_patched_as_its_own_forward_patched(dtype):
+    model = shaken_gpt(dtype)
+    result = activation_patching(model, CLEAN, CORRUPT, 3, 11)
+    clean = run_instrumented(model, torch.as_tensor(CLEAN[None]), record=True).activations
+    for layer, position in [(0, 2), (1, 5)]:
+        value = clean[f"resid_pre.{layer}"][:, position]
+        patched = metric(model, CORRUPT, [Patch("resid_pre", layer, value, position=position)])
+        assert result.resid_metrics[layer, position] == pytest.approx(patched, abs=0.02)
+    value = clean["head_out.1"][:, :, 0]
+    patched = metric(model, CORRUPT, [Patch("head_out", 1, value, head=0)])
+    assert result.head_metrics[1, 0] == pytest.approx(patched, abs=0.02)
+
+
 def test_what_must_restore_everything_or_nothing_does():
     model = shaken_gpt(torch.float64)
     result = activation_patching(model, CLEAN, CORRUPT, 3, 11)

@@ -80,11 +80,13 @@ def as_array(tensor: torch.Tensor) -> np.ndarray:
 
 
 def run_on_arrays(model, ids: np.ndarray, *, record, patches, targets, start) -> Trace:
-    """:func:`run_instrumented` with NumPy arrays in and out (the Inspector's view)."""
+    """:func:`run_instrumented` with NumPy arrays in and out (the Inspector's view). A start's
+    residual comes back in the model's dtype (a 16-bit model's are recorded as float32)."""
     device = model.device
     target_tensor = None if targets is None else torch.as_tensor(targets, device=device)
     if start is not None:
-        start = (start[0], torch.as_tensor(start[1], device=device))
+        dtype = next(model.parameters()).dtype  # an encoder has no .dtype of its own
+        start = (start[0], torch.as_tensor(start[1], device=device, dtype=dtype))
     trace = run_instrumented(
         model,
         torch.as_tensor(ids, device=device),
@@ -101,7 +103,10 @@ def run_on_arrays(model, ids: np.ndarray, *, record, patches, targets, start) ->
 
 
 def as_tensor_like(value, like: torch.Tensor) -> torch.Tensor:
-    """A patch's value as a tensor of ``like``'s dtype and device."""
+    """A patch's value (an array, or a tensor of any dtype and device: a value recorded by
+    :func:`run_instrumented`, 16-bit or on a GPU) as a tensor of ``like``'s dtype and device."""
+    if isinstance(value, torch.Tensor):
+        return value.to(dtype=like.dtype, device=like.device)
     return torch.as_tensor(np.asarray(value), dtype=like.dtype, device=like.device)
 
 
