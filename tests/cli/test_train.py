@@ -237,6 +237,24 @@ def test_a_numpy_run_resumes_on_the_numpy_engine_only(corpus, tmp_path, capsys):
     assert read_trainer_state(out / "checkpoint")["engine"] == "numpy"
 
 
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_extending_a_run_at_a_final_rate_of_0_is_one_sentence(corpus, tmp_path, capsys, engine):
+    """A run whose decay ended at 0 (the default's) extended without --restretch-schedule would
+    change no weight: one sentence naming both ways on, exit 2, the checkpoint untouched."""
+    out = tmp_path / "run"
+    flags = tiny_flags(corpus, out, max_iters=3, engine=engine, min_lr=0.0, lr_schedule="wsd")
+    assert main(["train", *flags]) == 0
+    before = folder_bytes(out / "checkpoint")
+    capsys.readouterr()
+    assert main(["train", "--resume", "--out", str(out), "--max-iters", "5"]) == 2
+    line = error_line(capsys)
+    assert "would change no weight" in line and "--restretch-schedule" in line
+    assert folder_bytes(out / "checkpoint") == before
+    resume = ["train", "--resume", "--out", str(out), "--max-iters", "5"]
+    assert main([*resume, "--restretch-schedule"]) == 0
+    assert read_trainer_state(out / "checkpoint")["iteration"] == 5
+
+
 def test_resume_without_a_checkpoint_and_overwrite_protection(corpus, tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["train", "--resume", "--out", str(out)]) == 2

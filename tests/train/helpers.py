@@ -30,6 +30,9 @@ TINY = {
     "block_size": 16,
     "batch_size": 4,
     "warmup_iters": 2,
+    # a floor above 0, so that a test may extend a finished run (--resume --max-iters beyond
+    # its end), which the default's floor of 0 refuses: its new iterations would change nothing
+    "min_lr": 1e-5,
     "eval_iters": 2,
     "eval_interval": 5,
     "max_iters": 10,

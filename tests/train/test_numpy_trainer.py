@@ -400,7 +400,7 @@ def test_normuon_switched_on_by_a_resume_follows_the_pytorch_trainer(corpus, tmp
     torch.manual_seed(config.seed)  # the PyTorch trainer's initial weights
     train_numpy(config, model=NumpyGPT.from_torch_state_dict(GPT(model_config).state_dict(),
                                                              model_config))  # fmt: skip
-    resume = dict(resume=True, max_iters=8, normuon=True)
+    resume = dict(resume=True, max_iters=8, normuon=True, restretch_schedule=True)
     torch_result = train(TrainConfig(out=str(tmp_path / "torch"), **resume))
     numpy_result = train_numpy(TrainConfig(out=str(tmp_path / "numpy"), engine="numpy", **resume))
     assert sorted(numpy_result.losses) == sorted(torch_result.losses) == [4, 5, 6, 7]

@@ -723,6 +723,36 @@ def test_extending_a_run_goes_on_at_the_final_learning_rate(corpus, tmp_path, ca
     assert logged[10] == learning_rate(10, 1e-3, 1e-4, 2, 16) > 1e-4
 
 
+def test_extending_a_run_whose_rate_reached_zero_is_refused_unless_given_a_rate(
+    corpus, tmp_path, capsys
+):
+    """The default's schedule decays to 0: going on at that rate would change no weight, so
+    the extension is refused with nothing written; --min-lr on the resume gives the new
+    iterations a rate, which the note names and the metrics log."""
+    out = tmp_path / "run"
+    common = {"max_iters": 6, "warmup_iters": 2, "log_interval": 1, "lr": 1e-3, "min_lr": 0.0}
+    train(tiny_run(corpus, out, lr_schedule="wsd", **common))
+    files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(TrainingError, match="reached 0 at iteration 6.*change no weight"):
+        train(TrainConfig(out=str(out), max_iters=9, resume=True))
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == files
+
+    capsys.readouterr()
+    train(TrainConfig(out=str(out), max_iters=9, resume=True, min_lr=2e-4))
+    assert "at its final learning rate 0.0002" in capsys.readouterr().out
+    logged = {r["iter"]: r["lr"] for r in metric_lines(out, "train")}
+    assert [logged[i] for i in range(6, 9)] == [2e-4] * 3
+
+    # a run that ended inside its warmup has not decayed: it goes on along its schedule
+    short = tmp_path / "short"
+    train(tiny_run(corpus, short, **{**common, "max_iters": 3, "warmup_iters": 5}))
+    train(TrainConfig(out=str(short), max_iters=5, resume=True))
+    assert "on its own schedule, whose decay ends at 5" in capsys.readouterr().out
+    logged = {r["iter"]: r["lr"] for r in metric_lines(short, "train")}
+    assert [logged[i] for i in (3, 4)] == [learning_rate(i, 1e-3, 0.0, 5, 5) for i in (3, 4)]
+    assert min(logged[i] for i in (3, 4)) > 0
+
+
 def test_wsd_holds_the_peak_then_cools_down_to_the_floor_in_the_logged_rates(corpus, tmp_path):
     common = {"max_iters": 12, "warmup_iters": 2, "log_interval": 1, "lr": 1e-3, "min_lr": 1e-4}
     train(tiny_run(corpus, tmp_path, lr_schedule="wsd", cooldown_fraction=0.3, **common))

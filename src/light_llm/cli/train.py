@@ -107,8 +107,8 @@ unit), metrics.jsonl (the training loss every --log-interval steps, "kind": "tra
 line per evaluation, "kind": "eval"; losses also in bits per byte and per character),
 loss_curve.png, data/ (the token cache). Ctrl-C stops after the current iteration and saves;
 --resume continues exactly, on the engine that started the run (the NumPy engine too).
---resume --max-iters beyond the run's end goes on at the final learning rate
-(--restretch-schedule stretches the schedule instead).
+--resume --max-iters beyond the run's end goes on at the final learning rate, or at --min-lr
+(--restretch-schedule stretches the schedule instead); a final rate of 0, the default's, is refused.
 Under torchrun the same command trains with DistributedDataParallel.
 """
 

@@ -57,8 +57,11 @@ def saved_run(config: TrainConfig, folder: RunFolder) -> tuple[dict[str, Any] | 
 
 def schedule_of_extension(asked: TrainConfig, saved: dict[str, Any]) -> tuple[TrainConfig, str]:
     """``asked`` (the flags of a resume) with the end of the decay pinned when it extends
-    the saved run beyond its end: at the saved run's end (the new iterations run at min_lr),
-    or with ``restretch_schedule`` at the new end; and a note saying which ("" otherwise)."""
+    the saved run beyond its end: at the saved run's end (the new iterations run at min_lr,
+    the resume's ``--min-lr`` if it gives one), or with ``restretch_schedule`` at the new end;
+    and a note saying which ("" otherwise). An extension at a final rate of 0, which would
+    change no weight (the default's schedule decays to 0), is a TrainingError; a run that
+    ended inside its warmup goes on along its own schedule."""
     stored = TrainConfig.from_dict(saved["resolved_config"])
     stored_given = TrainConfig.from_dict(saved["config"])
     if (
@@ -75,13 +78,30 @@ def schedule_of_extension(asked: TrainConfig, saved: dict[str, Any]) -> tuple[Tr
             "(--restretch-schedule): the learning rate rises again."
         )
         return dataclasses.replace(asked, lr_decay_iters=asked.max_iters), note
+    final_lr = stored.min_lr if asked.min_lr is None else asked.min_lr  # the resume's --min-lr
+    pinned = dataclasses.replace(asked, lr_decay_iters=stored.lr_decay_iters)
+    if stored.max_iters < stored.lr_decay_iters:  # ended inside its warmup: the schedule goes on
+        note = (
+            f"extending the run from {stored.max_iters} to {asked.max_iters} iterations on its "
+            f"own schedule, whose decay ends at {stored.lr_decay_iters} (then the final "
+            f"learning rate {final_lr:g}); --restretch-schedule stretches it to "
+            f"{asked.max_iters} instead."
+        )
+        return pinned, note
+    if final_lr == 0:
+        raise TrainingError(
+            f"the run's learning rate reached 0 at iteration {stored.lr_decay_iters}, so "
+            f"iterations {stored.max_iters} to {asked.max_iters} at it would change no weight; "
+            f"--restretch-schedule stretches the schedule to end at {asked.max_iters} (the "
+            "learning rate rises again), or --min-lr gives the new iterations a rate."
+        )
     note = (
         f"extending the run from {stored.max_iters} to {asked.max_iters} iterations at its "
-        f"final learning rate {stored.min_lr:g} (its decay ended at "
+        f"final learning rate {final_lr:g} (its decay ended at "
         f"{stored.lr_decay_iters}); --restretch-schedule stretches the schedule to "
         f"{asked.max_iters} instead."
     )
-    return dataclasses.replace(asked, lr_decay_iters=stored.lr_decay_iters), note
+    return pinned, note
 
 
 def check_same_architecture(saved: dict[str, Any], architecture: str, out: Path) -> None:
