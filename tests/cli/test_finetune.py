@@ -142,3 +142,20 @@ def test_init_from_a_folder_that_is_not_a_model(corpus, tmp_path, capsys):
     argv = ["train", "--init-from", str(tmp_path), "--data", str(corpus), "--out", str(tmp_path)]
     assert main([*argv, *RUN]) == 2
     assert "no config.json" in error_line(capsys, "train")
+
+
+@pytest.mark.parametrize("command", [["export", "--format", "hf"], ["quantize"], ["merge"]])
+def test_a_lora_runs_base_is_not_written_over(hf_folder, corpus, tmp_path, capsys, command):
+    # the base the adapters are loaded over is read as much as the run itself: writing --out
+    # there would replace it, and the adapters would never load again
+    base = tmp_path / "base"
+    save(load(hf_folder), base, tokenizer=GPT2Tokenizer())
+    out = tmp_path / "lora"
+    argv = ["train", "--init-from", str(base), "--data", str(corpus), "--out", str(out)]
+    assert main([*argv, *RUN, "--lora-rank", "2"]) == 0
+    before = {path.name: path.read_bytes() for path in base.iterdir()}
+    capsys.readouterr()
+    assert main([*command, "--checkpoint", str(out), "--out", str(base)]) == 2
+    assert "reads from" in error_line(capsys, command[0])
+    assert {path.name: path.read_bytes() for path in base.iterdir()} == before
+    load(out)  # the adapters still load over their base

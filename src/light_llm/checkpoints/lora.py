@@ -132,6 +132,14 @@ def read_lora_config(folder: ModelFolder) -> tuple[LoRASettings, BaseReference]:
     return settings, reference
 
 
+def folders_read(folder: ModelFolder) -> list[Path]:
+    """Every model folder that loading ``folder`` reads: itself, and for a LoRA run the base
+    its adapters are loaded over (a command's --out must be none of them)."""
+    if not folder.holds_adapters:
+        return [folder.path]
+    return [folder.path, read_lora_config(folder)[1].path]
+
+
 def load_adapters_into(model: torch.nn.Module, folder: Path) -> None:
     """Copy the adapters saved in ``folder`` into ``model``, which must have adapters of
     exactly these names and shapes, floating-point and finite (:func:`copy_checked`)."""

@@ -57,11 +57,12 @@ def run(args: argparse.Namespace) -> int:
     from light_llm.checkpoints.hf_gpt2 import export_hf_gpt2
     from light_llm.checkpoints.hf_llama import export_hf_llama
     from light_llm.checkpoints.hf_tokenizer import hf_engine
+    from light_llm.checkpoints.lora import folders_read
     from light_llm.nn.lora import merge_lora
 
     folder = inspect_folder(args.checkpoint)
     architecture = hf_architecture(load_config(folder.path))  # before any weight is read
-    check_replaceable(args.out, folder.path)
+    check_replaceable(args.out, *folders_read(folder))  # a LoRA run's base too
     tokenizer = load_tokenizer(folder.path, check_model=True)
     model = merge_lora(load(folder.path, dequantize=True))  # an int8 one as q s
     if architecture == GPT2:  # a GPT-2 folder implies GPT-2's tokenizer; any other is written

@@ -61,6 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from light_llm.checkpoints import inspect_folder, load, load_tokenizer, save
     from light_llm.checkpoints.folder import check_replaceable
+    from light_llm.checkpoints.lora import folders_read
     from light_llm.errors import CheckpointError
     from light_llm.models.quantize import quantize_gpt
     from light_llm.reference.quantize import check_quantizable, check_quantization
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     check_quantization(args.method)
     folder = inspect_folder(args.checkpoint)
     check_quantizable(folder, "light-llm quantize")
-    check_replaceable(args.out, folder.path)
+    check_replaceable(args.out, *folders_read(folder))  # a LoRA run's base too
     if args.dequantize:
         if folder.quantization is None:
             raise CheckpointError(
