@@ -34,6 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from light_llm.errors import ConfigError, InspectError
 from light_llm.limits import is_real
 
@@ -175,7 +177,27 @@ def check_patch(config: Any, patch: object, n_positions: int) -> Patch:
         check_index("neuron", patch.neuron, config.ffn_hidden, "MLP units")
     if patch.position is not None:
         check_index("position", patch.position, n_positions, "positions (this prompt's tokens)")
+    check_value(patch)
     return patch
+
+
+def check_value(patch: Patch) -> None:
+    """InspectError unless ``patch.value`` is a number, a tensor, or an array (or nested lists)
+    of numbers; its shape is checked where the site's is known (:func:`check_broadcasts`)."""
+    value = patch.value
+    if is_real(value):
+        return
+    if hasattr(value, "shape") and not isinstance(value, np.ndarray):
+        return  # a tensor (torch's, of any dtype and device)
+    try:
+        kind = np.asarray(value).dtype.kind
+    except (TypeError, ValueError):
+        kind = None
+    if kind is None or kind not in "biuf":
+        raise InspectError(
+            f"the value patched into {patch.where()} is {value!r}; it must be a number or an "
+            "array of numbers."
+        )
 
 
 def patch_index(patch: Patch, ndim: int) -> tuple:

@@ -160,6 +160,8 @@ def test_prompt_mean_ablation_takes_the_mean_over_every_position_of_the_prompt(l
         (lambda m: ablate_text(m, TEXT, ["L0N64"]), "neuron 64 is out of range"),
         (lambda m: ablate_text(m, TEXT, ["head 3"]), "'head 3' names no part of a model"),
         (lambda m: ablate_text(m, TEXT, []), "name at least one part"),
+        (lambda m: ablate_text(m, TEXT, None), "the parts to ablate are a list of names"),
+        (lambda m: ablate_prompt(m, [1, 2], 3), "the parts to ablate are a list of names"),
         (lambda m: ablate_text(m, TEXT, ["L0H0"], method="half"), "zero or mean, not 'half'"),
         (lambda m: ablate_text(m, [3], ["L0H0"]), "the text is empty: it needs at least 2 tokens"),
         (lambda m: head_importance(m, []), "the text is empty"),

@@ -165,6 +165,8 @@ BAD_PATCHES = {
     "head of an MLP": (Patch("mlp_out", 0, head=0), "only in head_out"),
     "unknown site": (Patch("pattern", 0), "cannot be patched"),
     "wrong shape": (Patch("mlp_out", 0, np.zeros(5)), "does not fit its shape (1, 10, 16)"),
+    "text for a value": (Patch("mlp_out", 0, "zero"), "the value patched into mlp_out.0 is 'zero'"),
+    "no value": (Patch("resid_pre", 1, None), "the value patched into resid_pre.1 is None"),
 }
 
 
