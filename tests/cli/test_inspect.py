@@ -173,6 +173,8 @@ def test_patch_heads_neurons_and_surprise_equal_the_api(capsys, run_folder):
             "MLP units run from 0 to 63",
         ),
         (["lens", "--prompt", ""], "--prompt is empty"),
+        (["ablate", "--prompt", "to be", "--components", ","], "--components names no part"),
+        (["ablate", "--components", " "], "--components names no part"),
         (["attribute"], "needs --prompt TEXT"),
         (["lens", "--prompt", "to be " * 10], "more than the model's context of 24 tokens"),
         (["surprise", "--prompt", "t"], "the text is empty"),

@@ -361,12 +361,18 @@ class Session:
         }
 
     def ablate(self) -> dict:
+        from light_llm.errors import InspectError
         from light_llm.inspect import ablate_prompt, ablate_text, head_importance
         from light_llm.inspect.plots import heatmap
 
         components = None
         if self.args.components is not None:
             components = [part for part in self.args.components.split(",") if part.strip()]
+            if not components:  # else it would run the whole importance table, unasked
+                raise InspectError(
+                    f"--components names no part ({self.args.components!r}); write e.g. "
+                    "L0H1,L2MLP, or leave it out for the table of every head and MLP."
+                )
         if components and self.args.prompt is not None and self.args.text is None:
             ids = self.prompt()
             token = None if self.args.token is None else self.one(self.args.token, "--token")
