@@ -91,6 +91,18 @@ def test_attribution_equals_direct_logit_attribution(client, gpt):
     assert body["logit"] == pytest.approx(expected.logit, rel=1e-6)
 
 
+def test_mean_ablation_of_a_one_token_prompt_changes_nothing(client):
+    # the mean of a part over one position is its value there: nothing is removed
+    request = {"prompt": "t", "components": ["L0H1", "L1MLP"], "method": "mean"}
+    body = post(client, "ablate", request)
+    assert body["delta_p"] == pytest.approx(0.0, abs=1e-6)
+    np.testing.assert_allclose(
+        [t["ablated_probability"] for t in body["tokens"]],
+        [t["probability"] for t in body["tokens"]],
+        atol=1e-6,
+    )
+
+
 @pytest.mark.parametrize(
     ("components", "method"), [(["L0H1"], "zero"), (["L0H0", "L1MLP", "L1N5"], "mean")]
 )
