@@ -253,6 +253,11 @@ def test_extending_a_run_at_a_final_rate_of_0_is_one_sentence(corpus, tmp_path, 
     resume = ["train", "--resume", "--out", str(out), "--max-iters", "5"]
     assert main([*resume, "--restretch-schedule"]) == 0
     assert read_trainer_state(out / "checkpoint")["iteration"] == 5
+    capsys.readouterr()  # a resume asking no more iterations than the run has trains none
+    assert main(["train", "--resume", "--out", str(out), "--max-iters", "4"]) == 0
+    printed = capsys.readouterr().out
+    assert "the run already has 5 iterations (--max-iters 4): nothing to train" in printed
+    assert read_trainer_state(out / "checkpoint")["iteration"] == 5
 
 
 def test_resume_without_a_checkpoint_and_overwrite_protection(corpus, tmp_path, capsys):

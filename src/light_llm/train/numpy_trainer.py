@@ -90,6 +90,7 @@ from light_llm.train.resume import (
     check_same_engine,
     model_differences,
     refuse_differences,
+    resume_line,
     saved_run,
     schedule_of_extension,
     setting_differences,
@@ -292,6 +293,7 @@ def train_claimed(
         flush=True,
     )
     notes = (
+        resume_line(iteration, cfg.max_iters, budgeted=False),
         schedule_note,
         fewer_ids_note(cfg, tokenizer),
         decay_note,

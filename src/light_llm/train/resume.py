@@ -104,6 +104,21 @@ def schedule_of_extension(asked: TrainConfig, saved: dict[str, Any]) -> tuple[Tr
     return pinned, note
 
 
+def resume_line(iteration: int, max_iters: int | None, budgeted: bool) -> str:
+    """What a resumed run says first: the iteration it goes on from and to, or that it
+    already has as many iterations as asked and trains none ("" for a new run)."""
+    if not iteration:
+        return ""
+    if budgeted:
+        return f"resuming at iteration {iteration} of a --time budget"
+    if iteration >= max_iters:
+        return (
+            f"the run already has {iteration} iterations (--max-iters {max_iters}): nothing "
+            f"to train (--max-iters above {iteration} extends it)"
+        )
+    return f"resuming at iteration {iteration} of {max_iters}"
+
+
 def check_same_architecture(saved: dict[str, Any], architecture: str, out: Path) -> None:
     """TrainingError when the run to resume trained another architecture."""
     saved_model = saved["resolved_config"].get("model") or architecture

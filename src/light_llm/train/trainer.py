@@ -65,7 +65,7 @@ from light_llm.train.prepare import PreparedRun, prepare, trained_weights
 from light_llm.train.probes import ProbeRecorder
 from light_llm.train.records import objective_note, trainer_state, training_line
 from light_llm.train.result import TrainResult
-from light_llm.train.resume import saved_run_config
+from light_llm.train.resume import resume_line, saved_run_config
 from light_llm.train.run_tokenizer import fewer_ids_note
 from light_llm.train.sizing import sizing_advice, vocabulary_parameters, vocabulary_remedy
 from light_llm.train.thread_governor import FIXED_THREADS_NOTE, WINDOW, ThreadGovernor
@@ -583,8 +583,7 @@ def announce(run: PreparedRun) -> None:
     if description:
         print(description, flush=True)
     if iteration:
-        end = "a --time budget" if run.budget_s else cfg.max_iters
-        print(f"resuming at iteration {iteration} of {end}", flush=True)
+        print(resume_line(iteration, cfg.max_iters, run.budget_s is not None), flush=True)
     # a resumed --time run whose count is fixed: the average it will never start, again
     unstarted = unstarted_average_note(cfg) if iteration and run.budget_s is None else None
     notes = (
