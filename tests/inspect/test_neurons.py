@@ -18,7 +18,9 @@ TEXT = prompt(41, seed=6)
 @pytest.mark.parametrize("variant", ["seed", "swiglu", "relu2"])
 def test_the_top_contexts_are_the_units_largest_values(variant):
     model = shaken_gpt(torch.float64, **VARIANTS[variant])
-    values = unit_values(model, 1, 9, TEXT)  # one per predicted position
+    # one per token of the text, its last too: the windows of the text and a placeholder after
+    values = unit_values(model, 1, 9, np.append(TEXT, 0))
+    assert len(values) == len(TEXT)
     result = top_activations(model, TEXT, 1, 9, k=4, context=3)
     order = np.argsort(-values, kind="stable")[:4]
     assert list(result.positions) == list(order)
@@ -28,6 +30,23 @@ def test_the_top_contexts_are_the_units_largest_values(variant):
         assert list(context) == list(TEXT[max(0, position - 3) : position + 1])
     twin = top_activations(numpy_twin(model), TEXT, 1, 9, k=4, context=3)
     assert list(twin.positions) == list(result.positions)
+
+
+@pytest.mark.parametrize("length", [2, 5, 16])
+def test_every_token_of_a_prompt_is_looked_at(length):
+    model = shaken_gpt(torch.float64)
+    ids = prompt(length, seed=2)
+    captured = []
+    projection = model.transformer.h[0].mlp.c_proj
+    handle = projection.register_forward_pre_hook(lambda _, args: captured.append(args[0]))
+    with torch.no_grad():
+        model(torch.as_tensor(ids[None]))  # the whole prompt, one forward
+    handle.remove()
+    values = captured[0][0, :, 3].numpy()  # unit 3 of layer 0 at every position
+    result = top_activations(model, ids, 0, 3, k=length)
+    assert sorted(result.positions) == list(range(length))
+    np.testing.assert_allclose(result.activations, values[result.positions], atol=1e-12)
+    assert result.mean == pytest.approx(values.mean()) and result.max == pytest.approx(values.max())
 
 
 @pytest.mark.parametrize(

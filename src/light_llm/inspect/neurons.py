@@ -38,7 +38,8 @@ def top_activations(
     model, ids, layer: int, neuron: int, *, k: int = 10, context: int = 12
 ) -> NeuronExamples:
     """The ``k`` positions of the text ``ids`` where unit ``neuron`` of layer ``layer``'s MLP
-    is most active (each position seen in its window of the context, as in scoring)."""
+    is most active: every token of it, its last too, each seen in its window of the context
+    (the consecutive windows of scoring)."""
     inspector = Inspector(model)
     config = inspector.config
     ids = token_array(ids, config, "text", 2)
@@ -48,9 +49,10 @@ def top_activations(
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 10_000:
             raise InspectError(f"{name} must be an integer from {low} to 10000, got {value!r}.")
     site = f"mlp_hidden.{layer}"
-    values = np.empty(len(ids) - 1)
+    values = np.empty(len(ids))
     tokens = batch_tokens(config, config.vocab_size + config.ffn_hidden)
-    for inputs, _, starts in text_windows(ids, config.block_size, tokens):
+    inputs_of_every_token = np.append(ids, 0)  # a placeholder after the text: a target only
+    for inputs, _, starts in text_windows(inputs_of_every_token, config.block_size, tokens):
         hidden = inspector.run(inputs, record=[site]).activations[site][..., neuron]  # (B, T)
         for row, start in enumerate(starts):
             values[start : start + inputs.shape[1]] = hidden[row]
