@@ -173,6 +173,14 @@ def test_patch_heads_neurons_and_surprise_equal_the_api(capsys, run_folder):
             "MLP units run from 0 to 63",
         ),
         (["lens", "--prompt", ""], "--prompt is empty"),
+        (
+            ["patch", "--clean", "to be", "--corrupt", "to by", "--answer", "o", "--wrong", "o"],
+            "the wrong token must differ from the answer",
+        ),
+        (
+            ["attribute", "--prompt", "to be", "--token", "o", "--versus", "o"],
+            "the token to compare with must differ from the token",
+        ),
         (["ablate", "--prompt", "to be", "--components", ","], "--components names no part"),
         (["ablate", "--components", " "], "--components names no part"),
         (["attribute"], "needs --prompt TEXT"),

@@ -57,6 +57,7 @@ def test_both_engines_attribute_alike():
         ("seed", {"position": 11}, "position 11 is out of range: .* run from 0 to 10"),
         ("seed", {"position": -12}, r"position -12 is out of range: .* -11 to -1 from the end"),
         ("seed", {"versus": -1}, "token to compare with -1 is out of range"),
+        ("seed", {"versus": 2}, "the token to compare with must differ from the token"),
     ],
 )
 def test_bad_input_is_one_sentence(variant, options, message):

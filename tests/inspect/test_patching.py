@@ -87,6 +87,7 @@ def test_prompts_that_do_not_differ_restore_nothing_measurable():
         (CLEAN[:-1], 3, "the clean one has 8 and the corrupted one 7"),
         (CORRUPT, 37, "the answer token 37 is out of range"),
         (np.array([], dtype=np.int64), 3, "the prompt is empty"),
+        (CORRUPT, 11, "the wrong token must differ from the answer"),
     ],
 )
 def test_bad_input_is_one_sentence(corrupt, answer, message):

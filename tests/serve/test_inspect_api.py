@@ -285,6 +285,17 @@ def test_a_bad_field_is_a_422_naming_it(client, path, body, field, words):
     assert words in detail["msg"]
 
 
+def test_versus_the_top_guess_it_defaults_to_is_a_422_naming_versus(client, gpt):
+    model, tokenizer = gpt
+    top = int(logit_lens(model, tokenizer.encode(PROMPT), top_k=1).top_ids[-1, -1, 0])
+    response = client.post(
+        "/api/inspect/attribution", json={"prompt": PROMPT, "versus": tokenizer.decode([top])}
+    )
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"][0]
+    assert detail["loc"][-1] == "versus" and "differ" in detail["msg"]
+
+
 def test_an_encoder_is_told_these_analyses_read_a_gpt(encoder_client):
     bodies = {
         "lens": {"prompt": "the bank"},

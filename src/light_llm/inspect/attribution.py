@@ -82,6 +82,11 @@ def direct_logit_attribution(
     token = check_token("token", token, config)
     if versus is not None:
         versus = check_token("token to compare with", versus, config)
+        if versus == token:
+            raise InspectError(
+                "the token to compare with must differ from the token: the logit difference "
+                "would be 0, and so would every part of it."
+            )
     t = check_position(position, len(ids))
     last = f"resid_post.{config.n_layer - 1}"
     record = {"embed", "pos_embed", "smear", "final_scale", last} & set(site_names(config))

@@ -65,6 +65,11 @@ def activation_patching(model, clean_ids, corrupt_ids, answer: int, wrong: int) 
         )
     answer = check_token("answer token", answer, config)
     wrong = check_token("wrong token", wrong, config)
+    if wrong == answer:
+        raise InspectError(
+            "the wrong token must differ from the answer: z[answer] - z[wrong] would be 0 on "
+            "every run, with nothing to restore."
+        )
     L, T = config.n_layer, len(clean_ids)
     sites = [f"resid_pre.{layer}" for layer in range(L)] + [f"resid_post.{L - 1}"]
     heads = [f"head_out.{layer}" for layer in range(L)]

@@ -197,12 +197,13 @@ class Inspection:
         t = position % len(ids)
         token_id = None if token is None else self.one_token(token, "token")
         versus_id = None if versus is None else self.one_token(versus, "versus")
-        if versus_id is not None and versus_id == token_id:
-            raise RequestError("versus", "the token to compare with must differ from the token.")
         with self.explorer.forward_lock:
             ranking = np.argsort(-inspector.run(ids[None]).logits[0, t], kind="stable")
             if token_id is None:
                 token_id = int(ranking[0])
+            if versus_id is not None and versus_id == token_id:  # the top guess, when unnamed
+                message = "the token to compare with must differ from the token."
+                raise RequestError("versus", message)
             if versus_id is None and difference:
                 versus_id = int(next(i for i in ranking if i != token_id))
             try:
