@@ -174,7 +174,7 @@ def test_patch_heads_neurons_and_surprise_equal_the_api(capsys, run_folder):
         ),
         (["lens", "--prompt", ""], "--prompt is empty"),
         (
-            ["patch", "--clean", "to be", "--corrupt", "to by", "--answer", "o", "--wrong", "o"],
+            ["patch", "--clean", "to be", "--corrupt", "to bo", "--answer", "o", "--wrong", "o"],
             "the wrong token must differ from the answer",
         ),
         (
