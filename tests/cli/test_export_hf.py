@@ -4,6 +4,7 @@ from there, and goes out again with transformers' logits equal to light-llm's. B
 sentence, exit 2, nothing written."""
 
 import json
+import shutil
 
 import pytest
 import safetensors.torch
@@ -158,3 +159,16 @@ def test_a_multi_token_model_leaves_without_its_training_head(tmp_path, capsys, 
     assert not any("mtp" in name for name in stored)
     idx = torch.randint(0, vocab, (2, 16), generator=torch.Generator().manual_seed(0))
     assert max_logit_difference(tmp_path / "hf", model.eval(), idx) < 1e-4
+
+
+@pytest.mark.parametrize("command", [["export", "--format", "hf"], ["quantize"]])
+def test_an_out_inside_the_folder_read_is_refused(checkpoint, tmp_path, capsys, command):
+    # a folder written inside a checkpoint is a file light-llm did not write there: the next
+    # save into it (train --resume) would refuse to replace that checkpoint
+    source = tmp_path / "model"
+    shutil.copytree(checkpoint[0], source)
+    before = sorted(path.name for path in source.iterdir())
+    for out in (source / "sub", source / "sub" / "deeper"):
+        assert main([*command, "--checkpoint", str(source), "--out", str(out)]) == 2
+        assert f"is inside {source}, a model folder" in error_line(capsys, command[0])
+    assert sorted(path.name for path in source.iterdir()) == before

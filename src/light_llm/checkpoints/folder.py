@@ -221,13 +221,19 @@ def gpt_config(folder: ModelFolder) -> ModelConfig:
 
 def check_replaceable(out: str | os.PathLike, *sources: str | os.PathLike) -> None:
     """CheckpointError when writing a model folder at ``out`` (which replaces it as a unit)
-    would destroy something: one of the model folders ``sources`` being read, or a folder
-    that holds files but no model (no config.json)."""
+    would destroy something: one of the model folders ``sources`` being read, a folder inside
+    one (a file light-llm did not write there, which stops the next save into it), or a
+    folder that holds files but no model (no config.json)."""
     out = Path(out)
     target = out.resolve()
     for source in sources:
         if target == Path(source).resolve():
             raise CheckpointError(f"--out {out} is a model folder this command reads from.")
+        if Path(source).resolve() in target.parents:
+            raise CheckpointError(
+                f"--out {out} is inside {source}, a model folder this command reads from; "
+                "write it outside that folder."
+            )
     if out.is_dir() and any(out.iterdir()) and not (out / CONFIG_FILE).is_file():
         raise CheckpointError(
             f"--out {out} is a folder with files in it and no model; give a new folder or an "
