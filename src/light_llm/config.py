@@ -349,13 +349,21 @@ def check_batch_fits(
     context: int | None = None,
     training: bool = False,
     setting: str = "--batch-size",
+    context_setting: str = "--block-size",
 ) -> None:
     """ConfigError, before anything is allocated, when a batch of ``batch_size`` sequences
     (:func:`batch_memory_bytes`) would not fit the machine's free memory; the message names
-    ``setting``, the option to lower."""
+    ``setting``, the option to lower, or ``context_setting`` when one sequence alone would
+    not fit."""
+    T = context or config.block_size
+    check_fits_in_memory(
+        batch_memory_bytes(config, 1, context, training),
+        f"one sequence of {T:,} tokens",
+        f"give a smaller {context_setting}",
+    )
     check_fits_in_memory(
         batch_memory_bytes(config, batch_size, context, training),
-        f"a batch of {batch_size:,} sequences of {context or config.block_size:,} tokens",
+        f"a batch of {batch_size:,} sequences of {T:,} tokens",
         f"give a smaller {setting}",
     )
 

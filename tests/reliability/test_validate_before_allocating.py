@@ -14,7 +14,7 @@ import torch
 
 from light_llm.checkpoints import load
 from light_llm.checkpoints.hf_gpt2 import export_hf_gpt2
-from light_llm.config import ModelConfig, preset
+from light_llm.config import ModelConfig, batch_memory_bytes, preset
 from light_llm.errors import CheckpointError, ConfigError, LightLLMError
 from light_llm.limits import MAX_BATCH_SIZE
 from light_llm.models.bert import BertEncoder, EncoderConfig
@@ -156,6 +156,27 @@ def test_weights_that_are_not_floating_point_are_refused(char_checkpoint, dtype,
 def test_train_refuses_a_run_too_big_for_memory_before_writing(capsys, tmp_path, corpus, flags):
     code, _, err = run_cli(capsys, "train", *tiny_flags(corpus, tmp_path / "out", **flags))
     assert_refused(code, err, "memory")
+    assert not (tmp_path / "out" / "checkpoint").exists()
+
+
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        ({"block_size": 2**14, "batch_size": 1}, "--block-size"),
+        ({"batch_size": 2**16}, "--batch-size"),
+    ],
+)
+def test_a_batch_too_big_names_what_to_lower(capsys, tmp_path, corpus, monkeypatch, flags, named):
+    """With 1 GiB free: a context whose single sequence cannot fit names --block-size (a smaller
+    batch would not help), a batch of sequences that fit one by one names --batch-size."""
+    free = 2**30
+    monkeypatch.setattr("light_llm.limits.available_memory_bytes", lambda: free)
+    code, _, err = run_cli(capsys, "train", *tiny_flags(corpus, tmp_path / "out", **flags))
+    assert_refused(code, err, "memory", named)
+    config = preset("char-baby").replace(n_layer=1, n_head=2, n_embd=16, block_size=16)
+    context = flags.get("block_size", 16)
+    one = batch_memory_bytes(config.replace(block_size=context), 1, context, training=True)
+    assert (one > 0.9 * free) == (named == "--block-size")  # the tiny model's one sequence
     assert not (tmp_path / "out" / "checkpoint").exists()
 
 
