@@ -78,3 +78,11 @@ def test_an_encoder_has_no_induction_heads():
     )
     with pytest.raises(InspectError, match="encoder"):
         head_roles(encoder)
+
+
+def test_numpy_integers_are_counts_too():
+    model = shaken_gpt()
+    counted = head_roles(model, length=np.int64(4), n_sequences=np.int32(2))
+    plain = head_roles(model, length=4, n_sequences=2)
+    assert counted.length == 4 and type(counted.length) is int and counted.n_sequences == 2
+    np.testing.assert_array_equal(counted.induction, plain.induction)

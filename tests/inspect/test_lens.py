@@ -88,3 +88,9 @@ def test_the_lens_over_a_text_ends_at_the_models_accuracy_and_loss(variant):
     assert result.top1[-1] == pytest.approx(hits / count)
     loss = ablate_text(model, text, ["L0H0"]).loss  # the text's plain loss
     assert result.mean_log_prob[-1] == pytest.approx(-loss, abs=1e-10)
+
+
+def test_a_numpy_integer_is_a_count_too():
+    model, ids = shaken_gpt(), prompt()
+    counted = logit_lens(model, ids, top_k=np.int64(3))
+    np.testing.assert_array_equal(counted.top_ids, logit_lens(model, ids, top_k=3).top_ids)

@@ -60,3 +60,11 @@ def test_every_token_of_a_prompt_is_looked_at(length):
 def test_bad_input_is_one_sentence(layer, neuron, options, message):
     with pytest.raises(InspectError, match=message):
         top_activations(shaken_gpt(), TEXT, layer, neuron, **options)
+
+
+def test_numpy_integers_are_counts_too():
+    model = shaken_gpt()
+    counted = top_activations(model, TEXT, 1, 2, k=np.int64(3), context=np.int64(2))
+    plain = top_activations(model, TEXT, 1, 2, k=3, context=2)
+    assert list(counted.positions) == list(plain.positions)
+    assert [list(c) for c in counted.contexts] == [list(c) for c in plain.contexts]

@@ -20,7 +20,7 @@ import numpy as np
 
 from light_llm.errors import InspectError
 from light_llm.inspect.inspector import Inspector
-from light_llm.inspect.text import token_array
+from light_llm.inspect.text import is_whole, token_array
 from light_llm.limits import check_seed
 
 
@@ -77,21 +77,14 @@ def head_roles(
         )
     if length is None:
         length = min(64, config.block_size // 2)
-    if (
-        isinstance(length, bool)
-        or not isinstance(length, int)
-        or not 2 <= length <= config.block_size // 2
-    ):
+    if not is_whole(length) or not 2 <= length <= config.block_size // 2:
         raise InspectError(
             f"the repeated sequence's length must be an integer from 2 to {config.block_size // 2} "
             f"(twice it must fit the context of {config.block_size}), got {length!r}."
         )
-    if (
-        isinstance(n_sequences, bool)
-        or not isinstance(n_sequences, int)
-        or not 1 <= n_sequences <= 1024
-    ):
+    if not is_whole(n_sequences) or not 1 <= n_sequences <= 1024:
         raise InspectError(f"n_sequences must be an integer from 1 to 1024, got {n_sequences!r}.")
+    length, n_sequences = int(length), int(n_sequences)
     rng = np.random.default_rng(seed)
     first = rng.integers(0, config.vocab_size, size=(n_sequences, length))
     repeated = np.concatenate([first, first], axis=1)  # (n, 2 length)

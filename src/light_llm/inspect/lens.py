@@ -17,7 +17,13 @@ import numpy as np
 
 from light_llm.errors import InspectError
 from light_llm.inspect.inspector import Inspector
-from light_llm.inspect.text import check_token, prompt_ids, scoring_batches, token_array
+from light_llm.inspect.text import (
+    check_token,
+    is_whole,
+    prompt_ids,
+    scoring_batches,
+    token_array,
+)
 from light_llm.reference.softmax import log_softmax_forward
 
 
@@ -79,10 +85,11 @@ def logit_lens(
     inspector = Inspector(model)
     config = inspector.config
     ids = prompt_ids(ids, config)
-    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= config.vocab_size:
+    if not is_whole(top_k) or not 1 <= top_k <= config.vocab_size:
         raise InspectError(
             f"top_k must be an integer from 1 to {config.vocab_size}, got {top_k!r}."
         )
+    top_k = int(top_k)
     if target is not None:
         target = check_token("target token", target, config)
     stages = residual_stages(config)

@@ -14,7 +14,7 @@ import numpy as np
 
 from light_llm.errors import InspectError
 from light_llm.inspect.inspector import Inspector
-from light_llm.inspect.text import batch_tokens, text_windows, token_array
+from light_llm.inspect.text import batch_tokens, is_whole, text_windows, token_array
 from light_llm.interventions import check_index
 
 
@@ -46,8 +46,9 @@ def top_activations(
     check_index("layer", layer, config.n_layer, "layers")
     check_index("neuron", neuron, config.ffn_hidden, "MLP units")
     for name, value, low in (("k", k, 1), ("context", context, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 10_000:
+        if not is_whole(value) or not low <= value <= 10_000:
             raise InspectError(f"{name} must be an integer from {low} to 10000, got {value!r}.")
+    k, context = int(k), int(context)
     site = f"mlp_hidden.{layer}"
     values = np.empty(len(ids))
     tokens = batch_tokens(config, config.vocab_size + config.ffn_hidden)

@@ -34,10 +34,15 @@ def prompt_ids(ids: object, config, at_least: int = 1) -> np.ndarray:
     return array
 
 
+def is_whole(value: object) -> bool:
+    """An integer, a NumPy one too, that is not a bool (``True`` is never a count)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def check_position(position: object, length: int) -> int:
     """``position`` (negative counts from the end) as an index into a prompt of ``length``
     tokens, else InspectError naming the range."""
-    if isinstance(position, bool) or not isinstance(position, (int, np.integer)):
+    if not is_whole(position):
         raise InspectError(f"the position must be an integer, got {position!r}.")
     if not -length <= position < length:
         raise InspectError(
@@ -50,7 +55,7 @@ def check_position(position: object, length: int) -> int:
 def check_token(name: str, token: object, config) -> int:
     """``token`` as an int if it is an id of the model's vocabulary, else InspectError naming
     ``name`` and the range."""
-    if not isinstance(token, (int, np.integer)) or isinstance(token, bool):
+    if not is_whole(token):
         raise InspectError(f"the {name} must be a token id, got {token!r}.")
     if not 0 <= token < config.vocab_size:
         raise InspectError(
