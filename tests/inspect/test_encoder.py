@@ -20,6 +20,7 @@ from light_llm.inspect import (
     direct_logit_attribution,
     head_importance,
     head_roles,
+    lens_over_text,
     logit_lens,
     surprise,
 )
@@ -114,6 +115,24 @@ def test_prompt_mean_ablation_takes_the_mean_over_the_prompt_as_given(tokenizer)
         zeroed.h[0].attn.c_proj.bias += mean
         expected = torch.softmax(zeroed(torch.as_tensor(ids[None]))[0][0, t], -1).numpy()
     np.testing.assert_allclose(result.ablated_probs, expected, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "analysis",
+    [
+        lambda model, ids, tokenizer: ablate_text(model, ids, ["L0H0"], tokenizer=tokenizer),
+        lambda model, ids, tokenizer: head_importance(model, ids, tokenizer=tokenizer),
+        lambda model, ids, tokenizer: lens_over_text(model, ids, tokenizer=tokenizer),
+    ],
+)
+def test_a_text_with_nothing_to_mask_is_one_sentence(analysis, tokenizer):
+    model = shaken_encoder(tokenizer.vocab_size)
+    ids = np.array(tokenizer.encode("[MASK] [MASK] [MASK]"))  # special: never chosen
+    assert all(
+        (labels == -1).all() for _, labels, _ in masked_windows(ids, 16, tokenizer)
+    )  # no loss to measure
+    with pytest.raises(InspectError, match="no token of the text was chosen to be masked"):
+        analysis(model, ids, tokenizer)
 
 
 def test_what_needs_a_gpt_says_so(tokenizer):

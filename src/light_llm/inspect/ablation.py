@@ -25,6 +25,7 @@ from light_llm.inspect.inspector import Inspector
 from light_llm.inspect.text import (
     batch_tokens,
     check_position,
+    check_scored,
     check_token,
     prompt_ids,
     scoring_batches,
@@ -257,7 +258,7 @@ def head_importance(
                         inputs, patches=[patch], targets=targets, start=(layer, resid)
                     )
                     ablated_totals[index] += float(trace.token_losses[scored].sum(dtype=np.float64))
-    loss = clean_total / count
+    loss = clean_total / check_scored(count, ids)
     deltas = ablated_totals / count - loss
     n_heads = config.n_layer * config.n_head
     heads = deltas[:n_heads].reshape(config.n_layer, config.n_head)

@@ -18,6 +18,7 @@ import numpy as np
 from light_llm.errors import InspectError
 from light_llm.inspect.inspector import Inspector
 from light_llm.inspect.text import (
+    check_scored,
     check_token,
     is_whole,
     prompt_ids,
@@ -155,4 +156,5 @@ def lens_over_text(model, ids, tokenizer=None) -> LensOverText:
             hits[index] += float((stage_log_probs.argmax(-1) == wanted).sum())
             log_probs[index] += float(stage_log_probs[np.arange(len(wanted)), wanted].sum())
         count += len(wanted)
+    check_scored(count, ids)
     return LensOverText([label for label, _ in stages], hits / count, log_probs / count, count)

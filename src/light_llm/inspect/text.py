@@ -163,6 +163,19 @@ def scoring_batches(inspector, ids: np.ndarray, tokenizer=None, values_per_token
     return text_windows(ids, config.block_size, tokens)
 
 
+def check_scored(count: int, ids: np.ndarray) -> int:
+    """``count``, the tokens a text's loss is over, unless it is 0: an encoder's text whose
+    masking chose none of its tokens (special ones such as [MASK] never are, and of the others
+    15%), where there is no loss to measure: InspectError."""
+    if count == 0:
+        raise InspectError(
+            f"no token of the text was chosen to be masked (of its {len(ids)}, special tokens "
+            "such as [MASK] never are, the others 15% of the time), so there is no masked-LM "
+            "loss to measure; give a longer text."
+        )
+    return count
+
+
 def text_loss(inspector, ids: np.ndarray, patches=(), tokenizer=None) -> tuple[float, int]:
     """(mean loss, tokens scored) over the text ``ids`` under ``patches``: a GPT's next-token
     loss L = -(1/N) Σ_t log p(x_{t+1} | x_{<=t} in its window) over every token but the first
@@ -173,4 +186,4 @@ def text_loss(inspector, ids: np.ndarray, patches=(), tokenizer=None) -> tuple[f
         scored = ~np.isnan(losses)
         total += float(np.sum(losses[scored], dtype=np.float64))
         count += int(scored.sum())
-    return total / max(count, 1), count
+    return total / check_scored(count, ids), count
