@@ -135,6 +135,17 @@ def test_a_text_with_nothing_to_mask_is_one_sentence(analysis, tokenizer):
         analysis(model, ids, tokenizer)
 
 
+@pytest.mark.parametrize("length", [2, 14, 15, 29, 30])
+def test_the_masked_windows_hold_every_token_of_the_text(length, tokenizer):
+    ids = np.array(tokenizer.encode("to be, or not to be, that is the question: " * 6))[:length]
+    held = []
+    for inputs, _, starts in masked_windows(ids, 16, tokenizer):
+        for row, start in zip(inputs, starts, strict=True):
+            assert row[0] == tokenizer.cls_id and row[-1] == tokenizer.sep_id
+            held.extend(range(start, start + len(row) - 2))
+    assert held == list(range(length))  # windows of 14 ids between [CLS] and [SEP]
+
+
 def test_what_needs_a_gpt_says_so(tokenizer):
     model = shaken_encoder(tokenizer.vocab_size)
     ids = np.array(tokenizer.encode_plus("to be or not")["input_ids"])

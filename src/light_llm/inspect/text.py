@@ -123,7 +123,7 @@ def masked_windows(
     special = frozenset(
         {tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id, tokenizer.mask_id, tokenizer.unk_id}
     )
-    windows = [ids[start : start + n] for start in range(0, len(ids) - 1, n)]
+    windows = [ids[start : start + n] for start in range(0, len(ids), n)]  # every id in one
     per_batch = max(1, tokens_per_batch // block_size)
     for first in range(0, len(windows), per_batch):
         rows, labels, starts = [], [], []
