@@ -173,3 +173,23 @@ def test_non_finite_logits_raise_one_sentence(dtype, poison, words):
     with pytest.raises(SamplingError, match=words) as info:
         generate(model, torch.zeros(1, 2, dtype=torch.long), 3, temperature=0.0)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("idx", "mask"),
+    [
+        (torch.zeros(1, 0, dtype=torch.long), torch.zeros(1, 0, dtype=torch.long)),
+        (torch.ones(2, 3, dtype=torch.long), torch.tensor([[1, 1, 1], [0, 0, 0]])),
+    ],
+)
+def test_a_row_whose_mask_marks_no_token_is_an_empty_prompt(idx, mask):
+    # as without a mask: there is nothing to continue (an empty mask crashed in the
+    # attention, an all-padding row was continued from no token at all)
+    with pytest.raises(SamplingError, match="empty"):
+        generate(GPT(tiny_config()).eval(), idx, 2, attention_mask=mask)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_logits_over_no_token_are_refused(temperature):
+    with pytest.raises(SamplingError, match=r"\(B, V\)"):
+        sample_next(torch.zeros(2, 0), temperature)

@@ -17,14 +17,15 @@ import torch
 
 from light_llm.errors import ConfigError, SamplingError
 from light_llm.limits import MAX_BATCH_SIZE, check_integer, check_new_tokens, check_seed
-from light_llm.models.gpt import check_token_ids
+from light_llm.models.gpt import check_attention_mask, check_token_ids
 from light_llm.sampling_options import DEFAULT_TEMPERATURE, validate_sampling
 from light_llm.tokenizers.stream import TextStream, whole_text
 
 
 def check_logits(logits: object) -> None:
-    """SamplingError unless ``logits`` is a torch tensor with a vocabulary dimension."""
-    if not isinstance(logits, torch.Tensor) or logits.dim() == 0:
+    """SamplingError unless ``logits`` is a torch tensor with a vocabulary dimension (of at
+    least one token)."""
+    if not isinstance(logits, torch.Tensor) or logits.dim() == 0 or logits.size(-1) == 0:
         got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
         raise SamplingError(f"logits must be a (B, V) torch tensor, got {got}.")
 
@@ -164,7 +165,10 @@ def stream_tokens(
     try:
         tokens = idx
         mask = attention_mask
-        if mask is None and tokens.size(1) == 0:
+        if mask is not None:
+            check_attention_mask(mask, tuple(idx.shape))
+        # a row of padding alone (its mask all 0) is as empty as no column at all
+        if tokens.size(1) == 0 or (mask is not None and not bool(mask.bool().any(-1).all())):
             raise SamplingError("the prompt is empty: give at least one token.")
         finished = torch.zeros(idx.size(0), dtype=torch.bool, device=idx.device)
         cache = None
