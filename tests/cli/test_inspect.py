@@ -245,6 +245,9 @@ def test_an_encoder_is_looked_at_through_its_masked_lm_head(capsys, encoder_fold
     assert loss["delta_loss"] == pytest.approx(
         ablate_text(model, text_ids, ["L1MLP"], tokenizer=tokenizer).delta_loss
     )
+    units = run("neurons", "--text", str(text), "--layer", "1", "--neuron", "3", "--k", "4")
+    expected = top_activations(model, text_ids, 1, 3, k=4, tokenizer=tokenizer)
+    assert units["positions"] == expected.positions.tolist()  # read on [CLS] window [SEP]
     code = main(["inspect", "heads", "--checkpoint", str(encoder_folder)])
     _, err = capsys.readouterr()
     assert code == 2 and "head roles needs a GPT" in err

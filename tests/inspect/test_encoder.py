@@ -23,6 +23,7 @@ from light_llm.inspect import (
     lens_over_text,
     logit_lens,
     surprise,
+    top_activations,
 )
 from light_llm.inspect.instrumented import run_instrumented
 from light_llm.inspect.text import masked_windows
@@ -144,6 +145,26 @@ def test_the_masked_windows_hold_every_token_of_the_text(length, tokenizer):
             assert row[0] == tokenizer.cls_id and row[-1] == tokenizer.sep_id
             held.extend(range(start, start + len(row) - 2))
     assert held == list(range(length))  # windows of 14 ids between [CLS] and [SEP]
+
+
+def test_a_units_values_are_read_as_the_encoder_reads_a_text(tokenizer):
+    model = shaken_encoder(tokenizer.vocab_size)
+    ids = np.array(tokenizer.encode("to be, or not to be, that is the question: " * 2))
+    captured = []  # unit 5 of layer 1, from the encoder's own forward on [CLS] window [SEP]
+    projection = model.h[1].mlp.c_proj
+    handle = projection.register_forward_pre_hook(lambda _, args: captured.append(args[0]))
+    with torch.no_grad():
+        for start in range(0, len(ids), 14):
+            example = [tokenizer.cls_id, *ids[start : start + 14], tokenizer.sep_id]
+            model(torch.as_tensor([example]))
+    handle.remove()
+    values = torch.cat([hidden[0, 1:-1, 5] for hidden in captured]).numpy()
+    assert len(values) == len(ids)
+    result = top_activations(model, ids, 1, 5, k=len(ids), tokenizer=tokenizer)
+    np.testing.assert_allclose(result.activations, values[result.positions], atol=1e-10)
+    assert sorted(result.positions) == list(range(len(ids)))
+    with pytest.raises(InspectError, match="needs the encoder's WordPiece tokenizer"):
+        top_activations(model, ids, 1, 5)
 
 
 def test_what_needs_a_gpt_says_so(tokenizer):

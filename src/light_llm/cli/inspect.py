@@ -562,7 +562,8 @@ class Session:
         if self.args.layer is None or self.args.neuron is None:
             raise InspectError("light-llm inspect neurons needs --layer L and --neuron N.")
         ids, what = self.text()
-        result = top_activations(self.model, ids, self.args.layer, self.args.neuron, k=self.args.k)
+        layer, neuron, k = self.args.layer, self.args.neuron, self.args.k
+        result = top_activations(self.model, ids, layer, neuron, k=k, tokenizer=self.tokenizer)
         self.say(
             f"unit {result.neuron} of layer {result.layer}'s MLP over {what}: mean "
             f"{result.mean:.3f}, max {result.max:.3f}; its strongest contexts ([the token]):"

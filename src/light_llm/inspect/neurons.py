@@ -35,11 +35,12 @@ class NeuronExamples:
 
 
 def top_activations(
-    model, ids, layer: int, neuron: int, *, k: int = 10, context: int = 12
+    model, ids, layer: int, neuron: int, *, k: int = 10, context: int = 12, tokenizer=None
 ) -> NeuronExamples:
     """The ``k`` positions of the text ``ids`` where unit ``neuron`` of layer ``layer``'s MLP
     is most active: every token of it, its last too, each seen in its window of the context
-    (the consecutive windows of scoring)."""
+    (the consecutive windows of scoring; for an encoder, ``[CLS] window [SEP]`` of
+    ``block_size`` - 2 ids, unmasked, which needs its ``tokenizer``)."""
     inspector = Inspector(model)
     config = inspector.config
     ids = token_array(ids, config, "text", 2)
@@ -51,14 +52,33 @@ def top_activations(
     k, context = int(k), int(context)
     site = f"mlp_hidden.{layer}"
     values = np.empty(len(ids))
-    tokens = batch_tokens(config, config.vocab_size + config.ffn_hidden)
-    inputs_of_every_token = np.append(ids, 0)  # a placeholder after the text: a target only
-    for inputs, _, starts in text_windows(inputs_of_every_token, config.block_size, tokens):
-        hidden = inspector.run(inputs, record=[site]).activations[site][..., neuron]  # (B, T)
-        for row, start in enumerate(starts):
-            values[start : start + inputs.shape[1]] = hidden[row]
+    if inspector.encoder:
+        for start, window in encoder_windows(ids, config.block_size, tokenizer):
+            hidden = inspector.run(window[None], record=[site]).activations[site]
+            values[start : start + len(window) - 2] = hidden[0, 1:-1, neuron]  # not [CLS], [SEP]
+    else:
+        tokens = batch_tokens(config, config.vocab_size + config.ffn_hidden)
+        inputs_of_every_token = np.append(ids, 0)  # a placeholder after the text: a target only
+        for inputs, _, starts in text_windows(inputs_of_every_token, config.block_size, tokens):
+            hidden = inspector.run(inputs, record=[site]).activations[site][..., neuron]  # (B, T)
+            for row, start in enumerate(starts):
+                values[start : start + inputs.shape[1]] = hidden[row]
     order = np.argsort(-values, kind="stable")[:k]
     contexts = [ids[max(0, int(p) - context) : int(p) + 1] for p in order]
     return NeuronExamples(
         layer, neuron, values[order], order, contexts, float(values.mean()), float(values.max())
     )
+
+
+def encoder_windows(ids: np.ndarray, block_size: int, tokenizer):
+    """(start, ``[CLS] ids[start : start + n] [SEP]``) for consecutive windows of n =
+    ``block_size`` - 2 ids: the text as an encoder reads it, nothing masked."""
+    if getattr(tokenizer, "cls_id", None) is None:
+        raise InspectError(
+            "an encoder's units are read on [CLS] text [SEP]: this needs the encoder's WordPiece "
+            "tokenizer."
+        )
+    n = block_size - 2
+    cls, sep = [tokenizer.cls_id], [tokenizer.sep_id]
+    for start in range(0, len(ids), n):
+        yield start, np.concatenate([cls, ids[start : start + n], sep])
