@@ -173,6 +173,7 @@ def test_patch_heads_neurons_and_surprise_equal_the_api(capsys, run_folder):
             "MLP units run from 0 to 63",
         ),
         (["lens", "--prompt", ""], "--prompt is empty"),
+        (["lens", "--text", "text.txt", "--token", "o"], "--token is followed in the lens of a"),
         (
             ["patch", "--clean", "to be", "--corrupt", "to bo", "--answer", "o", "--wrong", "o"],
             "the wrong token must differ from the answer",

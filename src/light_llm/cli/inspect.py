@@ -214,10 +214,16 @@ class Session:
 
     # ------------------------------------------------------------------ analyses
     def lens(self) -> dict:
+        from light_llm.errors import InspectError
         from light_llm.inspect import logit_lens
         from light_llm.inspect.plots import heatmap
 
         if self.args.prompt is None:
+            if self.args.token is not None:  # else it would be dropped without a word
+                raise InspectError(
+                    "--token is followed in the lens of a --prompt; the lens over a text "
+                    "follows each next token."
+                )
             return self.lens_over_text()
         ids = self.prompt()
         target = None if self.args.token is None else self.one(self.args.token, "--token")
