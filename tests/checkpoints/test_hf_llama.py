@@ -300,3 +300,36 @@ def test_transformer_lens_reads_an_export_with_the_same_logits_and_patterns(tmp_
     for i, block in enumerate(ours.transformer.h):
         pattern = cache[f"blocks.{i}.attn.hook_pattern"]
         assert (pattern - block.attn.last_weights).abs().max().item() <= 1e-5
+
+
+def int8(model):
+    from light_llm.models.quantize import quantize_gpt
+
+    return quantize_gpt(model)
+
+
+def unmerged_lora(model):
+    from light_llm.nn.lora import add_lora, lora_layers
+
+    add_lora(model, "c_attn", rank=2)
+    for layer in lora_layers(model).values():  # B = 0 at first: make the adapters count
+        torch.nn.init.normal_(layer.lora_B)
+    return model
+
+
+@pytest.mark.parametrize(("kind", "words"), [(int8, "int8"), (unmerged_lora, "LoRA")])
+@pytest.mark.parametrize(
+    ("export", "shape"),
+    [
+        (export_hf_llama, LLAMA_SHAPE),
+        (export_hf_gpt2, dict(block_size=32, n_layer=1, n_head=2, n_embd=32)),
+    ],
+)
+def test_a_model_a_huggingface_folder_cannot_hold_is_refused(tmp_path, export, shape, kind, words):
+    # int8 codes written as weights (no scales), or adapters left out of the weights, made a
+    # folder transformers could not load or that computed the base model's logits
+    tokenizer = CharTokenizer(list("abcdefghijklmnop"))
+    model = kind(shaken_gpt(ModelConfig(vocab_size=tokenizer.vocab_size, **shape)))
+    with pytest.raises(ConfigError, match=words):
+        export(model, tmp_path / "hf", tokenizer)
+    assert not (tmp_path / "hf").exists()

@@ -21,9 +21,10 @@ from light_llm.checkpoints.hf_gpt2_config import tensors_from_hf
 from light_llm.checkpoints.hf_llama_config import tensors_from_hf_llama
 from light_llm.checkpoints.tensors import read_weights
 from light_llm.config import check_model_fits
-from light_llm.errors import CheckpointError
+from light_llm.errors import CheckpointError, ConfigError
 from light_llm.models.gpt import GPT
 from light_llm.models.quantize import empty_quantized_gpt, is_quantized
+from light_llm.nn.lora import lora_layers
 from light_llm.reference.quantize import SCALE_SUFFIX, dequantize_params
 
 
@@ -111,6 +112,22 @@ def dequantize_tensors(tensors: dict[str, torch.Tensor], config) -> dict[str, to
     return {
         name: torch.from_numpy(array) for name, array in dequantize_params(arrays, config).items()
     }
+
+
+def check_float_weights_only(model: torch.nn.Module, architecture: str) -> None:
+    """ConfigError when ``model`` holds what a HuggingFace ``architecture`` folder has no
+    place for: int8 codes and their scales, or LoRA adapters beside the weights they adapt."""
+    if is_quantized(model):
+        raise ConfigError(
+            f"this model's weights are int8, and a HuggingFace {architecture} folder holds "
+            "float weights: load it with dequantize=True (W_hat = q s), as light-llm export does."
+        )
+    if lora_layers(model):
+        raise ConfigError(
+            f"this model holds LoRA adapters, which a HuggingFace {architecture} folder has no "
+            "place for: fold them into its weights first with light_llm.nn.lora.merge_lora, "
+            "as light-llm export does."
+        )
 
 
 def weights_to_save(model: torch.nn.Module) -> dict[str, torch.Tensor]:

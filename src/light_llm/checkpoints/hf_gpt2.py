@@ -15,7 +15,7 @@ import torch
 
 from light_llm.atomic import write_folder_atomically
 from light_llm.checkpoints.folder import CONFIG_FILE, WEIGHTS_FILE, ModelFolder, read_config_json
-from light_llm.checkpoints.gpt import load_gpt
+from light_llm.checkpoints.gpt import check_float_weights_only, load_gpt
 from light_llm.checkpoints.hf_architectures import GPT2, check_exportable
 from light_llm.checkpoints.hf_gpt2_config import (
     GPT2_END_OF_TEXT_ID,
@@ -80,6 +80,7 @@ def export_hf_gpt2(
     """
     config = model.config
     check_exportable(config, GPT2)
+    check_float_weights_only(model, GPT2)
     tensors = {}
     for name, tensor in model.state_dict().items():
         if config.tie_embeddings and name == "lm_head.weight":

@@ -15,7 +15,7 @@ import torch
 
 from light_llm.atomic import write_folder_atomically
 from light_llm.checkpoints.folder import CONFIG_FILE, WEIGHTS_FILE
-from light_llm.checkpoints.gpt import weights_to_save
+from light_llm.checkpoints.gpt import check_float_weights_only, weights_to_save
 from light_llm.checkpoints.hf_architectures import check_exportable, llama_family
 from light_llm.checkpoints.hf_llama_config import hf_llama_config_from, tensors_to_hf_llama
 from light_llm.checkpoints.hf_tokenizer import exported_tokenizer_files
@@ -35,6 +35,7 @@ def export_hf_llama(
     a variant Llama and Qwen3 cannot express."""
     config = model.config
     check_exportable(config, llama_family(config))
+    check_float_weights_only(model, llama_family(config))
     state = weights_to_save(model)
     dtype = state["transformer.wte.weight"].dtype
 
