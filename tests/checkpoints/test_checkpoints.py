@@ -361,3 +361,11 @@ def test_the_numpy_and_torch_engines_read_the_same_huggingface_gpt2_folder(tmp_p
     idx = torch.randint(0, torch_model.config.vocab_size, (2, 5))
     expected = logits_of(torch_model.double(), idx).numpy()
     np.testing.assert_allclose(numpy_model.forward(idx.numpy())[0], expected, atol=1e-9)
+
+
+@pytest.mark.parametrize("path", [None, 3, b"out"])
+@pytest.mark.parametrize("reader", [load, load_tokenizer, load_config])
+def test_a_path_that_is_not_a_path_is_a_checkpoint_error(reader, path):
+    # not Python's TypeError from deep inside pathlib: the API names the argument
+    with pytest.raises(CheckpointError, match="path"):
+        reader(path)

@@ -58,6 +58,10 @@ def resolve_checkpoint_dir(path: str | os.PathLike) -> Path:
     """The checkpoint folder ``path`` names: ``path`` itself, or ``path/checkpoint`` when
     ``path`` is a training output folder (no config.json of its own), falling back to the
     previous version of either when a write was interrupted."""
+    if not isinstance(path, str | os.PathLike) or isinstance(os.fspath(path), bytes):
+        raise CheckpointError(
+            f"a checkpoint path is a str or a pathlib.Path, not {type(path).__name__}."
+        )
     path = Path(path)
     folder = existing_folder(path)
     if folder is None:
