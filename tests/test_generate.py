@@ -193,3 +193,15 @@ def test_a_row_whose_mask_marks_no_token_is_an_empty_prompt(idx, mask):
 def test_logits_over_no_token_are_refused(temperature):
     with pytest.raises(SamplingError, match=r"\(B, V\)"):
         sample_next(torch.zeros(2, 0), temperature)
+
+
+def test_prompts_that_are_no_list_and_no_sequences_to_pad_are_refused():
+    from light_llm.generate import generate_text
+    from light_llm.tokenizers import CharTokenizer
+
+    model = GPT(tiny_config()).eval()
+    tokenizer = CharTokenizer([chr(97 + i) for i in range(model.config.vocab_size)])
+    with pytest.raises(SamplingError, match="list of prompts"):
+        generate_text(model, tokenizer, (prompt for prompt in ["ab"]), 2)
+    with pytest.raises(SamplingError, match="at least one"):
+        left_pad([], pad_id=0)

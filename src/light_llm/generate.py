@@ -223,6 +223,8 @@ def left_pad(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Stack token lists of different lengths, padding on the left so that every row's last
     token is its newest: returns ids (B, T) and attention_mask (B, T) (1 = real token)."""
+    if not sequences:
+        raise SamplingError("left_pad needs at least one sequence.")
     longest = max(len(s) for s in sequences)
     ids = torch.full((len(sequences), longest), pad_id, dtype=torch.long)
     mask = torch.zeros((len(sequences), longest), dtype=torch.long)
@@ -259,6 +261,11 @@ def generate_text(
     validate_sampling(temperature, top_k, top_p)
     if isinstance(prompts, str):  # else each character would be a prompt of its own
         raise SamplingError("generate_text takes a list of prompts, not one str: write [prompt].")
+    if not isinstance(prompts, Sequence):  # a generator: its prompts are counted, then read
+        raise SamplingError(
+            f"generate_text takes a list of prompts, not a {type(prompts).__name__}: write "
+            "list(prompts)."
+        )
     if not prompts:
         raise SamplingError("give at least one prompt.")
     if len(prompts) > MAX_BATCH_SIZE:  # one row of the batch each
