@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 
 import pytest
 
@@ -91,3 +92,22 @@ def test_save_into_an_unwritable_place_is_a_checkpoint_error(tmp_path):
     blocker.write_text("")
     with pytest.raises(CheckpointError, match="cannot write the tokenizer"):
         CharTokenizer.from_text("ab").save(blocker / "inside")
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "wordlevel"])
+def test_an_unknown_type_is_not_named_among_the_known_ones(tmp_path, kind):
+    # a WordPiece vocabulary is saved as type "bert": "wordpiece" names what get_tokenizer
+    # learns, not a type a light_tokenizer.json holds
+    (tmp_path / "light_tokenizer.json").write_text(json.dumps({"type": kind}))
+    with pytest.raises(CheckpointError, match="the known ones are") as info:
+        load_tokenizer(tmp_path)
+    known = str(info.value).split("the known ones are ")[1].rstrip(".").split(", ")
+    assert kind not in known
+    for name in known:  # each one named is read
+        (tmp_path / "light_tokenizer.json").write_text(json.dumps({"type": name}))
+        with (
+            pytest.raises(CheckpointError, match="lacks|corrupt")
+            if name != "gpt2"
+            else nullcontext()
+        ):
+            load_tokenizer(tmp_path)

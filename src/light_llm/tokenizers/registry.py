@@ -15,6 +15,8 @@ from light_llm.tokenizers.wordpiece import train_wordpiece
 from light_llm.untrusted import file_inside, read_json_object
 
 TOKENIZER_NAMES = ("char", "gpt2", "bert", "bpe", "wordpiece")
+# The types a light_tokenizer.json names (a learned WordPiece vocabulary is saved as "bert").
+FILE_TYPES = ("char", "gpt2", "bert", "bpe")
 # Tokenizers whose vocabulary is learned from the corpus, to a size the user picks.
 TRAINED_KINDS = {"bpe": train_bpe, "wordpiece": train_wordpiece}
 
@@ -109,5 +111,5 @@ def tokenizer_from_json(config: dict, folder: Path) -> Tokenizer:
         raise CheckpointError(f"{folder / TOKENIZER_FILE} is corrupt: {exc}") from None
     raise CheckpointError(
         f"{folder / TOKENIZER_FILE} names an unknown tokenizer type {kind!r}; "
-        f"the known ones are {', '.join(TOKENIZER_NAMES)}."
+        f"the known ones are {', '.join(FILE_TYPES)}."
     )
