@@ -98,11 +98,13 @@ def ablation_patches(
     check_method(method)
     if isinstance(components, str):
         components = [components]
-    if not isinstance(components, (list, tuple)):
+    try:
+        components = list(components)
+    except TypeError:
         raise InspectError(
             f"the parts to ablate are a list of names such as ['L0H1', 'L2MLP'], not "
             f"{components!r}."
-        )
+        ) from None
     patches = [component_patch(name, inspector.config) for name in components]
     if not patches:
         raise InspectError("name at least one part to ablate (e.g. L0H1, L1MLP, L0N5).")
