@@ -158,3 +158,10 @@ def test_checkpoint_and_tokenizer_must_agree(capsys, tmp_path):
     CharTokenizer(list("abc")).save(tmp_path)
     code, _, err = run(capsys, "--checkpoint", str(tmp_path), "--tokenizer", "gpt2", "abc")
     assert code == 2 and "uses the char tokenizer, not gpt2" in err
+
+
+def test_bert_padding_to_a_huge_length_is_one_sentence(capsys):
+    code = main(["tokenize", "--tokenizer", "bert", "hello", "--max-length", str(10**11),
+                 "--padding", "max_length"])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "pad" in err[0], err

@@ -294,3 +294,12 @@ def test_a_lone_surrogate_is_a_tokenizer_error_on_every_path(bert):
     ):
         with pytest.raises(TokenizerError, match="UTF-8"):
             call()
+
+
+@pytest.mark.parametrize("max_length", [2**40, 10**12 + 1])
+def test_padding_to_a_length_no_memory_holds_is_refused(bert, max_length):
+    # it built max_length ids per input before anything said no (a MemoryError, or the
+    # machine's memory); truncating to it allocates nothing and stays allowed
+    with pytest.raises(TokenizerError, match="pad"):
+        bert.encode_plus("hello", max_length=max_length, padding="max_length")
+    assert bert.encode_plus("hello", max_length=max_length) == bert.encode_plus("hello")

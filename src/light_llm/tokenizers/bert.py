@@ -39,6 +39,9 @@ VOCAB_FILE = "vocab.txt"
 VOCAB_LIMIT = 64 * 2**20  # bytes of a vocab.txt worth reading (BERT's is 232 kB)
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PADDINGS = (False, "longest", "max_length")
+# the longest input padding="max_length" builds: 2,048 times BERT's 512 positions (three lists of
+# ids, mask and types; a length near 10^11 asked for ~2 TB)
+MAX_PADDED_LENGTH = 2**20
 
 Padding = Literal[False, "longest", "max_length"]
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -246,6 +249,12 @@ class BertTokenizer(Tokenizer):
         has_pair = any(second is not None for _, second in pairs)
         limit = self.model_max_length if max_length is None else max_length
         self._check_max_length(limit, needs_pair=has_pair)
+        if padding == "max_length" and limit > MAX_PADDED_LENGTH:
+            raise TokenizerError(
+                f"cannot pad to max_length {limit:,}: padding builds that many ids per input, "
+                f"and at most {MAX_PADDED_LENGTH:,} are built (this tokenizer's model takes "
+                f"{self.model_max_length:,})."
+            )
 
         sides = [side for pair in pairs for side in pair if side is not None]
         pieces = iter(e.ids for e in self._engine.encode_batch(sides, add_special_tokens=False))
