@@ -165,3 +165,16 @@ def test_bert_padding_to_a_huge_length_is_one_sentence(capsys):
                  "--padding", "max_length"])  # fmt: skip
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "pad" in err[0], err
+
+
+def test_a_file_is_read_as_train_and_eval_read_it(capsys, tmp_path):
+    # Windows line ends and a byte-order mark: train and eval read "\n" and no mark, so
+    # tokenize --file showed ids (and --stats counts, "unknown" characters) no run ever saw
+    from light_llm.data import load_corpus
+    from light_llm.tokenizers import GPT2Tokenizer
+
+    path = tmp_path / "windows.txt"
+    path.write_bytes("\ufeffROMEO:\r\nBut soft!\r\rWhat light\r\n".encode())
+    code, out, _ = run(capsys, "--tokenizer", "gpt2", "--file", str(path), "--json")
+    assert code == 0
+    assert json.loads(out)["input_ids"] == GPT2Tokenizer().encode(load_corpus(path))

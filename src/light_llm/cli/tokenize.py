@@ -49,7 +49,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=["char", "gpt2", "bert", "bpe"],
         help="which tokenizer (default: the checkpoint's, else gpt2; bpe needs --checkpoint)",
     )
-    parser.add_argument("--file", type=Path, metavar="PATH", help="tokenize this UTF-8 file")
+    parser.add_argument(
+        "--file",
+        type=Path,
+        metavar="PATH",
+        help="tokenize this UTF-8 file, read as train reads a corpus (line ends as \\n, no BOM)",
+    )
     parser.add_argument(
         "--checkpoint", type=Path, metavar="DIR", help="use the tokenizer saved in this folder"
     )
@@ -117,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def read_input(args: argparse.Namespace) -> str:
-    """The TEXT argument or the contents of --file (exactly one of them)."""
+    """The TEXT argument or the contents of --file (exactly one of them), the file's text as
+    train and eval read it."""
     if args.file is None:
         if args.text is None:
             raise TokenizerError("give a TEXT to tokenize, or --file PATH.")
@@ -128,7 +134,10 @@ def read_input(args: argparse.Namespace) -> str:
 
     if not args.file.exists() and not args.file.is_symlink():
         raise DataError(f"no such file: {args.file}.")
-    return read_text_file(args.file, CORPUS_LIMIT, "the file", DataError)
+    text = read_text_file(args.file, CORPUS_LIMIT, "the file", DataError)
+    # as light_llm.data.load_corpus reads a corpus for train and eval: no byte-order mark,
+    # Windows and old Mac line ends as "\n"
+    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def print_ids(tokenizer, text: str, as_json: bool) -> None:
