@@ -232,7 +232,7 @@ def check_replaceable(
         raise OutputError(
             f"{folder} is not a light-llm checkpoint and holds files light-llm did not write "
             f"({shown}); saving there would delete them: choose a new or empty folder, or "
-            "pass overwrite=True (--overwrite) to replace it."
+            "replace it on purpose (overwrite=True in the API, --overwrite of light-llm train)."
         )
 
 

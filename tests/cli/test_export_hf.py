@@ -172,3 +172,19 @@ def test_an_out_inside_the_folder_read_is_refused(checkpoint, tmp_path, capsys, 
         assert main([*command, "--checkpoint", str(source), "--out", str(out)]) == 2
         assert f"is inside {source}, a model folder" in error_line(capsys, command[0])
     assert sorted(path.name for path in source.iterdir()) == before
+
+
+@pytest.mark.parametrize("command", [["export", "--format", "hf"], ["quantize"]])
+def test_a_foreign_file_in_out_names_no_flag_the_command_lacks(
+    checkpoint, tmp_path, capsys, command
+):
+    """A model folder at --out holding a file light-llm did not write is refused; export and
+    quantize have no --overwrite, so the sentence says where replacing on purpose is offered
+    rather than telling them to pass it."""
+    out = tmp_path / "out"
+    shutil.copytree(checkpoint[0], out)
+    (out / "notes.txt").write_text("mine")
+    assert main([*command, "--checkpoint", str(checkpoint[0]), "--out", str(out)]) == 2
+    line = error_line(capsys, command[0])
+    assert "notes.txt" in line and "--overwrite of light-llm train" in line
+    assert (out / "notes.txt").read_text() == "mine"
