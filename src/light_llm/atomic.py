@@ -241,11 +241,13 @@ def write_folder_atomically(
     files: Mapping[str, bytes],
     overwrite: bool = False,
     written_before_manifests: Callable[[Path], Collection[str]] | None = None,
+    what: str = "the checkpoint",
 ) -> None:
     """Replace ``folder`` by a folder holding exactly ``files`` (name -> contents) and the
     manifest naming them, as a unit; a folder holding anything light-llm did not write is
     refused (:func:`check_replaceable`, ``overwrite`` and ``written_before_manifests`` as
-    there) before anything is written.
+    there) before anything is written. ``what`` names the folder in an error ("cannot write
+    the checkpoint ...").
 
     1. write every file into a fresh sibling ``.NAME.new-XXXX``, fsync each file and the folder;
     2. rename the current ``folder`` (if any) to ``.NAME.old-<time>-XXXX``;
@@ -265,7 +267,7 @@ def write_folder_atomically(
         staging = Path(tempfile.mkdtemp(dir=parent, prefix=new_folder_prefix(folder)))
         os.chmod(staging, default_folder_mode())
     except OSError as exc:
-        raise CheckpointError(f"cannot write the checkpoint {folder}: {reason(exc)}.") from None
+        raise CheckpointError(f"cannot write {what} {folder}: {reason(exc)}.") from None
     moved_aside: Path | None = None
     had_previous = folder.exists()
     try:
@@ -287,9 +289,7 @@ def write_folder_atomically(
         shutil.rmtree(staging, ignore_errors=True)
         if isinstance(exc, OSError):
             kept = "the previous one is unchanged" if had_previous else "nothing was written"
-            raise CheckpointError(
-                f"cannot write the checkpoint {folder}: {reason(exc)}; {kept}."
-            ) from None
+            raise CheckpointError(f"cannot write {what} {folder}: {reason(exc)}; {kept}.") from None
         raise
     remove_leftovers(folder)
 

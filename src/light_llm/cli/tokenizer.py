@@ -99,7 +99,7 @@ def run_train(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         tokenizer.save(scratch)
         files = {path.name: path.read_bytes() for path in Path(scratch).iterdir()}
-    write_folder_atomically(args.out, files)
+    write_folder_atomically(args.out, files, what="the tokenizer")
 
     n_bytes = len(learned_from.encode("utf-8"))
     n_tokens = sum(len(ids) for ids in encode_in_chunks(learned_from, tokenizer))
