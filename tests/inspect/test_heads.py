@@ -48,6 +48,21 @@ def test_scores_are_the_means_of_the_attention_entries_they_name(variant):
     assert roles.loss_first_copy == pytest.approx(losses[:, :5].mean())
 
 
+def test_the_text_windows_read_are_reported_and_are_those_scored():
+    """A text shorter than n_sequences windows of the context is read as the windows it
+    holds: the count and length reported are those whose attention the scores average."""
+    model = shaken_gpt(torch.float64, **VARIANTS["rotary"])
+    T = model.config.block_size
+    for n_tokens, windows, width in ((14, 1, 14), (2 * T + 5, 2, T)):
+        text = prompt(n_tokens, seed=3)
+        roles = head_roles(model, text, length=6, n_sequences=8, seed=2)
+        assert (roles.text_windows, roles.text_window_length) == (windows, width)
+        weights = maps(model, text[: windows * width].reshape(windows, width))
+        first = weights[..., 1:, 0].mean(axis=(1, 3))  # (L, nh) over every window read
+        np.testing.assert_allclose(roles.first_token, first, atol=1e-12)
+    assert head_roles(model, length=6, n_sequences=2).text_windows == 0  # no text
+
+
 def test_both_engines_score_alike():
     model = shaken_gpt(torch.float64, **VARIANTS["linear-attention"])
     ours = head_roles(model, length=5, n_sequences=2)

@@ -514,9 +514,11 @@ class Session:
         ids, what = self.text()
         result = head_roles(self.model, ids, length=self.args.length, seed=self.args.seed)
         config = self.model.config
+        plural = "s" if result.text_windows != 1 else ""
         self.say(
             "head scores: previous-token and first-token on the first "
-            f"{result.n_sequences} windows of {config.block_size} tokens (at most) of {what}; "
+            f"{result.text_windows} window{plural} of {result.text_window_length} tokens of "
+            f"{what}; "
             f"induction on {result.n_sequences} random sequences of {result.length} tokens, "
             "each repeated"
         )

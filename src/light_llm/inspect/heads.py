@@ -28,7 +28,9 @@ from light_llm.limits import check_seed
 class HeadRoles:
     """(L, nh) scores: ``previous_token``, ``first_token`` (on the text, or the random
     sequences when no text was given), ``induction``; and the mean loss on the first and the
-    second copy of the repeated random sequences (``n_sequences`` of ``length`` tokens)."""
+    second copy of the repeated random sequences (``n_sequences`` of ``length`` tokens);
+    ``text_windows`` windows of ``text_window_length`` tokens of the text were read (0 and 0
+    without a text)."""
 
     previous_token: np.ndarray
     first_token: np.ndarray
@@ -37,6 +39,8 @@ class HeadRoles:
     loss_second_copy: float
     length: int
     n_sequences: int
+    text_windows: int = 0
+    text_window_length: int = 0
 
 
 def patterns(inspector: Inspector, ids: np.ndarray, targets=None):
@@ -92,6 +96,7 @@ def head_roles(
     induction = diagonal_score(pattern, length - 1, length)
     loss_first = float(losses[:, : length - 1].mean())  # tokens 1..n-1 of the first copy
     loss_second = float(losses[:, length:].mean())  # the tokens an induction head can copy
+    rows = width = 0
     if ids is not None:  # up to n_sequences consecutive windows of the text
         text = token_array(ids, config, "text", 2)
         width = min(config.block_size, len(text))
@@ -105,6 +110,8 @@ def head_roles(
         loss_second,
         length,
         n_sequences,
+        rows,
+        width,
     )
 
 
