@@ -11,7 +11,7 @@ from light_llm.checkpoints import save
 from light_llm.cli import main
 from light_llm.config import preset
 from light_llm.models.gpt import GPT
-from tests.conftest import VARIANTS, tiny_config
+from tests.conftest import VARIANTS, save_char_checkpoint, tiny_config
 
 
 def info_json(capsys, *argv: str) -> dict:
@@ -169,3 +169,22 @@ def test_bad_input_is_one_sentence_and_exit_2(capsys, argv, words):
     assert captured.out == ""
     assert captured.err.startswith("light-llm info: error: ")
     assert words in captured.err and captured.err.count("\n") == 1
+
+
+def test_an_int8_checkpoint_reports_the_bytes_its_weights_file_holds(tmp_path, capsys):
+    """info --checkpoint on a light-llm quantize folder adds what its weights take as stored:
+    the int8 codes and the float values beside them, as the tensors loaded back count them."""
+    import numpy as np
+    import safetensors.numpy
+
+    folder = save_char_checkpoint(tmp_path / "float", block_size=24, n_layer=2, n_embd=32)[0]
+    assert main(["quantize", "--checkpoint", str(folder), "--out", str(tmp_path / "q")]) == 0
+    capsys.readouterr()
+    stored = info_json(capsys, "--checkpoint", str(tmp_path / "q"))["stored_weights"]
+    tensors = safetensors.numpy.load_file(tmp_path / "q" / "model.safetensors").values()
+    codes = sum(t.size for t in tensors if t.dtype == np.int8)
+    assert 0 < codes and stored["int8_values"] == codes
+    assert stored["bytes"] == sum(t.nbytes for t in tensors)
+    assert "stored_weights" not in info_json(capsys, "--checkpoint", str(folder))
+    assert main(["info", "--checkpoint", str(tmp_path / "q")]) == 0
+    assert "as stored, int8" in capsys.readouterr().out

@@ -30,6 +30,8 @@ examples:
 """
 
 BYTES_PER_VALUE = {"float32": 4, "bfloat16": 2, "float16": 2}
+# bytes a value of each safetensors dtype a checkpoint may hold
+SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I8": 1, "U8": 1}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -83,6 +85,9 @@ def run(args: argparse.Namespace) -> int:
         adapters = lora_report(args.checkpoint, config)
         if adapters:
             report["lora"] = adapters
+        stored = int8_report(args.checkpoint)
+        if stored:
+            report["stored_weights"] = stored
     if args.json:
         print(json.dumps({"model": name, **report}, indent=2))
     else:
@@ -170,6 +175,37 @@ def lora_report(checkpoint: str, config: ModelConfig) -> dict | None:
         "trainable": trainable,
         "frozen": frozen,
         "base": {**base.to_dict(), "state": state},
+    }
+
+
+def int8_report(checkpoint: str) -> dict | None:
+    """For an int8 checkpoint (``light-llm quantize``): the bytes its weights file holds, from
+    the safetensors header alone (nothing loaded): the int8 codes q, one byte each, and the
+    float values beside them (the per-row scales s of W_hat = q s, and the tensors kept as
+    float). None for other folders."""
+    import numpy as np
+    from safetensors import safe_open
+
+    from light_llm.checkpoints import inspect_folder
+    from light_llm.checkpoints.folder import WEIGHTS_FILE
+
+    folder = inspect_folder(checkpoint)
+    if folder.quantization is None:
+        return None
+    int8_values = other_bytes = 0
+    with safe_open(folder.path / WEIGHTS_FILE, framework="np") as weights:
+        for name in weights.keys():
+            tensor = weights.get_slice(name)
+            count = int(np.prod(tensor.get_shape()))
+            if tensor.get_dtype() == "I8":
+                int8_values += count
+            else:
+                other_bytes += count * SAFETENSORS_BYTES[tensor.get_dtype()]
+    return {
+        "quantization": folder.quantization,
+        "int8_values": int8_values,
+        "other_bytes": other_bytes,
+        "bytes": int8_values + other_bytes,
     }
 
 
@@ -293,6 +329,14 @@ def render(name: str, config: ModelConfig, report: dict) -> str:
     rows.append("")
     rows.append(f"Memory per sequence at {T} tokens, {dtype}")
     row("  weights", human_bytes(memory["weights"]), "N x bytes", "seed 000 §9")
+    stored = report.get("stored_weights")
+    if stored:
+        row(
+            "    as stored, int8",
+            human_bytes(stored["bytes"]),
+            f"{stored['int8_values']:,} int8 codes q + {human_bytes(stored['other_bytes'])} "
+            "float (scales s, W_hat = q s; the rest)",
+        )
     row("  KV cache", human_bytes(memory["kv_cache"]), "2 L T d", "seed 002 §11.2")
     matrix = "n_h T²" if config.attention == "softmax" else "n_h d_k² (linear attention state)"
     row(
