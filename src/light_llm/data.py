@@ -59,6 +59,12 @@ META_FILE = "meta.json"
 CORPUS_LIMIT = 16 * 2**30  # bytes of a corpus file (text, read whole into memory)
 
 
+def text_as_read(text: str) -> str:
+    """``text`` as light-llm reads a text file: a leading byte-order mark dropped, Windows and
+    old Mac line ends (CRLF, CR) as ``\n``, as Python's text mode does."""
+    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+
 def load_corpus(path: str | os.PathLike | None = None) -> str:
     """The text of the corpus at ``path``, or :func:`shakespeare_text` when ``path`` is None.
 
@@ -87,7 +93,7 @@ def load_corpus(path: str | os.PathLike | None = None) -> str:
             f"corpus file {path} is not valid UTF-8: byte 0x{raw[exc.start]:02x} at offset "
             f"{exc.start} cannot be decoded."
         ) from None
-    text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    text = text_as_read(text)
     if not text.strip():
         detail = "is empty" if not text else "holds only whitespace"
         raise DataError(f"corpus file {path} {detail}, and training needs text.")

@@ -130,14 +130,11 @@ def read_input(args: argparse.Namespace) -> str:
         return args.text
     if args.text is not None:
         raise TokenizerError("give either a TEXT or --file PATH, not both.")
-    from light_llm.data import CORPUS_LIMIT
+    from light_llm.data import CORPUS_LIMIT, text_as_read
 
     if not args.file.exists() and not args.file.is_symlink():
         raise DataError(f"no such file: {args.file}.")
-    text = read_text_file(args.file, CORPUS_LIMIT, "the file", DataError)
-    # as light_llm.data.load_corpus reads a corpus for train and eval: no byte-order mark,
-    # Windows and old Mac line ends as "\n"
-    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    return text_as_read(read_text_file(args.file, CORPUS_LIMIT, "the file", DataError))
 
 
 def print_ids(tokenizer, text: str, as_json: bool) -> None:
