@@ -30,6 +30,7 @@ before the forward goes on.
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -195,8 +196,8 @@ def check_value(patch: Patch) -> None:
         kind = None
     if kind is None or kind not in "biuf":
         raise InspectError(
-            f"the value patched into {patch.where()} is {value!r}; it must be a number or an "
-            "array of numbers."
+            f"the value patched into {patch.where()} is {reprlib.repr(value)}; it must be a "
+            "number or an array of numbers."
         )
 
 
