@@ -26,23 +26,27 @@ def loss_of(numpy_model, ids) -> float:
     return total / count
 
 
-def head_outputs(model, layer: int, head: int, ids) -> np.ndarray:
-    """Head ``head`` of ``layer``'s output through its slice of W_O at every position of the
-    windows of ``ids``, read from the model's own attention (a hook on W_O's input)."""
+def head_outputs_of(model, layer: int, head: int, batches) -> list[torch.Tensor]:
+    """Head ``head`` of ``layer``'s output through its slice of W_O, (B, T, d) for each batch
+    of ids in ``batches``, read from the model's own attention (a hook on W_O's input)."""
     attn = model.transformer.h[layer].attn
     hs = model.config.head_dim
     captured = []
     handle = attn.c_proj.register_forward_pre_hook(lambda _, args: captured.append(args[0]))
     try:
         with torch.no_grad():
-            for inputs, _, _ in text_windows(ids, model.config.block_size, 32):
+            for inputs in batches:
                 model(torch.as_tensor(inputs))
     finally:
         handle.remove()
     weight = attn.c_proj.weight[:, head * hs : (head + 1) * hs]  # (d, hs)
-    rows = [
-        (y[..., head * hs : (head + 1) * hs] @ weight.T).reshape(-1, y.shape[-1]) for y in captured
-    ]
+    return [y[..., head * hs : (head + 1) * hs] @ weight.T for y in captured]
+
+
+def head_outputs(model, layer: int, head: int, ids) -> np.ndarray:
+    """:func:`head_outputs_of` at every position of the windows of ``ids``, (N, d)."""
+    windows = [inputs for inputs, _, _ in text_windows(ids, model.config.block_size, 32)]
+    rows = [out.reshape(-1, out.shape[-1]) for out in head_outputs_of(model, layer, head, windows)]
     return torch.cat(rows).detach().numpy()
 
 
@@ -120,19 +124,9 @@ def test_prompt_ablation_redraws_the_next_token_distribution():
 
 
 def prompt_head_outputs(model, layer: int, head: int, ids) -> np.ndarray:
-    """Head ``head`` of ``layer``'s output at every position of the prompt ``ids`` (one
-    forward, the last position too), from a hook on W_O's input."""
-    attn = model.transformer.h[layer].attn
-    hs = model.config.head_dim
-    captured = []
-    handle = attn.c_proj.register_forward_pre_hook(lambda _, args: captured.append(args[0]))
-    try:
-        with torch.no_grad():
-            model(torch.as_tensor(ids[None]))
-    finally:
-        handle.remove()
-    weight = attn.c_proj.weight[:, head * hs : (head + 1) * hs]  # (d, hs)
-    return (captured[0][0, :, head * hs : (head + 1) * hs] @ weight.T).detach().numpy()
+    """:func:`head_outputs_of` at every position of the prompt ``ids`` (one forward, the last
+    position too), (T, d)."""
+    return head_outputs_of(model, layer, head, [ids[None]])[0][0].detach().numpy()
 
 
 @pytest.mark.parametrize("length", [1, 2, 9])
