@@ -582,11 +582,10 @@ def announce(run: PreparedRun) -> None:
     description = run.subject.describe(run.raw_model)
     if description:
         print(description, flush=True)
-    if iteration:
-        print(resume_line(iteration, cfg.max_iters, run.budget_s is not None), flush=True)
     # a resumed --time run whose count is fixed: the average it will never start, again
     unstarted = unstarted_average_note(cfg) if iteration and run.budget_s is None else None
     notes = (
+        resume_line(iteration, cfg.max_iters, run.budget_s is not None),
         run.schedule_note,
         run.precision_note,
         run.length_note,
