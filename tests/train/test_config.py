@@ -10,6 +10,7 @@ from light_llm.train.config import (
     CpuKind,
     TrainConfig,
     calibrates_length,
+    fitted_count,
     fitted_length,
     fitted_weight_decay,
 )
@@ -39,7 +40,7 @@ SCALAR = CpuKind("DEFAULT")  # ATen's kernels without vector instructions
         ({}, "cuda", "bfloat16", AVX512_BF16, None),
         ({}, "cpu", "bfloat16", AVX2, None),  # emulated there
         ({}, "cpu", "float32", SCALAR, None),  # measured at the start instead
-        ({}, "cpu", "bfloat16", AMX, None),
+        ({}, "cpu", "bfloat16", AMX, FITTED_MAX_ITERS["qwen3-cpu"]["bfloat16 with AMX"]),
     ],
 )
 def test_the_fitted_length_applies_only_to_a_default_run_on_a_cpu_of_a_fitted_kind(
@@ -65,7 +66,7 @@ def test_the_fitted_length_applies_only_to_a_default_run_on_a_cpu_of_a_fitted_ki
     ("given", "device", "dtype", "cpu", "measured"),
     [
         ({}, "cpu", "float32", SCALAR, True),
-        ({}, "cpu", "bfloat16", AMX, True),
+        ({}, "cpu", "bfloat16", AMX, False),  # fitted there too, a count of its own
         ({}, "cpu", "float32", AVX512_BF16, True),  # --dtype float32: fitted on AVX2 only
         ({}, "cpu", "float32", CpuKind("AVX512"), True),  # AVX-512 without bfloat16
         ({}, "cpu", "float32", AVX2, False),
@@ -82,7 +83,7 @@ def test_the_default_measures_its_length_on_a_cpu_no_count_was_fitted_on(
     given, device, dtype, cpu, measured
 ):
     """calibrates_length: a new default run on a CPU, in an arithmetic the CPU has, whose
-    kind (AVX2 for float32, AVX-512 BF16 without AMX for bfloat16) is not the one its counts
+    kind (AVX2 for float32, AVX-512 BF16 with or without AMX for bfloat16) is not one its counts
     were fitted on."""
     config = TrainConfig(**given)
     assert calibrates_length(config, config.resolve(), device, dtype, cpu) is measured
@@ -92,7 +93,22 @@ def test_a_cpu_kind_says_what_it_is_and_where_its_counts_were_fitted():
     assert (str(AVX2), str(AMX), str(SCALAR)) == ("AVX2", "AVX512 with AMX", "DEFAULT")
     assert AVX2.fitted("float32") and not AVX2.fitted("bfloat16")
     assert AVX512_BF16.fitted("bfloat16") and not AVX512_BF16.fitted("float32")
-    assert not AMX.fitted("bfloat16") and not SCALAR.fitted("float32")
+    assert AMX.fitted("bfloat16") and not AMX.fitted("float32") and not SCALAR.fitted("float32")
+
+
+def test_a_kind_with_a_count_of_its_own_takes_it_and_another_the_dtypes():
+    """fitted_count: AMX's own count for the default, the AVX-512 BF16 count for a preset with
+    none for AMX (bpe-cpu), the recipe's (None) in float32."""
+    counts = FITTED_MAX_ITERS["qwen3-cpu"]
+    assert fitted_count("qwen3-cpu", "bfloat16", AMX) == counts["bfloat16 with AMX"]
+    assert fitted_count("qwen3-cpu", "bfloat16", AVX512_BF16) == counts["bfloat16"]
+    bpe_counts = (
+        fitted_count("bpe-cpu", "bfloat16", AMX),
+        fitted_count("bpe-cpu", "bfloat16", AVX512_BF16),
+    )
+    assert bpe_counts[0] == bpe_counts[1]
+    assert fitted_count("qwen3-cpu", "float32", AVX2) is None
+    assert fitted_count("nanogpt-cpu", "bfloat16", AMX) is None
 
 
 # λ = 1 / (η E M) by hand, from the default recipe's η = 3e-3, E = 1.7 and a step of B T G =

@@ -29,7 +29,7 @@ import torch
 from light_llm.checkpoints.run import read_trainer_state
 from light_llm.shakespeare import shakespeare_tail
 from light_llm.train import TrainConfig, train
-from light_llm.train.config import FITTED_MAX_ITERS, PRESET_RECIPES
+from light_llm.train.config import PRESET_RECIPES, fitted_count
 from light_llm.train.precision import default_dtype, this_cpu
 
 
@@ -60,7 +60,8 @@ def test_the_default_recipe_beats_nanogpts_on_1mb_of_shakespeare(tmp_path):
     last = final.evaluations[-1]
     dtype = default_dtype(torch.device("cpu"))
     if this_cpu().fitted(dtype):  # the recipe's in float32, fewer under bfloat16 autocast
-        fitted = FITTED_MAX_ITERS["qwen3-cpu"].get(dtype, PRESET_RECIPES["qwen3-cpu"]["max_iters"])
+        fitted = fitted_count("qwen3-cpu", dtype, this_cpu())
+        fitted = fitted or PRESET_RECIPES["qwen3-cpu"]["max_iters"]
     else:  # measured against nanoGPT's step at the start, and recorded
         fitted = read_trainer_state(tmp_path / "out" / "checkpoint")["config"]["max_iters"]
     assert last["iter"] == fitted

@@ -50,7 +50,9 @@ V = TRAINED_TOKENIZER_VOCAB
 # the default's length on a CPU, which follows the machine (train.config.fitted_length on the
 # kinds of CPU its counts were fitted on, train.calibration elsewhere)
 FITTED = {"float32": R["max_iters"], **FITTED_MAX_ITERS.get(DEFAULT_PRESET, {})}
-LENGTH = "; ".join(f"{n} iterations in {d} on {FITTED_ON[d]}" for d, n in FITTED.items())
+LENGTH = "; ".join(
+    f"{n} iterations in {key.split()[0]} on {FITTED_ON[key]}" for key, n in FITTED.items()
+)
 LENGTH += "; on another CPU, a count measured against nanoGPT's step at the start"
 
 

@@ -2,11 +2,12 @@
 nanoGPT's recipe's in the same process (issue 25, "a default that fits the machine").
 
 The default's iteration count was fitted by whole runs taking turns with nanoGPT's CPU recipe
-(``benchmarks/default_vs_nanogpt.py``) on the two kinds of CPU measured: AVX2 in float32 and
-AVX-512 BF16 without AMX under bfloat16 autocast (:data:`light_llm.train.config.FITTED_ON`).
-Elsewhere (AMX tiles, AVX-512 without bfloat16, an ARM or an older x86 CPU) the two recipes'
-steps need not keep the proportion they have there: on an AMX Xeon the default's 890
-bfloat16 iterations ended in 0.74x nanoGPT's time, and with ATen's scalar kernels
+(``benchmarks/default_vs_nanogpt.py``) on the kinds of CPU measured: AVX2 in float32 and
+AVX-512 BF16, with AMX and without, under bfloat16 autocast
+(:data:`light_llm.train.config.FITTED_ON`). Elsewhere (AVX-512 without bfloat16, float32 on
+an AVX-512 CPU, an ARM or an older x86 CPU) the two recipes' steps need not keep the
+proportion they have there: on two cores of a 16-core AMX Xeon the AVX-512 BF16 count (890
+bfloat16 iterations) ended in 0.74x nanoGPT's time, and with ATen's scalar kernels
 (``ATEN_CPU_CAPABILITY=default`` on the AVX2 machine) nanoGPT's step took 0.568 of the
 default's against 0.585 with AVX2's (medians; docs/recipe.md, "A CPU no count was fitted
 on"). Both whole commands are, to first order, their iterations times their step (start-up,

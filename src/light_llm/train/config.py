@@ -203,9 +203,15 @@ CHAR_CPU_RECIPE = {
 # over fourteen pairs taken in turn (the machine's slow phases fall on either), three of them
 # over; 650 take 0.94x of that: at most 0.98x in all fourteen. qwen3-cpu with 2 heads: 650 /
 # 0.92 = 705 in the same time; with 3 layers: 705 / 0.79 = 890.
+# On a 2-core Intel Xeon with AMX (twenty-third session), where the default's step gains less
+# from bfloat16 than nanoGPT's (AMX's tiles fill with nanoGPT's 128-wide matrices), the
+# measured count (light_llm.train.calibration) ended 1.05x nanoGPT's time over seven pairs
+# taken in turn; the counts that would have ended each pair at nanoGPT's time were 832-907
+# (mean 872), so 840: at most 1.01x in each, 0.97x in all (docs/recipe.md, "A 2-core Xeon
+# with AMX"). A kind with no count of its own under bfloat16 takes the "bfloat16" one.
 FITTED_MAX_ITERS: dict[str, dict[str, int]] = {
     "bpe-cpu": {"bfloat16": 650},
-    "qwen3-cpu": {"bfloat16": 890},
+    "qwen3-cpu": {"bfloat16": 890, "bfloat16 with AMX": 840},
 }
 PRESET_RECIPES: dict[str, dict[str, Any]] = {
     "char-baby": NANOGPT_CPU_RECIPE,
@@ -952,15 +958,31 @@ class CpuKind:
 
     def fitted(self, dtype: str) -> bool:
         """Whether the counts for ``dtype`` were fitted on this kind of CPU (:data:`FITTED_ON`):
-        float32 on AVX2, bfloat16 on AVX-512 BF16 without AMX."""
+        float32 on AVX2, bfloat16 on AVX-512 BF16 (with AMX or without)."""
         if dtype == "float32":
             return self.capability == "AVX2"
-        return dtype == "bfloat16" and self.native_bfloat16 and not self.amx
+        return dtype == "bfloat16" and self.native_bfloat16
+
+    def count_key(self, dtype: str) -> str:
+        """The key of this kind's counts in ``dtype`` in :data:`FITTED_MAX_ITERS`: "bfloat16
+        with AMX" on a CPU with AMX's tiles, the dtype's name elsewhere."""
+        return f"{dtype} with AMX" if dtype == "bfloat16" and self.amx else dtype
 
 
 # the kinds of CPU the counts were measured on, by whole runs taking turns with nanoGPT's CPU
 # recipe: the recipes' max_iters in float32, FITTED_MAX_ITERS under bfloat16 autocast
-FITTED_ON = {"float32": "AVX2", "bfloat16": "AVX-512 BF16 without AMX"}
+FITTED_ON = {
+    "float32": "AVX2",
+    "bfloat16": "AVX-512 BF16 without AMX",
+    "bfloat16 with AMX": "AVX-512 BF16 with AMX",
+}
+
+
+def fitted_count(preset: str | None, dtype: str, cpu: CpuKind) -> int | None:
+    """The iteration count fitted for ``preset`` in ``dtype`` on ``cpu``'s kind
+    (:data:`FITTED_MAX_ITERS`: this kind's own, else the dtype's); None: the recipe's own."""
+    counts = FITTED_MAX_ITERS.get(preset or "", {})
+    return counts.get(cpu.count_key(dtype), counts.get(dtype))
 # the presets whose length is measured against nanoGPT's step on any other kind of CPU
 # (light_llm.train.calibration: its reference ratio was measured for this one)
 CALIBRATED_PRESETS = ("qwen3-cpu",)
@@ -1004,7 +1026,7 @@ def fitted_length(
     if calibrates_length(given, resolved, device_type, dtype, cpu):
         return None, ""
     recipe = resolved.max_iters
-    iterations = FITTED_MAX_ITERS.get(resolved.preset, {}).get(dtype)
+    iterations = fitted_count(resolved.preset, dtype, cpu)
     if iterations is None:
         return None, (
             f"{recipe} iterations: {dtype} on this CPU ({cpu}), the length that ends the run "
