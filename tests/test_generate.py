@@ -57,6 +57,7 @@ def test_temperature_scales_logits():
     [
         {"temperature": -0.1},
         {"temperature": float("nan")},
+        {"temperature": float("inf")},
         {"top_k": 0},
         {"top_p": 0.0},
         {"top_p": 1.5},

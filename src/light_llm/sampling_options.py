@@ -18,8 +18,11 @@ DEFAULT_TEMPERATURE = 0.8
 def validate_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
     """Raise :class:`SamplingError` for options outside their range (seed 000 §8: τ, top-k,
     top-p)."""
-    if not is_real(temperature) or not temperature >= 0.0:  # also rejects NaN and "1"
-        raise SamplingError(f"temperature must be 0 (greedy) or positive, got {temperature!r}.")
+    # also rejects NaN, "1" and infinity (logits / inf are 0, and a masked -inf / inf is NaN)
+    if not is_real(temperature) or not 0.0 <= temperature < math.inf:
+        raise SamplingError(
+            f"temperature must be 0 (greedy) or a finite positive number, got {temperature!r}."
+        )
     whole = is_real(top_k) and math.isfinite(top_k) and float(top_k).is_integer()
     if top_k is not None and (not whole or top_k < 1):
         raise SamplingError(f"top_k must be an integer of at least 1, got {top_k!r}.")

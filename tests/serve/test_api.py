@@ -193,10 +193,13 @@ def test_a_bad_field_is_a_422_naming_it(client, path, body, field):
     assert detail[0]["msg"]
 
 
-def test_nan_temperature_is_refused(client):
+@pytest.mark.parametrize("temperature", [b"NaN", b"Infinity", b"1e999"])
+def test_a_temperature_that_is_not_a_finite_number_is_refused(client, temperature):
+    """NaN and infinity (Python's JSON reads 1e999 as infinity): logits / inf are 0, and a
+    masked -inf / inf is NaN."""
     response = client.post(
         "/api/next-token",
-        content=b'{"prompt": "the", "temperature": NaN}',
+        content=b'{"prompt": "the", "temperature": ' + temperature + b"}",
         headers={"Content-Type": "application/json"},
     )
     assert response.status_code == 422

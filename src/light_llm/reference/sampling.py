@@ -185,7 +185,9 @@ def generate_text(
     ``on_text(piece)`` receives the new text as soon as it decodes to whole characters."""
     ids = tokenizer.encode(prompt)
     if not ids:
-        raise SamplingError(f"the prompt {prompt!r} encodes to no tokens: give at least one.")
+        raise SamplingError(
+            f"the prompt {prompt!r} encodes to no tokens: give at least one character."
+        )
     rng = np.random.default_rng(None if seed is None else check_seed(seed, SamplingError))
     eos_id = tokenizer.eos_id if stop_at_eos else None
     new_ids: list[int] = []
