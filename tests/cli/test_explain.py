@@ -219,3 +219,13 @@ def test_schedule_of_a_run_shows_the_learning_rates_it_logged(capsys, tmp_path):
     before = [t for t in at if f"t={t}" in rate_at and 2 < t < 8]  # decaying, before 8
     assert before and all(by_iter[t] != rate_at[f"t={t}"] for t in before)
     assert (tmp_path / "pictures" / "learning_rate_schedule.png").is_file()
+
+
+def test_a_plot_folder_that_cannot_be_made_is_one_sentence_before_any_text(capsys, tmp_path):
+    """--plot naming a file: exit 2 and the obstacle named, with no example printed first."""
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    code, out, err = run(capsys, "cat-sat", "--plot", str(blocker))
+    assert code == 2
+    assert out == ""
+    assert f"{blocker} is a file, not a folder" in err and len(err.strip().splitlines()) == 1

@@ -87,6 +87,10 @@ def run(args: argparse.Namespace) -> int:
         if args.name is not None or args.plot is not None or args.run is not None:
             raise ConfigError("--equations takes no NAME, --plot or --run.")
         return print_equations(args)
+    if args.plot is not None:  # a folder that cannot take the pictures is said before any text
+        from light_llm.atomic import make_folder
+
+        make_folder(args.plot)
     if args.name is None:
         if args.run is not None:
             raise ConfigError(
