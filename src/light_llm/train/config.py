@@ -983,6 +983,8 @@ def fitted_count(preset: str | None, dtype: str, cpu: CpuKind) -> int | None:
     (:data:`FITTED_MAX_ITERS`: this kind's own, else the dtype's); None: the recipe's own."""
     counts = FITTED_MAX_ITERS.get(preset or "", {})
     return counts.get(cpu.count_key(dtype), counts.get(dtype))
+
+
 # the presets whose length is measured against nanoGPT's step on any other kind of CPU
 # (light_llm.train.calibration: its reference ratio was measured for this one)
 CALIBRATED_PRESETS = ("qwen3-cpu",)
