@@ -12,7 +12,8 @@ import light_llm.train.trainer as trainer_module
 from light_llm.models.gpt import GPT
 from light_llm.train import TrainConfig, train
 from light_llm.train.thread_governor import (
-    FIXED_THREADS_NOTE,
+    BUSY_ONLY_NOTE,
+    CHANGED_NUMBERS_NOTE,
     RETRY,
     RETRY_MAX,
     WINDOW,
@@ -21,15 +22,74 @@ from light_llm.train.thread_governor import (
 from tests.train.helpers import TINY
 
 
-def windows(governor: ThreadGovernor, seconds_by_threads: dict[int, float], count: int):
+def windows(
+    governor: ThreadGovernor,
+    seconds_by_threads: dict[int, float],
+    count: int,
+    cores_by_threads: dict[int, float] | None = None,
+):
     """Feed ``count`` windows of steps taking the time given for the governor's current
-    thread count; the thread counts it ran them on."""
+    thread count (and the CPU time of as many cores as given, if any); the thread counts it
+    ran them on."""
     seen = []
     for _ in range(count):
         seen.append(governor.current)
         for _ in range(WINDOW):
-            governor.observe(seconds_by_threads[governor.current])
+            seconds = seconds_by_threads[governor.current]
+            cores = (cores_by_threads or {}).get(governor.current)
+            governor.observe(seconds, None if cores is None else seconds * cores)
     return seen
+
+
+def test_where_threads_change_the_numbers_only_a_busy_cpu_moves_the_run_to_one_thread():
+    """busy_only: no first trial, and none for the machine's own slow phases (the process
+    still gets its cores), however slow; one thread when the process gets a core less and its
+    step stalls, or from the first window read when the run starts busy; all threads again
+    once the CPU frees. Times and shares as on a 2-core Xeon with AMX (docs/benchmarks.md)."""
+    threads = torch.get_num_threads()
+    quiet_cores, busy_cores = {2: 1.98, 1: 1.0}, {2: 1.04, 1: 1.0}
+    try:
+        governor = ThreadGovernor(threads=2, warmup=0, busy_only=True)
+        assert windows(governor, {2: 0.054}, 3, quiet_cores) == [2, 2, 2]
+        assert governor.note is None
+        # a slow phase with the cores still the process's: no trial however slow
+        assert windows(governor, {2: 0.2}, 3, quiet_cores) == [2, 2, 2]
+        # a slow phase that takes some CPU away but no stall beyond STALL: none either
+        assert windows(governor, {2: 0.07}, 2, {2: 1.3}) == [2, 2]
+        # another process busy: the pool stalls and gets a core less
+        busy = {2: 1.6, 1: 0.086}
+        seen = windows(governor, busy, 3, busy_cores)
+        assert seen == [2, 1, 1]
+        # quiet again: the retry on all threads (after RETRY windows on one) wins, and stays
+        seen = windows(governor, {2: 0.054, 1: 0.086}, RETRY + 4, quiet_cores)
+        assert seen == [1] * (RETRY - 2) + [2] * 6
+        # busy from the start: one thread after the first window read
+        governor = ThreadGovernor(threads=2, warmup=0, busy_only=True)
+        assert windows(governor, busy, 3, busy_cores) == [2, 1, 1]
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_a_busy_only_change_of_threads_says_that_the_numbers_now_differ():
+    threads = torch.get_num_threads()
+    try:
+        governor = ThreadGovernor(threads=2, warmup=0, busy_only=True)
+        notes = []
+        for _ in range(WINDOW):
+            governor.observe(1.6, 1.6 * 1.04)
+            notes.append(governor.note)
+        assert notes[:-1] == [None] * (WINDOW - 1)
+        assert notes[-1].startswith("threads 2 -> 1 (trying one thread)")
+        assert notes[-1].endswith(CHANGED_NUMBERS_NOTE)
+        for _ in range(RETRY * WINDOW):  # one thread until the retry on all threads
+            governor.observe(0.086, 0.086)
+        assert governor.current == 2 and CHANGED_NUMBERS_NOTE not in governor.note  # said once
+        plain = ThreadGovernor(threads=2, warmup=0)
+        for _ in range(WINDOW):
+            plain.observe(0.06)
+        assert plain.note.startswith("threads 2 -> 1") and CHANGED_NUMBERS_NOTE not in plain.note
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_a_stalled_pool_drops_to_one_thread_and_comes_back_when_the_cpu_frees():
@@ -151,7 +211,7 @@ def test_the_warmup_steps_are_not_read():
 class Alternating(ThreadGovernor):
     """Switches between 2 threads and 1 every 3 steps, whatever the times."""
 
-    def observe(self, seconds: float) -> None:
+    def observe(self, seconds: float, cpu_seconds: float | None = None) -> None:
         self.note = None
         self.times.append(seconds)
         if len(self.times) % 3 == 0:
@@ -172,7 +232,7 @@ def test_changing_threads_mid_run_leaves_the_losses_bit_identical(
     assert torch.get_num_threads() == 2  # restored after the loop
 
 
-def test_a_cpu_whose_thread_count_changes_a_step_keeps_all_threads_and_says_so(
+def test_a_cpu_whose_thread_count_changes_a_step_keeps_all_threads_when_quiet_and_says_so(
     corpus, tmp_path, monkeypatch, capsys
 ):
     settings = {**TINY, "data": str(corpus), "max_iters": 20, "n_embd": 32, "batch_size": 8}
@@ -189,7 +249,7 @@ def test_a_cpu_whose_thread_count_changes_a_step_keeps_all_threads_and_says_so(
     out = capsys.readouterr().out
     # this machine computes a step alike on any thread count (the test above): governed
     assert len(made) == 1 and "threads 2 -> 1 (trying one thread)" in out
-    assert FIXED_THREADS_NOTE.format(2) not in out
+    assert BUSY_ONLY_NOTE.format(2) not in out and not made[0].busy_only
 
     # a loss that depends on the thread count, as a step did on a Xeon with AMX
     next_token_loss = GPT.next_token_loss
@@ -199,10 +259,13 @@ def test_a_cpu_whose_thread_count_changes_a_step_keeps_all_threads_and_says_so(
         return loss + 1e-3 * torch.get_num_threads()
 
     monkeypatch.setattr(GPT, "next_token_loss", staticmethod(loss_by_threads))
+    # a quiet CPU whatever else runs beside this test: no window counts as busy
+    monkeypatch.setattr("light_llm.train.thread_governor.BUSY_SHARE_MARGIN", 2.0)
     fixed = train(TrainConfig(**settings, out=str(tmp_path / "fixed")))
     out = capsys.readouterr().out
-    assert len(made) == 1 and "threads 2 -> 1" not in out  # no governor, no trial
-    assert FIXED_THREADS_NOTE.format(2) in out
+    # a governor for a busy CPU only: on this quiet machine, no trial
+    assert len(made) == 2 and made[1].busy_only and "threads 2 -> 1" not in out
+    assert BUSY_ONLY_NOTE.format(2) in out
     # the check left the run alone: the same steps, each loss 2e-3 above (2 threads)
     assert fixed.losses.keys() == plain.losses.keys()
     assert all(abs(fixed.losses[i] - plain.losses[i] - 2e-3) < 1e-6 for i in plain.losses)

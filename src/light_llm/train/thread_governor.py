@@ -45,9 +45,16 @@ run that changed threads gives the losses of one that did not;
 ``tests/train/test_thread_governor.py`` checks that on the machine it runs on. On an Intel
 Xeon with AMX, two runs of nanoGPT's recipe that changed threads at other steps ended 0.0003
 apart in training loss. So the trainer first computes one forward and backward on all threads
-and on one (``Trainer.threads_change_a_step``); where they differ by a bit, it keeps all
-threads for the whole run and says so (:data:`FIXED_THREADS_NOTE`), and the governor stays
-off.
+and on one (``Trainer.threads_change_a_step``); where they differ by a bit, the governor
+watches for a busy CPU only (``busy_only``, :data:`BUSY_ONLY_NOTE`): no first trial, and a
+trial only for a window whose process got less CPU than its threads less half a core
+(``process_time`` over wall time: 1.95-2.00 for two spinning threads on a quiet 2-core Xeon
+with AMX, 1.03-1.04 beside ``python -c "while True: pass"``, where a step took 20-25x as
+long; docs/benchmarks.md, "A busy laptop") and slower than ``STALL`` x the best on all
+threads. A quiet run never changes threads and repeats bit for bit; a run that does says
+that its numbers now differ from a quiet run's. (Until the twenty-third session such a CPU
+kept all threads whatever happened: beside one busy process the default's step there took
+29.6x as long.)
 """
 
 from __future__ import annotations
@@ -62,23 +69,33 @@ RETRY = 10  # windows on one thread before all threads are tried again
 RETRY_MAX = 40  # the most windows between retries that one thread keeps winning
 
 
-# said where the governor stays off (Trainer.threads_change_a_step): {0} is the thread count
-FIXED_THREADS_NOTE = (
-    "threads: all {0} for the whole run, none tried alone when the CPU is busy: on this CPU "
-    "one thread computes a training step's numbers differently from {0} (one forward and "
-    "backward compared bit for bit), and a run must repeat bit for bit."
+BUSY_SHARE_MARGIN = 0.5  # cores: a window whose process got less than threads - this is busy
+
+# said where the governor watches for a busy CPU only (Trainer.threads_change_a_step): {0}
+# is the thread count
+BUSY_ONLY_NOTE = (
+    "threads: all {0}, one only while another process keeps the CPU busy: on this CPU one "
+    "thread computes a training step's numbers differently from {0} (one forward and backward "
+    "compared bit for bit), so a run on a quiet machine keeps {0} and repeats bit for bit."
 )
+CHANGED_NUMBERS_NOTE = "; from here this run's numbers differ from a quiet run's"
 
 
 class ThreadGovernor:
     """Chooses between ``threads`` (all, the default: torch's) and one thread from the step
     times it is given (:meth:`observe`), setting ``torch.set_num_threads``."""
 
-    def __init__(self, threads: int | None = None, warmup: int = WINDOW) -> None:
+    def __init__(
+        self, threads: int | None = None, warmup: int = WINDOW, busy_only: bool = False
+    ) -> None:
         self.full = threads or torch.get_num_threads()
         self.warmup = warmup  # steps still to pass by unread
+        # where the thread count changes a step's numbers: try one thread only when busy
+        self.busy_only = busy_only
         self.current = self.full
         self.times: list[float] = []
+        self.cpu_seconds = 0.0  # of this window, all the process's threads together
+        self.numbers_changed = False  # busy_only: the run left its quiet numbers (said once)
         self.best_full = float("inf")
         self.best_one = float("inf")  # the best window on one thread so far
         self.last = {self.full: float("inf"), 1: float("inf")}
@@ -87,15 +104,16 @@ class ThreadGovernor:
         self.trial_wait = 0  # windows on all threads before a stall may start a trial
         self.windows_since_trial = 0  # on all threads, since the last trial ended
         self.trying = False
-        self.probed = False  # the first trial on one thread is behind
+        self.probed = busy_only  # the first trial on one thread is behind (or none)
         self.note: str | None = None  # what the last observe changed, for the run's log
 
     @property
     def active(self) -> bool:
         return self.full > 1
 
-    def observe(self, seconds: float) -> None:
-        """Record one step's time; at the end of a window, maybe change the thread count."""
+    def observe(self, seconds: float, cpu_seconds: float | None = None) -> None:
+        """Record one step's wall time (and the CPU time the process spent in it, which
+        ``busy_only`` needs); at the end of a window, maybe change the thread count."""
         self.note = None
         if not self.active:
             return
@@ -103,11 +121,20 @@ class ThreadGovernor:
             self.warmup -= 1
             return
         self.times.append(seconds)
+        self.cpu_seconds += cpu_seconds or 0.0
         if len(self.times) < WINDOW:
             return
         median = statistics.median(self.times)
-        self.times = []
+        cores = self.cpu_seconds / sum(self.times)  # the CPU the process got, in cores
+        self.times, self.cpu_seconds = [], 0.0
         self.last[self.current] = median
+        if self.busy_only and self.current == self.full and not self.trying:
+            self.best_full = min(self.best_full, median)
+            busy = cores < self.full - BUSY_SHARE_MARGIN
+            # slower than the best on all threads, or the best itself: busy from the start
+            if busy and (median > STALL * self.best_full or median == self.best_full):
+                self.use(1)
+            return
         if self.current == self.full:
             self.best_full = min(self.best_full, median)
             self.windows_since_trial += 1
@@ -157,7 +184,9 @@ class ThreadGovernor:
                 f"threads {self.current} -> {threads} ({why}): a step took "
                 f"{self.last[self.current]:.3g} s on {self.current} (the best on "
                 f"{self.full}: {self.best_full:.3g} s)"
+                + (CHANGED_NUMBERS_NOTE if self.busy_only and not self.numbers_changed else "")
             )
+            self.numbers_changed = self.busy_only
             torch.set_num_threads(threads)
             self.current = threads
         if threads == 1:

@@ -68,7 +68,7 @@ from light_llm.train.result import TrainResult
 from light_llm.train.resume import resume_line, saved_run_config
 from light_llm.train.run_tokenizer import fewer_ids_note
 from light_llm.train.sizing import sizing_advice, vocabulary_parameters, vocabulary_remedy
-from light_llm.train.thread_governor import FIXED_THREADS_NOTE, WINDOW, ThreadGovernor
+from light_llm.train.thread_governor import BUSY_ONLY_NOTE, WINDOW, ThreadGovernor
 
 __all__ = ["Trainer", "saved_run_config", "train", "train_mlm"]
 
@@ -143,12 +143,12 @@ class Trainer:
         # one thread while the CPU is too busy for all (light_llm.train.thread_governor)
         governor = None
         if run.device.type == "cpu" and not run.dist.enabled and torch.get_num_threads() > 1:
-            if self.threads_change_a_step():  # a run must repeat bit for bit
-                tqdm.write(FIXED_THREADS_NOTE.format(torch.get_num_threads()), file=sys.stdout)
-            else:
-                # a --time run's speed measurement (its warmup) runs on all threads, untried
-                measuring = run.config.warmup_iters - progress.iteration if run.budget_s else 0
-                governor = ThreadGovernor(warmup=WINDOW + max(measuring, 0))
+            busy_only = self.threads_change_a_step()  # a quiet run must repeat bit for bit
+            if busy_only:
+                tqdm.write(BUSY_ONLY_NOTE.format(torch.get_num_threads()), file=sys.stdout)
+            # a --time run's speed measurement (its warmup) runs on all threads, untried
+            measuring = run.config.warmup_iters - progress.iteration if run.budget_s else 0
+            governor = ThreadGovernor(warmup=WINDOW + max(measuring, 0), busy_only=busy_only)
         with bar:
             while True:
                 # a --time run: fix the iteration count from the warmup's speed
@@ -166,13 +166,13 @@ class Trainer:
                 if run.budget_s is None and progress.iteration >= run.config.max_iters:
                     break
                 # learning rate, micro-steps, clipping, optimizer step
-                tick = time.perf_counter()
+                tick, cpu_tick = time.perf_counter(), time.process_time()
                 loss, stop_requested = self.step(stop)
                 seconds = time.perf_counter() - tick
                 tokens = run.config.tokens_in(progress.iteration)  # under --batch-warmup, B_t's
                 meter.add(tokens, seconds)
                 if governor is not None:
-                    governor.observe(seconds)
+                    governor.observe(seconds, time.process_time() - cpu_tick)
                     if governor.note and run.dist.is_main:
                         tqdm.write(governor.note, file=sys.stdout)
                 if run.budget_s is not None:
