@@ -15,6 +15,8 @@ variant runs in a child process of its own, its environment set before ``import 
     spin-10k          GOMP_SPINCOUNT=10000: spin briefly, then sleep
     governor          libgomp's own, with the trainer's thread governor watching the steps
                       (light_llm.train.thread_governor: one thread while the pool stalls)
+    busy-governor     the same in the governor's mode for a CPU whose thread count changes
+                      a step's numbers: one thread only while the process gets a core less
     bound-governor    the same with the threads bound to the cores, one each
                       (OMP_PROC_BIND=close, OMP_PLACES=cores)
 
@@ -46,15 +48,18 @@ POLICIES = {
     "passive": {"OMP_WAIT_POLICY": "PASSIVE"},
     "spin-10k": {"GOMP_SPINCOUNT": "10000"},
     "governor": {},
+    "busy-governor": {},
     "bound-governor": {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"},
 }
 DEFAULT_VARIANTS = ["2:default", "2:governor", "1:default", "2:passive"]
 VOCAB_SIZE = 768
 
 
-def child(preset: str, steps: int, governed: bool) -> None:
+def child(preset: str, steps: int, governed: bool, busy_only: bool = False) -> None:
     """Print the seconds per training step of ``preset``, after a warm-up; ``governed``: the
-    trainer's thread governor sees every step's time, as in ``light-llm train``."""
+    trainer's thread governor sees every step's time (and its CPU time), as in ``light-llm
+    train``; ``busy_only``: in its mode for a CPU whose thread count changes a step's
+    numbers."""
     import torch
 
     from light_llm.train.cpu_allocator import keep_freed_memory
@@ -67,13 +72,13 @@ def child(preset: str, steps: int, governed: bool) -> None:
     step = step_timer(["--preset", preset], vocab_size=VOCAB_SIZE)
     for _ in range(3):
         step()
-    governor = ThreadGovernor() if governed else None
+    governor = ThreadGovernor(busy_only=busy_only) if governed else None
     start = time.perf_counter()
     for _ in range(steps):
-        tick = time.perf_counter()
+        tick, cpu_tick = time.perf_counter(), time.process_time()
         step()
         if governor is not None:
-            governor.observe(time.perf_counter() - tick)
+            governor.observe(time.perf_counter() - tick, time.process_time() - cpu_tick)
     print(torch.get_num_threads(), (time.perf_counter() - start) / steps)
 
 
@@ -105,7 +110,9 @@ def main() -> None:
     parser.add_argument("--child", choices=POLICIES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.preset, args.steps, args.child.endswith("governor"))
+        child(
+            args.preset, args.steps, args.child.endswith("governor"), args.child == "busy-governor"
+        )
         return
     for variant in args.variants:
         threads, _, policy = variant.partition(":")
