@@ -66,6 +66,9 @@ def test_where_threads_change_the_numbers_only_a_busy_cpu_moves_the_run_to_one_t
         # busy from the start: one thread after the first window read
         governor = ThreadGovernor(threads=2, warmup=0, busy_only=True)
         assert windows(governor, busy, 3, busy_cores) == [2, 1, 1]
+        # no CPU times given: no window reads as busy
+        governor = ThreadGovernor(threads=2, warmup=0, busy_only=True)
+        assert windows(governor, busy, 3) == [2, 2, 2]
     finally:
         torch.set_num_threads(threads)
 

@@ -125,7 +125,8 @@ class ThreadGovernor:
         if len(self.times) < WINDOW:
             return
         median = statistics.median(self.times)
-        cores = self.cpu_seconds / sum(self.times)  # the CPU the process got, in cores
+        # the CPU the process got, in cores (all of them where no CPU times were given)
+        cores = self.cpu_seconds / sum(self.times) if self.cpu_seconds else float(self.full)
         self.times, self.cpu_seconds = [], 0.0
         self.last[self.current] = median
         if self.busy_only and self.current == self.full and not self.trying:
