@@ -159,9 +159,11 @@ class MaskedLMDataset:
         mask_seed: int = SEQUENTIAL_MASK_SEED,
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """(inputs, labels) for consecutive windows from the start of the split, ``batch_size``
-        at a time: every token is in one window. Window k is masked by a generator seeded
-        with (``mask_seed``, k), so the masks, and the loss, depend on neither the batch
-        size nor the order of evaluation."""
+        at a time: every token of the whole windows is in exactly one, and the tokens after
+        the last whole window (fewer than a window) are left out, since a window over the
+        split's end would mask tokens already scored again. Window k is masked by a generator
+        seeded with (``mask_seed``, k), so the masks, and the loss, depend on neither the
+        batch size nor the order of evaluation."""
         first_window = 0
         for windows, _ in self.tokens.sequential_batches(
             batch_size, "cpu", max_batches, tail=False
