@@ -188,6 +188,35 @@ def test_patch_heads_neurons_and_surprise_equal_the_api(capsys, run_folder):
         (["lens", "--prompt", "to be " * 10], "more than the model's context of 24 tokens"),
         (["surprise", "--prompt", "t"], "the text is empty"),
         (["neurons", "--prompt", "to be"], "needs --layer L and --neuron N"),
+        # a flag the analysis does not read is refused, not ignored (neurons draws nothing,
+        # yet said "wrote FILE")
+        (
+            ["neurons", "--prompt", "to be", "--layer", "0", "--neuron", "1", "--plot", "n.png"],
+            "inspect neurons does not use --plot (what does: --plot: lens, attribute, ablate, "
+            "patch, heads, surprise)",
+        ),
+        (["ablate", "--prompt", "to be", "--top-k", "3"], "does not use --top-k (what does: "),
+        (
+            ["attribute", "--prompt", "to be", "--seed", "1", "--k", "2"],
+            "does not use --k, --seed (what does: --k: neurons; --seed: heads)",
+        ),
+        (
+            [
+                "patch",
+                "--clean",
+                "a",
+                "--corrupt",
+                "b",
+                "--answer",
+                "o",
+                "--wrong",
+                "t",
+                "--prompt",
+                "x",
+            ],
+            "inspect patch does not use --prompt",
+        ),
+        (["lens", "--prompt", "to be", "--text", "text.txt"], "give --prompt or --text, not both"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(capsys, run_folder, argv, message):

@@ -46,6 +46,20 @@ examples:
 """
 
 ANALYSES = ("lens", "attribute", "ablate", "patch", "heads", "neurons", "surprise")
+# the flags each analysis reads; another one given is refused, not ignored (a text is --prompt
+# or --text, read up to --max-tokens)
+TEXT_FLAGS = {"prompt", "text", "max_tokens"}
+READS = {
+    "lens": {*TEXT_FLAGS, "token", "top_k", "plot"},
+    "attribute": {"prompt", "token", "versus", "position", "plot"},
+    "ablate": {*TEXT_FLAGS, "token", "components", "method", "plot"},
+    "patch": {"clean", "corrupt", "answer", "wrong", "plot"},
+    "heads": {*TEXT_FLAGS, "length", "seed", "plot"},
+    "neurons": {*TEXT_FLAGS, "layer", "neuron", "k"},
+    "surprise": {*TEXT_FLAGS, "plot"},
+}
+# the defaults of the flags above that have one, filled in once the flags given are checked
+DEFAULTS = {"max_tokens": 32_768, "position": -1, "top_k": 3, "method": "zero", "k": 10, "seed": 0}
 TABLE_ROWS = 64  # rows a table prints before it says how many more there are
 
 
@@ -71,7 +85,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--max-tokens",
         type=int,
-        default=32_768,
+        default=None,
         metavar="N",
         help="tokens of a text read at most (default 32768)",
     )
@@ -82,15 +96,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--versus", metavar="TOKEN", help="attribute: the logit difference with this token"
     )
     parser.add_argument(
-        "--position", type=int, default=-1, metavar="T", help="attribute: position (default: last)"
+        "--position", type=int, metavar="T", help="attribute: position (default: last)"
     )
-    parser.add_argument(
-        "--top-k", type=int, default=3, metavar="K", help="lens: tokens per cell (default 3)"
-    )
+    parser.add_argument("--top-k", type=int, metavar="K", help="lens: tokens per cell (default 3)")
     parser.add_argument("--components", metavar="PARTS", help="ablate: e.g. L0H1,L2MLP,L1N37")
-    parser.add_argument(
-        "--method", choices=("zero", "mean"), default="zero", help="ablate: zero or mean ablation"
-    )
+    parser.add_argument("--method", choices=("zero", "mean"), help="ablate: zero or mean ablation")
     parser.add_argument("--clean", metavar="TEXT", help="patch: the clean prompt")
     parser.add_argument(
         "--corrupt", metavar="TEXT", help="patch: the corrupted prompt (same length in tokens)"
@@ -99,13 +109,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--wrong", metavar="TOKEN", help="patch: the corrupted prompt's answer")
     parser.add_argument("--layer", type=int, metavar="L", help="neurons: the layer")
     parser.add_argument("--neuron", type=int, metavar="N", help="neurons: the MLP unit")
-    parser.add_argument(
-        "--k", type=int, default=10, metavar="K", help="neurons: contexts shown (default 10)"
-    )
+    parser.add_argument("--k", type=int, metavar="K", help="neurons: contexts shown (default 10)")
     parser.add_argument(
         "--length", type=int, metavar="N", help="heads: length of the repeated random sequence"
     )
-    parser.add_argument("--seed", type=int, default=0, help="heads: seed of the random sequences")
+    parser.add_argument("--seed", type=int, help="heads: seed of the random sequences")
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object instead of tables"
     )
@@ -120,6 +128,10 @@ def run(args: argparse.Namespace) -> int:
     from light_llm.errors import InspectError
     from light_llm.limits import check_integer
 
+    check_flags_read(args)  # before the slow loading
+    for name, value in DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     check_integer("--max-tokens", args.max_tokens, 2, 10_000_000, InspectError)
     folder = inspect_folder(args.checkpoint)
     architecture = "bert" if folder.holds_encoder else "gpt"
@@ -133,6 +145,28 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None:
         print(f"wrote {args.plot}", file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+def check_flags_read(args: argparse.Namespace) -> None:
+    """InspectError naming the flags given that ``args.analysis`` does not read (:data:`READS`)
+    and the analyses that do, and for --prompt with --text: one sentence, not a flag ignored
+    (a --plot that neurons never drew was reported written)."""
+    from light_llm.errors import InspectError
+
+    every = set().union(*READS.values())
+    unread = sorted(f for f in every - READS[args.analysis] if getattr(args, f) is not None)
+    if unread:
+        flags = [f"--{name.replace('_', '-')}" for name in unread]
+        users = "; ".join(
+            f"{flag}: {', '.join(a for a in ANALYSES if name in READS[a])}"
+            for name, flag in zip(unread, flags, strict=True)
+        )
+        raise InspectError(
+            f"light-llm inspect {args.analysis} does not use {', '.join(flags)} "
+            f"(what does: {users})."
+        )
+    if args.prompt is not None and args.text is not None:
+        raise InspectError("give --prompt or --text, not both: the text to read is one of them.")
 
 
 class Session:
