@@ -193,6 +193,9 @@ def test_numpy_engine_refuses_options_it_cannot_honour(capsys, char_checkpoint):
     code, out, err = run_cli(capsys, *argv, "--dtype", "bfloat16")
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert "float32 or float64" in err
+    code, out, err = run_cli(capsys, *argv, "--threads", "2")  # PyTorch's, not NumPy's
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "numpy engine's products run on NumPy's BLAS" in err
 
 
 @pytest.mark.parametrize("engine", ["torch", "numpy"])

@@ -160,6 +160,11 @@ def run(args: argparse.Namespace) -> int:
         check_quantization(args.quantize)
     if args.stats and args.engine == "numpy":
         raise ConfigError("--stats measures the torch engine: drop --engine numpy.")
+    if threads is not None and args.engine == "numpy":  # else set for PyTorch and not used
+        raise ConfigError(
+            "--threads sets PyTorch's threads; the numpy engine's products run on NumPy's BLAS "
+            "(set OMP_NUM_THREADS before the command instead)."
+        )
     if threads is not None:
         import torch
 
