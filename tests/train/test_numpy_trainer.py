@@ -117,9 +117,9 @@ def test_grad_accumulation_steps_with_the_mean_of_the_micro_batch_gradients(
     [
         (dict(device="cuda"), "CPU only"),
         (dict(dtype="bfloat16"), "float32 or float64"),
-        (dict(compile=True), "cannot honour compile"),
-        (dict(gradient_checkpointing=True), "cannot honour gradient_checkpointing"),
-        (dict(time="5m"), "cannot honour time"),
+        (dict(compile=True), "cannot honour --compile"),
+        (dict(gradient_checkpointing=True), "cannot honour --gradient-checkpointing"),
+        (dict(time="5m"), "cannot honour --time"),
     ],
 )
 def test_options_the_numpy_engine_cannot_honour(option, message, tmp_path):

@@ -116,7 +116,8 @@ def check_numpy_options(config: TrainConfig) -> None:
     }
     for option, reason in unsupported.items():
         if getattr(config, option):
-            raise ConfigError(f"the numpy engine cannot honour {option}: {reason}.")
+            flag = "--" + option.replace("_", "-")
+            raise ConfigError(f"the numpy engine cannot honour {flag}: {reason}.")
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise ConfigError("the numpy engine trains in one process; run it without torchrun.")
 
