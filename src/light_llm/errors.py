@@ -46,6 +46,12 @@ class InspectError(LightLLMError, ValueError):
     analysis that does not apply to the model (induction scores of an encoder)."""
 
 
+def flag(setting: str) -> str:
+    """The command-line flag of a setting, as messages name it: ``--max-iters`` for
+    ``max_iters``."""
+    return "--" + setting.replace("_", "-")
+
+
 def reason(exc: BaseException) -> str:
     """Why an OSError happened, as the end of a sentence: the system's words ("No space left
     on device"), or the message of one of light-llm's own errors without its final period

@@ -151,15 +151,15 @@ def check_flags_read(args: argparse.Namespace) -> None:
     """InspectError naming the flags given that ``args.analysis`` does not read (:data:`READS`)
     and the analyses that do, and for --prompt with --text: one sentence, not a flag ignored
     (a --plot that neurons never drew was reported written)."""
-    from light_llm.errors import InspectError
+    from light_llm.errors import InspectError, flag
 
     every = set().union(*READS.values())
     unread = sorted(f for f in every - READS[args.analysis] if getattr(args, f) is not None)
     if unread:
-        flags = [f"--{name.replace('_', '-')}" for name in unread]
+        flags = [flag(name) for name in unread]
         users = "; ".join(
-            f"{flag}: {', '.join(a for a in ANALYSES if name in READS[a])}"
-            for name, flag in zip(unread, flags, strict=True)
+            f"{shown}: {', '.join(a for a in ANALYSES if name in READS[a])}"
+            for name, shown in zip(unread, flags, strict=True)
         )
         raise InspectError(
             f"light-llm inspect {args.analysis} does not use {', '.join(flags)} "

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from light_llm.config import PRESETS, ModelConfig
-from light_llm.errors import ConfigError
+from light_llm.errors import ConfigError, flag
 from light_llm.limits import (
     MAX_BATCH_SIZE,
     MAX_EVAL_BATCHES,
@@ -552,7 +552,7 @@ class TrainConfig:
         resolved.validate()
         # (a resumed run's settings are its start's, which resolved them: checked then)
         muon_given = [
-            "--" + name.replace("_", "-")
+            flag(name)
             for name in ("muon_lr", "muon_momentum", "muon_orthogonaliser", "muon_scale")
             if getattr(self, name) is not None
         ]
@@ -601,7 +601,7 @@ class TrainConfig:
         fixed = [key for key in ("preset", "tokenizer", *MODEL_FIELDS) if key != "dropout"]
         given = [key for key in fixed if values[key] is not None]
         if given:
-            flags = ", ".join("--" + key.replace("_", "-") for key in given)
+            flags = ", ".join(flag(key) for key in given)
             raise ConfigError(
                 f"the model's shape and tokenizer come from --init-from {self.init_from}; "
                 f"drop {flags}."
@@ -861,33 +861,33 @@ class TrainConfig:
         is refused rather than estimated: its budget fixes the run's length from the speed of
         the first iterations, which a warmup makes smaller than the rest."""
         for warmup in SIZE_WARMUPS:
-            flag = "--" + warmup.name.replace("_", "-")
+            switch = flag(warmup.name)
             length, size = getattr(self, warmup.name), getattr(self, warmup.name + "_size")
             full = getattr(self, warmup.sized)
             check_integer(f"{warmup.name} (0 = off)", length, 0)
             if length and size is None:
                 raise ConfigError(
-                    f"{flag} {length} {warmup.draws} for its first iterations and needs their "
-                    f"{warmup.measure}: add {flag}-size {warmup.symbol}."
+                    f"{switch} {length} {warmup.draws} for its first iterations and needs their "
+                    f"{warmup.measure}: add {switch}-size {warmup.symbol}."
                 )
             if size is None:
                 continue
             if not length:
                 raise ConfigError(
-                    f"{flag}-size sizes the {warmup.units} of a {warmup.kind}, and no {flag} N "
-                    f"sets one: add it, or drop {flag}-size."
+                    f"{switch}-size sizes the {warmup.units} of a {warmup.kind}, and no {switch} N "
+                    f"sets one: add it, or drop {switch}-size."
                 )
             if not is_integer(size) or not 1 <= size < full:
-                sized = "--" + warmup.sized.replace("_", "-")
+                sized = flag(warmup.sized)
                 raise ConfigError(
-                    f"{flag}-size must be a number of {warmup.counted} below {sized} {full}, "
+                    f"{switch}-size must be a number of {warmup.counted} below {sized} {full}, "
                     f"from 1 to {full - 1}, got {size!r}."
                 )
             if self.time is not None:
                 raise ConfigError(
                     "--time fixes the run's length from the speed of its first iterations, "
-                    f"which {flag} makes {warmup.smaller} than the rest: give --max-iters "
-                    f"instead, or drop {flag}."
+                    f"which {switch} makes {warmup.smaller} than the rest: give --max-iters "
+                    f"instead, or drop {switch}."
                 )
         if self.sampling not in SAMPLINGS:
             raise ConfigError(f"sampling must be {' or '.join(SAMPLINGS)}, got {self.sampling!r}.")

@@ -58,7 +58,7 @@ from light_llm.checkpoints.run import (
     trainer_state_file,
 )
 from light_llm.data import TokenDataset, encode_corpus, load_corpus, split_sizes, token_dtype
-from light_llm.errors import CheckpointError, ConfigError, TrainingError
+from light_llm.errors import CheckpointError, ConfigError, TrainingError, flag
 from light_llm.reference.model import NumpyGPT
 from light_llm.reference.optim import AdamW, MuonAdamW, clip_grad_norm, configure_optimizer
 from light_llm.reference.sampling import generate_text
@@ -116,8 +116,7 @@ def check_numpy_options(config: TrainConfig) -> None:
     }
     for option, reason in unsupported.items():
         if getattr(config, option):
-            flag = "--" + option.replace("_", "-")
-            raise ConfigError(f"the numpy engine cannot honour {flag}: {reason}.")
+            raise ConfigError(f"the numpy engine cannot honour {flag(option)}: {reason}.")
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise ConfigError("the numpy engine trains in one process; run it without torchrun.")
 

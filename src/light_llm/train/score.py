@@ -30,7 +30,7 @@ from light_llm.checkpoints.run import (
 from light_llm.config import check_batch_fits
 from light_llm.data import TokenDataset, encode_corpus, load_corpus, split_sizes, token_dtype
 from light_llm.device import resolve_device
-from light_llm.errors import CheckpointError
+from light_llm.errors import CheckpointError, flag
 from light_llm.limits import MAX_BATCH_SIZE, MAX_EVAL_BATCHES, check_integer
 from light_llm.models.quantize import quantize_gpt
 from light_llm.reference.quantize import check_quantizable, check_quantization
@@ -104,7 +104,7 @@ def score_checkpoint(
         ("batch_size", batch_size, MAX_BATCH_SIZE),
     ):
         if value is not None:
-            check_integer(f"--{name.replace('_', '-')}", value, 1, most)
+            check_integer(flag(name), value, 1, most)
     if quantize is not None:
         check_quantization(quantize)
     model_folder = inspect_folder(checkpoint)
