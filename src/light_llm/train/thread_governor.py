@@ -104,7 +104,7 @@ class ThreadGovernor:
         self.trial_wait = 0  # windows on all threads before a stall may start a trial
         self.windows_since_trial = 0  # on all threads, since the last trial ended
         self.trying = False
-        self.probed = busy_only  # the first trial on one thread is behind (or none)
+        self.probed = False  # the first trial on one thread is behind
         self.note: str | None = None  # what the last observe changed, for the run's log
 
     @property
@@ -129,13 +129,6 @@ class ThreadGovernor:
         cores = self.cpu_seconds / sum(self.times) if self.cpu_seconds else float(self.full)
         self.times, self.cpu_seconds = [], 0.0
         self.last[self.current] = median
-        if self.busy_only and self.current == self.full and not self.trying:
-            self.best_full = min(self.best_full, median)
-            busy = cores < self.full - BUSY_SHARE_MARGIN
-            # slower than the best on all threads, or the best itself: busy from the start
-            if busy and (median > STALL * self.best_full or median == self.best_full):
-                self.use(1)
-            return
         if self.current == self.full:
             self.best_full = min(self.best_full, median)
             self.windows_since_trial += 1
@@ -146,6 +139,11 @@ class ThreadGovernor:
                     self.use(1)
                 else:
                     self.retry_after = RETRY
+            elif self.busy_only:  # one thread only for a process that got a core less
+                busy = cores < self.full - BUSY_SHARE_MARGIN
+                # slower than the best on all threads, or the best itself: busy from the start
+                if busy and (median > STALL * self.best_full or median == self.best_full):
+                    self.use(1)
             elif not self.probed or (
                 median > max(STALL * self.best_full, self.best_one)
                 and self.windows_since_trial > self.trial_wait
