@@ -85,9 +85,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--max-tokens",
         type=int,
-        default=None,
         metavar="N",
-        help="tokens of a text read at most (default 32768)",
+        help=f"tokens of a text read at most (default {DEFAULTS['max_tokens']})",
     )
     parser.add_argument(
         "--token", metavar="TOKEN", help="lens, attribute, ablate: the token followed"
@@ -98,7 +97,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--position", type=int, metavar="T", help="attribute: position (default: last)"
     )
-    parser.add_argument("--top-k", type=int, metavar="K", help="lens: tokens per cell (default 3)")
+    parser.add_argument(
+        "--top-k",
+        type=int,
+        metavar="K",
+        help=f"lens: tokens per cell (default {DEFAULTS['top_k']})",
+    )
     parser.add_argument("--components", metavar="PARTS", help="ablate: e.g. L0H1,L2MLP,L1N37")
     parser.add_argument("--method", choices=("zero", "mean"), help="ablate: zero or mean ablation")
     parser.add_argument("--clean", metavar="TEXT", help="patch: the clean prompt")
@@ -109,7 +113,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--wrong", metavar="TOKEN", help="patch: the corrupted prompt's answer")
     parser.add_argument("--layer", type=int, metavar="L", help="neurons: the layer")
     parser.add_argument("--neuron", type=int, metavar="N", help="neurons: the MLP unit")
-    parser.add_argument("--k", type=int, metavar="K", help="neurons: contexts shown (default 10)")
+    parser.add_argument(
+        "--k", type=int, metavar="K", help=f"neurons: contexts shown (default {DEFAULTS['k']})"
+    )
     parser.add_argument(
         "--length", type=int, metavar="N", help="heads: length of the repeated random sequence"
     )
