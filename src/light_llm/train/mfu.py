@@ -10,7 +10,9 @@ threads: the FLOP rate of a large square product ``PEAK_SIZE`` x ``PEAK_SIZE``, 
 about a second. A benchmark measures it in its own process (:func:`peak_matmul_flops`); the
 trainer's end line takes it from the user cache, measured once per machine, format and thread
 count (:func:`machine_peak`, as :func:`light_llm.decode_stats.memory_bandwidth` keeps the
-memory bandwidth), so that a run does not spend a second of its wall time on it each time.
+memory bandwidth), so that a run does not spend wall time on it each time; the first run on a
+machine measures it for a quarter of a second (``FIRST_RUN_PEAK_SECONDS``), inside the wall
+time that the default's length is fitted to.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ from light_llm.train.precision import DTYPES, cpu_emulates
 PEAK_FILE = "matmul_peak.json"  # in the user cache (light_llm.cache)
 PEAK_SIZE = 1024  # 2 x 1024³ FLOPs a product: tens of milliseconds on a laptop core
 PEAK_SECONDS = 1.0
+# a first run's measurement: on a 2-core Xeon with AMX five peaks of 0.25 s read 1248-1466
+# GFLOP/s in bfloat16 and 338-401 in float32, as spread as five of 1 s (1325-1403, 364-407;
+# nothing else running), for 0.75 s less of the run's wall time
+FIRST_RUN_PEAK_SECONDS = 0.25
 
 
 @functools.cache
@@ -58,7 +64,7 @@ def machine_peak(dtype: torch.dtype, threads: int) -> float:
     found = read_cache(PEAK_FILE).get(key, {}).get("flops_per_s")
     if isinstance(found, (int, float)) and found > 0:
         return float(found)
-    peak = peak_matmul_flops(dtype, threads)
+    peak = peak_matmul_flops(dtype, threads, FIRST_RUN_PEAK_SECONDS)
     write_cache(PEAK_FILE, key, {"flops_per_s": peak, "size": PEAK_SIZE})
     return peak
 
