@@ -208,7 +208,10 @@ CHAR_CPU_RECIPE = {
 # measured count (light_llm.train.calibration) ended 1.05x nanoGPT's time over seven pairs
 # taken in turn; the counts that would have ended each pair at nanoGPT's time were 832-907
 # (mean 872), so 840: at most 1.01x in each, 0.97x in all (docs/recipe.md, "A 2-core Xeon
-# with AMX"). A kind with no count of its own under bfloat16 takes the "bfloat16" one.
+# with AMX"). With a step 4% shorter (Q and K kept in float32, twenty-fourth session) 840 took
+# 0.88x over six pairs, but 900 took up to 1.07x in another six, so 840 stays (docs/recipe.md,
+# "Q and K kept in float32"). A kind with no count of its own under bfloat16 takes the
+# "bfloat16" one.
 FITTED_MAX_ITERS: dict[str, dict[str, int]] = {
     "bpe-cpu": {"bfloat16": 650},
     "qwen3-cpu": {"bfloat16": 890, "bfloat16 with AMX": 840},
