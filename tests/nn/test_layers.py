@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from light_llm.nn.attention import (
+    SelfAttention,
     attention_explicit,
     attention_fast,
     attention_mask,
@@ -16,6 +17,8 @@ from light_llm.nn.feedforward import SwiGLU, activation_fn
 from light_llm.nn.norms import LayerNorm, RMSNorm
 from light_llm.nn.positions import apply_rotary, rope_angles, sinusoidal_table
 from light_llm.nn.softcap import soft_cap
+from light_llm.reference.norms import rms_normalize_forward
+from light_llm.reference.positions import rotary_forward
 from tests.conftest import tiny_config
 
 
@@ -166,6 +169,30 @@ def test_fused_attention_in_float32_under_bfloat16_autocast_keeps_float32():
     assert not torch.allclose(out.double(), reference, atol=1e-5)  # inputs were rounded
     out.sum().backward()
     assert all(t.grad is not None and t.grad.dtype == torch.bfloat16 for t in inputs)
+
+
+def test_qk_norm_and_rope_under_bfloat16_autocast_round_q_and_k_only_once():
+    """Under bfloat16 autocast with attention in float32 (the trainer on a bfloat16 CPU), Q and
+    K are QK-norm and RoPE of the bfloat16 projection computed in float32 (NumPy's formulas in
+    float64 here), not rounded to bfloat16 after the norm and after the rotation; a bfloat16
+    model outside autocast gets them in bfloat16, the format its KV cache holds."""
+    torch.manual_seed(0)
+    config = tiny_config(positions="rotary", norm="rmsnorm", qk_norm=True, bias=False)
+    attention = SelfAttention(config)
+    x = torch.randn(2, 8, config.n_embd)
+    cos, sin = rope_angles(torch.arange(8), config.head_dim)
+    with torch.autocast("cpu", dtype=torch.bfloat16), fused_attention_dtype(torch.float32):
+        q, k, _ = attention.queries_keys_values(x, (cos, sin))
+        projection = attention.c_attn(x)  # (B, T, 3 d) in bfloat16, as the method read it
+    assert q.dtype == k.dtype == torch.float32
+    heads = projection.detach().double().numpy().reshape(2, 8, 3, config.n_head, config.head_dim)
+    for got, which in ((q, 0), (k, 1)):
+        normed, _ = rms_normalize_forward(heads[:, :, which].transpose(0, 2, 1, 3), 1e-5)
+        expected, _ = rotary_forward(normed, cos.double().numpy(), sin.double().numpy())
+        np.testing.assert_allclose(got.detach().double().numpy(), expected, atol=2e-6)
+    plain = SelfAttention(config).to(torch.bfloat16)
+    q, k, v = plain.queries_keys_values(x.to(torch.bfloat16), (cos, sin))
+    assert q.dtype == k.dtype == v.dtype == torch.bfloat16
 
 
 def test_causal_linear_attention_matches_running_sums():
