@@ -315,10 +315,11 @@ class SelfAttention(nn.Module):
         if value_embedding is not None:
             v = self.ve_gains[0] * v + self.ve_gains[1] * value_embedding  # a V + b E_v[tokens]
         q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)  # (B, nh, T, hs)
+        if self.qk_norm_eps is None and rope is None:
+            return q, k, v
         attention_dtype = FUSED_ATTENTION_DTYPE.get() or q.dtype
-        if self.qk_norm_eps is not None or rope is not None:
-            work = torch.promote_types(q.dtype, torch.float32)
-            q, k = q.to(work), k.to(work)
+        work = torch.promote_types(q.dtype, torch.float32)
+        q, k = q.to(work), k.to(work)
         if self.qk_norm_eps is not None:  # the cache then holds normalised, rotated keys
             q, k = rms_normalize(q, self.qk_norm_eps), rms_normalize(k, self.qk_norm_eps)
         if rope is not None:
