@@ -1,14 +1,18 @@
 """float32 against bfloat16 autocast on the CPU, for the shapes the presets train: the whole
 training step of each preset, then its parts (the matrix products of each shape, attention,
-the output head with its soft-cap and loss, Muon's Newton-Schulz iteration).
+the output head with its soft-cap and loss, Muon's Newton-Schulz iteration), each also as
+light-llm's bfloat16 training runs it: small products and small Newton-Schulz stacks in
+float32 (light_llm.nn.linear.Linear, light_llm.train.muon.orthogonalisation_dtype), attention
+in float32 (light_llm.train.precision.attention_kernels). The last column, float32's time over
+light-llm's, is at least 1 where bfloat16 autocast costs no part more than float32 would.
 
 The whole step is the trainer's (``recipe_sweep.step_timer``: the preset's model and
 optimizer, autocast and attention as ``light-llm train --dtype D`` runs them); the parts are
 timed forward + backward (Newton-Schulz: the batched iteration Muon runs on the stack of a
 layer shape's matrices). Variants take turns, ``--rounds`` times; each is reported by its
-fastest round (on a shared machine the least disturbed) and the ratio float32 / bfloat16 of
-those, above 1 where bfloat16 is faster. Needs a CPU with bfloat16 arithmetic (AVX-512 BF16
-or AMX) to say anything useful; elsewhere bfloat16 is emulated.
+fastest round (on a shared machine the least disturbed) and the ratios float32 / bfloat16 and
+float32 / light-llm's of those, above 1 where the second is faster. Needs a CPU with bfloat16
+arithmetic (AVX-512 BF16 or AMX) to say anything useful; elsewhere bfloat16 is emulated.
 
     PYTHONPATH=src python benchmarks/bench_precision.py [--presets bpe-cpu qwen3-cpu
         nanogpt-cpu] [--rounds 10] [--threads N] [--no-parts]
@@ -27,10 +31,11 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from light_llm.config import preset
+from light_llm.nn.linear import Linear
 from light_llm.nn.softcap import soft_cap
 from light_llm.train.config import PRESET_RECIPES
 from light_llm.train.cpu_allocator import keep_freed_memory
-from light_llm.train.muon import newton_schulz
+from light_llm.train.muon import newton_schulz, orthogonalisation_dtype
 
 sys.path.insert(0, os.path.dirname(__file__))
 from recipe_sweep import step_timer  # noqa: E402
@@ -57,14 +62,16 @@ def autocast_on(bf16: bool):
     return torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
 
 
-def linear_pass(rows: int, d_in: int, d_out: int, bf16: bool) -> Callable[[], None]:
+def linear_pass(rows: int, d_in: int, d_out: int, bf16: bool, light: bool = False) -> Callable:
+    """x Wᵀ forward + backward: ``F.linear`` (autocast's choice), or with ``light`` light-llm's
+    :class:`~light_llm.nn.linear.Linear` (float32 for a small product)."""
     x = torch.randn(rows, d_in, requires_grad=True)
-    w = torch.randn(d_out, d_in, requires_grad=True)
+    layer = Linear(d_in, d_out, bias=False)
     grad = torch.randn(rows, d_out)
 
     def run() -> None:
         with autocast_on(bf16):
-            y = F.linear(x, w)
+            y = layer(x) if light else F.linear(x, layer.weight)
         y.backward(grad)
 
     return run
@@ -82,15 +89,18 @@ def attention_pass(shape: tuple[int, ...], bf16: bool, backend: SDPBackend) -> C
     return run
 
 
-def head_pass(rows: int, d: int, vocab: int, cap: float | None, bf16: bool) -> Callable:
-    """The output head, the soft-cap and the float32 loss, as the GPT computes them."""
+def head_pass(
+    rows: int, d: int, vocab: int, cap: float | None, bf16: bool, light: bool = False
+) -> Callable:
+    """The output head, the soft-cap and the float32 loss, as the GPT computes them (``light``:
+    the head as light-llm's :class:`~light_llm.nn.linear.Linear`)."""
     x = torch.randn(rows, d, requires_grad=True)
-    w = torch.randn(vocab, d, requires_grad=True)
+    head = Linear(d, vocab, bias=False)
     targets = torch.randint(0, vocab, (rows,))
 
     def run() -> None:
         with autocast_on(bf16):
-            logits = F.linear(x, w)
+            logits = head(x) if light else F.linear(x, head.weight)
             if cap is not None:
                 logits = soft_cap(logits, cap)
         F.cross_entropy(logits.float(), targets).backward()
@@ -98,15 +108,21 @@ def head_pass(rows: int, d: int, vocab: int, cap: float | None, bf16: bool) -> C
     return run
 
 
-def compare(title: str, pairs: dict[str, tuple[Callable, Callable]], rounds: int) -> None:
+def compare(title: str, pairs: dict[str, tuple[Callable, ...]], rounds: int) -> None:
+    """Time each row's float32, bfloat16 and (where given) light-llm's variant, taking turns,
+    and print their fastest rounds and float32's time over each of the others'."""
+    formats = ("float32", "bfloat16", "light-llm")
     variants = {}
-    for name, (f32, bf16) in pairs.items():
-        variants[name, "float32"], variants[name, "bfloat16"] = f32, bf16
+    for name, runs in pairs.items():
+        for label, run in zip(formats, runs, strict=False):
+            variants[name, label] = run
     best = fastest(variants, rounds, calls=3)
     print(f"\n{title}")
-    for name in pairs:
-        f32, bf16 = best[name, "float32"], best[name, "bfloat16"]
-        print(f"  {name:<34} {f32 * 1e3:8.2f} ms {bf16 * 1e3:8.2f} ms   {f32 / bf16:5.2f}x")
+    for name, runs in pairs.items():
+        times = [best[name, label] for label in formats[: len(runs)]]
+        columns = " ".join(f"{t * 1e3:8.2f} ms" for t in times)
+        ratios = " ".join(f"{times[0] / t:6.2f}x" for t in times[1:])
+        print(f"  {name:<38} {columns} {ratios}")
 
 
 def bench_parts(name: str, rounds: int) -> None:
@@ -124,6 +140,7 @@ def bench_parts(name: str, rounds: int) -> None:
         f"{label} ({rows}x{d_in} @ {d_in}x{d_out})": (
             linear_pass(rows, d_in, d_out, False),
             linear_pass(rows, d_in, d_out, True),
+            linear_pass(rows, d_in, d_out, True, light=True),
         )
         for label, (d_in, d_out) in matrices.items()
     }
@@ -132,6 +149,7 @@ def bench_parts(name: str, rounds: int) -> None:
     pairs[f"attention {shape}, flash"] = (
         attention_pass(shape, False, flash),
         attention_pass(shape, True, flash),
+        attention_pass(shape, False, flash),  # light-llm's: float32 flash under autocast
     )
     pairs["attention, float32 flash | bf16 math"] = (
         attention_pass(shape, False, flash),
@@ -141,6 +159,7 @@ def bench_parts(name: str, rounds: int) -> None:
     pairs[f"head {d}x{config.vocab_size}, soft-cap {cap}, loss"] = (
         head_pass(rows, d, config.vocab_size, cap, False),
         head_pass(rows, d, config.vocab_size, cap, True),
+        head_pass(rows, d, config.vocab_size, cap, True, light=True),
     )
     n = config.n_layer
     for d_out, d_in in {(3 * d, d), (d, d), (d_ff, d), (d, d_ff)}:
@@ -148,8 +167,10 @@ def bench_parts(name: str, rounds: int) -> None:
         pairs[f"Newton-Schulz {n}x{d_out}x{d_in}"] = (
             lambda stack=stack: newton_schulz(stack, dtype=torch.float32),
             lambda stack=stack: newton_schulz(stack, dtype=torch.bfloat16),
+            lambda stack=stack: newton_schulz(stack, dtype=orthogonalisation_dtype(stack)),
         )
-    compare(f"{name}, its parts, forward + backward:  float32   bfloat16   ratio", pairs, rounds)
+    title = f"{name}, its parts, forward + backward: float32, bfloat16, light-llm's; f32 / each"
+    compare(title, pairs, rounds)
 
 
 def main() -> None:

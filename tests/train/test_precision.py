@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-from light_llm.train import precision
+from light_llm.train import muon, precision
 from light_llm.train.config import CpuKind
 from light_llm.train.muon import orthogonalisation_dtype
 
@@ -21,7 +21,8 @@ def test_no_bfloat16_under_kernels_capped_at_avx2():
         "from light_llm.train.precision import cpu_has_native_bfloat16, default_dtype\n"
         "from light_llm.train.muon import orthogonalisation_dtype\n"
         "print(torch.backends.cpu.get_cpu_capability(), cpu_has_native_bfloat16(),\n"
-        "      default_dtype(torch.device('cpu')), orthogonalisation_dtype(torch.zeros(2, 2)))\n"
+        "      default_dtype(torch.device('cpu')),\n"
+        "      orthogonalisation_dtype(torch.zeros(4, 96, 384)))\n"
     )
     env = dict(os.environ, ATEN_CPU_CAPABILITY="avx2")
     done = subprocess.run(
@@ -36,14 +37,34 @@ def test_bfloat16_needs_both_the_hardware_and_avx512_kernels(monkeypatch):
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     assert precision.cpu_has_native_bfloat16()
     assert precision.default_dtype(torch.device("cpu")) == "bfloat16"
-    assert orthogonalisation_dtype(torch.zeros(2, 2)) == torch.bfloat16
+    assert orthogonalisation_dtype(torch.zeros(4, 96, 384)) == torch.bfloat16
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
     assert not precision.cpu_has_native_bfloat16()
     assert precision.default_dtype(torch.device("cpu")) == "float32"
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
     assert not precision.cpu_has_native_bfloat16()
-    assert orthogonalisation_dtype(torch.zeros(2, 2)) == torch.float32
+    assert orthogonalisation_dtype(torch.zeros(4, 96, 384)) == torch.float32
+
+
+def test_newton_schulz_keeps_small_stacks_in_float32_on_a_cpu_with_bfloat16(monkeypatch):
+    """On a CPU with bfloat16 arithmetic a stack runs in bfloat16 from k r² n =
+    SMALL_ORTHOGONALISATION_MACS multiply-adds in its Gram products on, either way up; smaller
+    stacks stay in their own format (float32, float64); CUDA takes bfloat16 at any size."""
+    monkeypatch.setattr(muon, "cpu_has_native_bfloat16", lambda: True)
+    threshold = muon.SMALL_ORTHOGONALISATION_MACS
+    r = 64
+    n = threshold // (r * r)  # one r x n matrix at the threshold exactly
+    assert r * r * n == threshold
+    assert orthogonalisation_dtype(torch.zeros(r, n)) == torch.bfloat16
+    assert orthogonalisation_dtype(torch.zeros(n, r)) == torch.bfloat16
+    assert orthogonalisation_dtype(torch.zeros(1, r, n - 1)) == torch.float32
+    assert orthogonalisation_dtype(torch.zeros(2, r, n // 2)) == torch.bfloat16
+    assert orthogonalisation_dtype(torch.zeros(3, 96, 96)) == torch.float32  # the default's W_O
+    assert orthogonalisation_dtype(torch.zeros(3, 96, 288)) == torch.bfloat16  # its W_QKV
+    assert orthogonalisation_dtype(torch.zeros(3, 96, 96, dtype=torch.float64)) == torch.float64
+    monkeypatch.setattr(muon, "cpu_has_native_bfloat16", lambda: False)
+    assert orthogonalisation_dtype(torch.zeros(3, 96, 288)) == torch.float32
 
 
 def test_this_cpus_kind_names_its_kernels_its_bfloat16_and_amx(monkeypatch):

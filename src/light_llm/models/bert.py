@@ -32,6 +32,7 @@ from light_llm.limits import check_flag, check_integer
 from light_llm.models.gpt import GPT, check_attention_mask, check_token_ids
 from light_llm.nn.attention import recompute_contexts
 from light_llm.nn.blocks import Block
+from light_llm.nn.linear import Linear
 from light_llm.nn.norms import build_norm
 from light_llm.nn.positions import RotaryTables, SinusoidalPositions
 
@@ -155,9 +156,9 @@ class MaskedLMHead(nn.Module):
 
     def __init__(self, config: EncoderConfig, token_table: nn.Embedding) -> None:
         super().__init__()
-        self.dense = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)  # W_t, b_t
+        self.dense = Linear(config.n_embd, config.n_embd, bias=config.bias)  # W_t, b_t
         self.ln = build_norm(config)
-        self.decoder = nn.Linear(config.n_embd, config.vocab_size, bias=config.bias)  # E^T, b
+        self.decoder = Linear(config.n_embd, config.vocab_size, bias=config.bias)  # E^T, b
         if config.tie_embeddings:
             self.decoder.weight = token_table.weight
 

@@ -36,6 +36,7 @@ from light_llm.errors import ConfigError, SamplingError
 from light_llm.limits import check_integer
 from light_llm.nn.attention import KVCache, recompute_contexts
 from light_llm.nn.blocks import Block
+from light_llm.nn.linear import Linear
 from light_llm.nn.norms import build_norm
 from light_llm.nn.positions import RotaryTables, SinusoidalPositions
 from light_llm.nn.smear import Smear
@@ -78,11 +79,11 @@ class GPT(nn.Module):
         if config.block_order == "pre":
             layers["ln_f"] = build_norm(config)
         self.transformer = nn.ModuleDict(layers)
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head = Linear(config.n_embd, config.vocab_size, bias=False)
         if config.tie_embeddings:
             self.lm_head.weight = self.transformer.wte.weight
         if config.multi_token:  # the token after next (module docstring); not for inference
-            self.mtp_proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
+            self.mtp_proj = Linear(config.n_embd, config.n_embd, bias=False)
         self.rope = None
         if config.positions == "rotary":
             self.rope = RotaryTables(config.block_size, config.head_dim, config.position_base)

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from light_llm.config import ModelConfig
+from light_llm.nn.linear import Linear
 from light_llm.nn.norms import rms_normalize
 from light_llm.nn.positions import apply_rotary
 
@@ -281,8 +282,8 @@ class SelfAttention(nn.Module):
         self.linear = config.attention == "linear"
         self.dropout_p = config.dropout
         self.qk_norm_eps = config.norm_eps if config.qk_norm else None
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # W^QKV
-        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)  # W^O
+        self.c_attn = Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # W^QKV
+        self.c_proj = Linear(config.n_embd, config.n_embd, bias=config.bias)  # W^O
         self.resid_dropout = nn.Dropout(config.dropout)
         if config.value_embeddings:  # (a, b): V = a V + b E_v[tokens]
             self.ve_gains = nn.Parameter(torch.full((2,), 0.5))

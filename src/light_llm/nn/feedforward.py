@@ -9,6 +9,7 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 
 from light_llm.config import ModelConfig
+from light_llm.nn.linear import Linear
 
 
 def activation_fn(name: str, x: torch.Tensor) -> torch.Tensor:
@@ -60,8 +61,8 @@ class MLP(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.activation = config.activation
-        self.c_fc = nn.Linear(config.n_embd, config.ffn_hidden, bias=config.bias)
-        self.c_proj = nn.Linear(config.ffn_hidden, config.n_embd, bias=config.bias)
+        self.c_fc = Linear(config.n_embd, config.ffn_hidden, bias=config.bias)
+        self.c_proj = Linear(config.ffn_hidden, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
     def hidden(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, T, d_ff)
@@ -80,9 +81,9 @@ class SwiGLU(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        self.c_fc = nn.Linear(config.n_embd, config.ffn_hidden, bias=config.bias)
-        self.c_v = nn.Linear(config.n_embd, config.ffn_hidden, bias=config.bias)
-        self.c_proj = nn.Linear(config.ffn_hidden, config.n_embd, bias=config.bias)
+        self.c_fc = Linear(config.n_embd, config.ffn_hidden, bias=config.bias)
+        self.c_v = Linear(config.n_embd, config.ffn_hidden, bias=config.bias)
+        self.c_proj = Linear(config.ffn_hidden, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
     def hidden(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, T, d_ff)

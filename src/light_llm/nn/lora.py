@@ -30,6 +30,7 @@ from torch import nn
 
 from light_llm.errors import ConfigError
 from light_llm.limits import check_real
+from light_llm.nn.linear import Linear
 
 LORA_PARAMETERS = ("lora_A", "lora_B")
 
@@ -94,9 +95,10 @@ class LoRALinear(nn.Linear):
         """W' = W + (α / r) B A: (d_out, d_in)."""
         return self.weight + self.scaling * (self.lora_B @ self.lora_A)
 
-    def merged(self) -> nn.Linear:
-        """A plain ``nn.Linear`` computing x W'^T + b (the adapters folded in)."""
-        linear = nn.Linear(
+    def merged(self) -> Linear:
+        """A plain linear layer (:class:`~light_llm.nn.linear.Linear`) computing x W'^T + b, the
+        adapters folded in."""
+        linear = Linear(
             self.in_features,
             self.out_features,
             bias=self.bias is not None,

@@ -117,19 +117,36 @@ def unwrapped(method):
     return getattr(method, "__wrapped__", method)
 
 
-def orthogonalisation_dtype(parameter: torch.Tensor) -> torch.dtype:
-    """bfloat16 for float32/half parameters on CUDA or on a CPU with bfloat16 arithmetic
-    (the matmuls run there at twice the speed or more); the parameter's dtype otherwise.
+# On a CPU, a Newton-Schulz stack of fewer multiply-adds than this in its Gram products
+# (k r² n for k matrices of r x n, r <= n) runs in float32, not bfloat16: the casts and the
+# smaller products' overheads cost more than bfloat16's arithmetic saves. Float32 against
+# bfloat16, 2 threads, a 2-core Xeon with AMX (benchmarks/bench_precision.py): 3x96x96 (2.7
+# million) 0.80-0.96x, 3x96x128 (3.5 million) 0.88x, 3x112x112 (4.2 million) 0.95x; 3x96x256
+# (7.1 million) 1.05-1.09x, 3x96x288 (8.0 million) 1.08x, 4x96x384 (14 million) 1.23x.
+SMALL_ORTHOGONALISATION_MACS = 6 * 2**20
 
-    Also at the presets' small shapes: the batched iteration of a layer shape's 4 matrices,
-    one thread, 2-core AMD EPYC with AVX-512 BF16 (benchmarks/bench_precision.py), float32
-    against bfloat16: 4x96x96 1.4 / 1.2 ms, 4x288x96 3.5 / 2.1 ms, 4x384x96 4.5 / 2.5 ms,
-    4x512x128 10.7 / 5.0 ms (a tall stack transposed into a contiguous copy first: read
-    through the transposed view, bfloat16 took 1.3x as long)."""
-    if parameter.dtype == torch.float64:
+
+def orthogonalisation_dtype(stack: torch.Tensor) -> torch.dtype:
+    """The number format Newton-Schulz runs in for ``stack`` ((..., rows, cols), or one
+    matrix): bfloat16 for float32/half matrices on CUDA, and on a CPU with bfloat16 arithmetic
+    for all but small stacks (:data:`SMALL_ORTHOGONALISATION_MACS`); the matrices' own dtype
+    otherwise (float64 stays float64).
+
+    bfloat16 runs the larger stacks' products at up to twice the speed, one thread, a 2-core
+    AMD EPYC with AVX-512 BF16 (benchmarks/bench_precision.py), float32 against bfloat16:
+    4x288x96 3.5 / 2.1 ms, 4x384x96 4.5 / 2.5 ms, 4x512x128 10.7 / 5.0 ms (a tall stack
+    transposed into a contiguous copy first: read through the transposed view, bfloat16 took
+    1.3x as long)."""
+    if stack.dtype == torch.float64:
         return torch.float64
-    fast = parameter.is_cuda or (parameter.device.type == "cpu" and cpu_has_native_bfloat16())
-    return torch.bfloat16 if fast else parameter.dtype
+    if stack.is_cuda:
+        return torch.bfloat16
+    if stack.device.type != "cpu" or not cpu_has_native_bfloat16():
+        return stack.dtype
+    short, long = sorted(stack.shape[-2:])
+    count = stack.numel() // max(short * long, 1)  # matrices in the stack
+    small = count * short * short * long < SMALL_ORTHOGONALISATION_MACS
+    return stack.dtype if small else torch.bfloat16
 
 
 class MuonAdamW(torch.optim.Optimizer):
@@ -228,9 +245,9 @@ class MuonAdamW(torch.optim.Optimizer):
             momentum.mul_(mu).add_(parameter.grad)
             look_ahead = parameter.grad.add(momentum, alpha=mu)
             nesterov.append(look_ahead.mT if transposed else look_ahead)  # (r, n)
-        dtype = orthogonalisation_dtype(parameters[0])
-        method = group["orthogonaliser"]
-        orthogonal = newton_schulz(torch.stack(nesterov), dtype=dtype, method=method)
+        stack = torch.stack(nesterov)  # (k, r, n)
+        dtype = orthogonalisation_dtype(stack)
+        orthogonal = newton_schulz(stack, dtype=dtype, method=group["orthogonaliser"])
         for parameter, transposed, update in zip(
             parameters, tall, orthogonal.unbind(), strict=True
         ):
