@@ -1,5 +1,6 @@
-"""The linear layer y = x Wᵀ + b (seed 000 §2-4: every projection of the transformer), with
-its number format chosen by the product's size under the CPU's bfloat16 autocast."""
+"""The linear layer y = x Wᵀ + b (seed 000 §3's Q, K, V and output projections, §4's
+feed-forward layers, §7's output head), with its number format chosen by the product's size
+under the CPU's bfloat16 autocast."""
 
 from __future__ import annotations
 
