@@ -40,8 +40,9 @@ class Linear(nn.Linear):
     larger products) it is ``nn.Linear`` exactly."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.numel() // self.in_features
-        if cpu_bfloat16_autocast(x) and runs_in_float32(rows, self.in_features, self.out_features):
+        if cpu_bfloat16_autocast(x) and runs_in_float32(
+            x.numel() // self.in_features, self.in_features, self.out_features
+        ):
             with torch.autocast("cpu", enabled=False):
                 bias = None if self.bias is None else self.bias.float()
                 return F.linear(x.float(), self.weight.float(), bias)
