@@ -28,6 +28,7 @@ SMALL = dict(
     sample_tokens=12,
     lr=3e-3,
     warmup_iters=2,
+    device="cpu",  # where the NumPy engine runs: the PyTorch trainer compared on it too
 )
 
 
@@ -134,7 +135,9 @@ def test_char_baby_200_iterations_follow_the_pytorch_trainer(tmp_path):
     from light_llm.models.gpt import GPT
     from light_llm.train import train
 
-    settings = dict(max_iters=200, eval_interval=50, eval_iters=10, sample_tokens=0, seed=1337)
+    settings = dict(
+        max_iters=200, eval_interval=50, eval_iters=10, sample_tokens=0, seed=1337, device="cpu"
+    )
     torch_result = train(TrainConfig(out=str(tmp_path / "torch"), **settings))
     config = TrainConfig(out=str(tmp_path / "numpy"), engine="numpy", **settings).resolve()
     model_config = load(tmp_path / "torch").config

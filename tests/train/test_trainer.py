@@ -26,6 +26,7 @@ from light_llm.train.batches import micro_batch_rng
 from light_llm.train.calibration import Reference
 from light_llm.train.config import DEFAULT_PRESETS, PRESET_RECIPES, CpuKind
 from light_llm.train.optim import clip_grad_norm, configure_adamw
+from light_llm.train.resume import run_device
 from light_llm.train.trainer import train_mlm
 from tests.conftest import tiny_config
 from tests.train.helpers import TINY, record_input_shapes
@@ -116,6 +117,31 @@ def test_resume_equals_the_uninterrupted_run_exactly(corpus, tmp_path, dtype, mo
             assert a[key] == b[key], (a["iter"], key)
     for name in ("model.safetensors", "optimizer.safetensors"):
         assert_same_checkpoint_file(tmp_path / "straight", tmp_path / "split", name)
+
+
+def test_a_resumed_run_goes_on_on_the_device_it_began_on(corpus, tmp_path, monkeypatch, capsys):
+    """A run started with --device cpu and resumed without --device where a GPU has appeared
+    goes on on the CPU, bit for bit (``auto`` would take the GPU: on an H200 every resume test
+    of a CPU run moved there and lost its last bits)."""
+    common = {"max_iters": 8, "lr_decay_iters": 8}
+    straight = train(tiny_run(corpus, tmp_path / "straight", **common))
+    train(tiny_run(corpus, tmp_path / "split", **{**common, "max_iters": 4}))
+    capsys.readouterr()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # what auto would take
+    resumed = train(TrainConfig(out=str(tmp_path / "split"), max_iters=8, resume=True))
+    assert "; cpu, float32; writing to" in capsys.readouterr().out
+    assert resumed.losses == {i: straight.losses[i] for i in range(4, 8)}
+    assert_same_checkpoint_file(tmp_path / "straight", tmp_path / "split")
+
+
+def test_the_device_of_a_run_is_the_one_given_else_its_own_on_resume_else_auto(corpus, tmp_path):
+    train(tiny_run(corpus, tmp_path / "cpu", max_iters=2))  # --device cpu
+    train(tiny_run(corpus, tmp_path / "auto", max_iters=2, device=None))  # no --device
+    assert run_device(TrainConfig(out=str(tmp_path / "cpu"), resume=True)) == "cpu"
+    assert run_device(TrainConfig(out=str(tmp_path / "cpu"), resume=True, device="cuda")) == "cuda"
+    assert run_device(TrainConfig(out=str(tmp_path / "auto"), resume=True)) == "auto"
+    assert run_device(TrainConfig(out=str(tmp_path / "cpu"))) == "auto"  # a new run
+    assert run_device(TrainConfig(out=str(tmp_path / "none"), resume=True)) == "auto"
 
 
 def test_the_muon_momentum_warmup_sets_each_steps_momentum_and_resumes_exactly(

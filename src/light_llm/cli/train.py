@@ -467,7 +467,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "trains; it stays up after the run until Ctrl-C",
     )
     run.add_argument("--out", metavar="DIR", help="output folder (default ./out-light-llm)")
-    run.add_argument("--device", choices=DEVICES, help="default auto")
+    run.add_argument(
+        "--device", choices=DEVICES, help="default auto; on --resume, the one the run began on"
+    )
     run.add_argument(
         "--dtype",
         choices=["float32", "bfloat16", "float16"],

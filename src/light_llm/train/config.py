@@ -358,6 +358,7 @@ INHERITED_FIELDS = (
     "preset",
     "lr_decay_iters",
     "time",
+    "device",
     "dtype",
     "probe_interval",
     "probe_prompt",
@@ -451,7 +452,7 @@ class TrainConfig:
     probe_prompt: str | None = None  # the probes' prompt; None: light_llm.train.probes's
     out: str = DEFAULT_OUT
     # how to run
-    device: str = "auto"
+    device: str | None = None  # auto | cpu | cuda | cuda:N; None: auto (a resume: its own)
     dtype: str | None = None  # float32 | bfloat16 | float16; None: the device's default
     seed: int | None = None
     compile: bool = False
@@ -522,6 +523,7 @@ class TrainConfig:
         validated."""
         values = self.to_dict()
         model = values["model"] = values["model"] or DEFAULT_MODEL
+        values["device"] = values["device"] or "auto"
         if self.zero_init_projections and self.init_from is not None:
             raise ConfigError(
                 "--zero-init-projections sets how a new model's weights start, and --init-from "

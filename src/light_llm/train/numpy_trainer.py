@@ -103,7 +103,7 @@ NUMPY_DTYPES = {None: np.float32, "float32": np.float32, "float64": np.float64}
 
 def check_numpy_options(config: TrainConfig) -> None:
     """ConfigError for the first setting the NumPy engine cannot carry out."""
-    if config.device not in ("auto", "cpu"):
+    if config.device not in (None, "auto", "cpu"):
         raise ConfigError(f"the numpy engine runs on the CPU only, not device {config.device!r}.")
     if config.dtype not in NUMPY_DTYPES:
         raise ConfigError(f"the numpy engine trains in float32 or float64, not {config.dtype}.")

@@ -72,6 +72,7 @@ from light_llm.train.resume import (
     check_same_engine,
     model_differences,
     refuse_differences,
+    run_device,
     saved_run,
     schedule_of_extension,
     setting_differences,
@@ -137,7 +138,7 @@ def prepare(config: TrainConfig, architecture: str) -> PreparedRun:
             f"engine {config.engine!r}."
         )
     _, _, local_rank = environment_world()
-    device = resolve_device(config.device, local_rank)
+    device = resolve_device(run_device(config), local_rank)
     if device.type == "cpu":
         keep_freed_memory()  # no page faults for the next step's activations
     dist = init_distributed(device.type)

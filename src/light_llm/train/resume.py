@@ -35,6 +35,18 @@ def saved_run_config(out: str | Path) -> TrainConfig | None:
     return TrainConfig.from_dict(state["config"])
 
 
+def run_device(config: TrainConfig) -> str:
+    """The device a run trains on, as ``--device`` names it: the one given; else, on
+    ``--resume``, the one the run was started with, so that it goes on as it began (a run
+    started with ``--device cpu`` on a machine with a GPU stays on the CPU, bit for bit);
+    else ``auto``."""
+    if config.device is None and config.resume:
+        saved = saved_run_config(config.out)
+        if saved is not None and saved.device is not None:
+            return saved.device
+    return config.device or "auto"
+
+
 def saved_run(config: TrainConfig, folder: RunFolder) -> tuple[dict[str, Any] | None, Path | None]:
     """The trainer state to resume from and the checkpoint folder holding it, or (None, None)
     for a fresh run (which must not overwrite another run's checkpoint unless asked to)."""
