@@ -452,7 +452,7 @@ class TrainConfig:
     probe_prompt: str | None = None  # the probes' prompt; None: light_llm.train.probes's
     out: str = DEFAULT_OUT
     # how to run
-    device: str | None = None  # auto | cpu | cuda | cuda:N; None: auto (a resume: its own)
+    device: str | None = None  # auto | cpu | cuda; None: auto (on --resume: the run's own)
     dtype: str | None = None  # float32 | bfloat16 | float16; None: the device's default
     seed: int | None = None
     compile: bool = False
