@@ -79,6 +79,10 @@ def main() -> None:
     parser.add_argument("--devices", nargs=2, default=["cpu", "cuda"], metavar="DEVICE")
     args = parser.parse_args()
     first, second = args.devices
+    import torch
+
+    if "cuda" in args.devices and not torch.cuda.is_available():
+        parser.exit(2, "device_agreement.py: PyTorch sees no CUDA GPU here to compare with.\n")
     for name, analysis in ANALYSES.items():
         arguments = ["inspect", *analysis, "--checkpoint", args.checkpoint, "--json"]
         a, b = light_llm(arguments, first), light_llm(arguments, second)

@@ -1,13 +1,16 @@
 """benchmarks/device_agreement.py: two devices' JSON outputs compared value by value (the
 largest relative difference of the numbers, the other values counted where they differ), and a
-failing command reported by its error line."""
+failing command reported by its error line; no GPU to compare with is one sentence."""
 
 import json
 import sys
 from pathlib import Path
 
+import pytest
+import torch
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from device_agreement import compare, leaves, light_llm  # noqa: E402
+from device_agreement import compare, leaves, light_llm, main  # noqa: E402
 
 
 def test_leaves_name_every_scalar_by_its_path():
@@ -39,3 +42,14 @@ def test_a_failing_command_gives_its_error_line(tmp_path):
     missing = str(tmp_path / "no-such-run")
     out = light_llm(["inspect", "lens", "--checkpoint", missing, "--prompt", "a"], "cpu")
     assert out.startswith("error: light-llm inspect: error: ") and missing in out
+
+
+def test_no_gpu_to_compare_with_is_one_sentence_and_exit_2(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(sys, "argv", ["device_agreement.py", "--checkpoint", str(tmp_path)])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    assert stop.value.code == 2
+    assert capsys.readouterr().err == (
+        "device_agreement.py: PyTorch sees no CUDA GPU here to compare with.\n"
+    )
