@@ -3,6 +3,9 @@ the checkpoint saved at that iteration), across a resume (no iteration twice, th
 as a run never stopped), from both engines, and what bad input gets."""
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -95,6 +98,23 @@ def test_a_resumed_run_continues_the_same_history(corpus, tmp_path):
         assert without_time(read_probe(split, iteration)) == without_time(
             read_probe(tmp_path / "straight", iteration)
         ), iteration
+
+
+def test_a_resumed_run_removes_a_killed_writers_temporary_record(corpus, tmp_path):
+    """A run killed while writing the probe of the iteration its checkpoint holds leaves
+    that record's temporary file, which the resumed run never writes again: it removes it on
+    resuming; a live writer's temporary file and anything not a record's stay."""
+    train(tiny_run(corpus, tmp_path, max_iters=10, lr_decay_iters=20))
+    ended = [sys.executable, "-c", "import os; print(os.getpid())"]  # a process that has ended
+    dead = int(subprocess.run(ended, capture_output=True, text=True, check=True).stdout)
+    folder = tmp_path / PROBES_SUBFOLDER
+    killed = folder / f".iter-00000010.json.{dead}.k1ll3d.tmp"
+    live = folder / f".iter-00000010.json.{os.getpid()}.l1v3.tmp"
+    not_a_record = folder / f".notes.txt.{dead}.n0t3s.tmp"
+    for path in (killed, live, not_a_record):
+        path.write_text("{")
+    train(TrainConfig(out=str(tmp_path), max_iters=12, resume=True))
+    assert not killed.exists() and live.exists() and not_a_record.exists()
 
 
 def test_a_fresh_run_replaces_an_earlier_runs_probes_but_no_one_elses_files(corpus, tmp_path):

@@ -19,13 +19,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from light_llm.atomic import make_folder, write_atomically
+from light_llm.atomic import make_folder, remove_stale_temporaries, write_atomically
 from light_llm.errors import CheckpointError, TrainingError
 from light_llm.untrusted import read_json_object
 
 PROBES_SUBFOLDER = "probes"
 PROBE_FORMAT = "light-llm-probe"
 PROBE_FILE = re.compile(r"iter-(\d{8})\.json")
+# the temporary file of a record being written (light_llm.atomic): .iter-NNNNNNNN.json.PID.X.tmp
+PROBE_TEMPORARY = re.compile(r"\.(iter-\d{8}\.json)\.\d+\..+\.tmp")
 PROBE_LIMIT = 16 * 2**20  # bytes of a probe record worth reading
 
 
@@ -83,8 +85,17 @@ def write_probe(out: Path, record: dict[str, Any]) -> Path:
 
 def drop_probes_after(out: Path, iteration: int | None) -> None:
     """Remove light-llm's probe records of iterations after ``iteration`` (every one when
-    None: a fresh run in a folder an earlier run used); other files stay."""
+    None: a fresh run in a folder an earlier run used), and the temporary files of records
+    whose writer was killed mid-write (a record this run may never write again, when the
+    checkpoint it resumes from was saved before the probe); other files stay."""
     for recorded in probe_iterations(out):
         path = probe_file(out, recorded)
         if (iteration is None or recorded > iteration) and is_probe_record(path):
             path.unlink(missing_ok=True)
+    folder = Path(out) / PROBES_SUBFOLDER
+    try:
+        names = [entry.name for entry in folder.iterdir()]
+    except OSError:
+        return
+    for record in {match[1] for name in names if (match := PROBE_TEMPORARY.fullmatch(name))}:
+        remove_stale_temporaries(folder / record)  # a live writer's file stays
