@@ -1,5 +1,6 @@
 """Which arithmetic the trainer takes on a CPU: bfloat16 only where the hardware has it and
-PyTorch may use it (light_llm.train.precision.cpu_has_native_bfloat16)."""
+PyTorch may use it (light_llm.train.precision.cpu_has_native_bfloat16); on a GPU,
+TensorFloat-32 products only while a run trains."""
 
 import os
 import subprocess
@@ -7,9 +8,11 @@ import sys
 
 import torch
 
-from light_llm.train import muon, precision
+from light_llm.train import TrainConfig, muon, precision, train
+from light_llm.train import trainer as trainer_module
 from light_llm.train.config import CpuKind
 from light_llm.train.muon import orthogonalisation_dtype
+from tests.train.helpers import TINY, write_corpus
 
 
 def test_no_bfloat16_under_kernels_capped_at_avx2():
@@ -94,3 +97,41 @@ def test_bfloat16_on_a_cpu_that_emulates_it_is_said_to_be_slow(monkeypatch):
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
     assert precision.emulated_bfloat16_note("bfloat16", cpu) == ""
+
+
+def tf32_settings() -> tuple[bool, bool]:
+    return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+
+
+def test_tensorfloat32_is_on_for_a_gpu_run_only_and_the_process_settings_come_back():
+    before = tf32_settings()
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        with precision.tensorfloat32_products(torch.device("cuda")):
+            assert tf32_settings() == (True, True)
+        assert tf32_settings() == (False, False)
+        try:  # a run stopped by an error (or Ctrl-C) gives them back too
+            with precision.tensorfloat32_products(torch.device("cuda")):
+                raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            pass
+        assert tf32_settings() == (False, False)
+        with precision.tensorfloat32_products(torch.device("cpu")):
+            assert tf32_settings() == (False, False)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def test_a_training_run_holds_tensorfloat32_for_its_device_while_it_trains(tmp_path, monkeypatch):
+    entered = []
+    real = precision.tensorfloat32_products
+
+    def recorded(device):
+        entered.append(device)
+        return real(device)
+
+    monkeypatch.setattr(trainer_module, "tensorfloat32_products", recorded)
+    corpus = write_corpus(tmp_path / "corpus.txt", n_lines=200)
+    run = {**TINY, "data": str(corpus), "out": str(tmp_path / "run"), "max_iters": 2}
+    train(TrainConfig(**run))
+    assert entered == [torch.device("cpu")]

@@ -14,6 +14,7 @@ format while the weights, their gradients and AdamW's moments stay float32:
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 
 import torch
 
@@ -120,6 +121,23 @@ def attention_kernels(device: torch.device, dtype: str) -> contextlib.AbstractCo
     if device.type == "cpu" and dtype == "bfloat16":
         return fused_attention_dtype(torch.float32)
     return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def tensorfloat32_products(device: torch.device) -> Iterator[None]:
+    """TensorFloat-32 for the float32 products and convolutions of a run on a CUDA GPU (10 bits
+    of mantissa kept in the products, float32 in the sums: nanoGPT's setting), and the
+    process's own settings back when the run ends, so that a script that trains and then
+    computes goes on in the precision it had. Nothing changes on the CPU."""
+    if device.type != "cuda":
+        yield
+        return
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
 def grad_scaler(device: torch.device, dtype: str) -> torch.amp.GradScaler:

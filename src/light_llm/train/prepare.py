@@ -261,9 +261,6 @@ def prepare_in(
 
     torch.manual_seed(cfg.seed + dist.rank)  # dropout differs between ranks
     np.random.seed(cfg.seed + dist.rank)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
     raw_model = subject.build_model(model_config, train_data).to(device)
     if cfg.zero_init_projections and not saved:  # a resumed run's weights are its checkpoint's
         zero_projections(raw_model)

@@ -60,7 +60,7 @@ from light_llm.train.metrics import ThroughputMeter, plot_loss_curve
 from light_llm.train.mfu import mean_train_flops_per_token, mfu_line
 from light_llm.train.optim import clip_grad_norm, set_learning_rate, set_muon_momentum
 from light_llm.train.optimizer_state import capture_rng_states, optimizer_files, raw_weights_file
-from light_llm.train.precision import attention_kernels, autocast
+from light_llm.train.precision import attention_kernels, autocast, tensorfloat32_products
 from light_llm.train.prepare import PreparedRun, prepare, trained_weights
 from light_llm.train.probes import ProbeRecorder
 from light_llm.train.records import objective_note, trainer_state, training_line
@@ -115,10 +115,13 @@ class Trainer:
 
     def run(self) -> TrainResult:
         try:
-            with StopRequest(
-                "\nstopping after this iteration to save a checkpoint "
-                "(press Ctrl-C again to quit without saving)"
-            ) as stop:
+            with (
+                StopRequest(
+                    "\nstopping after this iteration to save a checkpoint "
+                    "(press Ctrl-C again to quit without saving)"
+                ) as stop,
+                tensorfloat32_products(self.prepared.device),
+            ):
                 return self.loop(stop)
         finally:
             self.prepared.folder.release()
