@@ -235,6 +235,25 @@ def test_changing_threads_mid_run_leaves_the_losses_bit_identical(
     assert torch.get_num_threads() == 2  # restored after the loop
 
 
+def test_a_run_stopped_by_an_error_on_one_thread_gives_the_process_all_its_threads_back(
+    corpus, tmp_path, monkeypatch
+):
+    settings = {**TINY, "data": str(corpus), "max_iters": 12, "n_embd": 32, "batch_size": 8}
+    torch.set_num_threads(2)  # the one_thread fixture restores the count
+    monkeypatch.setattr(trainer_module, "ThreadGovernor", Alternating)
+    step = trainer_module.Trainer.step
+
+    def failing_on_one_thread(self, stop):
+        if torch.get_num_threads() == 1:
+            raise OSError(28, "No space left on device")
+        return step(self, stop)
+
+    monkeypatch.setattr(trainer_module.Trainer, "step", failing_on_one_thread)
+    with pytest.raises(OSError):
+        train(TrainConfig(**settings, out=str(tmp_path / "run")))
+    assert torch.get_num_threads() == 2
+
+
 def test_a_cpu_whose_thread_count_changes_a_step_keeps_all_threads_when_quiet_and_says_so(
     corpus, tmp_path, monkeypatch, capsys
 ):

@@ -97,6 +97,7 @@ class Trainer:
         self.prepared: PreparedRun = prepare(config, architecture)
         self.started = time.perf_counter()
         self.probes: ProbeRecorder | None = None
+        self.governor: ThreadGovernor | None = None  # the loop's, while it runs
         self.meter = ThroughputMeter()
         run = self.prepared
         self.first_iteration = run.progress.iteration  # the first this process trains
@@ -124,6 +125,8 @@ class Trainer:
             ):
                 return self.loop(stop)
         finally:
+            if self.governor is not None:  # all threads again, also after an error
+                self.governor.restore()
             self.prepared.folder.release()
             shutdown_distributed(self.prepared.dist)
 
@@ -152,6 +155,7 @@ class Trainer:
             # a --time run's speed measurement (its warmup) runs on all threads, untried
             measuring = run.config.warmup_iters - progress.iteration if run.budget_s else 0
             governor = ThreadGovernor(warmup=WINDOW + max(measuring, 0), busy_only=busy_only)
+            self.governor = governor
         with bar:
             while True:
                 # a --time run: fix the iteration count from the warmup's speed
