@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,10 +40,10 @@ ANALYSES = {
 
 
 def light_llm(arguments: list[str], device: str) -> str:
-    """One ``light-llm`` command's standard output on ``device`` (its error line if it fails)."""
-    done = subprocess.run(
-        ["light-llm", *arguments, "--device", device], capture_output=True, text=True
-    )
+    """One ``light-llm`` command's standard output on ``device`` (its error line if it fails),
+    run by this Python, so that ``PYTHONPATH=src`` decides which light-llm it is."""
+    command = [sys.executable, "-m", "light_llm", *arguments, "--device", device]
+    done = subprocess.run(command, capture_output=True, text=True)
     return done.stdout if done.returncode == 0 else f"error: {done.stderr.strip()}"
 
 

@@ -147,15 +147,13 @@ class Trainer:
         meter = self.meter  # this process's training steps, for the end line's rate
         iteration_seconds: list[float] = []  # of this process, until a --time run is fixed
         # one thread while the CPU is too busy for all (light_llm.train.thread_governor)
-        governor = None
         if run.device.type == "cpu" and not run.dist.enabled and torch.get_num_threads() > 1:
             busy_only = self.threads_change_a_step()  # a quiet run must repeat bit for bit
             if busy_only:
                 tqdm.write(BUSY_ONLY_NOTE.format(torch.get_num_threads()), file=sys.stdout)
             # a --time run's speed measurement (its warmup) runs on all threads, untried
             measuring = run.config.warmup_iters - progress.iteration if run.budget_s else 0
-            governor = ThreadGovernor(warmup=WINDOW + max(measuring, 0), busy_only=busy_only)
-            self.governor = governor
+            self.governor = ThreadGovernor(warmup=WINDOW + max(measuring, 0), busy_only=busy_only)
         with bar:
             while True:
                 # a --time run: fix the iteration count from the warmup's speed
@@ -178,10 +176,10 @@ class Trainer:
                 seconds = time.perf_counter() - tick
                 tokens = run.config.tokens_in(progress.iteration)  # under --batch-warmup, B_t's
                 meter.add(tokens, seconds)
-                if governor is not None:
-                    governor.observe(seconds, time.process_time() - cpu_tick)
-                    if governor.note and run.dist.is_main:
-                        tqdm.write(governor.note, file=sys.stdout)
+                if self.governor is not None:
+                    self.governor.observe(seconds, time.process_time() - cpu_tick)
+                    if self.governor.note and run.dist.is_main:
+                        tqdm.write(self.governor.note, file=sys.stdout)
                 if run.budget_s is not None:
                     iteration_seconds.append(seconds)
                 # log
@@ -202,8 +200,8 @@ class Trainer:
                     result.interrupted = True
                     break
         result.iteration = progress.iteration
-        if governor is not None:
-            governor.restore()
+        if self.governor is not None:  # all threads for what follows the loop (the sample)
+            self.governor.restore()
         if run.dist.is_main:
             self.finish(result)
         return result
