@@ -174,3 +174,37 @@ def test_save_replaces_only_light_llms_names_in_a_checkpoint_from_before_manifes
     with pytest.raises(OutputError, match="notes.txt"):
         save(model, target)
     assert snapshot(target) == before
+
+
+# ------------------------------------------------- a corpus too short: nothing left behind
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+@pytest.mark.parametrize("where", ["new", "nested", "empty"])
+def test_a_corpus_too_short_for_one_window_leaves_nothing(capsys, tmp_path, engine, where):
+    """The split is checked once the corpus is encoded into OUT/data, after the folder is
+    claimed: the refusal removes what the claim made (a new folder and the parents it created)
+    and empties again a folder that was there empty."""
+    short = tmp_path / "short.txt"
+    short.write_text("to be or not\n")  # fewer ids than a window of the tiny block (16 + 1)
+    out = {"new": tmp_path / "out", "nested": tmp_path / "a" / "b" / "out"}.get(where)
+    if where == "empty":
+        out = tmp_path / "out"
+        out.mkdir()
+    code, _, err = run_cli(capsys, "train", *tiny_flags(short, out, engine=engine))
+    assert_refused(code, err, "split has", "use a longer corpus")
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
+        ["short.txt", *(["out"] if where == "empty" else [])]
+    )
+    if where == "empty":
+        assert list(out.iterdir()) == []
+
+
+def test_a_corpus_too_short_leaves_a_folder_that_held_files_as_it_was_otherwise(
+    capsys, tmp_path, finished_run
+):
+    """A run folder with a checkpoint is never removed by a refused run in it."""
+    out = copy_of(finished_run, tmp_path)
+    short = tmp_path / "short.txt"
+    short.write_text("to be or not\n")
+    code, _, err = run_cli(capsys, "train", *tiny_flags(short, out, overwrite=True))
+    assert_refused(code, err, "split has")
+    assert snapshot(out / "checkpoint") == snapshot(finished_run / "checkpoint")

@@ -41,6 +41,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import socket
 import stat
 import tempfile
@@ -270,6 +271,25 @@ RUN_FOLDERS = (CHECKPOINT_SUBFOLDER, DATA_SUBFOLDER, PROBES_SUBFOLDER)
 WRITTEN_IN_PLACE = (LOCK_FILE, METRICS_FILE)
 
 
+def outermost_missing(path: Path) -> Path | None:
+    """The outermost of ``path`` and its parents that does not exist (what ``mkdir -p``
+    creates), None when ``path`` exists."""
+    missing, absolute = None, path.absolute()
+    for folder in (absolute, *absolute.parents):
+        if folder.exists() or folder.is_symlink():
+            break
+        missing = folder
+    return missing
+
+
+def is_empty_folder(path: Path) -> bool:
+    """Whether ``path`` is a readable folder with nothing in it."""
+    try:
+        return path.is_dir() and not any(path.iterdir())
+    except OSError:
+        return False
+
+
 def held_by_live_process(out: Path) -> bool:
     """Whether a live process on this machine holds the lock of the run in ``out``, as its
     lock file's holder line (``HOLDER_LINE``) names it: a run killed with -9 leaves the file,
@@ -301,6 +321,8 @@ class RunFolder:
         self.data_dir = self.out / DATA_SUBFOLDER
         self.loss_curve = self.out / LOSS_CURVE_FILE
         self.lock: IO[bytes] | None = None
+        self.created: Path | None = None  # the outermost folder claim made (OUT or a parent)
+        self.was_empty = False  # OUT existed, empty, before the claim
 
     def claim(
         self,
@@ -315,6 +337,8 @@ class RunFolder:
         wrote in a checkpoint from before manifests
         (:func:`light_llm.checkpoints.folder.names_before_manifests`); ``corpus`` is the
         file trained on, which is never written."""
+        missing = outermost_missing(self.out)
+        was_empty = missing is None and is_empty_folder(self.out)
         try:
             make_folder(self.out)
             with tempfile.TemporaryFile(dir=self.out) as probe:
@@ -328,6 +352,8 @@ class RunFolder:
         self.check_run_files(None if overwrite else self.owned_names(checkpoint_names), corpus)
         self.record_names(RUN_FILES)
         self._lock()
+        # only the lock's holder may undo what it made (abandon): never another run's folder
+        self.created, self.was_empty = missing, was_empty
         try:
             check_replaceable(self.checkpoint_dir, overwrite, checkpoint_names)
         except BaseException:
@@ -451,3 +477,21 @@ class RunFolder:
                 (self.out / LOCK_FILE).unlink()
             self.lock.close()
             self.lock = None
+
+    def abandon(self) -> None:
+        """Undo a fresh run that stopped before it trained anything (a corpus too short for
+        one window, say): remove the folders :meth:`claim` created, with what was written in
+        them, so that bad input leaves nothing behind; an OUT that was there empty is emptied
+        again. A folder that held anything before the claim, or holds a checkpoint now, is
+        left as it is."""
+        self.release()
+        if not self.checkpoint_dir.exists():
+            if self.created is not None:
+                shutil.rmtree(self.created, ignore_errors=True)
+            elif self.was_empty:
+                for path in self.out.iterdir():
+                    if path.is_dir() and not path.is_symlink():
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        path.unlink(missing_ok=True)
+        self.created, self.was_empty = None, False

@@ -208,9 +208,12 @@ def train_numpy(config: TrainConfig, *, model: NumpyGPT | None = None) -> TrainR
         refuse_differences(setting_differences(saved, cfg), checkpoint)
     run_folder.claim(cfg.overwrite, names_before_manifests, cfg.data)
     try:
-        return train_claimed(config, cfg, run_folder, model, saved, schedule_note)
-    finally:
-        run_folder.release()
+        result = train_claimed(config, cfg, run_folder, model, saved, schedule_note)
+    except BaseException:
+        run_folder.abandon()  # a fresh folder that never held a checkpoint is removed
+        raise
+    run_folder.release()
+    return result
 
 
 def train_claimed(

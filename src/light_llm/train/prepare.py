@@ -131,7 +131,8 @@ class PreparedRun:
 
 def prepare(config: TrainConfig, architecture: str) -> PreparedRun:
     """The run ``config`` asks for, of ``architecture`` ("gpt" or "bert"), ready to train;
-    the output folder is claimed (and released again if preparing fails)."""
+    the output folder is claimed (released again if preparing fails, and removed if the
+    claim created it: :meth:`RunFolder.abandon`)."""
     if config.model not in (None, architecture) or config.engine != "torch":
         raise ConfigError(
             f"this trainer trains the PyTorch {architecture}, not model {config.model!r} on "
@@ -146,7 +147,7 @@ def prepare(config: TrainConfig, architecture: str) -> PreparedRun:
     try:
         return prepare_in(config, architecture, device, dist, folder)
     except BaseException:
-        folder.release()
+        folder.abandon()
         shutdown_distributed(dist)
         raise
 
