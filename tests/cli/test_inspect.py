@@ -266,6 +266,8 @@ def test_an_encoder_is_looked_at_through_its_masked_lm_head(capsys, encoder_fold
     lens = run("lens", "--prompt", "to be or [MASK]")
     ids = np.array(tokenizer.encode_plus("to be or [MASK]")["input_ids"])
     np.testing.assert_allclose(lens["top_probs"], logit_lens(model, ids, top_k=3).top_probs)
+    # the specials by name, which decoding drops (the table showed '' for them)
+    assert lens["tokens"] == ["[CLS]", "to", "be", "or", "[MASK]", "[SEP]"]
     prompt = run("ablate", "--prompt", "to be or [MASK]", "--components", "L0H1")
     expected = ablate_prompt(model, ids, ["L0H1"], position=4)
     assert prompt["delta_p"] == pytest.approx(expected.delta_p)

@@ -190,7 +190,9 @@ class Session:
             print(line)
 
     def token_text(self, token_id: int) -> str:
-        return self.tokenizer.decode([int(token_id)])
+        """The token as the tokenizer shows it: [CLS] and [MASK] by name (decoding drops
+        them), a piece of a multi-byte character as <0xNN> (decoding makes it U+FFFD)."""
+        return self.tokenizer.tokens([int(token_id)])[0]
 
     def prompt(self, field: str = "--prompt", text: str | None = None):
         from light_llm.errors import InspectError
@@ -275,7 +277,8 @@ class Session:
         self.say(
             f"logit lens: the top guess after each sublayer, with its probability; * = {followed}"
         )
-        header = f"{'pos':>4} {'token':>12} {'next':>10}  " + "".join(
+        wanted_label = "itself" if self.encoder else "next"  # the masked-LM head's target
+        header = f"{'pos':>4} {'token':>12} {wanted_label:>10}  " + "".join(
             f"{s:>16}" for s in result.stages
         )
         self.say(header)
