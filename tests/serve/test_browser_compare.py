@@ -198,3 +198,27 @@ def test_a_compared_run_deleted_while_watched_stays_on_the_page(runs, browser, t
         wait_for_panel(driver, 0, 5)
         served = read_probe(chars, 5)["next_token"]["probs"]
         np.testing.assert_allclose(shown_probabilities(driver, 0), served, atol=6e-5)
+
+
+def test_an_encoder_beside_a_gpt_is_said_not_comparable(runs, browser, tmp_path):  # noqa: F811
+    """A masked-LM run's loss is over masked tokens, and its records have no bits per byte: the
+    page says both, and draws the curves in nats per token (its axis says so)."""
+    chars, _ = runs
+    corpus = write_corpus(tmp_path / "corpus.txt", n_lines=300)
+    encoder = tmp_path / "encoder"
+    flags = tiny_flags(corpus, encoder, tokenizer="wordpiece", vocab_size=90, max_iters=2)
+    assert main(["train", "--model", "bert", *flags]) == 0
+    driver = browser
+    with serving(chars, tmp_path, "--compare", str(encoder)) as url:
+        driver.get(url)
+        wait_for(driver, page_ready, "the page never got ready")
+        wait_for(
+            driver,
+            lambda d: "encoder:" in d.find_element(By.ID, "training-status").text,
+            "the encoder run's status",
+        )
+        status = driver.find_element(By.ID, "training-status").text
+        assert "encoder is a masked-LM encoder" in status and "not comparable" in status
+        assert DIFFER in status and "the curves are in nats per token" in status
+        assert "bits per byte, which are" not in status  # the old sentence, false here
+        assert "nats per token" in driver.find_element(By.ID, "curves-svg").text

@@ -44,6 +44,7 @@ def test_runs_are_the_records_and_probes_on_disk(runs):
     first = listed[0]
     assert first["probes"] == probe_iterations(char) == [0, 4, 5, 8, 10]
     assert first["tokenizer"] == "char" and listed[1]["tokenizer"] == "bpe"
+    assert first["objective"] == listed[1]["objective"] == "next-token"
     assert first["live"] is False
     evaluations = evaluation_records(MetricsLog(char).records())
     tokens_per_step = 4 * 16  # TINY's batch and context
@@ -233,3 +234,18 @@ def test_train_serve_starts_the_explorer_beside_the_run_and_stops_on_ctrl_c(tmp_
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_an_encoder_run_says_its_loss_is_over_masked_tokens(runs, tmp_path):
+    """A masked-LM run compared beside a GPT's: its objective differs (the page says its loss is
+    not comparable), and its records have no bits per byte (the page draws nats per token)."""
+    char, _ = runs
+    corpus = write_corpus(tmp_path / "corpus.txt", n_lines=300)
+    encoder = tmp_path / "encoder"
+    flags = tiny_flags(corpus, encoder, tokenizer="wordpiece", vocab_size=90, max_iters=2)
+    assert main(["train", "--model", "bert", *flags]) == 0
+    client = local_client(create_app(ExplorerModel(char, "test"), [RunHistory(encoder)]))
+    listed = client.get("/api/runs").json()
+    assert [run["objective"] for run in listed] == ["next-token", "masked-LM"]
+    assert all(point[4] is None for point in listed[1]["curves"]["val"])
+    assert all(point[4] is not None for point in listed[0]["curves"]["val"])

@@ -11,7 +11,9 @@ A run's curves (``train``: the logged batches; ``val`` and ``train_eval``: the e
 ``probe``: the probes' slice of validation text, often on a short run) hold, per point, the
 iteration, the training tokens seen by then, the wall time, the loss (nats per token) and the
 same loss in bits per byte of the split's text, which compares runs of different tokenizers. A
-run's ``vocabulary`` is a digest of its checkpoint's tokenizer files: two runs of one kind of
+run's ``objective`` says what its loss predicts (``next-token``, or ``masked-LM`` for an encoder,
+whose records have no bits per byte; None when its checkpoint cannot be read), and its
+``vocabulary`` is a digest of its checkpoint's tokenizer files: two runs of one kind of
 tokenizer (two BPEs, or characters of two corpora) compare token for token only when theirs are
 equal, and the page says when they are not. A run folder that disappears while it is watched
 keeps showing what was read, with a sentence saying so; a damaged probe record is one sentence
@@ -48,6 +50,11 @@ from light_llm.untrusted import JSON_LIMIT, read_regular_file
 
 class UnknownRecord(LightLLMError):
     """A run or a probe record that is not there (the page asked for what it was not offered)."""
+
+
+# what a run's loss predicts, by its trainer's model: a GPT's next token, an encoder's masked
+# tokens (seen from both sides); two runs' losses compare only when these are equal
+OBJECTIVES = {"gpt": "next-token", "bert": "masked-LM"}
 
 
 def is_run_folder(folder: Path) -> bool:
@@ -113,10 +120,11 @@ class RunHistory:
                 stamps.append((status.st_mtime_ns, status.st_size, status.st_ino))
         return tuple(stamps)
 
-    def tokens_counter(self) -> tuple[Callable[[int], int] | None, str | None]:
+    def tokens_counter(self) -> tuple[Callable[[int], int] | None, str | None, str | None]:
         """The training tokens before an iteration (:func:`light_llm.schedule.tokens_before`,
-        the smaller steps of a batch-size or sequence-length warmup counted) and the
-        tokenizer's name, from the checkpoint's state."""
+        the smaller steps of a batch-size or sequence-length warmup counted), the
+        tokenizer's name and what the loss predicts (:data:`OBJECTIVES`), from the
+        checkpoint's state."""
         try:
             state = read_trainer_state(self.folder / CHECKPOINT_SUBFOLDER)
             config = state["resolved_config"]
@@ -128,9 +136,10 @@ class RunHistory:
                 return int(tokens_before(iteration, *sizes))
 
             counter(max(sizes[3], sizes[5]) + 1)  # a damaged config fails here, not in a point
-            return counter, str(state["data"]["tokenizer"])
-        except (CheckpointError, ConfigError, KeyError, TypeError, ValueError):
-            return None, None
+            objective = OBJECTIVES.get(config.get("model") or "gpt")
+            return counter, str(state["data"]["tokenizer"]), objective
+        except (CheckpointError, ConfigError, KeyError, TypeError, ValueError, AttributeError):
+            return None, None, None
 
     def summary(self) -> dict[str, Any]:
         """The run as the page draws it (module docstring); when its folder has gone or its
@@ -157,7 +166,7 @@ class RunHistory:
         files = self.files_read()
         if self.last is not None and files == self.last_files:
             return {**self.last, "live": held_by_live_process(self.folder)}
-        counter, tokenizer = self.tokens_counter()
+        counter, tokenizer, objective = self.tokens_counter()
         records = [r for r in MetricsLog(self.folder).records() if isinstance(r.get("iter"), int)]
 
         def point(record: dict[str, Any], loss: str, bpb: str) -> list:
@@ -174,6 +183,7 @@ class RunHistory:
             "name": self.name,
             "live": held_by_live_process(self.folder),
             "tokenizer": tokenizer,
+            "objective": objective,
             "vocabulary": vocabulary_digest(self.folder / CHECKPOINT_SUBFOLDER),
             "curves": {
                 "train": [point(r, "loss", "bpb") for r in training_records(records)],

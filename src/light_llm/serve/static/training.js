@@ -56,7 +56,14 @@ async function refreshRuns() {
     (run.tokenizer ? `, ${run.tokenizer} tokens` : "") + (run.warning ? ` (${run.warning})` : ""));
   // a run's vocabulary: a digest of its tokenizer files (two runs' "char" may differ)
   const tokenizers = new Set(runs.map((run) => run.vocabulary).filter(Boolean));
-  if (tokenizers.size > 1) words.push("the runs' tokenizers differ, so their token panels are not token for token comparable; the curves are in bits per byte, which are");
+  if (tokenizers.size > 1) words.push(inBits(runs)
+    ? "the runs' tokenizers differ, so their token panels are not token for token comparable; the curves are in bits per byte, which are"
+    : "the runs' tokenizers differ, so their token panels are not token for token comparable, nor their curves: a run records no bits per byte, so the curves are in nats per token");
+  // a masked-LM encoder's loss is over masked tokens seen from both sides: not a next-token loss
+  const objectives = new Set(runs.map((run) => run.objective).filter(Boolean));
+  if (objectives.size > 1) for (const run of runs) if (run.objective === "masked-LM") {
+    words.push(`${run.name} is a masked-LM encoder: its loss is over masked tokens seen from both sides, not comparable with a next-token loss`);
+  }
   $("#training-status").textContent = words.join("; ");
   drawCurves();
   const list = (first && first.probes) || [];
@@ -97,9 +104,15 @@ function niceTicks(low, high, count = 5) {
   return ticks;
 }
 
+// Whether every run's evaluations have bits per byte, the unit that compares tokenizers (an
+// encoder's and an older run's have none: then every curve is drawn in nats per token).
+function inBits(runs) {
+  return runs.every((run) => !run.curves || run.curves.val.every((p) => p[4] !== null));
+}
+
 function curveSeries() {
   const [column] = AXES[trainingState.axis];
-  const bits = trainingState.runs.every((run) => !run.curves || run.curves.val.every((p) => p[4] !== null));
+  const bits = inBits(trainingState.runs);
   const y = bits ? 4 : 3;
   const series = [];
   trainingState.runs.forEach((run, r) => {
