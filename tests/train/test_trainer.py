@@ -6,6 +6,7 @@ import errno
 import json
 import math
 import os
+import re
 import signal
 
 import numpy as np
@@ -474,6 +475,26 @@ def test_a_resume_cannot_change_the_sampling(corpus, tmp_path):
     train(tiny_run(corpus, out, max_iters=2))
     with pytest.raises(TrainingError, match=r"sampling \('passes' saved, 'uniform' asked\)"):
         train(TrainConfig(out=str(out), max_iters=4, resume=True, sampling="uniform"))
+    assert read_trainer_state(out / "checkpoint")["iteration"] == 2
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"batch_size": 2}, "batch_size (4 saved, 2 asked)"),
+        ({"grad_accum": 2}, "grad_accum (1 saved, 2 asked)"),
+        ({"seed": 8}, "seed (7 saved, 8 asked)"),
+    ],
+)
+def test_a_resume_cannot_change_the_batch_or_the_seed(corpus, tmp_path, change, named):
+    """Window j of the shuffled passes is counted as (iterations before) x batch x grad_accum
+    and the passes' order is drawn from the seed: a resume asking for another would re-read
+    windows of the pass under way (and the run's tokens would be miscounted), so it is one
+    sentence, and the run is left as it was."""
+    out = tmp_path / "run"
+    train(tiny_run(corpus, out, max_iters=2))
+    with pytest.raises(TrainingError, match=re.escape(named)):
+        train(TrainConfig(out=str(out), max_iters=4, resume=True, **change))
     assert read_trainer_state(out / "checkpoint")["iteration"] == 2
 
 

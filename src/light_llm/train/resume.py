@@ -183,6 +183,10 @@ def setting_differences(saved: dict[str, Any], config: TrainConfig) -> list[str]
         # the tokens already counted (tokens_seen, the explorer's axis) follow the size warmups
         *("batch_warmup", "batch_warmup_size", "context_warmup", "context_warmup_size"),
         "sampling",  # the passes' windows are counted from the run's first
+        # the windows read so far and the tokens counted are the batch's multiples, and the
+        # passes' order and every batch are drawn from the seed: another would re-read windows
+        # of the pass under way and skip others, and miscount the run's tokens
+        *("batch_size", "grad_accum", "seed"),
         "zero_init_projections",  # how the weights started: the checkpoint's say it
     )
     for key in (*fixed, *LORA_FIELDS):
