@@ -2,6 +2,7 @@
 
 import errno
 import os
+import shutil
 import signal
 import socket
 
@@ -879,3 +880,29 @@ def test_a_run_that_ends_before_the_watcher_looks_still_gets_its_explorer(tmp_pa
     monkeypatch.undo()
     beside.watch()  # returns at once, starting nothing
     assert beside.process is None
+
+
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_a_resume_over_an_edited_corpus_says_so(corpus, tmp_path, capsys, engine):
+    """Text appended to the corpus since the run started: the resume goes on over the text as
+    it is now (training on more text is a reason to go on) and says so, with the sizes then
+    and now; a resume over the same text says nothing of the kind."""
+    text = tmp_path / "text.txt"
+    shutil.copy(corpus, text)
+    out = tmp_path / "out"
+    assert main(["train", *tiny_flags(text, out, max_iters=2, engine=engine)]) == 0
+    resume = ["train", "--resume", "--out", str(out), "--engine", engine]
+    assert main([*resume, "--max-iters", "3"]) == 0
+    assert "has changed since this run started" not in capsys.readouterr().out
+    then = read_trainer_state(out / "checkpoint")["data"]
+    with text.open("a", encoding="utf-8") as file:
+        file.write("KING: a line the run has not seen before, and another after it\n" * 40)
+    assert main([*resume, "--max-iters", "4"]) == 0
+    now = read_trainer_state(out / "checkpoint")["data"]
+    assert now["train_tokens"] > then["train_tokens"]
+    printed = capsys.readouterr().out
+    assert f"{text} has changed since this run started" in printed
+    assert (
+        f"({then['train_tokens']:,} training and {then['val_tokens']:,} validation tokens then, "
+        f"{now['train_tokens']:,} and {now['val_tokens']:,} now)"
+    ) in printed

@@ -88,6 +88,7 @@ from light_llm.train.result import SAMPLE_TEMPERATURE, TrainResult
 from light_llm.train.resume import (
     check_same_architecture,
     check_same_engine,
+    corpus_change_note,
     model_differences,
     refuse_differences,
     resume_line,
@@ -298,6 +299,7 @@ def train_claimed(
     notes = (
         resume_line(iteration, cfg.max_iters, budgeted=False),
         schedule_note,
+        saved and corpus_change_note(saved, len(datasets["train"]), len(datasets["val"])),
         fewer_ids_note(cfg, tokenizer),
         decay_note,
         objective_note(model_config.mtp_weight),

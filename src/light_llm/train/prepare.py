@@ -70,6 +70,7 @@ from light_llm.train.records import RunRecord
 from light_llm.train.resume import (
     check_same_architecture,
     check_same_engine,
+    corpus_change_note,
     model_differences,
     refuse_differences,
     run_device,
@@ -122,6 +123,7 @@ class PreparedRun:
     budget_s: float | None = None  # a --time run whose iteration count is not fixed yet
     eval_seconds: float = 0.0  # of the latest evaluation (with its checkpoint)
     schedule_note: str = ""  # how a resume beyond the run's end treats the schedule
+    corpus_note: str = ""  # a resume over a corpus edited since the run started
     precision_note: str = ""  # bfloat16 asked for on a CPU that only emulates it
     length_note: str = ""  # how many iterations the default takes on this machine, and why
     decay_note: str = ""  # the weight decay fitted to the corpus's size, and why
@@ -257,8 +259,10 @@ def prepare_in(
     decay_note = ""
     if not saved:  # the decay fitted to the corpus (a resumed run keeps its recorded one)
         given, cfg, decay_note = with_fitted_weight_decay(given, cfg, len(train_data))
+    corpus_note = ""
     if saved:
         check_same_run(saved, subject, model_config, cfg, resume_folder)
+        corpus_note = corpus_change_note(saved, len(train_data), len(val_data))
 
     torch.manual_seed(cfg.seed + dist.rank)  # dropout differs between ranks
     np.random.seed(cfg.seed + dist.rank)
@@ -288,6 +292,7 @@ def prepare_in(
         budget_s=budget_s,
         eval_seconds=eval_seconds,
         schedule_note=schedule_note,
+        corpus_note=corpus_note,
         precision_note=precision_note,
         length_note=length_note,
         decay_note=decay_note,

@@ -20,6 +20,7 @@ from light_llm.checkpoints.run import (
     read_trainer_state,
 )
 from light_llm.errors import TrainingError
+from light_llm.limits import is_integer
 from light_llm.train.config import LORA_FIELDS, SAMPLING_BEFORE_CHOICE, TrainConfig
 from light_llm.train.state import check_fields
 
@@ -129,6 +130,23 @@ def resume_line(iteration: int, max_iters: int | None, budgeted: bool) -> str:
             f"to train (--max-iters above {iteration} extends it)"
         )
     return f"resuming at iteration {iteration} of {max_iters}"
+
+
+def corpus_change_note(saved: dict[str, Any], train_tokens: int, val_tokens: int) -> str:
+    """On a resume, a sentence when the corpus's splits are not the sizes the run recorded
+    (its text was edited since: more text appended, say), which a resume allows, as training on
+    more text is a reason to go on; "" when they are, or when the state records no sizes."""
+    data = saved.get("data")
+    then = (data.get("train_tokens"), data.get("val_tokens")) if isinstance(data, dict) else ()
+    if not all(is_integer(count) for count in then) or then == (train_tokens, val_tokens):
+        return ""
+    corpus = data.get("corpus") if isinstance(data.get("corpus"), str) else "the corpus"
+    return (
+        f"{corpus} has changed since this run started ({then[0]:,} training and {then[1]:,} "
+        f"validation tokens then, {train_tokens:,} and {val_tokens:,} now): the run goes on "
+        "over the text as it is now, so it is not the run an uninterrupted one would have "
+        "been, and its evaluations from here on score the new validation split."
+    )
 
 
 def check_same_architecture(saved: dict[str, Any], architecture: str, out: Path) -> None:

@@ -592,6 +592,7 @@ def announce(run: PreparedRun) -> None:
     notes = (
         resume_line(iteration, cfg.max_iters, run.budget_s is not None),
         run.schedule_note,
+        run.corpus_note,
         run.precision_note,
         run.length_note,
         run.decay_note,
