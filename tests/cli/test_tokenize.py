@@ -111,6 +111,20 @@ def test_checkpoint_tokenizer_is_used(capsys, tmp_path):
     assert json.loads(out)["input_ids"] == [3, 2, 1, 0]
 
 
+def test_a_tokenizer_folder_given_as_tokenizer_is_read_as_checkpoint(capsys, tmp_path):
+    """--tokenizer DIR, as light-llm train takes a tokenizer folder: the same ids as
+    --checkpoint DIR; a name that is neither a tokenizer nor a folder, or a folder given
+    beside --checkpoint, is one sentence."""
+    CharTokenizer(list("eloh ")).save(tmp_path)
+    code, out, _ = run(capsys, "--tokenizer", str(tmp_path), "hole", "--json")
+    assert code == 0
+    assert json.loads(out)["input_ids"] == [3, 2, 1, 0]
+    code, _, err = run(capsys, "--tokenizer", "sentencepiece", "hole")
+    assert code == 2 and "--tokenizer must be one of char, gpt2, bert, bpe or a folder" in err
+    code, _, err = run(capsys, "--tokenizer", str(tmp_path), "--checkpoint", str(tmp_path), "a")
+    assert code == 2 and "give the tokenizer's folder once" in err
+
+
 def test_a_training_output_folder_gives_its_checkpoints_tokenizer(capsys, tmp_path):
     """OUT, as every other command accepts it: the tokenizer of OUT/checkpoint."""
     tokenizer = CharTokenizer(list("eloh "))

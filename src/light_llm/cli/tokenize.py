@@ -10,6 +10,8 @@ from pathlib import Path
 from light_llm.errors import DataError, TokenizerError
 from light_llm.untrusted import read_text_file
 
+TOKENIZER_NAMES = ("char", "gpt2", "bert", "bpe")  # --tokenizer's names; anything else: a folder
+
 DESCRIPTION = """\
 Tokenize a text and print the ids a model would see.
 
@@ -17,9 +19,10 @@ gpt2 and char print a table of the tokens (index, id, the text each id stands fo
 count. bert prints the model inputs of seed 003 §4: input ids with [CLS]/[SEP] (and [PAD]),
 the attention mask and the token type ids; give a second TEXT for a sentence pair.
 With --checkpoint the checkpoint's own tokenizer is used (a folder written by `light-llm
-tokenizer train` counts as one). Without one, the char vocabulary is built from the text
-itself. --stats prints counts instead of the listing: characters, UTF-8 bytes, tokens, bytes
-and characters per token, unknown tokens, and the most frequent tokens.
+tokenizer train` counts as one; --tokenizer DIR says the same). Without one, the char
+vocabulary is built from the text itself. --stats prints counts instead of the listing:
+characters, UTF-8 bytes, tokens, bytes and characters per token, unknown tokens, and the most
+frequent tokens.
 """
 
 EXAMPLES = """\
@@ -29,6 +32,7 @@ examples:
       --max-length 20 --padding max_length
   light-llm tokenize --tokenizer gpt2 --file notes.txt --json
   light-llm tokenize --checkpoint out-bpe --stats --file notes.txt
+  light-llm tokenize --tokenizer my-tokenizer "a folder of light-llm tokenizer train"
 """
 
 
@@ -46,8 +50,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--tokenizer",
-        choices=["char", "gpt2", "bert", "bpe"],
-        help="which tokenizer (default: the checkpoint's, else gpt2; bpe needs --checkpoint)",
+        metavar="NAME|DIR",
+        help=(
+            f"which tokenizer: {', '.join(TOKENIZER_NAMES)}, or a folder holding one, as "
+            "--checkpoint (default: the checkpoint's, else gpt2; bpe needs its folder)"
+        ),
     )
     parser.add_argument(
         "--file",
@@ -84,6 +91,19 @@ def run(args: argparse.Namespace) -> int:
     from light_llm.tokenizers import get_tokenizer
 
     text = read_input(args)
+    if args.tokenizer is not None and args.tokenizer not in TOKENIZER_NAMES:
+        if not Path(args.tokenizer).is_dir():
+            raise TokenizerError(
+                f"--tokenizer must be one of {', '.join(TOKENIZER_NAMES)} or a folder holding "
+                f"a tokenizer (light-llm tokenizer train, a training run), got "
+                f"{args.tokenizer!r}."
+            )
+        if args.checkpoint is not None:
+            raise TokenizerError(
+                f"give the tokenizer's folder once: --tokenizer {args.tokenizer} or "
+                f"--checkpoint {args.checkpoint}, not both."
+            )
+        args.checkpoint, args.tokenizer = Path(args.tokenizer), None  # a folder: as --checkpoint
     if args.checkpoint is not None:
         tokenizer = load_tokenizer(args.checkpoint)
         if args.tokenizer is not None and args.tokenizer != tokenizer.name:
