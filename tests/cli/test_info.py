@@ -188,3 +188,75 @@ def test_an_int8_checkpoint_reports_the_bytes_its_weights_file_holds(tmp_path, c
     assert "stored_weights" not in info_json(capsys, "--checkpoint", str(folder))
     assert main(["info", "--checkpoint", str(tmp_path / "q")]) == 0
     assert "as stored, int8" in capsys.readouterr().out
+
+
+ENCODER_VARIANTS = [
+    {},  # BERT's: learned positions, post-LN LayerNorm with biases, GELU, a tied MLM head
+    {"positions": "rotary"},
+    {"mlm_head": False},  # a sentence-embedding encoder (MiniLM's shape)
+    {"tie_embeddings": False},
+    {"block_order": "pre", "norm": "rmsnorm", "bias": False, "activation": "swiglu"},
+]
+
+
+@pytest.mark.parametrize("variant", ENCODER_VARIANTS, ids=lambda v: ",".join(v) or "bert")
+def test_an_encoder_checkpoint_is_counted_against_its_tensors_and_its_flops(
+    tmp_path, capsys, variant
+):
+    """An encoder's parameters, by component, against the tensors of the model built from
+    its config (a tied decoder counted once), and its forward FLOPs per token against
+    PyTorch's FlopCounterMode on a forward pass with explicit attention (every token through
+    the head, no mask: 4 L T d for QK^T and A V)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from light_llm.models.bert import BertEncoder, EncoderConfig
+    from light_llm.tokenizers import BertTokenizer
+    from light_llm.tokenizers.bert import SPECIAL_TOKENS
+
+    tokenizer = BertTokenizer([*SPECIAL_TOKENS, *"to be or not that is the question".split()])
+    config = EncoderConfig(
+        vocab_size=tokenizer.vocab_size,
+        block_size=12,
+        n_layer=2,
+        n_head=2,
+        n_embd=16,
+        dropout=0.0,
+        **variant,
+    )
+    model = BertEncoder(config).eval()
+    save(model, tmp_path / "encoder", tokenizer)
+    report = info_json(capsys, "--checkpoint", str(tmp_path / "encoder"))
+    params = report["parameters"]
+    assert report["architecture"] == "bert"
+    assert params["total"] == sum(p.numel() for p in model.parameters())
+    embeddings = model.embeddings
+    assert params["token_embedding"] == embeddings.wte.weight.numel()
+    assert params["type_embedding"] == embeddings.wtt.weight.numel()
+    assert params["embedding_norm"] == sum(p.numel() for p in embeddings.ln.parameters())
+    learned = isinstance(embeddings.wpe, nn.Embedding)
+    assert params["position_embedding"] == (embeddings.wpe.weight.numel() if learned else 0)
+    assert params["layers"] == sum(p.numel() for p in model.h.parameters())
+    head = model.mlm_head
+    head_tensors = 0 if head is None else sum(p.numel() for p in head.parameters())
+    if head is not None and config.tie_embeddings:
+        head_tensors -= embeddings.wte.weight.numel()  # the decoder is the token table
+    in_head = ("transform", "head_norm", "output_bias", "decoder_untied")
+    assert sum(params[key] for key in in_head) == head_tensors
+    model.use_fast_attention(False)  # FlopCounterMode does not count the CPU's fused kernel
+    ids = torch.randint(0, config.vocab_size, (3, config.block_size))
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model(ids)
+    assert report["flops_per_token"]["forward"] == counter.get_total_flops() / ids.numel()
+    assert main(["info", "--checkpoint", str(tmp_path / "encoder")]) == 0
+    text = capsys.readouterr().out
+    assert "a BERT-style encoder" in text and f"{params['total']:,}" in text
+    assert ("a masked-LM head" in text) == config.mlm_head
+
+
+def test_a_huggingface_bert_folder_is_one_sentence(capsys):
+    from light_llm.tokenizers.bert import packaged_bert_folder
+
+    assert main(["info", "--checkpoint", str(packaged_bert_folder())]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("light-llm info: error: ") and "HuggingFace BERT folder" in err
+    assert err.count("\n") == 1

@@ -18,7 +18,9 @@ DESCRIPTION = """\
 Count a model's parameters (with and without the embeddings, per layer), its FLOPs per token
 (forward and training) and the memory one sequence needs at a given context (KV cache,
 attention matrices, activations), from its config: seed 000 §9, seed 002 §8.1 and §11.
-No weights are read and nothing is computed on tensors.
+No weights are read and nothing is computed on tensors. A light-llm encoder checkpoint (light-llm
+train --model bert) is counted too: its embeddings with token types, bidirectional attention
+and masked-LM head (seed 003 §4, §29).
 """
 
 EXAMPLES = """\
@@ -26,6 +28,7 @@ examples:
   light-llm info                                   # the seed's model (preset seed-30m)
   light-llm info --preset gpt2-124m --context 256 --dtype bfloat16
   light-llm info --checkpoint out/                 # a light-llm or HuggingFace GPT-2 folder
+  light-llm info --checkpoint out-bert/            # an encoder: its masked-LM head too
   light-llm info --preset seed-30m --n-layer 12 --positions rotary --json
 """
 
@@ -49,7 +52,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source.add_argument(
         "--checkpoint",
         metavar="DIR",
-        help="read the config of this checkpoint (light-llm, training output, or HF GPT-2)",
+        help=(
+            "read the config of this checkpoint (a light-llm GPT or encoder, a training "
+            "output, or a HuggingFace GPT-2, Llama or Qwen3 folder)"
+        ),
     )
     parser.add_argument(
         "--context",
@@ -73,13 +79,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config, name = chosen_config(args)
+    config, name, encoder = chosen_config(args)
     context = config.block_size if args.context is None else args.context
     if context > config.block_size:
         raise ConfigError(
             f"--context {context} is longer than the model's block size {config.block_size}; "
             "raise --block-size to count a longer context."
         )
+    if encoder:
+        report = build_encoder_report(config, context, args.dtype)
+        if args.json:
+            print(json.dumps({"model": name, **report}, indent=2))
+        else:
+            print(render_encoder(name, config, report))
+        return 0
     report = build_report(config, context, args.dtype)
     if args.checkpoint is not None:
         adapters = lora_report(args.checkpoint, config)
@@ -95,12 +108,23 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def chosen_config(args: argparse.Namespace) -> tuple[ModelConfig, str]:
-    """The preset's or checkpoint's config with the command-line overrides applied."""
+def chosen_config(args: argparse.Namespace) -> tuple[ModelConfig, str, bool]:
+    """The preset's or checkpoint's config with the command-line overrides applied, and
+    whether it is a BERT-style encoder's (an EncoderConfig)."""
+    encoder = False
     if args.checkpoint is not None:
-        from light_llm.checkpoints import load_config
+        from light_llm.checkpoints import inspect_folder, load_config
 
-        config, name = load_config(args.checkpoint), str(args.checkpoint)
+        folder = inspect_folder(args.checkpoint)
+        encoder = folder.holds_encoder
+        if encoder and not folder.is_light_llm:
+            raise ConfigError(
+                f"{args.checkpoint} is a HuggingFace BERT folder; light-llm info counts a "
+                "light-llm encoder from its config (whether a HuggingFace head is tied shows "
+                "only in its weights): fill-mask, embed and attention read this one."
+            )
+        config = load_config(folder, architecture="bert" if encoder else "gpt")
+        name = str(args.checkpoint)
     else:
         name = args.preset or "seed-30m"
         config = preset(name)
@@ -109,7 +133,7 @@ def chosen_config(args: argparse.Namespace) -> tuple[ModelConfig, str]:
         changes["vocab_size"] = args.vocab_size
     if changes:
         name += " with " + ", ".join(f"{field}={value}" for field, value in changes.items())
-    return config.replace(**changes), name
+    return config.replace(**changes), name, encoder
 
 
 def build_report(config: ModelConfig, context: int, dtype: str) -> dict:
@@ -141,6 +165,22 @@ def build_report(config: ModelConfig, context: int, dtype: str) -> dict:
             "attention_matrices_all_layers": counts.attention_matrix_bytes * config.n_layer,
             "activations": counts.activation_bytes,
         },
+    }
+
+
+def build_encoder_report(config: ModelConfig, context: int, dtype: str) -> dict:
+    """Every figure ``info`` shows of a BERT-style encoder (the --json output):
+    :func:`light_llm.models.bert.encoder_counts`."""
+    from light_llm.models.bert import encoder_counts
+
+    bytes_per_value = BYTES_PER_VALUE[dtype]
+    counts = encoder_counts(config, context, bytes_per_value)
+    return {
+        "config": config.to_dict(),
+        "architecture": "bert",
+        "dtype": dtype,
+        "bytes_per_value": bytes_per_value,
+        **counts,
     }
 
 
@@ -364,6 +404,80 @@ def render(name: str, config: ModelConfig, report: dict) -> str:
         )
         row("  frozen", human_count(lora["frozen"]), f"{lora['frozen']:,}: the base")
         rows.append(f"  base {lora['base']['path']}: {lora['base']['state']}")
+    return layout(rows)
+
+
+def render_encoder(name: str, config: ModelConfig, report: dict) -> str:
+    """An encoder's report as aligned lines (:func:`render`'s layout)."""
+    params = report["parameters"]
+    flops = report["flops_per_token"]
+    memory = report["memory_bytes_per_sequence"]
+    text = formulas(config)
+    L, T, dtype = config.n_layer, report["context"], report["dtype"]
+    rows: list[tuple[str, str, str, str] | str] = [
+        f"{name}: a BERT-style encoder, {L} layers, {config.n_head} heads, d_model "
+        f"{config.n_embd}, d_ff {config.ffn_hidden}, vocabulary {config.vocab_size}, block "
+        f"size {config.block_size}",
+        f"  {config.positions} positions, {config.norm}, {config.activation}, "
+        f"{config.block_order}-LN, bidirectional attention, "
+        + ("a masked-LM head" if config.mlm_head else "no masked-LM head (embeddings only)"),
+        "",
+        "Parameters",
+    ]
+
+    def row(label: str, figure: str, detail: str = "", source: str = "") -> None:
+        rows.append((label, figure, detail, source))
+
+    row("  total", human_count(params["total"]), f"{params['total']:,}", "seed 000 §9")
+    row(
+        "  embedding",
+        human_count(params["embedding"]),
+        f"{text['token']} = {params['token_embedding']:,}; {text['position']} = "
+        f"{params['position_embedding']:,}; S: types x d = {params['type_embedding']:,}",
+        "seed 003 §4",
+    )
+    row("  embedding norm", human_count(params["embedding_norm"]), "LN(E + P + S)")
+    per_layer = params["layers"] // L
+    row("  per layer", human_count(per_layer), f"{per_layer:,} x {L} layers", "seed 000 §6")
+    row("    attention", human_count(params["attention_per_layer"]), text["attention"])
+    row("    FFN", human_count(params["ffn_per_layer"]), text["ffn"], "seed 000 §4")
+    row("    norms", human_count(params["norms_per_layer"]), text["norms"], "seed 000 §5")
+    if params["final_norm"]:
+        row("  final norm", human_count(params["final_norm"]), "pre-LN only")
+    if config.mlm_head:
+        head = (
+            params["transform"]
+            + params["head_norm"]
+            + params["output_bias"]
+            + params["decoder_untied"]
+        )
+        tied = "E^T shared with the embedding" if config.tie_embeddings else "its own V x d"
+        row(
+            "  masked-LM head",
+            human_count(head),
+            f"W_t d x d + b_t, a norm, output bias b (V); decoder {tied}",
+            "seed 003 §29",
+        )
+    rows.append("")
+    rows.append(f"FLOPs per token at context {T}, every token through the head")
+    row(
+        "  forward",
+        human_flops(flops["forward"]),
+        "2 x matrix weights + 4 L T d (attention over all T keys, no causal mask)",
+        "seed 000 §9",
+    )
+    row("  training", human_flops(flops["training"]), "3 x forward (the trainer: 15% via the head)")
+    rows.append("")
+    rows.append(f"Memory per sequence at {T} tokens, {dtype}")
+    row("  weights", human_bytes(memory["weights"]), "N x bytes", "seed 000 §9")
+    row(
+        "  attention matrix",
+        human_bytes(memory["attention_matrix_per_layer"]),
+        f"n_h T² per layer; {human_bytes(memory['attention_matrices_all_layers'])} for "
+        f"{L} layers (no KV cache: an encoder reads the whole text at once)",
+        "seed 002 §11.1",
+    )
+    row("  activations", human_bytes(memory["activations"]), "L T d", "seed 000 §9")
     return layout(rows)
 
 

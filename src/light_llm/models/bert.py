@@ -118,6 +118,84 @@ def encoder_preset(name: str, **overrides: Any) -> EncoderConfig:
     return ENCODER_PRESETS[name].replace(**overrides)
 
 
+def encoder_counts(
+    config: EncoderConfig, context: int | None = None, bytes_per_value: int = 4
+) -> dict[str, Any]:
+    """Parameters, FLOPs per token and memory of the encoder ``config`` at ``context`` tokens
+    (default T_max), from the config alone (seed 000 §9, seed 003 §29).
+
+    Parameters: the blocks as the GPT's (:func:`light_llm.config.count_parameters`: 4d² +
+    biases of attention, the FFN, two norms per layer), the embeddings' tables E (V x d),
+    P (T_max x d, learned positions only) and S (n_types x d) and their norm, a final norm
+    (pre-LN only), and the masked-LM head: W_t (d x d) + b_t, a norm, the output bias b (V)
+    and, untied, its own V x d matrix.
+
+    FLOPs per token, forward, every token through the head (a multiply-add is 2 FLOPs):
+        2 N_matmul                 L (4 d² + k d d_ff) in the blocks (k = 3 for SwiGLU, else
+                                   2), d² + V d in the head
+      + 4 L T d (softmax)          QK^T and A V over all T keys: no causal mask halves them
+    Training is 3x the forward (backward ~ 2x); the trainer sends only the chosen tokens
+    (15%) through the head, so its step costs less than this by 3 x 0.85 x 2 (d² + V d).
+    Memory per sequence: the weights, one layer's n_h T² attention matrix, the L T d
+    residual stream; an encoder keeps no KV cache."""
+    from light_llm.config import count_parameters
+
+    T = config.block_size if context is None else int(context)
+    if T < 1:
+        raise ConfigError(f"context must be at least 1 token, got {T}.")
+    d, L, V, b = config.n_embd, config.n_layer, config.vocab_size, int(config.bias)
+    norm = d * (2 if (config.norm == "layernorm" and config.bias) else 1)
+    blocks = count_parameters(config)
+    tables = {
+        "token_embedding": V * d,
+        "position_embedding": position_table_size(config),
+        "type_embedding": config.type_vocab_size * d,
+        "embedding_norm": norm,
+    }
+    head = {
+        "transform": d * d + d * b if config.mlm_head else 0,
+        "head_norm": norm if config.mlm_head else 0,
+        "output_bias": V * b if config.mlm_head else 0,
+        "decoder_untied": V * d if config.mlm_head and not config.tie_embeddings else 0,
+    }
+    final_norm = norm if config.block_order == "pre" else 0
+    total = sum(tables.values()) + blocks["layers"] + final_norm + sum(head.values())
+    ffn_matrices = 3 if config.activation == "swiglu" else 2
+    matmul = L * (4 * d * d + ffn_matrices * d * config.ffn_hidden)
+    if config.mlm_head:
+        matmul += d * d + V * d
+    forward = 2 * matmul + 4 * L * T * d
+    embedding = tables["token_embedding"] + tables["position_embedding"] + tables["type_embedding"]
+    return {
+        "parameters": {
+            "total": total,
+            "embedding": embedding,
+            "non_embedding": total - embedding,
+            **tables,
+            "attention_per_layer": blocks["attention_per_layer"],
+            "ffn_per_layer": blocks["ffn_per_layer"],
+            "norms_per_layer": blocks["norms_per_layer"],
+            "layers": blocks["layers"],
+            "final_norm": final_norm,
+            **head,
+        },
+        "flops_per_token": {"forward": forward, "training": 3 * forward},
+        "context": T,
+        "memory_bytes_per_sequence": {
+            "weights": total * bytes_per_value,
+            "attention_matrix_per_layer": config.n_head * T * T * bytes_per_value,
+            "attention_matrices_all_layers": L * config.n_head * T * T * bytes_per_value,
+            "activations": L * T * d * bytes_per_value,
+        },
+    }
+
+
+def position_table_size(config: EncoderConfig) -> int:
+    """P's parameters: T_max x d for learned positions; sinusoidal, rotary and none have no
+    table to train."""
+    return config.block_size * config.n_embd if config.positions == "learned" else 0
+
+
 class EncoderEmbeddings(nn.Module):
     """X_0 = Dropout(LN(E[tokens] + P[positions] + S[token types])).
 
