@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 
 from light_llm.cli.model_flags import add_model_flags, given_model_fields
 from light_llm.config import PRESETS, ModelConfig, preset
@@ -293,6 +294,20 @@ def formulas(config: ModelConfig) -> dict[str, str]:
     }
 
 
+def layer_rows(row: Callable[..., None], params: dict, text: dict[str, str], L: int) -> None:
+    """The rows of one block's parameters, a GPT's or an encoder's: attention, FFN, norms."""
+    per_layer = params["layers"] // L
+    row("  per layer", human_count(per_layer), f"{per_layer:,} x {L} layers", "seed 000 §6")
+    row(
+        "    attention",
+        human_count(params["attention_per_layer"]),
+        text["attention"],
+        "seed 002 §8.1",
+    )
+    row("    FFN", human_count(params["ffn_per_layer"]), text["ffn"], "seed 000 §4")
+    row("    norms", human_count(params["norms_per_layer"]), text["norms"], "seed 000 §5")
+
+
 def render(name: str, config: ModelConfig, report: dict) -> str:
     """The report as aligned lines: label, human figure, exact figure or formula, source."""
     params = report["parameters"]
@@ -333,16 +348,7 @@ def render(name: str, config: ModelConfig, report: dict) -> str:
         "seed 000 §2",
     )
     row("  non-embedding", human_count(params["non_embedding"]), f"{params['non_embedding']:,}")
-    per_layer = params["layers"] // L
-    row("  per layer", human_count(per_layer), f"{per_layer:,} x {L} layers", "seed 000 §6")
-    row(
-        "    attention",
-        human_count(params["attention_per_layer"]),
-        text["attention"],
-        "seed 002 §8.1",
-    )
-    row("    FFN", human_count(params["ffn_per_layer"]), text["ffn"], "seed 000 §4")
-    row("    norms", human_count(params["norms_per_layer"]), text["norms"], "seed 000 §5")
+    layer_rows(row, params, text, L)
     if params["skip_per_layer"]:
         row("    embedding skip", human_count(params["skip_per_layer"]), "λ_l, μ_l")
     row("  final norm", human_count(params["final_norm"]), "pre-LN only", "seed 002 §9.1")
@@ -437,11 +443,7 @@ def render_encoder(name: str, config: ModelConfig, report: dict) -> str:
         "seed 003 §4",
     )
     row("  embedding norm", human_count(params["embedding_norm"]), "LN(E + P + S)")
-    per_layer = params["layers"] // L
-    row("  per layer", human_count(per_layer), f"{per_layer:,} x {L} layers", "seed 000 §6")
-    row("    attention", human_count(params["attention_per_layer"]), text["attention"])
-    row("    FFN", human_count(params["ffn_per_layer"]), text["ffn"], "seed 000 §4")
-    row("    norms", human_count(params["norms_per_layer"]), text["norms"], "seed 000 §5")
+    layer_rows(row, params, text, L)
     if params["final_norm"]:
         row("  final norm", human_count(params["final_norm"]), "pre-LN only")
     if config.mlm_head:
