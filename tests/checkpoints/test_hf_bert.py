@@ -133,3 +133,14 @@ def test_unsupported_position_embeddings_are_refused(tmp_path):
     (tmp_path / "model.safetensors").symlink_to(packaged_minilm_path() / "model.safetensors")
     with pytest.raises(CheckpointError, match="relative_key"):
         load_hf_bert(tmp_path)
+
+
+def test_load_config_of_a_huggingface_bert_points_to_load():
+    """load_config reads light-llm checkpoints' configs; a HuggingFace BERT's is read with its
+    weights (a tied head shows only there): one sentence naming load, which reads it."""
+    from light_llm.checkpoints import load_config
+
+    with pytest.raises(CheckpointError, match="is a HuggingFace BERT folder") as refused:
+        load_config(packaged_minilm_path(), architecture="bert")
+    assert 'load(folder, architecture="bert")' in str(refused.value)
+    assert load(packaged_minilm_path(), architecture="bert").config.n_layer == 6

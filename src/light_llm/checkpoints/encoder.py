@@ -31,6 +31,12 @@ NEEDS_ENCODER = "a BERT-style encoder (a light-llm BERT checkpoint or a HuggingF
 def encoder_config(folder: ModelFolder) -> EncoderConfig:
     """The validated :class:`EncoderConfig` of a light-llm encoder checkpoint, without reading
     its weights; CheckpointError for any other folder."""
+    if folder.is_hf_bert:  # a BERT of HuggingFace's: its config is read with its weights
+        raise CheckpointError(
+            f"{folder.path} is a HuggingFace BERT folder, whose config light-llm reads with "
+            "its weights (whether its head is tied shows only there): load it with "
+            'light_llm.checkpoints.load(folder, architecture="bert").'
+        )
     if not folder.is_light_llm:
         model_type = folder.config_json.get("model_type")
         what = f"a HuggingFace {model_type} model" if model_type is not None else None
