@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
-from light_llm.config import ModelConfig, check_buildable
+from light_llm.config import ModelConfig, check_buildable, count_parameters
 from light_llm.errors import CheckpointError, ConfigError, TokenizerError
 from light_llm.limits import check_flag, check_integer
 from light_llm.models.gpt import GPT, check_attention_mask, check_token_ids
@@ -138,8 +138,6 @@ def encoder_counts(
     (15%) through the head, so its step costs less than this by 3 x 0.85 x 2 (d² + V d).
     Memory per sequence: the weights, one layer's n_h T² attention matrix, the L T d
     residual stream; an encoder keeps no KV cache."""
-    from light_llm.config import count_parameters
-
     T = config.block_size if context is None else int(context)
     if T < 1:
         raise ConfigError(f"context must be at least 1 token, got {T}.")
