@@ -368,6 +368,14 @@ def check_batch_fits(
     )
 
 
+def block_matrix_weights(config: ModelConfig) -> int:
+    """The weights of the blocks' matrix products, each used once per token in the forward
+    pass: L (4 d² + k d d_ff), W^QKV and W^O, then W_1, W_2 (and SwiGLU's V: k = 3, else 2)."""
+    d = config.n_embd
+    ffn_matrices = 3 if config.activation == "swiglu" else 2
+    return config.n_layer * (4 * d * d + ffn_matrices * d * config.ffn_hidden)
+
+
 def model_counts(
     config: ModelConfig, context: int | None = None, bytes_per_value: int = 4
 ) -> ModelCounts:
@@ -389,7 +397,7 @@ def model_counts(
     d, L = config.n_embd, config.n_layer
     embedding = parts["token_embedding"] + parts["position_embedding"] + parts["value_embedding"]
     matmul_weights = (
-        L * (4 * d * d + (3 if config.activation == "swiglu" else 2) * d * config.ffn_hidden)
+        block_matrix_weights(config)
         + config.vocab_size * d
         + (smear_width(config) if config.smear else 0)  # the smear's gate w · x[:k]
     )

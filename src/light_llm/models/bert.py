@@ -26,7 +26,12 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
-from light_llm.config import ModelConfig, check_buildable, count_parameters
+from light_llm.config import (
+    ModelConfig,
+    block_matrix_weights,
+    check_buildable,
+    count_parameters,
+)
 from light_llm.errors import CheckpointError, ConfigError, TokenizerError
 from light_llm.limits import check_flag, check_integer
 from light_llm.models.gpt import GPT, check_attention_mask, check_token_ids
@@ -142,11 +147,11 @@ def encoder_counts(
     if T < 1:
         raise ConfigError(f"context must be at least 1 token, got {T}.")
     d, L, V, b = config.n_embd, config.n_layer, config.vocab_size, int(config.bias)
-    norm = d * (2 if (config.norm == "layernorm" and config.bias) else 1)
-    blocks = count_parameters(config)
+    gpt = count_parameters(config)  # the blocks, E, P, one norm and an untied V x d matrix
+    norm = gpt["norms_per_layer"] // 2
     tables = {
-        "token_embedding": V * d,
-        "position_embedding": position_table_size(config),
+        "token_embedding": gpt["token_embedding"],
+        "position_embedding": gpt["position_embedding"],
         "type_embedding": config.type_vocab_size * d,
         "embedding_norm": norm,
     }
@@ -154,14 +159,10 @@ def encoder_counts(
         "transform": d * d + d * b if config.mlm_head else 0,
         "head_norm": norm if config.mlm_head else 0,
         "output_bias": V * b if config.mlm_head else 0,
-        "decoder_untied": V * d if config.mlm_head and not config.tie_embeddings else 0,
+        "decoder_untied": gpt["lm_head_untied"] if config.mlm_head else 0,
     }
-    final_norm = norm if config.block_order == "pre" else 0
-    total = sum(tables.values()) + blocks["layers"] + final_norm + sum(head.values())
-    ffn_matrices = 3 if config.activation == "swiglu" else 2
-    matmul = L * (4 * d * d + ffn_matrices * d * config.ffn_hidden)
-    if config.mlm_head:
-        matmul += d * d + V * d
+    total = sum(tables.values()) + gpt["layers"] + gpt["final_norm"] + sum(head.values())
+    matmul = block_matrix_weights(config) + (d * d + V * d if config.mlm_head else 0)
     forward = 2 * matmul + 4 * L * T * d
     embedding = tables["token_embedding"] + tables["position_embedding"] + tables["type_embedding"]
     return {
@@ -170,11 +171,11 @@ def encoder_counts(
             "embedding": embedding,
             "non_embedding": total - embedding,
             **tables,
-            "attention_per_layer": blocks["attention_per_layer"],
-            "ffn_per_layer": blocks["ffn_per_layer"],
-            "norms_per_layer": blocks["norms_per_layer"],
-            "layers": blocks["layers"],
-            "final_norm": final_norm,
+            "attention_per_layer": gpt["attention_per_layer"],
+            "ffn_per_layer": gpt["ffn_per_layer"],
+            "norms_per_layer": gpt["norms_per_layer"],
+            "layers": gpt["layers"],
+            "final_norm": gpt["final_norm"],
             **head,
         },
         "flops_per_token": {"forward": forward, "training": 3 * forward},
@@ -186,12 +187,6 @@ def encoder_counts(
             "activations": L * T * d * bytes_per_value,
         },
     }
-
-
-def position_table_size(config: EncoderConfig) -> int:
-    """P's parameters: T_max x d for learned positions; sinusoidal, rotary and none have no
-    table to train."""
-    return config.block_size * config.n_embd if config.positions == "learned" else 0
 
 
 class EncoderEmbeddings(nn.Module):
