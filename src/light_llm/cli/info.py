@@ -10,10 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from light_llm.cli.model_flags import add_model_flags, given_model_fields
 from light_llm.config import PRESETS, ModelConfig, preset
 from light_llm.errors import ConfigError
+
+if TYPE_CHECKING:  # the command's imports stay light until it runs
+    from light_llm.checkpoints.folder import ModelFolder
 
 DESCRIPTION = """\
 Count a model's parameters (with and without the embeddings, per layer), its FLOPs per token
@@ -80,39 +84,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config, name, encoder = chosen_config(args)
+    config, name, folder = chosen_config(args)
     context = config.block_size if args.context is None else args.context
     if context > config.block_size:
         raise ConfigError(
             f"--context {context} is longer than the model's block size {config.block_size}; "
             "raise --block-size to count a longer context."
         )
-    if encoder:
-        report = build_encoder_report(config, context, args.dtype)
-        if args.json:
-            print(json.dumps({"model": name, **report}, indent=2))
-        else:
-            print(render_encoder(name, config, report))
-        return 0
-    report = build_report(config, context, args.dtype)
-    if args.checkpoint is not None:
-        adapters = lora_report(args.checkpoint, config)
+    if folder is not None and folder.holds_encoder:
+        report, draw = build_encoder_report(config, context, args.dtype), render_encoder
+    else:
+        report, draw = build_report(config, context, args.dtype), render
+    if folder is not None and draw is render:
+        adapters = lora_report(folder, config)
         if adapters:
             report["lora"] = adapters
-        stored = int8_report(args.checkpoint)
+        stored = int8_report(folder)
         if stored:
             report["stored_weights"] = stored
     if args.json:
         print(json.dumps({"model": name, **report}, indent=2))
     else:
-        print(render(name, config, report))
+        print(draw(name, config, report))
     return 0
 
 
-def chosen_config(args: argparse.Namespace) -> tuple[ModelConfig, str, bool]:
-    """The preset's or checkpoint's config with the command-line overrides applied, and
-    whether it is a BERT-style encoder's (an EncoderConfig)."""
-    encoder = False
+def chosen_config(args: argparse.Namespace) -> tuple[ModelConfig, str, ModelFolder | None]:
+    """The preset's or checkpoint's config with the command-line overrides applied, and the
+    checkpoint's folder, inspected once (None for a preset): a BERT-style encoder's config is
+    an EncoderConfig."""
+    folder = None
     if args.checkpoint is not None:
         from light_llm.checkpoints import inspect_folder, load_config
 
@@ -134,7 +135,7 @@ def chosen_config(args: argparse.Namespace) -> tuple[ModelConfig, str, bool]:
         changes["vocab_size"] = args.vocab_size
     if changes:
         name += " with " + ", ".join(f"{field}={value}" for field, value in changes.items())
-    return config.replace(**changes), name, encoder
+    return config.replace(**changes), name, folder
 
 
 def build_report(config: ModelConfig, context: int, dtype: str) -> dict:
@@ -185,7 +186,7 @@ def build_encoder_report(config: ModelConfig, context: int, dtype: str) -> dict:
     }
 
 
-def lora_report(checkpoint: str, config: ModelConfig) -> dict | None:
+def lora_report(checkpoint: str | ModelFolder, config: ModelConfig) -> dict | None:
     """For a LoRA run's checkpoint: its adapters' settings, the trainable (A, B) and frozen
     (base) parameter counts of the adapted model (built without storage, nothing read) and
     the state of its base ("unchanged", or why it cannot be used). None for other folders."""
@@ -219,7 +220,7 @@ def lora_report(checkpoint: str, config: ModelConfig) -> dict | None:
     }
 
 
-def int8_report(checkpoint: str) -> dict | None:
+def int8_report(checkpoint: str | ModelFolder) -> dict | None:
     """For an int8 checkpoint (``light-llm quantize``): the bytes its weights file holds, from
     the safetensors header alone (nothing loaded): the int8 codes q, one byte each, and the
     float values beside them (the per-row scales s of W_hat = q s, and the tensors kept as
@@ -308,18 +309,28 @@ def layer_rows(row: Callable[..., None], params: dict, text: dict[str, str], L: 
     row("    norms", human_count(params["norms_per_layer"]), text["norms"], "seed 000 §5")
 
 
+class Rows(list):
+    """A report's lines: (label, human figure, exact figure or formula, source) rows, which
+    :func:`layout` aligns, and plain lines printed as they are."""
+
+    def row(self, label: str, figure: str, detail: str = "", source: str = "") -> None:
+        self.append((label, figure, detail, source))
+
+
+def report_parts(config: ModelConfig, report: dict) -> tuple:
+    """What both layouts read: the parameters, FLOPs and memory figures, the formulas of
+    :func:`formulas`, and L, T and the dtype."""
+    figures = (
+        report[key] for key in ("parameters", "flops_per_token", "memory_bytes_per_sequence")
+    )
+    return (*figures, formulas(config), config.n_layer, report["context"], report["dtype"])
+
+
 def render(name: str, config: ModelConfig, report: dict) -> str:
     """The report as aligned lines: label, human figure, exact figure or formula, source."""
-    params = report["parameters"]
-    flops = report["flops_per_token"]
-    memory = report["memory_bytes_per_sequence"]
-    text = formulas(config)
-    L, T, dtype = config.n_layer, report["context"], report["dtype"]
-    rows: list[tuple[str, str, str, str] | str] = []
-
-    def row(label: str, figure: str, detail: str = "", source: str = "") -> None:
-        rows.append((label, figure, detail, source))
-
+    params, flops, memory, text, L, T, dtype = report_parts(config, report)
+    rows = Rows()
+    row = rows.row
     rows.append(
         f"{name}: {L} layers, {config.n_head} heads, d_model {config.n_embd}, "
         f"d_ff {config.ffn_hidden}, vocabulary {config.vocab_size}, block size {config.block_size}"
@@ -415,25 +426,20 @@ def render(name: str, config: ModelConfig, report: dict) -> str:
 
 def render_encoder(name: str, config: ModelConfig, report: dict) -> str:
     """An encoder's report as aligned lines (:func:`render`'s layout)."""
-    params = report["parameters"]
-    flops = report["flops_per_token"]
-    memory = report["memory_bytes_per_sequence"]
-    text = formulas(config)
-    L, T, dtype = config.n_layer, report["context"], report["dtype"]
-    rows: list[tuple[str, str, str, str] | str] = [
-        f"{name}: a BERT-style encoder, {L} layers, {config.n_head} heads, d_model "
-        f"{config.n_embd}, d_ff {config.ffn_hidden}, vocabulary {config.vocab_size}, block "
-        f"size {config.block_size}",
-        f"  {config.positions} positions, {config.norm}, {config.activation}, "
-        f"{config.block_order}-LN, bidirectional attention, "
-        + ("a masked-LM head" if config.mlm_head else "no masked-LM head (embeddings only)"),
-        "",
-        "Parameters",
-    ]
-
-    def row(label: str, figure: str, detail: str = "", source: str = "") -> None:
-        rows.append((label, figure, detail, source))
-
+    params, flops, memory, text, L, T, dtype = report_parts(config, report)
+    rows = Rows(
+        [
+            f"{name}: a BERT-style encoder, {L} layers, {config.n_head} heads, d_model "
+            f"{config.n_embd}, d_ff {config.ffn_hidden}, vocabulary {config.vocab_size}, block "
+            f"size {config.block_size}",
+            f"  {config.positions} positions, {config.norm}, {config.activation}, "
+            f"{config.block_order}-LN, bidirectional attention, "
+            + ("a masked-LM head" if config.mlm_head else "no masked-LM head (embeddings only)"),
+            "",
+            "Parameters",
+        ]
+    )
+    row = rows.row
     row("  total", human_count(params["total"]), f"{params['total']:,}", "seed 000 §9")
     row(
         "  embedding",
