@@ -120,7 +120,7 @@ class RunHistory:
                 stamps.append((status.st_mtime_ns, status.st_size, status.st_ino))
         return tuple(stamps)
 
-    def tokens_counter(self) -> tuple[Callable[[int], int] | None, str | None, str | None]:
+    def state_facts(self) -> tuple[Callable[[int], int] | None, str | None, str | None]:
         """The training tokens before an iteration (:func:`light_llm.schedule.tokens_before`,
         the smaller steps of a batch-size or sequence-length warmup counted), the
         tokenizer's name and what the loss predicts (:data:`OBJECTIVES`), from the
@@ -138,7 +138,7 @@ class RunHistory:
             counter(max(sizes[3], sizes[5]) + 1)  # a damaged config fails here, not in a point
             objective = OBJECTIVES.get(config.get("model") or "gpt")
             return counter, str(state["data"]["tokenizer"]), objective
-        except (CheckpointError, ConfigError, KeyError, TypeError, ValueError, AttributeError):
+        except (CheckpointError, ConfigError, KeyError, TypeError, ValueError):
             return None, None, None
 
     def summary(self) -> dict[str, Any]:
@@ -166,7 +166,7 @@ class RunHistory:
         files = self.files_read()
         if self.last is not None and files == self.last_files:
             return {**self.last, "live": held_by_live_process(self.folder)}
-        counter, tokenizer, objective = self.tokens_counter()
+        counter, tokenizer, objective = self.state_facts()
         records = [r for r in MetricsLog(self.folder).records() if isinstance(r.get("iter"), int)]
 
         def point(record: dict[str, Any], loss: str, bpb: str) -> list:
