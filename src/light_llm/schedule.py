@@ -1,9 +1,9 @@
 """The learning-rate schedules both engines follow: linear warmup, then cosine decay to a
 floor (seed 000 §7, seed 002 §4.2), or warmup-stable-decay: the peak held, then a linear
-cooldown to the floor; Muon's momentum warmup (:func:`muon_momentum`); and the batch-size and
-sequence-length warmups (:func:`warmup_size`: the sequences of an iteration's micro-batches,
-the tokens of their windows) with the training tokens they count (:func:`tokens_before`).
-Plain arithmetic, no tensor library.
+or 1 - sqrt cooldown to the floor; Muon's momentum warmup (:func:`muon_momentum`); and the
+batch-size and sequence-length warmups (:func:`warmup_size`: the sequences of an iteration's
+micro-batches, the tokens of their windows) with the training tokens they count
+(:func:`tokens_before`). Plain arithmetic, no tensor library.
 """
 
 from __future__ import annotations
@@ -14,6 +14,10 @@ from itertools import pairwise
 from light_llm.errors import ConfigError
 
 SCHEDULES = ("cosine", "wsd")
+# how warmup-stable-decay's cooldown falls from the peak to the floor: in a straight line, or
+# as 1 - sqrt of its progress (Hägele et al. 2024, "Scaling Laws and Compute-Optimal Training
+# Beyond Fixed Training Durations"): faster at first, slower near the floor
+COOLDOWN_SHAPES = ("linear", "sqrt")
 # where Muon's momentum starts under --muon-momentum-warmup (the NanoGPT speedrun's 0.85)
 MUON_MOMENTUM_WARMUP_START = 0.85
 
@@ -25,10 +29,13 @@ def learning_rate(
     warmup_iters: int,
     lr_decay_iters: int,
     cooldown_fraction: float | None = None,
+    cooldown_shape: str = "linear",
 ) -> float:
     """Learning rate at optimiser step ``step`` (0-based): warmup + cosine (seed 000 §7,
     seed 002 §4.2, eq. 10 and the cosine formula after it), or with ``cooldown_fraction``
-    f warmup + stable + linear decay ("WSD", the NanoGPT speedrun's and MiniCPM's):
+    f warmup + stable + decay ("WSD", the NanoGPT speedrun's and MiniCPM's), the decay
+    linear, or with ``cooldown_shape`` "sqrt" falling as 1 - sqrt of its progress p
+    (Hägele et al. 2024):
 
         step <  T_w:          lr = lr_max (step + 1) / (T_w + 1)
         cosine, T_w <= step <= T_d:
@@ -36,7 +43,9 @@ def learning_rate(
                               lr = lr_min + 0.5 (1 + cos(pi r)) (lr_max - lr_min)
         WSD, T_c = T_d - f (T_d - T_w):
             T_w <= step <= T_c:   lr = lr_max
-            T_c <  step <= T_d:   lr = lr_min + (T_d - step) / (T_d - T_c) (lr_max - lr_min)
+            T_c <  step <= T_d:   p  = (step - T_c) / (T_d - T_c)
+                linear:           lr = lr_min + (1 - p) (lr_max - lr_min)
+                sqrt:             lr = lr_min + (1 - sqrt(p)) (lr_max - lr_min)
         step >  T_d:          lr = lr_min
 
     The warmup counts from step + 1 so that the very first step already moves (the seed's
@@ -54,6 +63,10 @@ def learning_rate(
             f"the cooldown is a fraction of the steps after warmup, in (0, 1], got "
             f"{cooldown_fraction}."
         )
+    if cooldown_shape not in COOLDOWN_SHAPES:
+        raise ConfigError(
+            f"the cooldown's shape is {' or '.join(COOLDOWN_SHAPES)}, got {cooldown_shape!r}."
+        )
     if step < warmup_iters:
         return max_lr * (step + 1) / (warmup_iters + 1)
     if step > lr_decay_iters or lr_decay_iters == warmup_iters:
@@ -62,7 +75,10 @@ def learning_rate(
         cooldown_start = lr_decay_iters - cooldown_fraction * (lr_decay_iters - warmup_iters)
         if step <= cooldown_start:
             return max_lr
-        left = (lr_decay_iters - step) / (lr_decay_iters - cooldown_start)
+        if cooldown_shape == "sqrt":
+            left = 1.0 - math.sqrt((step - cooldown_start) / (lr_decay_iters - cooldown_start))
+        else:  # 1 - p, written as the share of the cooldown still ahead
+            left = (lr_decay_iters - step) / (lr_decay_iters - cooldown_start)
         return min_lr + left * (max_lr - min_lr)
     ratio = (step - warmup_iters) / (lr_decay_iters - warmup_iters)
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (max_lr - min_lr)

@@ -68,6 +68,7 @@ def test_preset_char_cpu_is_bpe_cpu_on_characters_and_bpe_cpu_the_default_before
     assert (bpe.pop("activation"), bpe.pop("logit_softcap")) == ("relu2", 15.0)
     assert (default.pop("lr_schedule"), default.pop("cooldown_fraction")) == ("wsd", 0.5)
     assert (bpe.pop("lr_schedule"), bpe.pop("cooldown_fraction")) == ("cosine", None)
+    assert (default.pop("cooldown_shape"), bpe.pop("cooldown_shape")) == ("linear", None)
     assert (default.pop("weight_decay_epochs"), bpe.pop("weight_decay_epochs")) == (1.7, None)
     assert (default.pop("sampling"), bpe.pop("sampling")) == ("passes", "uniform")
     assert (default.pop("beta1"), bpe.pop("beta1")) == (0.8, 0.9)
@@ -556,6 +557,11 @@ def test_the_help_names_every_preset_of_both_models():
             "cooldown_fraction must be a finite number in (0, 1]",
         ),
         (["--lr-schedule", "wsd", "--cooldown-fraction", "nan"], "cooldown_fraction must be"),
+        (
+            ["--preset", "bpe-cpu", "--cooldown-shape", "sqrt"],
+            "--cooldown-shape sets how the wsd schedule's cooldown falls, and this run's "
+            "schedule is cosine: add --lr-schedule wsd, or drop it.",
+        ),
         (["--ema-beta", "1"], "ema_beta must be a finite number in (0, 1), got 1.0."),
         (["--ema-beta", "0"], "ema_beta must be a finite number in (0, 1), got 0.0."),
         (["--ema-beta", "nan"], "ema_beta must be a finite number in (0, 1), got nan."),
@@ -823,6 +829,7 @@ HELP_DEFAULTS = {
     "--batch-warmup": "batch_warmup",
     "--context-warmup": "context_warmup",
     "--lr-schedule": "lr_schedule",
+    "--cooldown-shape": "cooldown_shape",
     "--eval-iters": "eval_iters",
     "--seed": "seed",
 }

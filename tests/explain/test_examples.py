@@ -345,16 +345,20 @@ def test_muon_newton_schulz_steps():
     assert np.all((np.diag(core) > 0.65) & (np.diag(core) < 1.2))
 
 
-def numpy_learning_rate(t, max_lr, min_lr, warmup, decay_end, cooldown=None):
+def numpy_learning_rate(t, max_lr, min_lr, warmup, decay_end, cooldown=None, shape="linear"):
     """Linear warmup (t + 1) / (T_w + 1), cosine from max_lr to min_lr (or with ``cooldown``
     f: max_lr held, then a straight line from (T_d - f (T_d - T_w), max_lr) to (T_d,
-    min_lr)), then min_lr."""
+    min_lr), or with ``shape`` "sqrt" a fall of sqrt(p) of the way at progress p), then
+    min_lr."""
     if t < warmup:
         return max_lr * (t + 1) / (warmup + 1)
     if t > decay_end or decay_end == warmup:
         return min_lr
     if cooldown is not None:
         start = decay_end - cooldown * (decay_end - warmup)
+        if shape == "sqrt":
+            progress = float(np.interp(t, [start, decay_end], [0.0, 1.0]))
+            return max_lr - math.sqrt(progress) * (max_lr - min_lr)
         return float(np.interp(t, [start, decay_end], [max_lr, min_lr]))
     ratio = (t - warmup) / (decay_end - warmup)
     return min_lr + 0.5 * (1 + math.cos(math.pi * ratio)) * (max_lr - min_lr)
@@ -369,12 +373,11 @@ def test_lr_schedule_of_the_default_training_run():
     at = [int(label.removeprefix("t=")) for label in rates.columns]
     assert at[0] == 0 and config.warmup_iters in at and config.lr_decay_iters in at
     assert config.lr_schedule == "wsd"  # the default's; the cosine is checked below
-    cooldown = config.cooldown_fraction
+    cooldown, shape = config.cooldown_fraction, config.cooldown_shape
+    assert shape == "linear"  # the default's; the 1 - sqrt cooldown is checked below
+    lengths = (config.warmup_iters, config.lr_decay_iters)
     expected = [
-        numpy_learning_rate(
-            t, config.lr, config.min_lr, config.warmup_iters, config.lr_decay_iters, cooldown
-        )
-        for t in at
+        numpy_learning_rate(t, config.lr, config.min_lr, *lengths, cooldown, shape) for t in at
     ]
     np.testing.assert_allclose(rates.value, expected, rtol=1e-12)
     assert list(steps["Peak and floor: lr_max, lr_min"].value) == [config.lr, config.min_lr]
@@ -399,6 +402,23 @@ def test_lr_schedule_of_a_cosine_run():
         "cosine decay until T_d"
         in steps["Lengths: warmup_iters T_w, lr_decay_iters T_d, max_iters"].text
     )
+
+
+def test_lr_schedule_of_a_wsd_run_with_a_sqrt_cooldown():
+    from light_llm.explain.training_examples import ScheduleSettings, lr_schedule
+    from light_llm.train.config import TrainConfig
+
+    config = TrainConfig(cooldown_shape="sqrt", max_iters=300).resolve()
+    settings = ScheduleSettings.from_train_config(config, "a 1 - sqrt cooldown")
+    steps = {step.title: step for step in lr_schedule(settings)}
+    rates = steps["Learning rate at selected steps"]
+    at = [int(label.removeprefix("t=")) for label in rates.columns]
+    lengths = (config.warmup_iters, config.lr_decay_iters, config.cooldown_fraction)
+    expected = [numpy_learning_rate(t, config.lr, config.min_lr, *lengths, "sqrt") for t in at]
+    np.testing.assert_allclose(rates.value, expected, rtol=1e-12)
+    lengths_text = steps["Lengths: warmup_iters T_w, lr_decay_iters T_d, max_iters"].text
+    assert "a 1 - sqrt cooldown until T_d" in lengths_text
+    assert "0.29 of the way from min to max" in rates.text
 
 
 def test_grad_clip_of_norm_50_at_5():

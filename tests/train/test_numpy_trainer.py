@@ -158,7 +158,8 @@ def test_char_baby_200_iterations_follow_the_pytorch_trainer(tmp_path):
         {},
         {"muon_orthogonaliser": "polar-express", "cautious_weight_decay": True},
         {"muon_scale": "keller"},
-        {"lr_schedule": "wsd", "cooldown_fraction": 0.4},
+        {"lr_schedule": "wsd", "cooldown_fraction": 0.4, "cooldown_shape": "linear"},
+        {"lr_schedule": "wsd", "cooldown_fraction": 0.4, "cooldown_shape": "sqrt"},
         {"mtp_weight": 0.5},
         {"value_embeddings": True},
         {"embedding_skip": True},
@@ -174,12 +175,13 @@ def test_muon_training_follows_the_pytorch_trainer(corpus, tmp_path, switches):
     """--optimizer muon on both engines from the same weights and batches: the training
     losses of every iteration agree (to 1%, room for a bfloat16 Newton-Schulz on CPUs that
     have bfloat16 arithmetic) and fall (with the default's Muon scale, "aspect"); also with
-    Keller Jordan's scale, with Polar Express and cautious weight decay, on
-    the warmup-stable-decay schedule, with multi-token prediction, with value embeddings
-    (their table at the embedding rate), with the embedding skip, with the smear, with Muon's
-    momentum warmup, with NorMuon, from zero-initialised output projections (each trainer
-    zeroes them in the weights it starts from), and under a batch-size or sequence-length
-    warmup (both draw the same smaller batches, the same shorter windows, first)."""
+    Keller Jordan's scale, with Polar Express and cautious weight decay, on the
+    warmup-stable-decay schedule (either cooldown), with multi-token prediction, with value
+    embeddings (their table at the embedding rate), with the embedding skip, with the smear,
+    with Muon's momentum warmup, with NorMuon, from zero-initialised output projections (each
+    trainer zeroes them in the weights it starts from), and under a batch-size or
+    sequence-length warmup (both draw the same smaller batches, the same shorter windows,
+    first)."""
     from light_llm.models.gpt import GPT
     from light_llm.train import train
 

@@ -72,6 +72,33 @@ def test_wsd_with_the_whole_run_cooling_down_is_a_linear_decay_from_warmup():
         assert wsd(step, 1.0) == pytest.approx(expected, rel=1e-12)
 
 
+def test_wsd_with_a_sqrt_cooldown_falls_as_one_minus_the_root_of_its_progress():
+    """Hägele et al. 2024's cooldown: at progress p through it the rate has fallen by
+    sqrt(p) of the way from peak to floor, so a quarter in it is half way down, and the
+    rate lies under the straight line everywhere inside the cooldown."""
+    start = DECAY - 0.25 * (DECAY - WARMUP)  # 1525, as above
+
+    def sqrt_wsd(step):
+        return learning_rate(step, MAX_LR, MIN_LR, WARMUP, DECAY, 0.25, cooldown_shape="sqrt")
+
+    for step in (WARMUP, 800, 1525):
+        assert sqrt_wsd(step) == MAX_LR
+    quarter = start + (DECAY - start) / 4  # 1643.75: take the steps around it
+    for step in (1526, 1643, 1644, 1700, 1999):
+        fallen = (MAX_LR - sqrt_wsd(step)) / (MAX_LR - MIN_LR)
+        assert fallen**2 == pytest.approx((step - start) / (DECAY - start), rel=1e-12)
+        assert sqrt_wsd(step) < wsd(step, 0.25)
+    assert sqrt_wsd(1643) > (MAX_LR + MIN_LR) / 2 > sqrt_wsd(1644)
+    assert quarter == 1643.75
+    assert sqrt_wsd(DECAY) == MIN_LR and sqrt_wsd(DECAY + 1) == MIN_LR
+    assert learning_rate(1700, MAX_LR, MIN_LR, WARMUP, DECAY, 0.25, "linear") == wsd(1700, 0.25)
+
+
+def test_the_cooldown_shape_is_linear_or_sqrt():
+    with pytest.raises(ConfigError, match="the cooldown's shape is linear or sqrt, got 'cos'"):
+        learning_rate(1700, MAX_LR, MIN_LR, WARMUP, DECAY, 0.25, cooldown_shape="cos")
+
+
 @pytest.mark.parametrize("fraction", [0.0, -0.5, 1.5, math.nan])
 def test_wsd_rejects_a_cooldown_that_is_no_share_of_the_run(fraction):
     with pytest.raises(ConfigError, match="fraction of the steps after warmup"):

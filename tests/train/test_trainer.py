@@ -802,11 +802,17 @@ def test_extending_a_run_whose_rate_reached_zero_is_refused_unless_given_a_rate(
 
 def test_wsd_holds_the_peak_then_cools_down_to_the_floor_in_the_logged_rates(corpus, tmp_path):
     common = {"max_iters": 12, "warmup_iters": 2, "log_interval": 1, "lr": 1e-3, "min_lr": 1e-4}
-    train(tiny_run(corpus, tmp_path, lr_schedule="wsd", cooldown_fraction=0.3, **common))
-    logged = {r["iter"]: r["lr"] for r in metric_lines(tmp_path, "train")}
-    # 10 steps after warmup, the last 3 of them cooling down: from step 9 to the floor at 12
-    expected = [1e-3 / 3, 2e-3 / 3, *[1e-3] * 8, 7e-4, 4e-4]
-    assert [logged[i] for i in range(12)] == pytest.approx(expected, rel=1e-12)
+    for shape in ("linear", "sqrt"):
+        out = tmp_path / shape
+        cooldown = {"cooldown_fraction": 0.3, "cooldown_shape": shape}
+        train(tiny_run(corpus, out, lr_schedule="wsd", **cooldown, **common))
+        logged = {r["iter"]: r["lr"] for r in metric_lines(out, "train")}
+        # 10 steps after warmup, the last 3 of them cooling down: from step 9 to the floor
+        # at 12, in a straight line or falling by sqrt(1/3) and sqrt(2/3) of the way
+        fallen = [1 / 3, 2 / 3] if shape == "linear" else [(1 / 3) ** 0.5, (2 / 3) ** 0.5]
+        cooling = [1e-3 - f * (1e-3 - 1e-4) for f in fallen]
+        expected = [1e-3 / 3, 2e-3 / 3, *[1e-3] * 8, *cooling]
+        assert [logged[i] for i in range(12)] == pytest.approx(expected, rel=1e-12)
 
 
 def test_a_resume_may_change_the_schedule_in_either_direction(corpus, tmp_path):
@@ -822,6 +828,30 @@ def test_a_resume_may_change_the_schedule_in_either_direction(corpus, tmp_path):
         expected = [learning_rate(i, 1e-3, 1e-4, 2, 10, cooldown_fraction=cooldown)
                     for i in range(6, 10)]  # fmt: skip
         assert [logged[i] for i in range(6, 10)] == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_sqrt_cooldown_is_recorded_resumed_bit_for_bit_and_dropped_with_its_schedule(
+    corpus, tmp_path
+):
+    """A run cooling down as 1 - sqrt resumes on it (the shape comes back from its trainer
+    state, not the default's straight line), bit for bit as the run that was never stopped;
+    resumed with --lr-schedule cosine, its shape, never given again, goes with its wsd."""
+    common = {"max_iters": 8, "warmup_iters": 2, "log_interval": 1, "lr": 1e-3, "min_lr": 1e-4}
+    sqrt = {"lr_schedule": "wsd", "cooldown_shape": "sqrt", **common}
+    straight = train(tiny_run(corpus, tmp_path / "straight", **sqrt))
+    out = tmp_path / "stopped"
+    train(tiny_run(corpus, out, **{**sqrt, "max_iters": 4, "lr_decay_iters": 8}))
+    resumed = train(TrainConfig(out=str(out), max_iters=8, resume=True))
+    assert resumed.losses == {i: straight.losses[i] for i in range(4, 8)}
+    assert read_trainer_state(out / "checkpoint")["resolved_config"]["cooldown_shape"] == "sqrt"
+    logged = {r["iter"]: r["lr"] for r in metric_lines(out, "train")}
+    expected = [learning_rate(i, 1e-3, 1e-4, 2, 8, 0.5, "sqrt") for i in range(8)]
+    assert [logged[i] for i in range(8)] == pytest.approx(expected, rel=1e-12)
+    assert logged[6] < learning_rate(6, 1e-3, 1e-4, 2, 8, 0.5)  # under the straight line
+    to_cosine = TrainConfig(out=str(out), max_iters=10, resume=True, lr_schedule="cosine")
+    train(dataclasses.replace(to_cosine, restretch_schedule=True))
+    resolved = read_trainer_state(out / "checkpoint")["resolved_config"]
+    assert (resolved["lr_schedule"], resolved["cooldown_shape"]) == ("cosine", None)
 
 
 def test_the_default_length_follows_the_machines_arithmetic_and_is_recorded(

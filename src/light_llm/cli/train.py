@@ -24,10 +24,11 @@ from light_llm.config import PRESETS
 from light_llm.device import DEVICES
 from light_llm.errors import ConfigError
 from light_llm.muon_spec import MUON_SCALES, ORTHOGONALISERS
-from light_llm.schedule import SCHEDULES
+from light_llm.schedule import COOLDOWN_SHAPES, SCHEDULES
 from light_llm.train.batches import SAMPLINGS
 from light_llm.train.config import (
     DEFAULT_COOLDOWN,
+    DEFAULT_COOLDOWN_SHAPE,
     DEFAULT_MODEL,
     DEFAULT_PRESETS,
     FINETUNE_RECIPE,
@@ -294,7 +295,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     optim.add_argument(
         "--lr-schedule",
         choices=SCHEDULES,
-        help="after warmup: cosine decay, or wsd: the peak held, then a linear cooldown "
+        help="after warmup: cosine decay, or wsd: the peak held, then a cooldown "
         f"({default('lr_schedule')})",
     )
     optim.add_argument(
@@ -303,6 +304,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="F",
         help="wsd: the share of the steps after warmup spent cooling down "
         f"({default('cooldown_fraction')}; {DEFAULT_COOLDOWN} when a preset sets none)",
+    )
+    optim.add_argument(
+        "--cooldown-shape",
+        choices=COOLDOWN_SHAPES,
+        help="wsd: the cooldown falls from the peak to the floor in a straight line, or as "
+        f"1 - sqrt of its progress (Hägele et al. 2024), faster at first (default "
+        f"{DEFAULT_COOLDOWN_SHAPE})",
     )
     optim.add_argument("--beta1", type=float, help=f"AdamW beta1 ({default('beta1')})")
     optim.add_argument("--beta2", type=float, help=f"AdamW beta2 ({default('beta2')})")

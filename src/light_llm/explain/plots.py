@@ -229,14 +229,17 @@ def learning_rate_figure(
     title: str = "Learning-rate schedule",
     logged: Sequence[tuple[int, float]] = (),
     cooldown_fraction: float | None = None,
+    cooldown_shape: str = "linear",
 ) -> Path:
     """The learning rate at every step of a run, by :func:`light_llm.schedule.learning_rate`
     (seed 000 §7, seed 002 §4.2): linear warmup, cosine decay (or with ``cooldown_fraction``
-    the peak held, then a linear cooldown), then the floor; with ``logged`` (step, lr) pairs,
-    also the rates a run really used, as it logged them."""
+    the peak held, then a cooldown of ``cooldown_shape``), then the floor; with ``logged``
+    (step, lr) pairs, also the rates a run really used, as it logged them."""
     steps = np.arange(max_iters)
     rates = [
-        learning_rate(int(t), max_lr, min_lr, warmup_iters, lr_decay_iters, cooldown_fraction)
+        learning_rate(
+            int(t), max_lr, min_lr, warmup_iters, lr_decay_iters, cooldown_fraction, cooldown_shape
+        )
         for t in steps
     ]
     figure = Figure(figsize=WIDE_FIGURE, layout="constrained")
@@ -263,7 +266,8 @@ def learning_rate_figure(
     shape = (
         "cosine decay"
         if cooldown_fraction is None
-        else f"peak held, then a linear cooldown over {cooldown_fraction:g} of the rest"
+        else f"peak held, then a {'1 - sqrt' if cooldown_shape == 'sqrt' else 'linear'} "
+        f"cooldown over {cooldown_fraction:g} of the rest"
     )
     axes.set_title(f"{title}\nlinear warmup + {shape}, max_lr = {max_lr:g}")
     axes.grid(alpha=0.3)

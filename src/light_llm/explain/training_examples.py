@@ -24,7 +24,7 @@ from light_llm.errors import CheckpointError
 from light_llm.explain import plots
 from light_llm.explain.steps import Example, Step, value_of
 from light_llm.schedule import learning_rate
-from light_llm.train.config import TrainConfig
+from light_llm.train.config import DEFAULT_COOLDOWN_SHAPE, TrainConfig
 from light_llm.train.optim import clip_grad_norm, configure_adamw
 
 ADAMW_WEIGHT = [[0.5, -0.3, 0.8], [-0.2, 0.4, 0.1]]
@@ -148,6 +148,7 @@ class ScheduleSettings:
     source: str
     logged: tuple[tuple[int, float], ...] = ()  # (step, lr) the run logged, in step order
     cooldown_fraction: float | None = None  # warmup-stable-decay's; None: the cosine
+    cooldown_shape: str = "linear"  # warmup-stable-decay's cooldown: linear or sqrt
 
     @classmethod
     def from_train_config(cls, config: TrainConfig, source: str) -> ScheduleSettings:
@@ -162,6 +163,7 @@ class ScheduleSettings:
             config.max_iters,
             source,
             cooldown_fraction=config.cooldown_fraction if wsd else None,
+            cooldown_shape=config.cooldown_shape or DEFAULT_COOLDOWN_SHAPE,
         )
 
     def rate(self, step: int) -> float:
@@ -173,6 +175,7 @@ class ScheduleSettings:
             self.warmup_iters,
             self.lr_decay_iters,
             self.cooldown_fraction,
+            self.cooldown_shape,
         )
 
     @property
@@ -223,7 +226,7 @@ def lr_schedule(settings: ScheduleSettings | None = None) -> list[Step]:
     """The learning-rate schedule of a training configuration (default: ``light-llm
     train``'s), by :func:`light_llm.schedule.learning_rate` at its landmark steps: warmup +
     cosine (seed 000 §7; seed 002 §4.2, eq. 10 and the cosine formula), or warmup, stable
-    phase and linear cooldown (WSD)."""
+    phase and a linear or 1 - sqrt cooldown (WSD)."""
     s = settings or default_schedule()
     steps = s.landmarks()
     rates = [s.rate(step) for step in steps]
@@ -239,17 +242,33 @@ def lr_schedule(settings: ScheduleSettings | None = None) -> list[Step]:
             "max and min."
         )
     else:
+        sqrt = s.cooldown_shape == "sqrt"
         lengths = (
             f"Warmup until T_w, the peak held until T_c = T_d - f (T_d - T_w) with f = "
-            f"{s.cooldown_fraction:g} (warmup-stable-decay), a linear cooldown until T_d, the "
-            "floor after that."
+            f"{s.cooldown_fraction:g} (warmup-stable-decay), a "
+            f"{'1 - sqrt' if sqrt else 'linear'} cooldown until T_d, the floor after that."
+        )
+        cooldown = (
+            "lr_min + (1 - sqrt(p)) (lr_max - lr_min) with p = (t - T_c) / (T_d - T_c), "
+            "falling fast at first and slowly near the floor (Hägele et al. 2024)"
+            if sqrt
+            else "lr_min + (T_d - t) / (T_d - T_c) (lr_max - lr_min)"
+        )
+        halfway = (
+            "about 0.29 of the way from min to max (1 - sqrt(1/2))"
+            if sqrt
+            else "about the mean of max and min"
         )
         formula = (
             "Linear warmup lr_max (t + 1) / (T_w + 1) (the first step already moves), then "
-            "lr_max until T_c, then lr_min + (T_d - t) / (T_d - T_c) (lr_max - lr_min), then "
-            f"lr_min. Half way through the cooldown (t = {middle}) the rate is about the mean "
-            "of max and min. This is not the seeds' cosine (seed 000 §7): the NanoGPT "
-            "speedrun's schedule, measured better for light-llm's default (docs/recipe.md)."
+            f"lr_max until T_c, then {cooldown}, then lr_min. Half way through the cooldown "
+            f"(t = {middle}) the rate is {halfway}. This is not the seeds' cosine (seed 000 "
+            "§7): the NanoGPT speedrun's schedule"
+            + (
+                " with Hägele et al.'s cooldown (docs/recipe.md compares the two shapes)."
+                if sqrt
+                else ", measured better for light-llm's default (docs/recipe.md)."
+            )
         )
     return [
         Step(
@@ -428,6 +447,7 @@ def schedule_figure(folder: Path, settings: ScheduleSettings) -> Path:
         title=f"Learning-rate schedule of {s.source}",
         logged=s.logged,
         cooldown_fraction=s.cooldown_fraction,
+        cooldown_shape=s.cooldown_shape,
     )
 
 

@@ -62,13 +62,23 @@ from light_llm.limits import (
     is_real,
 )
 from light_llm.muon_spec import MUON_SCALE_BEFORE_CHOICE, MUON_SCALES, ORTHOGONALISERS
-from light_llm.schedule import SCHEDULES, learning_rate, muon_momentum, tokens_before, warmup_size
+from light_llm.schedule import (
+    COOLDOWN_SHAPES,
+    SCHEDULES,
+    learning_rate,
+    muon_momentum,
+    tokens_before,
+    warmup_size,
+)
 from light_llm.train.batches import SAMPLINGS, pass_window_starts
 from light_llm.train.budget import MIN_WARMUP_FOR_BUDGET, parse_duration
 
 MODELS = ("gpt", "bert")
 # warmup-stable-decay's cooldown when --lr-schedule wsd comes without --cooldown-fraction
 DEFAULT_COOLDOWN = 0.5
+# and its shape when it comes without --cooldown-shape (docs/recipe.md, "A cooldown of 1 -
+# sqrt": sqrt is lower at 840 iterations and higher at 1200, so no preset takes it yet)
+DEFAULT_COOLDOWN_SHAPE = "linear"
 # the schedule of every run from before the schedule was a setting
 SCHEDULE_BEFORE_CHOICE = "cosine"
 # how every run from before the sampling was a setting drew its windows
@@ -145,6 +155,7 @@ GENERAL_DEFAULTS: dict[str, Any] = {
     "warmup_iters": 100,
     "lr_schedule": "cosine",  # or wsd (light_llm.schedule)
     "cooldown_fraction": None,  # wsd's share of the steps after warmup: DEFAULT_COOLDOWN
+    "cooldown_shape": None,  # wsd's cooldown: linear or sqrt: DEFAULT_COOLDOWN_SHAPE
     "beta1": 0.9,  # seed 000 §7
     "beta2": 0.95,  # seed 000 §7
     "weight_decay": 0.1,
@@ -422,8 +433,9 @@ class TrainConfig:
     lr: float | None = None
     min_lr: float | None = None
     warmup_iters: int | None = None
-    lr_schedule: str | None = None  # cosine | wsd (warmup, stable, linear cooldown)
+    lr_schedule: str | None = None  # cosine | wsd (warmup, stable, cooldown)
     cooldown_fraction: float | None = None  # wsd: the share of post-warmup steps decaying
+    cooldown_shape: str | None = None  # wsd: linear | sqrt (light_llm.schedule)
     lr_decay_iters: int | None = None  # None: max_iters (or warmup_iters, if longer)
     beta1: float | None = None
     beta2: float | None = None
@@ -508,6 +520,8 @@ class TrainConfig:
         # then honoured, or refused under its own name (resume.setting_differences)
         if self.lr_schedule not in (None, "wsd") and self.cooldown_fraction is None:
             values["cooldown_fraction"] = None  # a wsd run's cooldown, not the new schedule's
+        if self.lr_schedule not in (None, "wsd") and self.cooldown_shape is None:
+            values["cooldown_shape"] = None
         for warmup in SIZE_WARMUPS:  # --batch-warmup 0: the saved warmup's size goes with it
             if getattr(self, warmup.name) == 0 and getattr(self, warmup.name + "_size") is None:
                 values[warmup.name + "_size"] = None
@@ -549,8 +563,13 @@ class TrainConfig:
                 values[key] = value
         if values["lr_schedule"] == "wsd" and values["cooldown_fraction"] is None:
             values["cooldown_fraction"] = DEFAULT_COOLDOWN
-        if values["lr_schedule"] != "wsd" and self.cooldown_fraction is None:
-            values["cooldown_fraction"] = None  # a recipe's cooldown is its wsd's
+        if values["lr_schedule"] == "wsd" and values["cooldown_shape"] is None:
+            values["cooldown_shape"] = DEFAULT_COOLDOWN_SHAPE
+        if values["lr_schedule"] != "wsd":  # a recipe's cooldown is its wsd's
+            if self.cooldown_fraction is None:
+                values["cooldown_fraction"] = None
+            if self.cooldown_shape is None:
+                values["cooldown_shape"] = None
         if values["lr_decay_iters"] is None:  # decay until the end (after any warmup)
             values["lr_decay_iters"] = max(values["max_iters"], values["warmup_iters"])
         resolved = TrainConfig(**values)
@@ -641,10 +660,12 @@ class TrainConfig:
     def learning_rate(self, step: int) -> float:
         """The learning rate of optimiser step ``step`` under this (resolved) config's linear
         warmup and cosine decay (seed 000 §7, seed 002 §4.2), or warmup, stable phase and
-        linear cooldown (``lr_schedule`` "wsd"): :func:`light_llm.schedule.learning_rate`."""
+        cooldown (``lr_schedule`` "wsd", linear or 1 - sqrt):
+        :func:`light_llm.schedule.learning_rate`."""
         cooldown = self.cooldown_fraction if self.lr_schedule == "wsd" else None
+        shape = self.cooldown_shape or DEFAULT_COOLDOWN_SHAPE
         return learning_rate(
-            step, self.lr, self.min_lr, self.warmup_iters, self.lr_decay_iters, cooldown
+            step, self.lr, self.min_lr, self.warmup_iters, self.lr_decay_iters, cooldown, shape
         )
 
     def muon_momentum_at(self, step: int) -> float:
@@ -798,6 +819,17 @@ class TrainConfig:
             if self.lr_schedule != "wsd":
                 raise ConfigError(
                     "--cooldown-fraction sets how much of the wsd schedule decays, and this "
+                    f"run's schedule is {self.lr_schedule}: add --lr-schedule wsd, or drop it."
+                )
+        if self.cooldown_shape is not None:
+            if self.cooldown_shape not in COOLDOWN_SHAPES:
+                raise ConfigError(
+                    f"cooldown_shape must be {' or '.join(COOLDOWN_SHAPES)}, got "
+                    f"{self.cooldown_shape!r}."
+                )
+            if self.lr_schedule != "wsd":
+                raise ConfigError(
+                    "--cooldown-shape sets how the wsd schedule's cooldown falls, and this "
                     f"run's schedule is {self.lr_schedule}: add --lr-schedule wsd, or drop it."
                 )
         for key in ("beta1", "beta2", "label_smoothing"):
