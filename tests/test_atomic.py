@@ -5,7 +5,8 @@ import stat
 
 import pytest
 
-from light_llm.atomic import atomic_file, write_atomically
+from light_llm.atomic import atomic_file, check_picture_path, save_figure, write_atomically
+from light_llm.errors import OutputError
 
 
 def test_write_atomically_replaces_whole_files_and_leaves_no_temporaries(tmp_path):
@@ -46,3 +47,35 @@ def test_files_get_the_permissions_of_a_normally_created_file(tmp_path):
     path = tmp_path / "atomic"
     write_atomically(path, b"x")
     assert stat.S_IMODE(path.stat().st_mode) == stat.S_IMODE(reference.stat().st_mode)
+
+
+def test_a_picture_is_drawn_over_a_png_only(tmp_path):
+    """save_figure redraws a PNG and refuses any other file at its path, a link to one
+    included, leaving it as it was; check_picture_path also asks for a .png name in a folder
+    that exists."""
+    from matplotlib.figure import Figure
+
+    picture = tmp_path / "a.png"
+    for _ in range(2):
+        save_figure(Figure(), picture)
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = tmp_path / "corpus.png"
+    text.write_text("to be or not to be", encoding="utf-8")
+    link = tmp_path / "link.png"
+    link.symlink_to(text)
+    for path in (text, link):
+        with pytest.raises(OutputError, match="is a file that is not a PNG picture"):
+            save_figure(Figure(), path)
+    assert text.read_text(encoding="utf-8") == "to be or not to be" and link.is_symlink()
+    assert check_picture_path(picture, "--plot") == picture
+    assert check_picture_path(tmp_path / "new.PNG") == tmp_path / "new.PNG"
+    for path, message in [
+        (tmp_path / "a.txt", "give a name ending in .png"),
+        (tmp_path / "no" / "a.png", "its folder"),
+        (text, "not a PNG picture"),
+    ]:
+        with pytest.raises(OutputError, match=message):
+            check_picture_path(path, "--plot")
+    (tmp_path / "dir.png").mkdir()
+    with pytest.raises(OutputError, match="is a folder"):
+        check_picture_path(tmp_path / "dir.png")

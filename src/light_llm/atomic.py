@@ -135,10 +135,50 @@ def write_atomically(path: str | os.PathLike, data: bytes) -> None:
         file.write(data)
 
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"  # the first 8 bytes of every PNG file
+
+
+def check_picture_path(path: str | os.PathLike, what: str = "the picture") -> Path:
+    """``path`` as a Path if a PNG picture a user named may be written there, else
+    OutputError (one sentence): its name must end in .png, its folder must exist, and a file
+    already there must be a PNG itself (:func:`refuse_to_draw_over`). ``what``: how the
+    sentence names it (a flag, say)."""
+    path = Path(path)
+    if path.suffix.lower() != ".png":
+        raise OutputError(f"{what} {path} is drawn as a PNG picture: give a name ending in .png.")
+    if path.is_dir():
+        raise OutputError(f"{what} {path} is a folder: give a file name ending in .png.")
+    if not path.parent.is_dir():
+        raise OutputError(
+            f"{what} {path} cannot be written: its folder {path.parent} does not exist."
+        )
+    return refuse_to_draw_over(path, what)
+
+
+def refuse_to_draw_over(path: Path, what: str = "the picture") -> Path:
+    """``path``, unless a file that is not a PNG picture is there (OutputError): a picture is
+    redrawn over an earlier one, never over a checkpoint, a corpus or any other file that a
+    mistyped path names."""
+    if not (path.exists() or path.is_symlink()) or path.is_dir():
+        return path
+    try:
+        with open(path, "rb") as existing:
+            is_png = path.is_file() and existing.read(len(PNG_SIGNATURE)) == PNG_SIGNATURE
+    except OSError as exc:
+        raise OutputError(f"{what} {path} cannot be read: {reason(exc)}.") from None
+    if not is_png:
+        raise OutputError(
+            f"{what} {path} is a file that is not a PNG picture: light-llm draws over its own "
+            "pictures only; name another file."
+        )
+    return path
+
+
 def save_figure(figure, path: str | os.PathLike, dpi: int = 100) -> Path:
     """Render a matplotlib ``figure`` as PNG in memory and write it to ``path`` as one step;
-    returns the path. DataError (one sentence) when it cannot be written."""
-    path = Path(path)
+    returns the path. OutputError when ``path`` names a file that is not a PNG
+    (:func:`refuse_to_draw_over`), DataError (one sentence) when it cannot be written."""
+    path = refuse_to_draw_over(Path(path))
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=dpi)
     try:

@@ -226,6 +226,40 @@ def test_bad_input_is_one_line_and_exit_code_2(capsys, run_folder, argv, message
     assert "Traceback" not in err
 
 
+def test_a_plot_never_lands_on_a_file_that_is_not_a_png(capsys, run_folder, tmp_path):
+    """--plot naming the checkpoint's weights, a text, a non-PNG file called .png or a
+    missing folder is refused before any table is printed, and the file is left as it was;
+    a picture drawn before is drawn again."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(run_folder / "checkpoint", copy)
+    notes = tmp_path / "notes.png"
+    notes.write_text("my notes", encoding="utf-8")
+    weights = copy / "model.safetensors"
+    before = {path: path.read_bytes() for path in (weights, notes)}
+    for target, message in [
+        (weights, "is drawn as a PNG picture: give a name ending in .png"),
+        (tmp_path / "lens.txt", "is drawn as a PNG picture"),
+        (notes, "is a file that is not a PNG picture: light-llm draws over its own pictures"),
+        (tmp_path / "missing" / "lens.png", "its folder"),
+        (tmp_path, "is drawn as a PNG picture"),
+    ]:
+        code = main(["inspect", "lens", "--checkpoint", str(copy), "--prompt", "to be"]
+                     + ["--plot", str(target)])  # fmt: skip
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "" and message in err, err
+        assert len(err.strip().splitlines()) == 1
+    assert {path: path.read_bytes() for path in before} == before
+    assert not (tmp_path / "lens.txt").exists()
+    picture = tmp_path / "lens.png"
+    for _ in range(2):  # a picture light-llm drew is redrawn
+        code = main(["inspect", "lens", "--checkpoint", str(copy), "--prompt", "to be"]
+                     + ["--plot", str(picture)])  # fmt: skip
+        assert code == 0, capsys.readouterr().err
+    assert picture.read_bytes().startswith(b"\x89PNG")
+
+
 def test_the_packaged_minilm_has_no_masked_lm_head_to_look_through(capsys):
     from light_llm.tokenizers.bert import packaged_bert_folder
 

@@ -78,12 +78,15 @@ def load_model_and_tokenizer(checkpoint: Path | None):
 
 
 def run(args: argparse.Namespace) -> int:
+    from light_llm.atomic import check_picture_path
     from light_llm.checkpoints.folder import run_name
     from light_llm.explain.attention_maps import prompt_attention, write_attention_figures
 
+    out = args.out if args.out is not None or args.json else Path("attention.png")
+    if out is not None and out.suffix.lower() == ".png":  # before the slow loading
+        check_picture_path(out, "--out")
     model, tokenizer, folder = load_model_and_tokenizer(args.checkpoint)
     attention = prompt_attention(model, tokenizer, args.prompt, args.layer, args.head)
-    out = args.out if args.out is not None or args.json else Path("attention.png")
     written = []
     if out is not None:
         shown = args.prompt if len(args.prompt) <= 60 else args.prompt[:57] + "..."

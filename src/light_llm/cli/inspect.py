@@ -129,12 +129,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from light_llm.atomic import check_picture_path
     from light_llm.checkpoints import inspect_folder, load, load_tokenizer
     from light_llm.device import resolve_device
     from light_llm.errors import InspectError
     from light_llm.limits import check_integer
 
     check_flags_read(args)  # before the slow loading
+    if args.plot is not None:  # and before any table is printed
+        check_picture_path(args.plot, "--plot")
     for name, value in DEFAULTS.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
