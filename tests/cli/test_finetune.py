@@ -109,6 +109,30 @@ def test_merge_writes_a_plain_checkpoint_with_the_adapters_folded_in(
     assert "trainable" in capsys.readouterr().out
 
 
+def test_no_model_is_written_over_a_training_runs_checkpoint(hf_folder, corpus, tmp_path, capsys):
+    """quantize, export and merge refuse --out OTHER_RUN/checkpoint (the folder a resume
+    continues from: they would replace its trainer state and optimizer with a bare model),
+    one sentence, exit 2, every file of it left as it was; the run still resumes."""
+    victim, lora = tmp_path / "victim", tmp_path / "lora"
+    assert main(["train", "--init-from", str(hf_folder), "--data", str(corpus), "--out",
+                 str(victim), *RUN]) == 0  # fmt: skip
+    assert main(["train", "--init-from", str(hf_folder), "--data", str(corpus), "--out",
+                 str(lora), *RUN, "--lora-rank", "2"]) == 0  # fmt: skip
+    checkpoint = victim / "checkpoint"
+    before = {path.name: path.read_bytes() for path in checkpoint.iterdir() if path.is_file()}
+    capsys.readouterr()
+    for command in (
+        ["quantize", "--checkpoint", str(lora)],
+        ["export", "--checkpoint", str(lora), "--format", "hf"],
+        ["merge", "--checkpoint", str(lora)],
+    ):
+        assert main([*command, "--out", str(checkpoint)]) == 2
+        assert "holds a training run's checkpoint" in error_line(capsys, command[0])
+    after = {path.name: path.read_bytes() for path in checkpoint.iterdir() if path.is_file()}
+    assert after == before
+    assert main(["train", "--resume", "--out", str(victim), "--max-iters", "4"]) == 0
+
+
 def test_merge_of_a_plain_checkpoint_and_export_of_a_rotary_model_are_refused(tmp_path, capsys):
     folder = tmp_path / "rotary"
     save(GPT(tiny_config(positions="rotary")), folder)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from light_llm.atomic import existing_folder, write_folder_atomically
 from light_llm.checkpoints.hf_architectures import LLAMA_MODEL_TYPES
-from light_llm.checkpoints.run import CHECKPOINT_SUBFOLDER
+from light_llm.checkpoints.run import CHECKPOINT_SUBFOLDER, TRAINER_STATE_FILE
 from light_llm.config import ModelConfig
 from light_llm.errors import CheckpointError, ConfigError
 from light_llm.reference.quantize import check_quantization
@@ -226,8 +226,9 @@ def gpt_config(folder: ModelFolder) -> ModelConfig:
 def check_replaceable(out: str | os.PathLike, *sources: str | os.PathLike) -> None:
     """CheckpointError when writing a model folder at ``out`` (which replaces it as a unit)
     would destroy something: one of the model folders ``sources`` being read, a folder inside
-    one (a file light-llm did not write there, which stops the next save into it), or a
-    folder that holds files but no model (no config.json)."""
+    one (a file light-llm did not write there, which stops the next save into it), a
+    folder that holds files but no model (no config.json), or a training run's checkpoint
+    (its trainer state and optimizer, which ``train --resume`` continues from)."""
     out = Path(out)
     target = out.resolve()
     for source in sources:
@@ -238,6 +239,11 @@ def check_replaceable(out: str | os.PathLike, *sources: str | os.PathLike) -> No
                 f"--out {out} is inside {source}, a model folder this command reads from; "
                 "write it outside that folder."
             )
+    if (out / TRAINER_STATE_FILE).is_file():
+        raise CheckpointError(
+            f"--out {out} holds a training run's checkpoint, which `light-llm train --resume` "
+            "continues from; writing a model there would end that run: give another folder."
+        )
     if out.is_dir() and any(out.iterdir()) and not (out / CONFIG_FILE).is_file():
         raise CheckpointError(
             f"--out {out} is a folder with files in it and no model; give a new folder or an "
