@@ -5,6 +5,7 @@ bad input is one line and exit code 2."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import matplotlib.image
 import numpy as np
@@ -258,6 +259,87 @@ def test_a_plot_never_lands_on_a_file_that_is_not_a_png(capsys, run_folder, tmp_
                      + ["--plot", str(picture)])  # fmt: skip
         assert code == 0, capsys.readouterr().err
     assert picture.read_bytes().startswith(b"\x89PNG")
+
+
+def documented_inspect_commands() -> list[tuple[str, list[str]]]:
+    """Every ``light-llm inspect`` command that inspect's --help, docs/inspect.md and the
+    README show, as (where, its arguments after ``light-llm``), continuation lines joined."""
+    import re
+    import shlex
+
+    from light_llm.cli.inspect import EXAMPLES
+
+    root = Path(__file__).resolve().parents[2]
+    sources = {
+        "inspect --help": EXAMPLES,
+        "docs/inspect.md": (root / "docs" / "inspect.md").read_text(encoding="utf-8"),
+        "README.md": (root / "README.md").read_text(encoding="utf-8"),
+    }
+    commands = []
+    for where, text in sources.items():
+        joined = re.sub(r"\\\n\s*", " ", text)
+        for line in joined.splitlines():
+            line = line.strip().split("   #")[0]
+            if line.startswith("light-llm inspect ") and "|" not in line:
+                commands.append((where, shlex.split(line)[1:]))
+    return commands
+
+
+def test_every_documented_inspect_command_runs_on_the_run_that_ships(capsys, tmp_path):
+    """The examples a reader copies (with the run that ships as OUT, a text of its own for
+    play.txt, pictures into a scratch folder, and at most 2,048 tokens of a text) exit 0: an
+    example naming a layer, head or word the default's model does not have was refused."""
+    from light_llm.assets import packaged_run_folder
+
+    commands = documented_inspect_commands()
+    assert {where for where, _ in commands} == {"inspect --help", "docs/inspect.md", "README.md"}
+    play = tmp_path / "play.txt"
+    play.write_text("ROMEO: What say you, my lord?\nJULIET: Good night.\n" * 20, encoding="utf-8")
+    for where, argv in commands:
+        values = dict(zip(argv, argv[1:], strict=False))
+        argv = [packaged_run_folder().as_posix() if values.get("--checkpoint") == word
+                else word for word in argv]  # fmt: skip
+        argv = [str(play) if word == "play.txt" else word for word in argv]
+        argv = [str(tmp_path / word) if word.endswith(".png") else word for word in argv]
+        if argv[1] in ("lens", "ablate", "heads", "neurons", "surprise"):
+            argv += ["--max-tokens", "2048"]
+        code = main(argv)
+        assert code == 0, (where, argv, capsys.readouterr().err)
+        capsys.readouterr()
+
+
+def test_the_readmes_look_inside_figures_are_those_of_the_run_that_ships(capsys):
+    """README's "Look inside" paragraph, figure by figure, against inspect's JSON on the run
+    that ships: the embeddings' and the last stage's top-1, the head the loss leans on most
+    with its Δloss and previous-token score, the MLPs' range, the second head."""
+    import re
+
+    from light_llm.assets import packaged_run_folder
+
+    def document(analysis):
+        assert main(["inspect", analysis, "--checkpoint", str(packaged_run_folder()),
+                     "--json"]) == 0  # fmt: skip
+        return json.loads(capsys.readouterr().out)
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    paragraph = " ".join(readme.split("## Look inside")[1].split("nanoGPT's recipe")[0].split())
+    lens, ablation, heads = document("lens"), document("ablate"), document("heads")
+    embed = re.search(r"guess the next token (\d+)% of the time", paragraph).group(1)
+    assert int(embed) == round(100 * lens["top1"][0])
+    assert re.search(r"to ([\d.]+)%;", paragraph).group(1) == f"{100 * lens['top1'][-1]:.1f}"
+    named = {f"L{layer}H{head}": delta for layer, row in enumerate(ablation["heads"])
+             for head, delta in enumerate(row)}  # fmt: skip
+    ranked = sorted(named, key=named.get, reverse=True)
+    top = re.search(r"head (L\dH\d) matters most \(Δloss \+([\d.]+) removed; it is the "
+                    r"strongest previous-token head, at ([\d.]+)\)", paragraph)  # fmt: skip
+    strongest = max(map(max, heads["previous_token"]))
+    assert top.groups() == (ranked[0], f"{named[ranked[0]]:.2f}", f"{strongest:.2f}")
+    layer, head = int(ranked[0][1]), int(ranked[0][3])
+    assert heads["previous_token"][layer][head] == strongest
+    mlps = re.search(r"the MLPs \(\+([\d.]+) to \+([\d.]+)\)", paragraph).groups()
+    assert mlps == (f"{min(ablation['mlps']):.2f}", f"{max(ablation['mlps']):.2f}")
+    second = re.search(r"and head (L\dH\d) \(\+([\d.]+)\)", paragraph).groups()
+    assert second == (ranked[1], f"{named[ranked[1]]:.2f}")
 
 
 def test_the_packaged_minilm_has_no_masked_lm_head_to_look_through(capsys):

@@ -37,9 +37,9 @@ examples:
   light-llm inspect lens --checkpoint out-light-llm --prompt "ROMEO: What say you"
   light-llm inspect attribute --checkpoint out-light-llm --prompt "ROMEO: What say" --token " you"
   light-llm inspect ablate --checkpoint out-light-llm --plot importance.png
-  light-llm inspect ablate --checkpoint out-light-llm --components L1H2,L3MLP --prompt "ROMEO:"
-  light-llm inspect patch --checkpoint out --clean "ROMEO: Good" --corrupt "JULIET: Good" \\
-      --answer " night" --wrong " morrow"
+  light-llm inspect ablate --checkpoint out-light-llm --components L1H0,L2MLP --prompt "ROMEO:"
+  light-llm inspect patch --checkpoint out-light-llm --clean "Then he took up" \\
+      --corrupt "Then she took up" --answer " his" --wrong " her"
   light-llm inspect heads --checkpoint out-light-llm --json
   light-llm inspect neurons --checkpoint out-light-llm --layer 2 --neuron 17
   light-llm inspect surprise --checkpoint out-light-llm --text play.txt --plot surprise.png
