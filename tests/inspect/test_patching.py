@@ -76,8 +76,15 @@ def test_both_engines_patch_alike():
     np.testing.assert_allclose(ours.heads, twin.heads, atol=1e-8)
 
 
-def test_prompts_that_do_not_differ_restore_nothing_measurable():
-    result = activation_patching(shaken_gpt(), CLEAN, CLEAN, 3, 11)
+def test_prompts_whose_metrics_do_not_differ_restore_nothing_measurable():
+    """A model with every weight 0 gives every prompt the same logits: two different prompts,
+    one metric, no fraction of it to restore (NaN, not a division by zero's inf)."""
+    model = shaken_gpt()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.zero_()
+    result = activation_patching(model, CLEAN, CORRUPT, 3, 11)
+    assert result.clean_metric == result.corrupt_metric
     assert np.isnan(result.resid).all() and np.isnan(result.heads).all()
 
 
@@ -88,6 +95,7 @@ def test_prompts_that_do_not_differ_restore_nothing_measurable():
         (CORRUPT, 37, "the answer token 37 is out of range"),
         (np.array([], dtype=np.int64), 3, "the prompt is empty"),
         (CORRUPT, 11, "the wrong token must differ from the answer"),
+        (CLEAN, 3, "the clean and the corrupted prompt are the same tokens"),
     ],
 )
 def test_bad_input_is_one_sentence(corrupt, answer, message):

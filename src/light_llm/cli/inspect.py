@@ -521,9 +521,14 @@ class Session:
         result = activation_patching(self.model, clean, corrupt, answer, wrong)
         tokens = [self.token_text(i) for i in clean]
         metric = f"z[{self.token_text(answer)!r}] - z[{self.token_text(wrong)!r}]"
+        restored = (
+            "the fraction restored by each clean activation patched in:"
+            if result.clean_metric != result.corrupt_metric
+            else "the same on both, so no fraction of it can be restored (nan):"
+        )
         self.say(
             f"{metric}: clean {result.clean_metric:.4f}, corrupted {result.corrupt_metric:.4f}; "
-            "the fraction restored by each clean activation patched in:"
+            + restored
         )
         self.say("residual stream    " + "".join(f"{repr(t)[:8]:>9}" for t in tokens))
         for label, row in zip(result.resid_labels, result.resid, strict=True):

@@ -30,7 +30,8 @@ class PatchingResult:
     """``clean_metric`` / ``corrupt_metric``: z[answer] - z[wrong] on each prompt; ``resid``
     (L + 1, T): the fraction restored by patching the clean residual at each layer's input
     (rows ``resid_labels``) and position; ``heads`` (L, nh): by patching each head's output at
-    every position. NaN when the two prompts give the same metric (nothing to restore)."""
+    every position. NaN when two different prompts give the same metric (nothing to restore;
+    the same prompt twice is refused)."""
 
     clean_metric: float
     corrupt_metric: float
@@ -62,6 +63,12 @@ def activation_patching(model, clean_ids, corrupt_ids, answer: int, wrong: int) 
         raise InspectError(
             f"patching needs two prompts of the same length in tokens; the clean one has "
             f"{len(clean_ids)} and the corrupted one {len(corrupt_ids)}."
+        )
+    if np.array_equal(clean_ids, corrupt_ids):
+        raise InspectError(
+            "the clean and the corrupted prompt are the same tokens: both runs give the same "
+            "metric, and there is nothing for a patch to restore; change a word of the "
+            "corrupted one."
         )
     answer = check_token("answer token", answer, config)
     wrong = check_token("wrong token", wrong, config)
