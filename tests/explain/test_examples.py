@@ -5,6 +5,7 @@ examples flag as different checked against the seeds' printed numbers."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -418,7 +419,17 @@ def test_lr_schedule_of_a_wsd_run_with_a_sqrt_cooldown():
     np.testing.assert_allclose(rates.value, expected, rtol=1e-12)
     lengths_text = steps["Lengths: warmup_iters T_w, lr_decay_iters T_d, max_iters"].text
     assert "a 1 - sqrt cooldown until T_d" in lengths_text
-    assert "0.29 of the way from min to max" in rates.text
+    assert "(the shape gives 1 - sqrt(1/2) = 0.293 at its exact middle)" in rates.text
+    halfway = r"At t = (\d+), half way through the cooldown, the rate is lr_min \+ ([\d.]+) "
+    for run in (config, TrainConfig(cooldown_shape="sqrt", max_iters=30).resolve()):
+        settings = ScheduleSettings.from_train_config(run, "a 1 - sqrt cooldown")
+        text = {step.title: step for step in lr_schedule(settings)}[rates.title].text
+        middle, share = re.search(halfway, " ".join(text.split())).groups()
+        lengths = (run.warmup_iters, run.lr_decay_iters, run.cooldown_fraction)
+        rate = numpy_learning_rate(int(middle), run.lr, run.min_lr, *lengths, "sqrt")
+        assert float(share) == pytest.approx((rate - run.min_lr) / (run.lr - run.min_lr), abs=5e-4)
+    short = ScheduleSettings.from_train_config(TrainConfig(max_iters=20).resolve(), "no decay")
+    assert "half way" not in {step.title: step for step in lr_schedule(short)}[rates.title].text
 
 
 def test_grad_clip_of_norm_50_at_5():

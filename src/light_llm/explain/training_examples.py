@@ -222,6 +222,23 @@ def run_schedule(folder: str | Path) -> ScheduleSettings:
     return dataclasses.replace(settings, logged=tuple(sorted(logged.items())))
 
 
+def halfway_sentence(s: ScheduleSettings, at_the_middle: str) -> str:
+    """The sentence on the rate half way through the decay: at the integer step M there,
+    lr_min + x (lr_max - lr_min) with x the schedule's own (a short decay's middle falls
+    between steps), beside ``at_the_middle``, what the shape gives at its exact middle; ""
+    when nothing decays."""
+    start, end = s.decay_start, s.lr_decay_iters
+    if end <= start or s.max_lr <= s.min_lr:
+        return ""
+    middle = (start + end) // 2
+    share = (s.rate(middle) - s.min_lr) / (s.max_lr - s.min_lr)
+    phase = "decay" if s.cooldown_fraction is None else "cooldown"
+    return (
+        f" At t = {middle}, half way through the {phase}, the rate is lr_min + {share:.3f} "
+        f"(lr_max - lr_min) (the shape gives {at_the_middle} at its exact middle)."
+    )
+
+
 def lr_schedule(settings: ScheduleSettings | None = None) -> list[Step]:
     """The learning-rate schedule of a training configuration (default: ``light-llm
     train``'s), by :func:`light_llm.schedule.learning_rate` at its landmark steps: warmup +
@@ -231,18 +248,17 @@ def lr_schedule(settings: ScheduleSettings | None = None) -> list[Step]:
     steps = s.landmarks()
     rates = [s.rate(step) for step in steps]
     columns = tuple(f"t={t}" for t in steps)
-    middle = (s.decay_start + s.lr_decay_iters) // 2
+    sqrt = s.cooldown_fraction is not None and s.cooldown_shape == "sqrt"
+    halfway = halfway_sentence(s, "1 - sqrt(1/2) = 0.293" if sqrt else "0.5")
     if s.cooldown_fraction is None:
         lengths = "Warmup until T_w, cosine decay until T_d, the floor after that."
         formula = (
             "Linear warmup lr_max (t + 1) / (T_w + 1), then lr_min + 0.5 (1 + cos(π r)) "
             "(lr_max - lr_min) with r = (t - T_w) / (T_d - T_w), then lr_min. Unlike the "
             "seeds' t / T_w, the first step already moves, and the cosine ends at lr_min, "
-            f"not 0. Half way through the decay (t = {middle}) the rate is about the mean of "
-            "max and min."
+            f"not 0.{halfway}"
         )
     else:
-        sqrt = s.cooldown_shape == "sqrt"
         lengths = (
             f"Warmup until T_w, the peak held until T_c = T_d - f (T_d - T_w) with f = "
             f"{s.cooldown_fraction:g} (warmup-stable-decay), a "
@@ -254,16 +270,10 @@ def lr_schedule(settings: ScheduleSettings | None = None) -> list[Step]:
             if sqrt
             else "lr_min + (T_d - t) / (T_d - T_c) (lr_max - lr_min)"
         )
-        halfway = (
-            "about 0.29 of the way from min to max (1 - sqrt(1/2))"
-            if sqrt
-            else "about the mean of max and min"
-        )
         formula = (
             "Linear warmup lr_max (t + 1) / (T_w + 1) (the first step already moves), then "
-            f"lr_max until T_c, then {cooldown}, then lr_min. Half way through the cooldown "
-            f"(t = {middle}) the rate is {halfway}. This is not the seeds' cosine (seed 000 "
-            "§7): the NanoGPT speedrun's schedule"
+            f"lr_max until T_c, then {cooldown}, then lr_min.{halfway} This is not the seeds' "
+            "cosine (seed 000 §7): the NanoGPT speedrun's schedule"
             + (
                 " with Hägele et al.'s cooldown (docs/recipe.md compares the two shapes)."
                 if sqrt
