@@ -132,6 +132,30 @@ def test_markdown_of_every_example_has_contents_and_a_section_each(capsys):
         assert f"\n## `light-llm explain {name}`\n" in out
 
 
+def test_a_page_is_written_over_light_llms_own_pages_only(capsys, tmp_path):
+    """--markdown rewrites a page it wrote before (one example's, every example's, the
+    equations'), and refuses, before drawing any picture, a folder or a user's file, which
+    it leaves as it was."""
+    for argv in (["cat-sat"], [], ["--equations"]):
+        page = tmp_path / "page.md"
+        page.unlink(missing_ok=True)
+        for _ in range(2):
+            code, _, err = run(capsys, *argv, "--markdown", str(page))
+            assert code == 0, err
+    fresh = tmp_path / "fresh"
+    folder = fresh / "pages"
+    folder.mkdir(parents=True)
+    notes = fresh / "notes.md"
+    notes.write_text("# my notes\n", encoding="utf-8")
+    for target, message in [(notes, "is a file that is not a page light-llm wrote"),
+                            (folder, "is a folder: give a file name")]:  # fmt: skip
+        code, out, err = run(capsys, "cat-sat", "--markdown", str(target))
+        assert code == 2 and out == "" and message in err, err
+        assert len(err.strip().splitlines()) == 1
+    assert notes.read_text(encoding="utf-8") == "# my notes\n"
+    assert sorted(path.name for path in fresh.rglob("*")) == ["notes.md", "pages"]
+
+
 def test_json_and_markdown_together_are_refused(capsys):
     code, _, err = run(capsys, "norms", "--json", "--markdown")
     assert code == 2

@@ -77,12 +77,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+# the heading of the page of every worked example (one example's page: "`light-llm explain
+# NAME`", explain.markdown; the equations' page: explain.equations.EQUATIONS_TITLE)
+EXAMPLES_TITLE = "light-llm's worked examples"
+
+
 def run(args: argparse.Namespace) -> int:
     from light_llm import explain
     from light_llm.errors import ConfigError
 
     if args.json and args.markdown is not None:
         raise ConfigError("choose one of --json and --markdown.")
+    if args.markdown is not None:  # before any picture is drawn
+        check_page_path(args.markdown)
     if args.equations:
         if args.name is not None or args.plot is not None or args.run is not None:
             raise ConfigError("--equations takes no NAME, --plot or --run.")
@@ -182,12 +189,36 @@ def write_markdown(args: argparse.Namespace, names: list[str]) -> int:
         contents = "\n".join(
             f"- [`{n}`](#light-llm-explain-{n}): {explain.get(n).summary}" for n in names
         )
-        document = f"# light-llm's worked examples\n\n{contents}\n\n{document}"
+        document = f"# {EXAMPLES_TITLE}\n\n{contents}\n\n{document}"
     if to_file:
         write_page(args.markdown, document)
     else:
         sys.stdout.write(document)
     return 0
+
+
+def check_page_path(path: Path) -> None:
+    """OutputError unless --markdown PATH may take a page: "-" (stdout), a new file, or a page
+    light-llm wrote before (its first line one of the pages' headings), never a folder or a
+    file of the user's."""
+    from light_llm.errors import OutputError, reason
+    from light_llm.explain.equations import EQUATIONS_TITLE
+
+    if str(path) == "-" or not (path.exists() or path.is_symlink()):
+        return
+    if path.is_dir():
+        raise OutputError(f"--markdown {path} is a folder: give a file name for the page.")
+    headings = (f"# {EXAMPLES_TITLE}", f"# {EQUATIONS_TITLE}", "# `light-llm explain ")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as page:
+            first = page.readline()
+    except OSError as exc:
+        raise OutputError(f"--markdown {path} cannot be read: {reason(exc)}.") from None
+    if not first.startswith(headings):
+        raise OutputError(
+            f"--markdown {path} is a file that is not a page light-llm wrote: it writes over "
+            "its own pages only; name another file."
+        )
 
 
 def write_page(path: Path, text: str) -> None:

@@ -453,9 +453,12 @@ def equations_json() -> list[dict]:
     ]
 
 
+EQUATIONS_TITLE = "Seed 002's numbered equations in light-llm"  # the page's heading
+
+
 def equations_markdown() -> str:
     rows = [
-        "# Seed 002's numbered equations in light-llm",
+        f"# {EQUATIONS_TITLE}",
         "",
         "Each equation, the worked example that computes it (`light-llm explain NAME`) and the "
         "functions that implement it. The seed's numbering skips 26-28; the unnumbered "
