@@ -26,6 +26,15 @@ def test_list_names_every_example_with_its_summary(capsys):
     assert any("The cat sat" in line for line in lines)
 
 
+def test_docs_explain_md_groups_every_example():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "explain.md").read_text()
+    table = page.split("| group | examples (seed) |")[1].split("\n\n")[0]
+    missing = [name for name in explain.names() if f"`{name}`" not in table]
+    assert not missing, missing
+
+
 def test_list_as_json(capsys):
     code, out, _ = run(capsys, "--json")
     assert code == 0

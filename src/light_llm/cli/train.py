@@ -414,7 +414,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="DURATION",
         help="train for this wall-clock time (90 or 90s, 5m, 1h, 1h30m) instead of --max-iters: "
         "the speed measured during the warmup fixes the iteration count, which the checkpoint "
-        "records, and the cosine decays to it",
+        "records, and the learning-rate schedule decays to it",
     )
     length.add_argument(
         "--log-interval",
