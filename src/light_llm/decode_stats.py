@@ -254,7 +254,8 @@ class DecodeStats:
 
 
 def check_threads(value: str) -> int | None:
-    """--threads: a count >= 1, or "auto" (None: :func:`decode_threads` decides)."""
+    """--threads: a count from 1 to the machine's CPUs, or "auto" (None: :func:`decode_threads`
+    decides)."""
     if value == "auto":
         return None
     try:
@@ -263,4 +264,10 @@ def check_threads(value: str) -> int | None:
         count = 0
     if count < 1:
         raise ConfigError(f"--threads must be 1 or more, or auto, got {value}.")
+    cores = os.cpu_count() or 1
+    if count > cores:
+        raise ConfigError(
+            f"--threads {count} is more than this machine's {cores} CPUs: threads beyond the "
+            f"cores only wait for each other; give at most {cores}, or auto."
+        )
     return count

@@ -137,6 +137,7 @@ def wrong_vocabulary(folder):
         (None, ["--prompt", "to", "--temperature", "-0.5"], "temperature must be 0"),
         (None, ["--prompt", "to", "--max-new-tokens", "-3"], "max_new_tokens must be 0 or more"),
         (None, ["--prompt", "to", "--threads", "0"], "--threads must be 1 or more"),
+        (None, ["--prompt", "to", "--threads", "100000"], "is more than this machine's"),
         (corrupt_weights, ["--prompt", "to"], "not a readable safetensors file"),
         (mismatched_config, ["--prompt", "to"], "the config needs"),
         (wrong_vocabulary, ["--prompt", "to"], "the checkpoint is inconsistent"),

@@ -94,6 +94,18 @@ def test_the_table_and_the_same_text_as_without(capsys, checkpoint):
     assert shown.endswith(plain) and plain.startswith(PROMPT)  # the same sampled text
 
 
+def test_more_than_the_vocabulary_shows_the_whole_vocabulary(capsys, checkpoint):
+    from light_llm.checkpoints import load_tokenizer
+
+    vocab = load_tokenizer(checkpoint).vocab_size
+    base = ["generate", "--checkpoint", str(checkpoint), "--prompt", PROMPT, "--json"]
+    assert main([*base, "--max-new-tokens", "2", "--show-probs", str(10 * vocab)]) == 0
+    steps = json.loads(capsys.readouterr().out)["completions"][0]["steps"]
+    assert [len(step["top"]) for step in steps] == [vocab, vocab]
+    assert main([*base[:-1], "--max-new-tokens", "1", "--show-probs", str(10 * vocab)]) == 0
+    assert f"top {vocab}:" in capsys.readouterr().out.splitlines()[0]
+
+
 def test_bad_show_probs(capsys, checkpoint):
     base = ["generate", "--checkpoint", str(checkpoint), "--prompt", PROMPT]
     assert main([*base, "--show-probs", "0"]) == 2

@@ -276,6 +276,7 @@ def print_stats(
         weight_bytes_per_token,
     )
 
+    sys.stdout.flush()  # the text, its last newline included, before the lines on stderr
     if not clock.times:
         print("stats: no token was generated.", file=sys.stderr)
         return
@@ -319,7 +320,7 @@ class StepRecorder:
     with after the filters (:func:`light_llm.generate.sampling_distribution`)."""
 
     def __init__(self, tokenizer, n_rows: int, k: int, options: dict) -> None:
-        self.tokenizer, self.k = tokenizer, k
+        self.tokenizer, self.k = tokenizer, min(k, tokenizer.vocab_size)  # no more than there are
         self.sampling = {key: options[key] for key in ("temperature", "top_k", "top_p")}
         self.eos_id = tokenizer.eos_id if options["stop_at_eos"] else None
         self.rows: list[list[dict]] = [[] for _ in range(n_rows)]
