@@ -95,8 +95,6 @@ def test_the_table_and_the_same_text_as_without(capsys, checkpoint):
 
 
 def test_more_than_the_vocabulary_shows_the_whole_vocabulary(capsys, checkpoint):
-    from light_llm.checkpoints import load_tokenizer
-
     vocab = load_tokenizer(checkpoint).vocab_size
     base = ["generate", "--checkpoint", str(checkpoint), "--prompt", PROMPT, "--json"]
     assert main([*base, "--max-new-tokens", "2", "--show-probs", str(10 * vocab)]) == 0
