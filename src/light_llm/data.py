@@ -96,7 +96,7 @@ def load_corpus(path: str | os.PathLike | None = None) -> str:
     text = text_as_read(text)
     if not text.strip():
         detail = "is empty" if not text else "holds only whitespace"
-        raise DataError(f"corpus file {path} {detail}, and training needs text.")
+        raise DataError(f"corpus file {path} {detail}: there is no text to read.")
     return text
 
 

@@ -90,6 +90,7 @@ def test_an_existing_tokenizer_is_replaced_only_with_overwrite(capsys, corpus, t
         ("to be or not to be\n" * 50, "256", "at least 257"),
         ("abab abab\n", "400", "only"),  # too small a corpus: says how many merges it could learn
         ("", "300", "empty"),
+        ("a", "300", "holds no text to learn from: the file has 1 character(s)"),
         (b"\x00\x01binary", "300", "binary"),
         (b"\xff\xfe not utf-8", "300", "UTF-8"),
     ],

@@ -180,6 +180,8 @@ def test_what_needs_a_gpt_says_so(tokenizer):
     for call in calls:
         with pytest.raises(InspectError, match="needs a GPT|needs the encoder's WordPiece"):
             call()
+    with pytest.raises(InspectError, match="`light-llm inspect ablate` scores its masked-LM"):
+        surprise(model, ids)  # the command a learner runs, not a function's name
 
 
 def test_an_encoder_without_a_masked_lm_head_is_one_sentence(tokenizer):

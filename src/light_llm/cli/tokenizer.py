@@ -88,11 +88,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_train(args: argparse.Namespace) -> int:
     from light_llm.atomic import write_folder_atomically
     from light_llm.data import encode_in_chunks, load_corpus, split_train_val
+    from light_llm.errors import DataError
     from light_llm.tokenizers import train_tokenizer
 
     check_out_folder(args.out, args.overwrite)
     text = load_corpus(args.data)
     learned_from = text if args.whole_file else split_train_val(text)[0]
+    if not learned_from.strip():
+        raise DataError(
+            f"the first 90% of {args.data} (its training split) holds no text to learn from: "
+            f"the file has {len(text):,} character(s); give a longer text, or --whole-file."
+        )
     asked = args.vocab_size
     vocab_size = TRAINED_TOKENIZER_VOCAB[args.kind] if asked is None else asked
     tokenizer = train_tokenizer(args.kind, learned_from, vocab_size, at_most=asked is None)

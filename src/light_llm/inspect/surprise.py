@@ -38,7 +38,7 @@ def surprise(model, ids) -> Surprise:
     inspector.require_gpt(
         "surprise",
         "it scores each token from the tokens before it; an encoder predicts no next token "
-        "(its masked-LM loss is in ablate_text).",
+        "(`light-llm inspect ablate` scores its masked-LM loss over a text).",
     )
     ids = token_array(ids, inspector.config, "text", 2)
     n = len(ids) - 1
