@@ -108,11 +108,33 @@ def ablation_patches(
     patches = [component_patch(name, inspector.config) for name in components]
     if not patches:
         raise InspectError("name at least one part to ablate (e.g. L0H1, L1MLP, L0N5).")
+    check_parts_apart(patches)
     if method == "mean":
         if mean_over is None:
             raise InspectError("mean ablation needs a text to take the means over.")
         patches = mean_values(inspector, mean_over, patches, tokenizer, every_position)
     return patches
+
+
+def check_parts_apart(patches) -> None:
+    """InspectError when the parts to ablate name one part twice, or a part inside another
+    that is removed whole (a head of an ATTN, a unit of an MLP): each is removed once, and a
+    report naming it twice would count it twice."""
+    names = [component_name(patch) for patch in patches]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise InspectError(
+            f"{', '.join(twice)} named twice in the parts to ablate: name each once."
+        )
+    whole = {(patch.layer, patch.site): name for patch, name in zip(patches, names, strict=True)
+             if patch.site in ("attn_out", "mlp_out")}  # fmt: skip
+    inside = {"head_out": "attn_out", "mlp_hidden": "mlp_out"}
+    for patch, name in zip(patches, names, strict=True):
+        outer = whole.get((patch.layer, inside.get(patch.site)))
+        if outer is not None:
+            raise InspectError(
+                f"{name} lies inside {outer}, which is ablated whole: name one of them."
+            )
 
 
 def next_token_probs(logits: np.ndarray) -> np.ndarray:
