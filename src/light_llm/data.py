@@ -251,6 +251,19 @@ class TokenDataset:
 _CHUNKS_PER_BATCH = 16  # text_chunks encoded at a time
 
 
+def unreadable_stand_in(folder: str | os.PathLike, exc: Exception, give: str) -> DataError:
+    """The error for a model whose folder records no corpus (a folder written by export or
+    quantize records none) when Shakespeare, read in its place, holds text the model's
+    tokenizer cannot encode (``exc``, say a character-level vocabulary of another text);
+    ``give``: the flag that gives a text instead."""
+    detail = str(exc).rstrip(".")
+    return DataError(
+        f"{folder} records no corpus of its own, so the text read was Shakespeare's validation "
+        f"split, which this model's tokenizer cannot encode ({detail}); give the text with "
+        f"{give}."
+    )
+
+
 def token_dtype(vocab_size: int) -> np.dtype:
     """``uint16`` when every id of the vocabulary fits in 16 bits (``vocab_size <= 65536``),
     else ``uint32``."""

@@ -112,6 +112,22 @@ def test_eval_bad_input_is_one_sentence(trained, tmp_path, capsys):
         assert len(lines) == 1 and lines[0].startswith("light-llm eval: error: ")
 
 
+def test_a_model_that_records_no_corpus_and_cannot_read_shakespeare_says_so(
+    trained, tmp_path, capsys
+):
+    """A character model's bare checkpoint (as export or quantize write it: no trainer state,
+    so no corpus) falls back on Shakespeare, whose letters its vocabulary lacks: one sentence
+    that says which text was read and that --data gives another; with --data it scores."""
+    corpus, out = trained
+    bare = tmp_path / "bare"
+    shutil.copytree(out / "checkpoint", bare, ignore=shutil.ignore_patterns("trainer_state*"))
+    assert main(["eval", "--checkpoint", str(bare)]) == 2
+    line = capsys.readouterr().err.strip()
+    assert "records no corpus of its own, so the text read was Shakespeare's validation" in line
+    assert "outside this tokenizer's" in line and line.endswith("give the text with --data FILE.")
+    assert main(["eval", "--checkpoint", str(bare), "--data", str(corpus)]) == 0
+
+
 def printed_baseline(text):
     match = re.search(r"unigram baseline (\S+)", text)
     assert match, text
