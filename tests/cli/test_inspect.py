@@ -104,7 +104,13 @@ def test_ablate_a_prompt_a_text_and_the_importance_table(capsys, run_folder, tmp
         "--plot",
         str(tmp_path / "i.png"),
     )
-    assert code == 0 and "leans on most" in out and (tmp_path / "i.png").is_file()
+    assert code == 0 and (tmp_path / "i.png").is_file()
+    zeroed = head_importance(model, text_ids)  # the zero ablation the command ran
+    named = {f"L{layer}H{head}": float(value)
+             for (layer, head), value in np.ndenumerate(zeroed.heads)}  # fmt: skip
+    raising = [name for name in sorted(named, key=named.get, reverse=True) if named[name] > 0]
+    line = next(line for line in out.splitlines() if line.startswith("heads the loss leans"))
+    assert [part.split(" (")[0] for part in line.split(": ")[1].split(", ")] == raising[:5]
 
 
 def test_patch_heads_neurons_and_surprise_equal_the_api(capsys, run_folder):

@@ -488,8 +488,12 @@ class Session:
             cells = "".join(f"{v:+9.4f}" for v in table.heads[layer])
             self.say(f"  L{layer:<4}{cells}{table.mlps[layer]:+9.4f}")
         flat = [(float(v), f"L{l}H{h}") for (l, h), v in np.ndenumerate(table.heads)]
-        top = sorted(flat, reverse=True)[:5]
-        self.say("heads the loss leans on most: " + ", ".join(f"{n} ({v:+.3f})" for v, n in top))
+        top = [(v, n) for v, n in sorted(flat, reverse=True)[:5] if v > 0]  # removing it hurts
+        self.say(
+            "heads the loss leans on most: " + ", ".join(f"{n} ({v:+.3f})" for v, n in top)
+            if top
+            else "no head's removal raises the loss: the model leans on none of them alone"
+        )
         if self.plot():
             matrix = np.concatenate([table.heads, table.mlps[:, None]], 1)
             columns = [f"H{h}" for h in range(config.n_head)] + ["MLP"]
