@@ -104,7 +104,7 @@ def test_mean_ablation_of_a_one_token_prompt_changes_nothing(client):
 
 
 @pytest.mark.parametrize(
-    ("components", "method"), [(["L0H1"], "zero"), (["L0H0", "L1MLP", "L1N5"], "mean")]
+    ("components", "method"), [(["L0H1"], "zero"), (["L0H0", "L1MLP", "L0N5"], "mean")]
 )
 def test_ablate_equals_ablate_prompt(client, gpt, components, method):
     model, tokenizer = gpt
@@ -134,6 +134,7 @@ def test_importance_reads_the_runs_validation_split(client, gpt, gpt_run):
     np.testing.assert_allclose(body["heads"], table.heads, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(body["mlps"], table.mlps, rtol=1e-5, atol=1e-7)
     assert post(client, "importance", {"prompt": "other"}) == body  # the same text, cached
+    assert post(client, "importance", {}) == body  # a run's table needs no prompt
 
 
 def test_importance_and_neurons_read_the_prompt_without_a_run(gpt, gpt_run, tmp_path):
@@ -150,6 +151,10 @@ def test_importance_and_neurons_read_the_prompt_without_a_run(gpt, gpt_run, tmp_
         found = top_activations(model, ids, 0, 2, k=3)
         assert neuron["source"] == "prompt"
         assert [e["position"] for e in neuron["examples"]] == found.positions.tolist()
+        for path, body in (("importance", {}), ("neuron", {"layer": 0, "neuron": 2})):
+            response = client.post(f"/api/inspect/{path}", json=body)
+            assert response.status_code == 422, response.text
+            assert "prompt" in response.text and "no training run" in response.text
 
 
 def test_patching_equals_activation_patching(client, gpt):

@@ -74,8 +74,10 @@ class AblateBody(Body):
 
 
 class ImportanceBody(Body):
-    prompt: Prompt = Field(
-        description="the text scored when the checkpoint comes from no training run"
+    prompt: Prompt | None = Field(
+        None,
+        description="the text scored when the checkpoint comes from no training run (a "
+        "run's is its validation split, and this is not read)",
     )
     method: Method = "zero"
 
@@ -97,8 +99,10 @@ class HeadRolesBody(Body):
 
 
 class NeuronBody(Body):
-    prompt: Prompt = Field(
-        description="the text searched when the checkpoint comes from no training run"
+    prompt: Prompt | None = Field(
+        None,
+        description="the text searched when the checkpoint comes from no training run (a "
+        "run's is its validation split, and this is not read)",
     )
     layer: Annotated[int, Field(ge=0)]
     neuron: Annotated[int, Field(ge=0)]

@@ -146,13 +146,18 @@ class Inspection:
                 return None
         return self._validation
 
-    def text(self, prompt: str, passes: int) -> tuple[np.ndarray, str]:
+    def text(self, prompt: str | None, passes: int) -> tuple[np.ndarray, str]:
         """(ids, what they are) of the text an analysis of ``passes`` forward passes over it
-        reads: its first :func:`page_tokens` tokens."""
+        reads: its first :func:`page_tokens` tokens of the run's validation split, else of
+        ``prompt`` (a RequestError when there is none)."""
         keep = page_tokens(self.explorer.model.num_parameters(), passes)
         validation = self.validation_ids()
         if validation is not None and len(validation) >= 2:
             return validation[:keep], "validation split"
+        if prompt is None:
+            raise RequestError(
+                "prompt", "this checkpoint comes from no training run: give the text to read."
+            )
         return np.array(self.explorer.encode(prompt)[:keep], dtype=np.int64), "prompt"
 
     # ------------------------------------------------------------------ the analyses
@@ -257,7 +262,7 @@ class Inspection:
             ],
         }
 
-    def importance(self, prompt: str, method: str) -> dict[str, Any]:
+    def importance(self, prompt: str | None, method: str) -> dict[str, Any]:
         """head_importance over :meth:`text`, cached per method and text (looked up under the
         forward lock, so that a request arriving while the table is computed waits for it
         instead of computing it again)."""
@@ -329,7 +334,9 @@ class Inspection:
             "n_sequences": roles.n_sequences,
         }
 
-    def neuron(self, prompt: str, layer: int, neuron: int, k: int, context: int) -> dict[str, Any]:
+    def neuron(
+        self, prompt: str | None, layer: int, neuron: int, k: int, context: int
+    ) -> dict[str, Any]:
         """top_activations of unit ``neuron`` of layer ``layer``'s MLP over :meth:`text`."""
         inspector = self.inspector
         config = inspector.config
