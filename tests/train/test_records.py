@@ -12,6 +12,7 @@ import pytest
 from light_llm.data import split_train_val
 from light_llm.train import TrainConfig
 from light_llm.train.numpy_trainer import train_numpy
+from light_llm.train.records import warmup_note
 from light_llm.train.trainer import train
 from tests.train.helpers import TINY, write_corpus
 
@@ -64,3 +65,24 @@ def test_a_numpy_runs_bits_per_byte_is_its_loss_over_the_bytes_of_the_text(runs)
         expected = record["val_loss"] * val_tokens / (math.log(2) * val_bytes)
         assert record["val_bpb"] == pytest.approx(expected, rel=1e-12)
         assert record["val_perplexity"] == pytest.approx(math.exp(record["val_loss"]))
+
+
+def test_a_warmup_as_long_as_the_run_is_said_with_the_rate_it_reaches():
+    """lr (t + 1) / (T_w + 1) on the last step t = N - 1 of a run of N: N / (T_w + 1)."""
+    from light_llm.schedule import learning_rate
+
+    assert warmup_note(20, 840) is None and warmup_note(9, 10) is None
+    for warmup, iterations in ((30, 10), (10, 10), (100, 3)):
+        share = learning_rate(iterations - 1, 1.0, 0.0, warmup, warmup)
+        note = warmup_note(warmup, iterations)
+        assert note.startswith(f"warmup: {warmup} iterations, as many as the run's {iterations}")
+        assert f"rises to {share:.0%} of its peak" in note
+
+
+def test_both_engines_say_so_in_their_first_lines(tmp_path, capsys):
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    for engine, run in (("torch", train), ("numpy", train_numpy)):
+        settings = {**TINY, "max_iters": 4, "warmup_iters": 6, "eval_interval": 4}
+        config = TrainConfig(data=str(corpus), out=str(tmp_path / engine), **settings)
+        run(config.resolve() if engine == "numpy" else config)
+        assert warmup_note(6, 4) in capsys.readouterr().out, engine

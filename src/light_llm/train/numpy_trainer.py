@@ -83,6 +83,7 @@ from light_llm.train.records import (
     sample_prompt,
     trainer_state,
     training_line,
+    warmup_note,
 )
 from light_llm.train.result import SAMPLE_TEMPERATURE, TrainResult
 from light_llm.train.resume import (
@@ -303,6 +304,7 @@ def train_claimed(
         fewer_ids_note(cfg, tokenizer),
         decay_note,
         objective_note(model_config.mtp_weight),
+        warmup_note(cfg.warmup_iters, cfg.max_iters),
     )
     for note in notes:
         if note:

@@ -130,6 +130,19 @@ def objective_note(mtp_weight: float) -> str | None:
     )
 
 
+def warmup_note(warmup_iters: int, max_iters: int) -> str | None:
+    """The run's first lines' word on a warmup as long as the run or longer: the rate, at
+    lr (t + 1) / (T_w + 1) on step t (light_llm.schedule), rises to max_iters / (T_w + 1) of
+    its peak by the last step and never decays."""
+    if not max_iters or warmup_iters < max_iters:
+        return None
+    return (
+        f"warmup: {warmup_iters} iterations, as many as the run's {max_iters} or more: the "
+        f"learning rate rises to {max_iters / (warmup_iters + 1):.0%} of its peak by the last "
+        "step and never decays (a --warmup-iters below --max-iters lets it)"
+    )
+
+
 def training_line(record: dict[str, Any], end: str, seconds_left: float) -> str:
     """iter 10/500: loss 2.3 (3.3 bits/byte), 20,000 tokens/s, 1m40s left: the line printed
     in place of a progress bar (a log file, CI)."""

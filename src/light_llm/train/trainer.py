@@ -63,7 +63,7 @@ from light_llm.train.optimizer_state import capture_rng_states, optimizer_files,
 from light_llm.train.precision import attention_kernels, autocast, tensorfloat32_products
 from light_llm.train.prepare import PreparedRun, prepare, trained_weights
 from light_llm.train.probes import ProbeRecorder
-from light_llm.train.records import objective_note, trainer_state, training_line
+from light_llm.train.records import objective_note, trainer_state, training_line, warmup_note
 from light_llm.train.result import TrainResult
 from light_llm.train.resume import resume_line, saved_run_config
 from light_llm.train.run_tokenizer import fewer_ids_note
@@ -597,6 +597,7 @@ def announce(run: PreparedRun) -> None:
         run.length_note,
         run.decay_note,
         objective_note(model.mtp_weight),
+        None if run.budget_s is not None else warmup_note(cfg.warmup_iters, cfg.max_iters),
         unstarted,
     )
     for note in notes:
