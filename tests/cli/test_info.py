@@ -188,6 +188,9 @@ def test_an_int8_checkpoint_reports_the_bytes_its_weights_file_holds(tmp_path, c
     assert "stored_weights" not in info_json(capsys, "--checkpoint", str(folder))
     assert main(["info", "--checkpoint", str(tmp_path / "q")]) == 0
     assert "as stored, int8" in capsys.readouterr().out
+    # a model the checkpoint is not (another shape) has no stored weights to report
+    other = info_json(capsys, "--checkpoint", str(tmp_path / "q"), "--n-layer", "5")
+    assert "stored_weights" not in other and other["config"]["n_layer"] == 5
 
 
 ENCODER_VARIANTS = [

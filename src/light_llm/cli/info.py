@@ -95,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
         report, draw = build_encoder_report(config, context, args.dtype), render_encoder
     else:
         report, draw = build_report(config, context, args.dtype), render
-    if folder is not None and draw is render:
+    if folder is not None and draw is render and not model_changes(args):
+        # (the checkpoint's own adapters and stored weights: not those of a model it is not)
         adapters = lora_report(folder, config)
         if adapters:
             report["lora"] = adapters
@@ -107,6 +108,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(draw(name, config, report))
     return 0
+
+
+def model_changes(args: argparse.Namespace) -> dict:
+    """The model fields the command line sets on top of the preset or checkpoint."""
+    changes = given_model_fields(args)
+    if args.vocab_size is not None:
+        changes["vocab_size"] = args.vocab_size
+    return changes
 
 
 def chosen_config(args: argparse.Namespace) -> tuple[ModelConfig, str, ModelFolder | None]:
@@ -130,9 +139,7 @@ def chosen_config(args: argparse.Namespace) -> tuple[ModelConfig, str, ModelFold
     else:
         name = args.preset or "seed-30m"
         config = preset(name)
-    changes = given_model_fields(args)
-    if args.vocab_size is not None:
-        changes["vocab_size"] = args.vocab_size
+    changes = model_changes(args)
     if changes:
         name += " with " + ", ".join(f"{field}={value}" for field, value in changes.items())
     return config.replace(**changes), name, folder
