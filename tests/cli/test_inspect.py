@@ -410,3 +410,14 @@ def test_an_encoder_is_looked_at_through_its_masked_lm_head(capsys, encoder_fold
     code = main(["inspect", "heads", "--checkpoint", str(encoder_folder)])
     _, err = capsys.readouterr()
     assert code == 2 and "head roles needs a GPT" in err
+    # the table follows each token itself, and its top-1 counts the words alone
+    assert main(["inspect", "lens", "--checkpoint", str(encoder_folder), "--prompt",
+                 "to be or [MASK]"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "* = the token itself" in out and "next token" not in out
+    line = next(line for line in out.splitlines() if line.startswith("top-1 on the followed"))
+    words = np.array([False, True, True, True, False, False])  # to, be, or
+    full = logit_lens(model, ids, top_k=3)
+    ranks = zip(full.stages, full.target_ranks, strict=True)
+    expected = ", ".join(f"{stage} {float(np.mean(row[words] == 0)):.0%}" for stage, row in ranks)
+    assert line.endswith("by stage: " + expected)

@@ -275,7 +275,11 @@ class Session:
         result = logit_lens(self.model, ids, target=target, top_k=self.args.top_k)
         tokens = [self.token_text(i) for i in ids]
         followed = (
-            "--token " + repr(self.args.token) if target is not None else "the actual next token"
+            "--token " + repr(self.args.token)
+            if target is not None
+            else "the token itself (a masked-LM head predicts its own position's)"
+            if self.encoder
+            else "the actual next token"
         )
         self.say(
             f"logit lens: the top guess after each sublayer, with its probability; * = {followed}"
@@ -295,10 +299,16 @@ class Session:
                 shown = repr(self.token_text(top))[:9]
                 cells += f"{mark}{shown:>9} {result.top_probs[s, t, 0]:.2f}".rjust(16)
             self.say(f"{t:>4} {repr(token)[:12]:>12} {nxt[:10]:>10}  {cells}")
-        scored = result.target_ranks[:, result.target_ids >= 0]
+        counted = result.target_ids >= 0
+        words = ""
+        if self.encoder and target is None:  # [CLS], [SEP], [MASK] are no word to get right
+            tk = self.tokenizer
+            counted &= ~np.isin(ids, [tk.cls_id, tk.sep_id, tk.mask_id, tk.pad_id])
+            words = " (the words; not [CLS], [SEP], [MASK])"
+        scored = result.target_ranks[:, counted]
         if scored.size:
             self.say(
-                "top-1 on the followed token, by stage: "
+                f"top-1 on the followed token{words}, by stage: "
                 + ", ".join(
                     f"{stage} {float(np.mean(row == 0)):.0%}"
                     for stage, row in zip(result.stages, scored, strict=True)
