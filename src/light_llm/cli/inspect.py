@@ -240,7 +240,11 @@ class Session:
         else:
             ids, what = validation_ids(self.folder, self.tokenizer, None, self.args.max_tokens)
         if len(ids) < 2:
-            raise InspectError(f"the text is empty: {what}; it needs at least 2 tokens.")
+            source = self.args.text or ("--prompt" if self.args.prompt else "the split")
+            held = "is 1 token long" if len(ids) else "holds no token"
+            raise InspectError(
+                f"{source} {held}; the text needs at least 2 (one to predict the other from)."
+            )
         return ids, what
 
     def plot(self):
