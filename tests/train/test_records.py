@@ -79,10 +79,16 @@ def test_a_warmup_as_long_as_the_run_is_said_with_the_rate_it_reaches():
         assert f"rises to {share:.0%} of its peak" in note
 
 
-def test_both_engines_say_so_in_their_first_lines(tmp_path, capsys):
+def test_both_engines_say_so_in_their_first_lines_and_log_alike(tmp_path, capsys):
     corpus = write_corpus(tmp_path / "corpus.txt")
     for engine, run in (("torch", train), ("numpy", train_numpy)):
         settings = {**TINY, "max_iters": 4, "warmup_iters": 6, "eval_interval": 4}
         config = TrainConfig(data=str(corpus), out=str(tmp_path / engine), **settings)
         run(config.resolve() if engine == "numpy" else config)
-        assert warmup_note(6, 4) in capsys.readouterr().out, engine
+        out, err = capsys.readouterr()
+        assert warmup_note(6, 4) in out, engine
+        # outside a terminal: plain lines, no progress bar, and the same last line
+        assert "\r" not in out + err and "iter 0/4: loss" in out, engine
+        done = out.strip().splitlines()[-1]
+        assert done.startswith("done: 4 iterations") and "metrics " in done, (engine, done)
+        assert "loss curve " in done, (engine, done)

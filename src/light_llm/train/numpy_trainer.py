@@ -350,6 +350,7 @@ def train_claimed(
             desc="training (numpy)",
             unit="it",
             dynamic_ncols=True,
+            disable=None,  # no bar outside a terminal (a log file, CI): plain lines instead
         ) as bar,
     ):
         while True:
@@ -416,7 +417,11 @@ def train_claimed(
             result.sample = sample(model, tokenizer, datasets["val"], cfg)
         prompt = sample_prompt(tokenizer, int(datasets["val"].tokens[0]))
         print(printed_sample(result.sample, prompt, cfg), flush=True)
-    print(f"done: {iteration} iterations; checkpoint {checkpoint_dir}", flush=True)
+    print(
+        f"done: {iteration} iterations; checkpoint {checkpoint_dir}, metrics {metrics.path}, "
+        f"loss curve {out / LOSS_CURVE_FILE}",
+        flush=True,
+    )
     return result
 
 
