@@ -52,5 +52,8 @@ def run(args: argparse.Namespace) -> int:
     check_replaceable(args.out, folder.path, base.path)
     model = merge_lora(load(folder.path))
     save(model, args.out, tokenizer=load_tokenizer(folder.path))
-    print(f"merged the adapters of {folder.path} into {base.path}: wrote {args.out}")
+    print(
+        f"wrote {args.out}: the weights of {base.path} with the adapters of {folder.path} "
+        "folded in (W + (α/r) B A); both folders are unchanged"
+    )
     return 0
