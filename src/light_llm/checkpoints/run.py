@@ -239,8 +239,8 @@ def read_trainer_state(folder: Path) -> dict[str, Any]:
     path = folder / TRAINER_STATE_FILE
     if not path.is_file():
         raise CheckpointError(
-            f"{folder} has no {TRAINER_STATE_FILE}, so it is a model, not a training run "
-            "that can be continued."
+            f"{folder} has no {TRAINER_STATE_FILE}, so it holds a model, not a training run "
+            "(light-llm train writes a run's state beside its weights)."
         )
     state = read_json_object(path)
     if state.get("format") != TRAINER_STATE_FORMAT:
