@@ -69,9 +69,10 @@ def test_a_picture_is_drawn_over_a_png_only(tmp_path):
     assert text.read_text(encoding="utf-8") == "to be or not to be" and link.is_symlink()
     assert check_picture_path(picture, "--plot") == picture
     assert check_picture_path(tmp_path / "new.PNG") == tmp_path / "new.PNG"
+    assert check_picture_path(tmp_path / "new" / "a.png") == tmp_path / "new" / "a.png"
     for path, message in [
         (tmp_path / "a.txt", "give a name ending in .png"),
-        (tmp_path / "no" / "a.png", "its folder"),
+        (text / "sub" / "a.png", f"{text} is a file, not a folder"),
         (text, "not a PNG picture"),
     ]:
         with pytest.raises(OutputError, match=message):

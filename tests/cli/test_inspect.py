@@ -254,7 +254,7 @@ def test_a_plot_never_lands_on_a_file_that_is_not_a_png(capsys, run_folder, tmp_
         (weights, "is drawn as a PNG picture: give a name ending in .png"),
         (tmp_path / "lens.txt", "is drawn as a PNG picture"),
         (notes, "is a file that is not a PNG picture: light-llm draws over its own pictures"),
-        (tmp_path / "missing" / "lens.png", "its folder"),
+        (notes / "lens.png", "is a file, not a folder"),
         (tmp_path, "is drawn as a PNG picture"),
     ]:
         code = main(["inspect", "lens", "--checkpoint", str(copy), "--prompt", "to be"]
@@ -264,7 +264,7 @@ def test_a_plot_never_lands_on_a_file_that_is_not_a_png(capsys, run_folder, tmp_
         assert len(err.strip().splitlines()) == 1
     assert {path: path.read_bytes() for path in before} == before
     assert not (tmp_path / "lens.txt").exists()
-    picture = tmp_path / "lens.png"
+    picture = tmp_path / "new" / "lens.png"  # its folder made
     for _ in range(2):  # a picture light-llm drew is redrawn
         code = main(["inspect", "lens", "--checkpoint", str(copy), "--prompt", "to be"]
                      + ["--plot", str(picture)])  # fmt: skip

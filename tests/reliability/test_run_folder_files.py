@@ -19,7 +19,7 @@ import pytest
 
 from light_llm.atomic import FOLDER_MANIFEST
 from light_llm.checkpoints import load, save
-from light_llm.checkpoints.run import RUN_FILES, RUN_FOLDERS
+from light_llm.checkpoints.run import RUN_FILES, RUN_FOLDERS, TRAINER_STATE_FILE
 from light_llm.errors import OutputError
 from tests.reliability.conftest import assert_refused, run_cli, snapshot
 from tests.train.helpers import tiny_flags
@@ -155,6 +155,7 @@ def test_merge_keeps_a_users_file_in_a_checkpoint_from_before_manifests(
     capsys, tmp_path, lora_run, finished_run
 ):
     target = shutil.copytree(finished_run / "checkpoint", tmp_path / "merged")
+    (target / TRAINER_STATE_FILE).unlink()  # a model folder (a run's checkpoint is refused whole)
     without_manifest_and_with_notes(target)
     before = snapshot(target)
     code, _, err = run_cli(capsys, "merge", "--checkpoint", lora_run, "--out", target)
