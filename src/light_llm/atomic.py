@@ -158,19 +158,25 @@ def check_picture_path(path: str | os.PathLike, what: str = "the picture") -> Pa
 def refuse_to_draw_over(path: Path, what: str = "the picture") -> Path:
     """``path``, unless a file that is not a PNG picture is there (OutputError): a picture is
     redrawn over an earlier one, never over a checkpoint, a corpus or any other file that a
-    mistyped path names."""
+    mistyped path names (:func:`refuse_to_replace`)."""
+    return refuse_to_replace(
+        path, what, (PNG_SIGNATURE,), "a PNG picture: light-llm draws over its own pictures only"
+    )
+
+
+def refuse_to_replace(path: Path, what: str, starts: tuple[bytes, ...], ours: str) -> Path:
+    """``path``, unless a file is there whose first bytes are none of ``starts`` (those of the
+    files light-llm writes there): OutputError "WHAT PATH is a file that is not OURS; name
+    another file". Nothing there, or a folder (the writer's own sentence), passes."""
     if not (path.exists() or path.is_symlink()) or path.is_dir():
         return path
     try:
         with open(path, "rb") as existing:
-            is_png = path.is_file() and existing.read(len(PNG_SIGNATURE)) == PNG_SIGNATURE
+            head = existing.read(max(map(len, starts))) if path.is_file() else b""
     except OSError as exc:
         raise OutputError(f"{what} {path} cannot be read: {reason(exc)}.") from None
-    if not is_png:
-        raise OutputError(
-            f"{what} {path} is a file that is not a PNG picture: light-llm draws over its own "
-            "pictures only; name another file."
-        )
+    if not head.startswith(starts):
+        raise OutputError(f"{what} {path} is a file that is not {ours}; name another file.")
     return path
 
 

@@ -201,24 +201,17 @@ def check_page_path(path: Path) -> None:
     """OutputError unless --markdown PATH may take a page: "-" (stdout), a new file, or a page
     light-llm wrote before (its first line one of the pages' headings), never a folder or a
     file of the user's."""
-    from light_llm.errors import OutputError, reason
+    from light_llm.atomic import refuse_to_replace
+    from light_llm.errors import OutputError
     from light_llm.explain.equations import EQUATIONS_TITLE
 
-    if str(path) == "-" or not (path.exists() or path.is_symlink()):
+    if str(path) == "-":
         return
     if path.is_dir():
         raise OutputError(f"--markdown {path} is a folder: give a file name for the page.")
     headings = (f"# {EXAMPLES_TITLE}", f"# {EQUATIONS_TITLE}", "# `light-llm explain ")
-    try:
-        with open(path, encoding="utf-8", errors="replace") as page:
-            first = page.readline()
-    except OSError as exc:
-        raise OutputError(f"--markdown {path} cannot be read: {reason(exc)}.") from None
-    if not first.startswith(headings):
-        raise OutputError(
-            f"--markdown {path} is a file that is not a page light-llm wrote: it writes over "
-            "its own pages only; name another file."
-        )
+    ours = "a page light-llm wrote: it writes over its own pages only"
+    refuse_to_replace(path, "--markdown", tuple(h.encode() for h in headings), ours)
 
 
 def write_page(path: Path, text: str) -> None:
