@@ -197,6 +197,7 @@ def test_patch_heads_neurons_and_surprise_equal_the_api(capsys, run_folder):
         (["attribute"], "needs --prompt TEXT"),
         (["lens", "--prompt", "to be " * 10], "more than the model's context of 24 tokens"),
         (["surprise", "--prompt", "t"], "--prompt is 1 token long; the text needs at least 2"),
+        (["surprise", "--prompt", ""], "--prompt holds no token; the text needs at least 2"),
         # a bare char checkpoint records no corpus, and Shakespeare has letters it lacks
         (["heads"], "records no corpus of its own, so the text read was Shakespeare's valid"),
         (["neurons", "--prompt", "to be"], "needs --layer L and --neuron N"),

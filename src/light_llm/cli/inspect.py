@@ -240,7 +240,8 @@ class Session:
         else:
             ids, what = validation_ids(self.folder, self.tokenizer, None, self.args.max_tokens)
         if len(ids) < 2:
-            source = self.args.text or ("--prompt" if self.args.prompt else "the split")
+            given = self.args.prompt is not None
+            source = self.args.text or ("--prompt" if given else "the validation split")
             held = "is 1 token long" if len(ids) else "holds no token"
             raise InspectError(
                 f"{source} {held}; the text needs at least 2 (one to predict the other from)."
