@@ -316,6 +316,18 @@ def layer_rows(row: Callable[..., None], params: dict, text: dict[str, str], L: 
     row("    norms", human_count(params["norms_per_layer"]), text["norms"], "seed 000 §5")
 
 
+def attention_and_activation_rows(
+    row: Callable[..., None], memory: dict, L: int, matrix: str, aside: str, source: str
+) -> None:
+    """The last memory rows of a GPT's or an encoder's report: the attention matrix (its
+    ``matrix`` formula per layer, all layers' bytes, then ``aside``) and the activations."""
+    every = human_bytes(memory["attention_matrices_all_layers"])
+    per_layer = human_bytes(memory["attention_matrix_per_layer"])
+    detail = f"{matrix} per layer; {every} for {L} layers{aside}"
+    row("  attention matrix", per_layer, detail, source)
+    row("  activations", human_bytes(memory["activations"]), "L T d", "seed 000 §9")
+
+
 class Rows(list):
     """A report's lines: (label, human figure, exact figure or formula, source) rows, which
     :func:`layout` aligns, and plain lines printed as they are."""
@@ -403,14 +415,7 @@ def render(name: str, config: ModelConfig, report: dict) -> str:
         )
     row("  KV cache", human_bytes(memory["kv_cache"]), "2 L T d", "seed 002 §11.2")
     matrix = "n_h T²" if config.attention == "softmax" else "n_h d_k² (linear attention state)"
-    row(
-        "  attention matrix",
-        human_bytes(memory["attention_matrix_per_layer"]),
-        f"{matrix} per layer; {human_bytes(memory['attention_matrices_all_layers'])} "
-        f"for {L} layers",
-        "seed 000 §9, seed 002 §11.1",
-    )
-    row("  activations", human_bytes(memory["activations"]), "L T d", "seed 000 §9")
+    attention_and_activation_rows(row, memory, L, matrix, "", "seed 000 §9, seed 002 §11.1")
     lora = report.get("lora")
     if lora:
         rows.append("")
@@ -485,14 +490,8 @@ def render_encoder(name: str, config: ModelConfig, report: dict) -> str:
     rows.append("")
     rows.append(f"Memory per sequence at {T} tokens, {dtype}")
     row("  weights", human_bytes(memory["weights"]), "N x bytes", "seed 000 §9")
-    row(
-        "  attention matrix",
-        human_bytes(memory["attention_matrix_per_layer"]),
-        f"n_h T² per layer; {human_bytes(memory['attention_matrices_all_layers'])} for "
-        f"{L} layers (no KV cache: an encoder reads the whole text at once)",
-        "seed 002 §11.1",
-    )
-    row("  activations", human_bytes(memory["activations"]), "L T d", "seed 000 §9")
+    aside = " (no KV cache: an encoder reads the whole text at once)"
+    attention_and_activation_rows(row, memory, L, "n_h T²", aside, "seed 002 §11.1")
     return layout(rows)
 
 
