@@ -33,7 +33,7 @@ import numpy as np
 
 from light_llm.atomic import atomic_file
 from light_llm.cache import copy_files, entry
-from light_llm.errors import DataError, reason
+from light_llm.errors import DataError, TokenizerError, reason
 from light_llm.shakespeare import shakespeare_text
 from light_llm.tokenizers.base import text_chunks
 from light_llm.untrusted import open_regular_file, read_json_object, read_regular_file
@@ -251,17 +251,24 @@ class TokenDataset:
 _CHUNKS_PER_BATCH = 16  # text_chunks encoded at a time
 
 
-def unreadable_stand_in(folder: str | os.PathLike, exc: Exception, give: str) -> DataError:
-    """The error for a model whose folder records no corpus (a folder written by export or
-    quantize records none) when Shakespeare, read in its place, holds text the model's
-    tokenizer cannot encode (``exc``, say a character-level vocabulary of another text);
-    ``give``: the flag that gives a text instead."""
-    detail = str(exc).rstrip(".")
-    return DataError(
-        f"{folder} records no corpus of its own, so the text read was Shakespeare's validation "
-        f"split, which this model's tokenizer cannot encode ({detail}); give the text with "
-        f"{give}."
-    )
+@contextlib.contextmanager
+def shakespeare_stand_in(corpus: str | os.PathLike | None, folder, give: str) -> Iterator[None]:
+    """A block that encodes ``corpus``'s text with a model's tokenizer: when ``corpus`` is
+    None (the model's ``folder`` records none, as export and quantize write none) Shakespeare
+    was read in its place, and a TokenizerError in the block (a character vocabulary of
+    another text, say) becomes a DataError saying so, and that ``give`` (a flag) gives the
+    text; with a corpus of its own the error passes as it is."""
+    try:
+        yield
+    except TokenizerError as exc:
+        if corpus is not None:
+            raise
+        detail = str(exc).rstrip(".")
+        raise DataError(
+            f"{folder} records no corpus of its own, so the text read was Shakespeare's "
+            f"validation split, which this model's tokenizer cannot encode ({detail}); give "
+            f"the text with {give}."
+        ) from None
 
 
 def token_dtype(vocab_size: int) -> np.dtype:

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from light_llm.checkpoints.run import TRAINER_STATE_FILE, read_trainer_state
-from light_llm.data import load_corpus, split_train_val, unreadable_stand_in
-from light_llm.errors import InspectError, TokenizerError
+from light_llm.data import load_corpus, shakespeare_stand_in, split_train_val
+from light_llm.errors import InspectError
 
 MAX_TEXT_TOKENS = 32_768  # tokens of a text the analyses read by default
 CHARS_PER_TOKEN_AT_MOST = 16  # a text is cut to this many characters per token asked, first
@@ -54,10 +54,6 @@ def validation_ids(
     10%) of ``data``, else of the corpus the run trained on, else of Shakespeare."""
     corpus = data if data is not None else run_corpus(model_folder)
     _, validation = split_train_val(load_corpus(corpus))
-    try:
+    with shakespeare_stand_in(corpus, model_folder, "--text FILE or --prompt TEXT"):
         ids = text_ids(tokenizer, validation, max_tokens)
-    except TokenizerError as exc:
-        if corpus is not None:
-            raise
-        raise unreadable_stand_in(model_folder, exc, "--text FILE or --prompt TEXT") from None
     return ids, f"{len(ids):,} tokens of the validation split of {corpus or 'Shakespeare'}"

@@ -32,12 +32,12 @@ from light_llm.data import (
     TokenDataset,
     encode_corpus,
     load_corpus,
+    shakespeare_stand_in,
     split_sizes,
     token_dtype,
-    unreadable_stand_in,
 )
 from light_llm.device import resolve_device
-from light_llm.errors import CheckpointError, TokenizerError, flag
+from light_llm.errors import CheckpointError, flag
 from light_llm.limits import MAX_BATCH_SIZE, MAX_EVAL_BATCHES, check_integer
 from light_llm.models.quantize import quantize_gpt
 from light_llm.reference.quantize import check_quantizable, check_quantization
@@ -136,14 +136,10 @@ def score_checkpoint(
         ours = trained and corpus == trained.get("data") and folder.name == CHECKPOINT_SUBFOLDER
         if ours and own.is_dir():  # written into a run without one (a shipped run)
             cache = own
-        try:
+        with shakespeare_stand_in(corpus, folder, "--data FILE"):
             train_tokens, dataset = split_datasets(
                 text, tokenizer, cache, model.config.block_size, encoder
             )
-        except TokenizerError as exc:
-            if corpus is not None:
-                raise
-            raise unreadable_stand_in(folder, exc, "--data FILE") from None
         val_size = split_sizes(cache)["val"]
         baseline = None
         if eval_iters is not None:
