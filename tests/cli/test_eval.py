@@ -90,6 +90,20 @@ def test_eval_iters_reproduces_the_trainers_last_val_loss(trained, capsys):
     assert loss == pytest.approx(last["val_loss"], abs=1e-4)
 
 
+def test_eval_iters_bits_per_byte_count_the_tokens_the_whole_split_predicts(trained, capsys):
+    """A sample's mean loss stands for every token the whole-split score predicts: all the
+    split's tokens but the first, counted here from the text by the tokenizer."""
+    corpus, out = trained
+    assert main(["eval", "--checkpoint", str(out), "--eval-iters", "2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    text = corpus.read_text()
+    val_text = text[int(len(text) * 0.9) :]
+    predicted = len(load_tokenizer(out / "checkpoint").encode(val_text)) - 1
+    assert report["tokens_scored"] == predicted
+    expected = report["val_loss"] * predicted / math.log(2) / len(val_text.encode("utf-8"))
+    assert report["bits_per_byte"] == pytest.approx(expected, rel=1e-12)
+
+
 def test_eval_on_another_file(trained, tmp_path, capsys):
     _, out = trained
     other = write_corpus(tmp_path / "other.txt", n_lines=400, seed=5)

@@ -156,7 +156,9 @@ def score_checkpoint(
                 device=torch_device,
             )
             loss = total.item() / eval_iters
-            n_scored = val_size["tokens"]  # a sample's mean stands for every token's
+            # a sample's mean stands for every token the whole-split score predicts: all
+            # but the first of a GPT's split (each is predicted from the ones before it)
+            n_scored = val_size["tokens"] - (0 if encoder else 1)
             block_size = model.config.block_size
             scored = f"{eval_iters} random batches of {batch_size} x {block_size} tokens"
         else:
