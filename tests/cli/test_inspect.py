@@ -5,6 +5,7 @@ bad input is one line and exit code 2."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import matplotlib.image
@@ -180,7 +181,20 @@ def test_patch_heads_neurons_and_surprise_equal_the_api(capsys, run_folder):
             "MLP units run from 0 to 63",
         ),
         (["lens", "--prompt", ""], "--prompt is empty"),
-        (["lens", "--text", "text.txt", "--token", "o"], "--token is followed in the lens of a"),
+        # a flag an analysis reads in its other mode only is refused too, not dropped
+        (["lens", "--text", "text.txt", "--token", "o"], "lens over a text does not use --token"),
+        (["lens", "--text", "text.txt", "--top-k", "7"], "lens over a text does not use --top-k"),
+        (["lens", "--prompt", "to be", "--max-tokens", "5"], "of a --prompt does not use --max"),
+        (
+            ["ablate", "--prompt", "to be", "--components", "L0H0", "--max-tokens", "5"],
+            "ablate of --components on a --prompt does not use --max-tokens",
+        ),
+        (
+            ["ablate", "--text", "text.txt", "--components", "L0H0", "--token", "o"],
+            "ablate of --components over a text does not use --token",
+        ),
+        (["ablate", "--prompt", "to be", "--token", "o"], "without --components (the table"),
+        (["lens", "--prompt", "to be", "--token", "€"], "the --token '€' has 1 character(s) out"),
         (
             ["patch", "--clean", "to be", "--corrupt", "to bo", "--answer", "o", "--wrong", "o"],
             "the wrong token must differ from the answer",
@@ -313,8 +327,9 @@ def test_every_documented_inspect_command_runs_on_the_run_that_ships(capsys, tmp
                 else word for word in argv]  # fmt: skip
         argv = [str(play) if word == "play.txt" else word for word in argv]
         argv = [str(tmp_path / word) if word.endswith(".png") else word for word in argv]
-        if argv[1] in ("lens", "ablate", "heads", "neurons", "surprise"):
-            argv += ["--max-tokens", "2048"]
+        on_prompt = "--prompt" in argv and (argv[1] == "lens" or "--components" in argv)
+        if argv[1] in ("lens", "ablate", "heads", "neurons", "surprise") and not on_prompt:
+            argv += ["--max-tokens", "2048"]  # a text read in part (a prompt is read whole)
         code = main(argv)
         assert code == 0, (where, argv, capsys.readouterr().err)
         capsys.readouterr()
@@ -422,3 +437,14 @@ def test_an_encoder_is_looked_at_through_its_masked_lm_head(capsys, encoder_fold
     ranks = zip(full.stages, full.target_ranks, strict=True)
     expected = ", ".join(f"{stage} {float(np.mean(row[words] == 0)):.0%}" for stage, row in ranks)
     assert line.endswith("by stage: " + expected)
+
+
+def test_mean_ablation_of_a_one_token_prompt_says_it_removes_nothing(run_folder, capsys):
+    """The mean of a part over one position is its value there: Δp is 0, and the output says
+    why, where a zero ablation of the same part says nothing of the kind."""
+    argv = ["inspect", "ablate", "--checkpoint", str(run_folder), "--prompt", "t"]
+    assert main([*argv, "--components", "L0H0", "--method", "mean"]) == 0
+    out = capsys.readouterr().out
+    assert "mean ablation removes nothing" in out and re.search(r"Δp [+-]0\.0000\)", out)
+    assert main([*argv, "--components", "L0H0", "--method", "zero"]) == 0
+    assert "removes nothing" not in capsys.readouterr().out

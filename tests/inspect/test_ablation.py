@@ -157,7 +157,7 @@ def test_prompt_mean_ablation_takes_the_mean_over_every_position_of_the_prompt(l
         (lambda m: ablate_text(m, TEXT, None), "the parts to ablate are a list of names"),
         (lambda m: ablate_prompt(m, [1, 2], 3), "the parts to ablate are a list of names"),
         (lambda m: ablate_text(m, TEXT, ["L0H0"], method="half"), "zero or mean, not 'half'"),
-        (lambda m: ablate_text(m, [3], ["L0H0"]), "the text is empty: it needs at least 2 tokens"),
+        (lambda m: ablate_text(m, [3], ["L0H0"]), "the text is 1 token long; it needs at least 2"),
         (lambda m: head_importance(m, []), "the text is empty"),
         (lambda m: ablate_prompt(m, [1, 2], ["L0H0"], token=40), "outside the model's vocabulary"),
     ],

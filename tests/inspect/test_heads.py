@@ -77,7 +77,7 @@ def test_both_engines_score_alike():
         ({"length": 9}, "an integer from 2 to 8"),
         ({"n_sequences": 0}, "n_sequences must be an integer from 1 to 1024"),
         ({"seed": -1}, "seed"),
-        ({"ids": [4]}, "the text is empty: it needs at least 2 tokens"),
+        ({"ids": [4]}, "the text is 1 token long; it needs at least 2 tokens"),
     ],
 )
 def test_bad_input_is_one_sentence(options, message):

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from light_llm.errors import InspectError
+from light_llm.inspect import Inspector
 from light_llm.inspect.instrumented import run_instrumented
 from light_llm.interventions import Patch, patch_index, site_names
 from light_llm.reference.instrumented import run_instrumented as run_numpy
@@ -186,6 +187,30 @@ def test_a_patch_that_does_not_fit_is_one_sentence(case, engine):
             run_instrumented(model, torch.as_tensor(prompt(10)[None]), patches=[patch])
         else:
             run_numpy(numpy_twin(model), prompt(10)[None], patches=[patch])
+
+
+BAD_IDS = {
+    "an empty prompt": (np.zeros((1, 0), dtype=np.int64), "at least one token, got shape (1, 0)"),
+    "no sequence": (np.zeros((0, 4), dtype=np.int64), "at least one token, got shape (0, 4)"),
+    "one dimension": (np.arange(4), "the batch must be a (B, T) array of integer token ids"),
+    "float ids": (np.array([[1.0, 2.0]]), "the batch must be a (B, T) array of integer token"),
+    "booleans": (np.array([[True, False]]), "the batch must be a (B, T) array of integer token"),
+    "an id past the vocabulary": (np.array([[1, 37]]), "token id 37 of the batch is outside"),
+    "a negative id": (np.array([[-1, 2]]), "token id -1 of the batch is outside"),
+    "ragged lists": ([[1, 2], [3]], "the batch must be a list of token ids"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_IDS))
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_the_inspectors_forward_refuses_what_is_no_batch_of_token_ids(case, engine):
+    """Inspector.run, the API's first call: one sentence (InspectError) for every engine, not
+    the library's own error from deep inside the forward."""
+    model = shaken_gpt(torch.float64)
+    ids, message = BAD_IDS[case]
+    inspector = Inspector(model if engine == "torch" else numpy_twin(model))
+    with pytest.raises(InspectError, match=re.escape(message)):
+        inspector.run(ids)
 
 
 def test_an_unknown_name_to_record_is_one_sentence():

@@ -117,6 +117,9 @@ def test_a_position_outside_the_prompt_is_a_422_naming_it(client, position):
     answer = client.post("/api/flow", json={"prompt": PROMPT, "position": position})
     assert answer.status_code == 422
     assert answer.json()["detail"][0]["loc"][-1] == "position"
+    if position != "two":  # the range said is the one taken: -1 is the last token
+        assert "position is 0 to 13 (or -14 to -1 from the end)" in answer.text
+        assert client.post("/api/flow", json={"prompt": PROMPT, "position": -14}).status_code == 200
 
 
 def test_every_command_of_the_flow_formulas_is_one_the_page_renders(tmp_path):

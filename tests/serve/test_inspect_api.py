@@ -273,12 +273,18 @@ TOO_LONG = "the king shall come to rome"  # 27 tokens, the context is 16
             "differ",
         ),
         ("head-roles", {"prompt": PROMPT, "length": 9}, "length", "2 to 8"),
-        ("head-roles", {"prompt": "t"}, "prompt", "at least 2 tokens"),
+        ("head-roles", {"prompt": "t"}, "prompt", "is 1 token long; it needs at least 2 tokens"),
+        (
+            "attribution",
+            {"prompt": PROMPT, "versus": "e", "difference": False},
+            "versus",
+            "but difference is false",
+        ),
         ("neuron", {"prompt": PROMPT, "layer": 2, "neuron": 0}, "layer", "0 to 1"),
         ("neuron", {"prompt": PROMPT, "layer": 0, "neuron": 48}, "neuron", "0 to 47"),
         ("neuron", {"prompt": PROMPT, "layer": -1, "neuron": 0}, "layer", ""),
         ("surprise", {"text": ""}, "text", "empty"),
-        ("surprise", {"text": "t"}, "text", "at least 2 tokens"),
+        ("surprise", {"text": "t"}, "text", "is 1 token long; it needs at least 2 tokens"),
         ("surprise", {"text": PROMPT, "txt": 1}, "txt", ""),
     ],
 )
@@ -331,3 +337,22 @@ def test_attribution_on_a_post_ln_model_says_why_not(tmp_path):
         (error,) = response.json()["detail"]
         assert error["loc"] == ["body", "model"] and "pre-LN" in error["msg"]
         assert client.post("/api/inspect/lens", json={"prompt": "to be"}).status_code == 200
+
+
+def test_pieces_of_a_multi_byte_character_are_shown_as_the_cli_shows_them():
+    """The shipped run's byte-level BPE cuts 'é' and an emoji into byte pieces: each is shown
+    by its byte (<0xC3>), as `light-llm inspect` shows it, not decoded alone into U+FFFD."""
+    from light_llm.assets import packaged_run_folder
+    from light_llm.checkpoints import load_tokenizer
+
+    folder = packaged_run_folder()
+    tokenizer = load_tokenizer(folder)
+    prompt = "ROMEO: é😀 the"
+    ids = tokenizer.encode(prompt)
+    with local_client(create_app(ExplorerModel(folder, "test"))) as client:
+        lens = post(client, "lens", {"prompt": prompt})
+        surprising = post(client, "surprise", {"text": prompt})
+    assert lens["tokens"] == surprising["tokens"] == tokenizer.tokens(ids)
+    pieces = [token for token in lens["tokens"] if token.startswith("<0x")]
+    assert len(pieces) == len(set(pieces)) == len("é".encode()) + len("😀".encode())
+    assert "\ufffd" not in "".join(lens["tokens"])

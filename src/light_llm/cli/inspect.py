@@ -124,7 +124,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--json", action="store_true", help="print one JSON object instead of tables"
     )
     parser.add_argument("--plot", type=Path, metavar="FILE.png", help="also draw the result")
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu")
+    parser.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="cpu",
+        help="where the model runs (default cpu; auto takes a GPU when there is one)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -176,6 +181,44 @@ def check_flags_read(args: argparse.Namespace) -> None:
         )
     if args.prompt is not None and args.text is not None:
         raise InspectError("give --prompt or --text, not both: the text to read is one of them.")
+    unused, mode, reads = flags_unused_in_mode(args)
+    if unused:
+        flags = " or ".join(flag(name) for name in unused)
+        raise InspectError(
+            f"light-llm inspect {args.analysis} {mode} does not use {flags}: {reads}."
+        )
+
+
+def flags_unused_in_mode(args: argparse.Namespace) -> tuple[list[str], str, str]:
+    """The flags given that ``args.analysis`` reads in its other mode only (the lens and the
+    ablation of one --prompt against those over a text), with the mode in words and what it
+    reads: ([], "", "") when every flag given is read."""
+    on_prompt = args.prompt is not None  # (--prompt with --text is refused before this)
+    if args.analysis == "lens" and on_prompt:
+        unused = ["max_tokens"]
+        mode, reads = "of a --prompt", "it reads the whole prompt (at most the context)"
+    elif args.analysis == "lens":
+        unused = ["token", "top_k"]
+        mode = "over a text"
+        reads = "it scores every next token; --token and --top-k shape the lens of a --prompt"
+    elif args.analysis == "ablate" and on_prompt and args.components is not None:
+        unused = ["max_tokens"]
+        mode = "of --components on a --prompt"
+        reads = "it reads the whole prompt (at most the context)"
+    elif args.analysis == "ablate":
+        unused = ["token"]
+        mode = (
+            "of --components over a text"
+            if args.components is not None
+            else "without --components (the table of every head and MLP)"
+        )
+        reads = (
+            "it scores the loss on every next token; --token is followed in the ablation of "
+            "--components on a --prompt"
+        )
+    else:
+        return [], "", ""
+    return [name for name in unused if getattr(args, name) is not None], mode, reads
 
 
 class Session:
@@ -264,16 +307,10 @@ class Session:
 
     # ------------------------------------------------------------------ analyses
     def lens(self) -> dict:
-        from light_llm.errors import InspectError
         from light_llm.inspect import logit_lens
         from light_llm.inspect.plots import heatmap
 
-        if self.args.prompt is None:
-            if self.args.token is not None:  # else it would be dropped without a word
-                raise InspectError(
-                    "--token is followed in the lens of a --prompt; the lens over a text "
-                    "follows each next token."
-                )
+        if self.args.prompt is None:  # (--token and --top-k refused: flags_unused_in_mode)
             return self.lens_over_text()
         ids = self.prompt()
         target = None if self.args.token is None else self.one(self.args.token, "--token")
@@ -457,6 +494,11 @@ class Session:
                 f"{result.ablated_p:.4f} (Δp {result.delta_p:+.4f}) with "
                 f"{', '.join(result.components)} {result.method}-ablated"
             )
+            if result.method == "mean" and len(ids) == 1:
+                self.say(
+                    "(a part's mean over a one-token prompt is its value there: mean ablation "
+                    "removes nothing; --method zero, or a longer prompt)"
+                )
             for name, probs in (("before", result.probs), ("after", result.ablated_probs)):
                 top = np.argsort(-probs, kind="stable")[:5]
                 self.say(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from light_llm.errors import InspectError
+from light_llm.inspect.text import check_id_range, id_array
 from light_llm.interventions import Patch, Trace
 from light_llm.reference import instrumented as numpy_instrumented
 from light_llm.reference.activations import gelu_forward
@@ -62,7 +63,7 @@ class Inspector:
     ) -> Trace:
         """The instrumented forward on ``ids`` (B, T), in NumPy arrays; ``start`` = (layer l,
         its recorded resid_pre) begins at layer l."""
-        ids = np.asarray(ids, dtype=np.int64)
+        ids = batch_of_ids(ids, self.config.vocab_size)
         if self.engine == "numpy":
             return numpy_instrumented.run_instrumented(
                 self.model, ids, record=record, patches=patches, targets=targets, start=start
@@ -105,3 +106,13 @@ class Inspector:
         if self.config.logit_softcap is not None:
             logits = softcap_forward(logits, self.config.logit_softcap)[0]
         return logits
+
+
+def batch_of_ids(ids: object, vocab_size: int) -> np.ndarray:
+    """``ids`` as a (B, T) int64 array of token ids in [0, vocab_size) with B and T at least
+    1, else InspectError."""
+    array = id_array(ids, "batch", ndim=2)
+    if 0 in array.shape:
+        raise InspectError(f"the batch must hold at least one token, got shape {array.shape}.")
+    check_id_range(array, vocab_size, "batch")
+    return array.astype(np.int64)

@@ -68,22 +68,39 @@ def check_token(name: str, token: object, config) -> int:
 def token_array(ids: object, config, what: str = "text", at_least: int = 2) -> np.ndarray:
     """``ids`` as a 1-D int64 array of ids in [0, vocab_size) with at least ``at_least``
     tokens, else InspectError."""
+    array = id_array(ids, what, ndim=1)
+    if array.size < at_least:
+        need = "a token" if at_least == 1 else f"at least {at_least} tokens"
+        if array.size == 0:
+            raise InspectError(f"the {what} is empty: it needs {need}.")
+        tokens = "token" if array.size == 1 else "tokens"
+        raise InspectError(f"the {what} is {array.size} {tokens} long; it needs {need}.")
+    check_id_range(array, config.vocab_size, what)
+    return array.astype(np.int64)
+
+
+def id_array(ids: object, what: str, ndim: int) -> np.ndarray:
+    """``ids`` as a NumPy array of ``ndim`` dimensions (1: a text, 2: a batch (B, T)) of
+    integers, else InspectError naming ``what``; it may be empty."""
     try:
         array = np.asarray(ids)
     except (TypeError, ValueError) as error:
         raise InspectError(f"the {what} must be a list of token ids ({error}).") from None
-    if array.ndim != 1 or (array.size and not np.issubdtype(array.dtype, np.integer)):
-        raise InspectError(f"the {what} must be a 1-D list of integer token ids.")
-    if array.size < at_least:
-        need = "a token" if at_least == 1 else f"at least {at_least} tokens"
-        raise InspectError(f"the {what} is empty: it needs {need}, got {array.size}.")
-    if array.min() < 0 or array.max() >= config.vocab_size:
+    shape = "1-D list" if ndim == 1 else "(B, T) array"
+    if array.ndim != ndim or (array.size and not np.issubdtype(array.dtype, np.integer)):
+        raise InspectError(f"the {what} must be a {shape} of integer token ids.")
+    return array
+
+
+def check_id_range(array: np.ndarray, vocab_size: int, what: str) -> None:
+    """InspectError unless every id of the non-empty ``array`` lies in [0, vocab_size): the
+    embedding lookup E[ids] (seed 000 §2) is defined for nothing else."""
+    if array.min() < 0 or array.max() >= vocab_size:
         bad = array.min() if array.min() < 0 else array.max()
         raise InspectError(
             f"token id {bad} of the {what} is outside the model's vocabulary (0 to "
-            f"{config.vocab_size - 1})."
+            f"{vocab_size - 1})."
         )
-    return array.astype(np.int64)
 
 
 def text_windows(

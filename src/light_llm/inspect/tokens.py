@@ -10,7 +10,7 @@ import numpy as np
 
 from light_llm.checkpoints.run import TRAINER_STATE_FILE, read_trainer_state
 from light_llm.data import load_corpus, shakespeare_stand_in, split_train_val
-from light_llm.errors import InspectError
+from light_llm.errors import InspectError, TokenizerError
 
 MAX_TEXT_TOKENS = 32_768  # tokens of a text the analyses read by default
 CHARS_PER_TOKEN_AT_MOST = 16  # a text is cut to this many characters per token asked, first
@@ -21,7 +21,10 @@ def one_token(tokenizer, text: object, field: str) -> int:
     space, for a GPT-2-style tokenizer); InspectError naming ``field`` otherwise."""
     if not isinstance(text, str) or not text:
         raise InspectError(f"the {field} must be a token written as text, e.g. ' the'.")
-    ids = tokenizer.encode(text)
+    try:
+        ids = tokenizer.encode(text)
+    except TokenizerError as error:  # a character a character vocabulary lacks
+        raise InspectError(str(error).replace("the text", f"the {field} {text!r}", 1)) from None
     if len(ids) != 1:
         pieces = ", ".join(repr(piece) for piece in tokenizer.tokens(ids))
         raise InspectError(

@@ -135,7 +135,8 @@ def flow(explorer: ExplorerModel, prompt: str, position: int | None) -> dict[str
     if position is None:
         position = T - 1
     if not -T <= position < T:
-        raise RequestError("position", f"the prompt has {T} tokens, so position is 0 to {T - 1}.")
+        message = f"the prompt has {T} tokens, so position is 0 to {T - 1} (or -{T} to -1 from "
+        raise RequestError("position", message + "the end).")
     t = position % T
     with explorer.forward_lock:
         try:

@@ -115,11 +115,13 @@ class Inspection:
         return self.inspector.config
 
     def pieces(self, ids) -> list[str]:
-        """The text of each token id."""
-        return [self.tokenizer.decode([int(i)]) for i in ids]
+        """Each token id as the tokenizer shows it, as ``light-llm inspect`` does: a piece of
+        a multi-byte character as <0xNN> (decoding it alone makes it U+FFFD, so that different
+        pieces would look the same)."""
+        return self.tokenizer.tokens([int(i) for i in ids])
 
     def token(self, token_id: int) -> dict[str, Any]:
-        return {"id": int(token_id), "token": self.tokenizer.decode([int(token_id)])}
+        return {"id": int(token_id), "token": self.pieces([token_id])[0]}
 
     def one_token(self, text: str, field: str) -> int:
         """The id of ``text`` when the tokenizer reads it as exactly one token, else a
@@ -196,6 +198,9 @@ class Inspection:
         ``versus`` (default: the most likely other token; none when ``difference`` is False)
         at ``position`` (negative: from the end)."""
         inspector = self.inspector
+        if versus is not None and not difference:  # the two fields contradict each other
+            message = "versus names a token to take the difference with, but difference is false"
+            raise RequestError("versus", message + ": give one or the other.")
         ids = self.prompt(prompt)
         with naming("position"):
             check_integer("position", position, -len(ids), len(ids) - 1, InspectError)
