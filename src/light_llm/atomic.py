@@ -276,9 +276,9 @@ def check_replaceable(
             f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
         )
         raise OutputError(
-            f"{folder} is not a light-llm checkpoint and holds files light-llm did not write "
-            f"({shown}); saving there would delete them: choose a new or empty folder, or "
-            "replace it on purpose (overwrite=True in the API, --overwrite of light-llm train)."
+            f"{folder} holds files light-llm did not write ({shown}); saving there would "
+            "delete them: choose a new or empty folder, or move those files away (light-llm "
+            "train's --overwrite and the API's overwrite=True replace such a folder on purpose)."
         )
 
 

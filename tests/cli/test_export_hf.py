@@ -16,7 +16,7 @@ from light_llm.checkpoints.hf_architectures import hf_architecture
 from light_llm.cli import main
 from light_llm.config import ModelConfig, count_parameters, preset
 from light_llm.models.gpt import GPT
-from light_llm.tokenizers import get_tokenizer
+from light_llm.tokenizers import get_tokenizer, load_tokenizer
 from light_llm.tokenizers.bpe import train_bpe
 from tests.checkpoints.test_hf_llama import LLAMA_SHAPE, _offline  # noqa: F401 (a fixture)
 from tests.cli.test_finetune import RUN, error_line
@@ -186,5 +186,56 @@ def test_a_foreign_file_in_out_names_no_flag_the_command_lacks(
     (out / "notes.txt").write_text("mine")
     assert main([*command, "--checkpoint", str(checkpoint[0]), "--out", str(out)]) == 2
     line = error_line(capsys, command[0])
-    assert "notes.txt" in line and "--overwrite of light-llm train" in line
+    assert "notes.txt" in line and "move those files away (light-llm train's --overwrite" in line
+    assert "is not a light-llm checkpoint" not in line  # it may be one light-llm wrote
     assert (out / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("shape", ["qwen3 over a learned BPE", "gpt-2 over characters"])
+def test_an_exported_folder_transformers_saved_again_reads_back_with_its_ids(
+    checkpoint, tmp_path, capsys, shape
+):
+    """transformers' save_pretrained keeps the tokenizer.json export wrote and drops
+    light_tokenizer.json: light-llm reads that tokenizer.json back, to the same ids as the
+    tokenizer trained with (not GPT-2's, which a GPT-2 config.json alone would suggest), and
+    generates from the folder what it generates from the export."""
+    source, corpus = checkpoint
+    text = corpus.read_text()
+    if shape.startswith("gpt-2"):
+        tokenizer = get_tokenizer("char", text)
+        config = ModelConfig(vocab_size=tokenizer.vocab_size, block_size=16, n_layer=1,
+                             n_head=2, n_embd=16)  # fmt: skip
+        source = tmp_path / "char"
+        save(shaken(GPT(config)), source, tokenizer)
+    assert export(source, tmp_path / "hf") == 0
+    resaved = tmp_path / "resaved"
+    transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").save_pretrained(resaved)
+    transformers.AutoTokenizer.from_pretrained(tmp_path / "hf").save_pretrained(resaved)
+    assert not (resaved / "light_tokenizer.json").exists()
+    original = load_tokenizer(source)
+    sample = text[:2000]
+    assert load_tokenizer(resaved).encode(sample) == original.encode(sample)
+    capsys.readouterr()
+    outputs = []
+    for folder in (tmp_path / "hf", resaved):
+        argv = ["generate", "--checkpoint", str(folder), "--prompt", "the king"]
+        assert main([*argv, "--max-new-tokens", "6", "--temperature", "0", "--json"]) == 0
+        outputs.append(json.loads(capsys.readouterr().out))
+    assert outputs[0] == outputs[1] and outputs[0]["completions"][0]["completion"]
+
+
+def test_a_tokenizer_json_light_llm_did_not_write_is_one_sentence(checkpoint, tmp_path, capsys):
+    """A folder whose only tokenizer is a tokenizer.json of another kind (a WordPiece here):
+    one sentence saying what light-llm reads, never GPT-2's tokenizer assumed for it."""
+    from tokenizers import Tokenizer as TokenizerEngine
+    from tokenizers import models
+
+    assert export(checkpoint[0], tmp_path / "hf") == 0
+    (tmp_path / "hf" / "light_tokenizer.json").unlink()
+    engine = TokenizerEngine(models.WordPiece({"[UNK]": 0, "a": 1}, unk_token="[UNK]"))
+    (tmp_path / "hf" / "tokenizer.json").write_text(engine.to_str())
+    capsys.readouterr()
+    argv = ["generate", "--checkpoint", str(tmp_path / "hf"), "--prompt", "a"]
+    assert main(argv) == 2
+    line = error_line(capsys, "generate")
+    assert "is not a tokenizer light-llm wrote (its model is 'WordPiece', not a BPE)" in line

@@ -116,6 +116,14 @@ def float_where_int8_belongs(folder):
     safetensors.numpy.save_file(tensors, path)
 
 
+def code_below_minus_127(folder):
+    """A -128, which int8 holds and quantization never writes (|round(W / s)| <= 127)."""
+    path = folder / "model.safetensors"
+    tensors = safetensors.numpy.load_file(path)
+    tensors["transformer.h.0.mlp.c_proj.weight"][2, 3] = -128
+    safetensors.numpy.save_file(tensors, path)
+
+
 def unknown_quantization_in_config(folder):
     config = json.loads((folder / "config.json").read_text())
     config["quantization"] = "int3"
@@ -128,6 +136,7 @@ def unknown_quantization_in_config(folder):
         (damage_scale, ["weight_scale", "finite positive"]),
         (scale_of_wrong_shape, ["c_fc.weight_scale", "shape"]),
         (float_where_int8_belongs, ["c_attn.weight", "int8"]),
+        (code_below_minus_127, ["c_proj.weight holds the code -128", "-127 to 127"]),
         (unknown_quantization_in_config, ["unknown quantization", "int3"]),
     ],
 )

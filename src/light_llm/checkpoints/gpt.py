@@ -25,7 +25,7 @@ from light_llm.errors import CheckpointError, ConfigError
 from light_llm.models.gpt import GPT
 from light_llm.models.quantize import empty_quantized_gpt, is_quantized
 from light_llm.nn.lora import lora_layers
-from light_llm.reference.quantize import SCALE_SUFFIX, dequantize_params
+from light_llm.reference.quantize import SCALE_SUFFIX, check_codes, dequantize_params
 
 
 def load_weights_into(
@@ -92,6 +92,8 @@ def load_gpt(
         tensors = tensors_from_hf(tensors, config.tie_embeddings, contiguous_transpose)
     elif folder.is_hf_llama:
         tensors = tensors_from_hf_llama(tensors, config, torch.cat, folder.weights_path)
+    if folder.quantization is not None:
+        check_codes(tensors, config, folder.weights_path)
     if folder.quantization is not None and dequantize:
         tensors = dequantize_tensors(tensors, config)
     if folder.quantization is not None and not dequantize:

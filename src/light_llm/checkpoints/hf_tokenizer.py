@@ -26,8 +26,8 @@ from light_llm.checkpoints.folder import tokenizer_files
 from light_llm.tokenizers import BPETokenizer, CharTokenizer, GPT2Tokenizer
 from light_llm.tokenizers.bpe import byte_level_engine
 from light_llm.tokenizers.gpt2 import END_OF_TEXT, gpt2_merges, gpt2_vocabulary_files
+from light_llm.tokenizers.hf_json import HF_TOKENIZER_FILE
 
-HF_TOKENIZER_FILE = "tokenizer.json"
 HF_TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 GENERIC_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
 

@@ -23,7 +23,7 @@ from light_llm.checkpoints.hf_llama_config import tensors_from_hf_llama
 from light_llm.checkpoints.tensors import read_weights
 from light_llm.config import check_model_fits
 from light_llm.reference.model import NumpyGPT
-from light_llm.reference.quantize import dequantize_params
+from light_llm.reference.quantize import check_codes, dequantize_params
 
 
 def contiguous_transpose(array: np.ndarray) -> np.ndarray:
@@ -62,6 +62,7 @@ def load_numpy_gpt(folder: ModelFolder, dtype=None) -> NumpyGPT:
     elif folder.is_hf_llama:
         tensors = tensors_from_hf_llama(tensors, config, np.concatenate, folder.weights_path)
     if folder.quantization is not None:  # W_hat = q s: the int8 model's weights, in float
+        check_codes(tensors, config, folder.weights_path)
         tensors = dequantize_params(tensors, config)
     if dtype is None:
         first = tensors.get("transformer.wte.weight")

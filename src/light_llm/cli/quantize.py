@@ -45,7 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "write a GPT checkpoint with int8 weights (or an int8 one back as float)",
         DESCRIPTION,
         EXAMPLES,
-        "a light-llm checkpoint, training output folder, or HuggingFace GPT-2 folder",
+        "a light-llm checkpoint, training output folder, or HuggingFace GPT-2, Llama or Qwen3 "
+        "folder",
     )
     parser.add_argument(
         "--method", default="int8", metavar="NAME", help="the quantization (int8, the default)"

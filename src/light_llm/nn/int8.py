@@ -13,7 +13,8 @@ norms, the KV cache stay in the model's dtype. Decoding (a few rows at a time) r
 (measured on a 2-core AVX-512 EPYC: the 50257 x 384 head in 0.54 ms, 15x faster than the float32
 nn.Linear and 5x faster than float32 in the faster (d, V) layout; a float16 activation takes a
 slow path, 10 ms); its inputs and outputs are rounded to bfloat16 (8 significant bits), so
-decoded logits differ from the float formula by ~0.3% of their largest value. Many rows at once
+decoded logits differ from the float formula by ~0.3% of their largest value (up to ~1% on
+a small model: docs/inference.md). Many rows at once
 (a prompt, an evaluation batch) are multiplied by the dequantised matrix q s in the model's
 dtype instead: that product is a matrix-matrix one where BLAS is fast, and exact to float32.
 """

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from light_llm.config import ModelConfig
-from light_llm.errors import ConfigError
+from light_llm.errors import CheckpointError, ConfigError
 
 QMAX = 127
 QUANTIZATIONS = ("int8",)
@@ -55,6 +55,21 @@ def quantize_rows(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     scale = (np.where(absmax > 0, absmax, 1.0) / QMAX).astype(np.float32)  # (out,)
     q = np.clip(np.rint(w / scale.astype(np.float64)[:, None]), -QMAX, QMAX)  # (out, in)
     return q.astype(np.int8), scale
+
+
+def check_codes(tensors, config: ModelConfig, source: object) -> None:
+    """CheckpointError unless every int8 code of ``tensors`` (name -> array or CPU tensor)
+    lies in [-127, 127], the range quantize_rows writes: |q_ij| = |round(W_ij / s_i)| <= 127
+    since |W_ij| <= max_j |W_ij| = 127 s_i. A -128, which int8 can hold, is a weight beyond its
+    row's largest; the checkpoint did not come from quantize_rows. ``source`` names the file."""
+    for name in quantized_names(config):
+        codes = np.asarray(tensors[name])
+        if codes.size and int(codes.min()) < -QMAX:
+            raise CheckpointError(
+                f"{source}: int8 tensor {name} holds the code {int(codes.min())}, outside the "
+                f"-{QMAX} to {QMAX} that quantization writes (|q| = |round(W / s)| <= {QMAX}); "
+                "the checkpoint is damaged."
+            )
 
 
 def dequantize_rows(q: np.ndarray, scale: np.ndarray, dtype=np.float32) -> np.ndarray:

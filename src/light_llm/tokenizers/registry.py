@@ -11,6 +11,7 @@ from light_llm.tokenizers.bert import VOCAB_FILE, BertTokenizer, load_hf_bert_to
 from light_llm.tokenizers.bpe import BPETokenizer, train_bpe
 from light_llm.tokenizers.char import CharTokenizer
 from light_llm.tokenizers.gpt2 import GPT2Tokenizer
+from light_llm.tokenizers.hf_json import HF_TOKENIZER_FILE, tokenizer_from_hf_json
 from light_llm.tokenizers.wordpiece import train_wordpiece
 from light_llm.untrusted import file_inside, read_json_object
 
@@ -60,8 +61,10 @@ def load_tokenizer(folder: str | os.PathLike) -> Tokenizer:
     """The tokenizer saved in a checkpoint folder.
 
     Reads ``light_tokenizer.json`` (what :meth:`Tokenizer.save` writes). A folder without one
-    may be a HuggingFace model: a ``config.json`` with ``"model_type": "gpt2"`` means the
-    GPT-2 tokenizer, and a ``vocab.txt`` means a BERT WordPiece tokenizer over it.
+    may be a HuggingFace model: a ``tokenizer.json`` of a kind light-llm's export writes (an
+    exported folder transformers saved again: :mod:`light_llm.tokenizers.hf_json`), else a
+    ``config.json`` with ``"model_type": "gpt2"`` means the GPT-2 tokenizer, and a
+    ``vocab.txt`` means a BERT WordPiece tokenizer over it.
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -69,6 +72,8 @@ def load_tokenizer(folder: str | os.PathLike) -> Tokenizer:
     path = folder / TOKENIZER_FILE
     if path.is_file():
         return tokenizer_from_json(read_json(path), folder)
+    if (folder / HF_TOKENIZER_FILE).is_file() and not (folder / VOCAB_FILE).is_file():
+        return tokenizer_from_hf_json(folder / HF_TOKENIZER_FILE)
     config_path = folder / "config.json"
     if config_path.is_file() and read_json(config_path).get("model_type") == "gpt2":
         return GPT2Tokenizer()
