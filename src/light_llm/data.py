@@ -128,7 +128,8 @@ class TokenDataset:
         n_tokens = size // self.dtype.itemsize
         if n_tokens < block_size + 1:
             raise DataError(
-                f"the {self.path.stem} split has {n_tokens} tokens, but a block of {block_size} "
+                f"the {self.path.stem} split has {n_tokens} token{'' if n_tokens == 1 else 's'}, "
+                f"but a block of {block_size} "
                 f"needs at least {block_size + 1}; use a longer corpus or a smaller block size."
             )
         self.tokens = np.memmap(self.path, dtype=self.dtype, mode="r")

@@ -342,18 +342,29 @@ def test_bfloat16_on_a_cpu_that_emulates_it_trains_and_says_it_is_slow(
     assert read_trainer_state(out / "checkpoint")["dtype"] == "bfloat16"
 
 
-def test_ctrl_c_saves_and_exits_130_with_how_to_resume(corpus, tmp_path, capsys, monkeypatch):
-    original_forward = GPT.forward
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_ctrl_c_saves_and_exits_130_with_how_to_resume(
+    corpus, tmp_path, capsys, monkeypatch, engine
+):
+    """Either engine: the iteration under way ends, is saved, and the run says where it
+    stopped and how to go on, never "done" (the NumPy engine said "done: 1 iterations")."""
+    from light_llm.reference.model import NumpyGPT
+
+    model_class = GPT if engine == "torch" else NumpyGPT
+    original_forward = model_class.forward
 
     def forward_then_ctrl_c(self, *args, **kwargs):
         if self.training:
             signal.raise_signal(signal.SIGINT)
         return original_forward(self, *args, **kwargs)
 
-    monkeypatch.setattr(GPT, "forward", forward_then_ctrl_c)
+    monkeypatch.setattr(model_class, "forward", forward_then_ctrl_c)
     out = tmp_path / "run"
-    assert main(["train", *tiny_flags(corpus, out)]) == 130
-    assert "--resume" in capsys.readouterr().err
+    assert main(["train", *tiny_flags(corpus, out, engine=engine)]) == 130
+    printed = capsys.readouterr()
+    assert "stopped at iteration 1;" in printed.err
+    assert f"Continue with: light-llm train --resume --out {out}" in printed.err
+    assert "done:" not in printed.out
     assert read_trainer_state(out / "checkpoint")["iteration"] == 1
 
 
@@ -913,3 +924,24 @@ def test_a_resume_over_an_edited_corpus_says_so(corpus, tmp_path, capsys, engine
         f"({then['train_tokens']:,} training and {then['val_tokens']:,} validation tokens then, "
         f"{now['train_tokens']:,} and {now['val_tokens']:,} now)"
     ) in printed
+
+
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_a_resume_that_changes_the_optimizers_settings_says_so(corpus, tmp_path, capsys, engine):
+    """--lr and --weight-decay on a resume are taken (a lower rate for the rest of a run is a
+    reason to resume), but never without a word: the sentence names each, the saved value and
+    the new, and the run records them; a resume that gives the saved value says nothing."""
+    out = tmp_path / "out"
+    assert main(["train", *tiny_flags(corpus, out, max_iters=4, engine=engine, lr=2e-3)]) == 0
+    saved = read_trainer_state(out / "checkpoint")["resolved_config"]
+    resume = ["train", "--resume", "--out", str(out), "--engine", engine]
+    assert main([*resume, "--max-iters", "5", "--lr", "0.002"]) == 0
+    assert "this resume changes" not in capsys.readouterr().out
+    assert main([*resume, "--max-iters", "7", "--lr", "0.005", "--weight-decay", "0.3"]) == 0
+    printed = capsys.readouterr().out
+    assert (
+        f"this resume changes --lr 0.002 -> 0.005, --weight-decay {saved['weight_decay']!r} -> "
+        "0.3: the run goes on with them"
+    ) in printed
+    resumed = read_trainer_state(out / "checkpoint")["resolved_config"]
+    assert (resumed["lr"], resumed["weight_decay"]) == (0.005, 0.3)

@@ -209,3 +209,30 @@ def test_a_corpus_too_short_leaves_a_folder_that_held_files_as_it_was_otherwise(
     code, _, err = run_cli(capsys, "train", *tiny_flags(short, out, overwrite=True))
     assert_refused(code, err, "split has")
     assert snapshot(out / "checkpoint") == snapshot(finished_run / "checkpoint")
+
+
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+@pytest.mark.parametrize("where", ["checkpoint", "checkpoint/inner"])
+def test_an_out_at_or_inside_a_model_folder_is_refused(
+    capsys, tmp_path, corpus, finished_run, engine, where
+):
+    """A run's checkpoint/, data/ and metrics written into another run's checkpoint folder
+    would end that run (its --resume then finds files light-llm did not write there): one
+    sentence, and nothing of the run changed; the run then resumes as before."""
+    run = copy_of(finished_run, tmp_path)
+    before = snapshot(run)
+    flags = [*tiny_flags(corpus, run / where, max_iters=1), "--engine", engine]
+    code, _, err = run_cli(capsys, "train", *flags)
+    assert_refused(code, err, "model folder", "give a folder outside it")
+    assert snapshot(run) == before
+    code, _, err = run_cli(capsys, "train", "--out", run, "--resume", "--max-iters", "3")
+    assert code == 0, err
+
+
+def test_an_empty_out_is_refused_not_the_current_folder(capsys, tmp_path, corpus, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(capsys, "train", *tiny_flags(corpus, "", max_iters=1))
+    assert_refused(code, err, "--out is empty")
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
+        [corpus.name] if corpus.parent == tmp_path else []
+    )

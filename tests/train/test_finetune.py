@@ -94,6 +94,8 @@ def test_text_outside_the_base_vocabulary_is_refused_naming_the_characters(base,
 def test_the_shape_comes_from_the_checkpoint(base, new_text, tmp_path):
     with pytest.raises(ConfigError, match="drop --tokenizer, --n-layer"):
         run_config(base, new_text, tmp_path, n_layer=3, tokenizer="char").resolve()
+    with pytest.raises(ConfigError, match="come from --init-from .*; drop --vocab-size."):
+        run_config(base, new_text, tmp_path, vocab_size=400).resolve()  # not ignored
     with pytest.raises(CheckpointError, match="no config.json"):
         run_config(tmp_path, new_text, tmp_path / "out").resolve()
 

@@ -12,7 +12,7 @@ import pytest
 from light_llm.data import split_train_val
 from light_llm.train import TrainConfig
 from light_llm.train.numpy_trainer import train_numpy
-from light_llm.train.records import warmup_note
+from light_llm.train.records import longer_warmups_note, warmup_note
 from light_llm.train.trainer import train
 from tests.train.helpers import TINY, write_corpus
 
@@ -92,3 +92,26 @@ def test_both_engines_say_so_in_their_first_lines_and_log_alike(tmp_path, capsys
         done = out.strip().splitlines()[-1]
         assert done.startswith("done: 4 iterations") and "metrics " in done, (engine, done)
         assert "loss curve " in done, (engine, done)
+
+
+def test_a_size_or_momentum_warmup_as_long_as_the_run_is_said(tmp_path, capsys):
+    """--batch-warmup, --context-warmup and --muon-momentum-warmup of the run's length or more:
+    the run never trains at its batch size or context, or at its momentum; each is named, in
+    both engines' first lines, and a warmup that ends inside the run is not."""
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    long = {"batch_warmup": 4, "batch_warmup_size": 2, "context_warmup": 9,
+            "context_warmup_size": 8, "optimizer": "muon", "muon_momentum_warmup": 4}  # fmt: skip
+    config = TrainConfig(data=str(corpus), **{**TINY, "max_iters": 4, **long}).resolve()
+    note = longer_warmups_note(config)
+    assert "--batch-warmup 4 is as long as the run's 4 iterations or longer, so it never " in note
+    assert "trains at its --batch-size 4" in note
+    assert "--context-warmup 9 is as long as the run's 4 iterations or longer, so it never " in note
+    assert "trains at its --block-size 16" in note
+    assert f"Muon's momentum never reaches its {config.muon_momentum}" in note
+    inside = {**long, "batch_warmup": 3, "context_warmup": 3, "muon_momentum_warmup": 3}
+    assert longer_warmups_note(TrainConfig(**{**TINY, "max_iters": 4, **inside}).resolve()) is None
+    for engine, run in (("torch", train), ("numpy", train_numpy)):
+        run_config = TrainConfig(data=str(corpus), out=str(tmp_path / engine), **{**TINY,
+                                 "max_iters": 4, **long, "eval_interval": 4})  # fmt: skip
+        run(run_config.resolve() if engine == "numpy" else run_config)
+        assert note in capsys.readouterr().out, engine

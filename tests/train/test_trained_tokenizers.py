@@ -156,3 +156,22 @@ def test_sizing_advice_thresholds():
     assert "90%" in both and "1.0 per parameter" in both
     assert sizing_advice(1_000_000, 500_000, 20_000_000) is None  # exactly at both bounds
     assert vocabulary_parameters(100, 8, tie_embeddings=False) == 1600
+
+
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_only_a_run_that_learned_its_tokenizer_says_how_many_ids_it_learned(
+    capsys, corpus, tmp_path, bpe_run, engine
+):
+    """A BPE learned at the default size from a text too small for it says so; a fine-tuning
+    run from a base of that tokenizer learns nothing, and says nothing of the kind."""
+    fresh = tmp_path / "fresh"
+    flags = tiny_flags(corpus, fresh, tokenizer="bpe", max_iters=1, engine=engine)
+    assert main(["train", *flags]) == 0
+    learned = load_tokenizer(fresh).vocab_size
+    assert learned < TRAINED_TOKENIZER_VOCAB["bpe"]
+    assert f"the training split gives only {learned} bpe ids" in capsys.readouterr().out
+    argv = ["train", "--init-from", str(bpe_run), "--data", str(corpus), "--out",
+            str(tmp_path / "tuned"), "--max-iters", "1", "--eval-interval", "1",
+            "--eval-iters", "1", "--sample-tokens", "0", "--batch-size", "2"]  # fmt: skip
+    assert main(argv) == 0
+    assert "gives only" not in capsys.readouterr().out

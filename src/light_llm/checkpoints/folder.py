@@ -251,6 +251,19 @@ def check_replaceable(out: str | os.PathLike, *sources: str | os.PathLike) -> No
         )
 
 
+def model_folder_holding(path: str | os.PathLike) -> Path | None:
+    """The nearest of ``path`` and the folders above it that holds a model (its config.json
+    beside its weights) or a training run's checkpoint (its trainer state), else None."""
+    path = Path(os.path.abspath(path))
+    for folder in (path, *path.parents):
+        weights = (folder / WEIGHTS_FILE, folder / SHARDED_WEIGHTS_INDEX)
+        if (folder / TRAINER_STATE_FILE).is_file() or (
+            (folder / CONFIG_FILE).is_file() and any(file.is_file() for file in weights)
+        ):
+            return folder
+    return None
+
+
 def refuse_pickled_weights(folder: Path) -> None:
     """CheckpointError when ``folder`` has PyTorch pickles but no safetensors weights."""
     for name in PICKLED_WEIGHTS:

@@ -337,6 +337,16 @@ class RunFolder:
         wrote in a checkpoint from before manifests
         (:func:`light_llm.checkpoints.folder.names_before_manifests`); ``corpus`` is the
         file trained on, which is never written."""
+        from light_llm.checkpoints.folder import model_folder_holding  # (it imports this module)
+
+        holder = model_folder_holding(self.out)
+        if holder is not None:  # a run's checkpoint/ and data/ would land among its files
+            same = holder == Path(os.path.abspath(self.out))
+            where = "is a model folder" if same else f"lies inside the model folder {holder}"
+            raise TrainingError(
+                f"--out {self.out} {where}; a run writes its own checkpoint/, data/ and "
+                "metrics, which would mix with that model's files: give a folder outside it."
+            )
         missing = outermost_missing(self.out)
         was_empty = missing is None and is_empty_folder(self.out)
         try:

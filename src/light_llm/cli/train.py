@@ -109,7 +109,9 @@ Writes to --out: checkpoint/ (model, tokenizer, optimizer and trainer state, rep
 unit), metrics.jsonl (the training loss every --log-interval steps, "kind": "train", and one
 line per evaluation, "kind": "eval"; losses also in bits per byte and per character),
 loss_curve.png, data/ (the token cache). Ctrl-C stops after the current iteration and saves;
---resume continues exactly, on the engine that started the run (the NumPy engine too).
+--resume continues exactly, on the engine that started the run (the NumPy engine too); an
+optimizer or schedule flag given with it (--lr, --weight-decay...) is taken from there on, and
+said.
 --resume --max-iters beyond the run's end goes on at the final learning rate, or at --min-lr
 (--restretch-schedule stretches the schedule instead); a final rate of 0, the default's, is refused.
 Under torchrun the same command trains with DistributedDataParallel.

@@ -622,7 +622,9 @@ class TrainConfig:
 
         if values["model"] != "gpt":
             raise ConfigError("--init-from fine-tunes a GPT; --model bert trains from scratch.")
-        fixed = [key for key in ("preset", "tokenizer", *MODEL_FIELDS) if key != "dropout"]
+        fixed = [
+            key for key in ("preset", "tokenizer", "vocab_size", *MODEL_FIELDS) if key != "dropout"
+        ]
         given = [key for key in fixed if values[key] is not None]
         if given:
             flags = ", ".join(flag(key) for key in given)
@@ -757,6 +759,8 @@ class TrainConfig:
     def validate(self) -> None:
         """ConfigError, in one sentence, for the first setting that cannot work."""
         self.check_types()
+        if not str(self.out).strip():  # Path("") is the current folder
+            raise ConfigError(f"--out is empty: give the folder the run writes to ({DEFAULT_OUT}).")
         check_seed(self.seed)
         self.check_resume_or_overwrite()
         if self.model not in MODEL_TOKENIZERS:

@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -78,6 +79,7 @@ from light_llm.train.numpy_state import (
 from light_llm.train.probes import ProbeRecorder, given_prompt_ids
 from light_llm.train.records import (
     RunRecord,
+    longer_warmups_note,
     objective_note,
     printed_sample,
     sample_prompt,
@@ -93,9 +95,10 @@ from light_llm.train.resume import (
     model_differences,
     refuse_differences,
     resume_line,
+    resume_notes,
     saved_run,
-    schedule_of_extension,
     setting_differences,
+    stopped_line,
 )
 from light_llm.train.run_tokenizer import fewer_ids_note, tokenizer_for_run
 from light_llm.train.zero_init import projection_names
@@ -200,7 +203,7 @@ def train_numpy(config: TrainConfig, *, model: NumpyGPT | None = None) -> TrainR
         check_same_architecture(saved, "gpt", run_folder.out)
         if model is not None:
             raise ConfigError("a resumed run goes on from its checkpoint's weights, not a model.")
-        config, schedule_note = schedule_of_extension(config, saved)
+        config, schedule_note = resume_notes(config, saved)
         config = config.inherit(
             TrainConfig.from_dict(saved["config"]), TrainConfig.from_dict(saved["resolved_config"])
         )
@@ -301,10 +304,11 @@ def train_claimed(
         resume_line(iteration, cfg.max_iters, budgeted=False),
         schedule_note,
         saved and corpus_change_note(saved, len(datasets["train"]), len(datasets["val"])),
-        fewer_ids_note(cfg, tokenizer),
+        None if iteration else fewer_ids_note(cfg, tokenizer),  # said when it was learned
         decay_note,
         objective_note(model_config.mtp_weight),
         warmup_note(cfg.warmup_iters, cfg.max_iters),
+        longer_warmups_note(cfg),
     )
     for note in notes:
         if note:
@@ -417,6 +421,9 @@ def train_claimed(
             result.sample = sample(model, tokenizer, datasets["val"], cfg)
         prompt = sample_prompt(tokenizer, int(datasets["val"].tokens[0]))
         print(printed_sample(result.sample, prompt, cfg), flush=True)
+    if result.interrupted:
+        print(stopped_line(iteration, checkpoint_dir, out), file=sys.stderr)
+        return result
     print(
         f"done: {iteration} iterations; checkpoint {checkpoint_dir}, metrics {metrics.path}, "
         f"loss curve {out / LOSS_CURVE_FILE}",

@@ -73,9 +73,9 @@ from light_llm.train.resume import (
     corpus_change_note,
     model_differences,
     refuse_differences,
+    resume_notes,
     run_device,
     saved_run,
-    schedule_of_extension,
     setting_differences,
 )
 from light_llm.train.subject import GPTSubject
@@ -207,7 +207,7 @@ def prepare_in(
     if saved:
         check_same_engine(saved, "torch", folder.out)
         check_same_architecture(saved, architecture, folder.out)
-        config, schedule_note = schedule_of_extension(config, saved)
+        config, schedule_note = resume_notes(config, saved)
         config = config.inherit(
             TrainConfig.from_dict(saved["config"]), TrainConfig.from_dict(saved["resolved_config"])
         )

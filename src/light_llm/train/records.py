@@ -18,9 +18,9 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from light_llm.checkpoints.run import MetricsLog
-from light_llm.errors import TokenizerError
+from light_llm.errors import TokenizerError, flag
 from light_llm.train.budget import format_seconds
-from light_llm.train.config import TrainConfig
+from light_llm.train.config import SIZE_WARMUPS, TrainConfig
 from light_llm.train.metrics import bits_per_unit, perplexity
 
 
@@ -141,6 +141,33 @@ def warmup_note(warmup_iters: int, max_iters: int) -> str | None:
         f"learning rate rises to {max_iters / (warmup_iters + 1):.0%} of its peak by the last "
         "step and never decays (a --warmup-iters below --max-iters lets it)"
     )
+
+
+def longer_warmups_note(cfg: TrainConfig) -> str | None:
+    """The run's first lines' word on a size or momentum warmup as long as the run or longer
+    (light_llm.schedule): the run then never trains at its batch size or context, or Muon's
+    momentum never reaches its value; None when every warmup ends inside the run."""
+    if not cfg.max_iters:
+        return None
+    notes = []
+    for warmup in SIZE_WARMUPS:
+        length = getattr(cfg, warmup.name) or 0
+        if length >= cfg.max_iters:
+            notes.append(
+                f"{flag(warmup.name)} {length} is as long as the run's {cfg.max_iters} "
+                f"iterations or longer, so it never trains at its {flag(warmup.sized)} "
+                f"{getattr(cfg, warmup.sized)}"
+            )
+    momentum_warmup = cfg.muon_momentum_warmup or 0
+    if cfg.optimizer == "muon" and momentum_warmup >= cfg.max_iters:
+        notes.append(
+            f"--muon-momentum-warmup {momentum_warmup} is as long as the run's "
+            f"{cfg.max_iters} iterations or longer, so Muon's momentum never reaches its "
+            f"{cfg.muon_momentum}"
+        )
+    if not notes:
+        return None
+    return "warmup: " + "; ".join(notes) + " (a warmup below --max-iters lets it)."
 
 
 def training_line(record: dict[str, Any], end: str, seconds_left: float) -> str:

@@ -19,7 +19,7 @@ from light_llm.checkpoints.run import (
     RunFolder,
     read_trainer_state,
 )
-from light_llm.errors import TrainingError
+from light_llm.errors import TrainingError, flag
 from light_llm.limits import is_integer
 from light_llm.train.config import LORA_FIELDS, SAMPLING_BEFORE_CHOICE, TrainConfig
 from light_llm.train.state import check_fields
@@ -115,6 +115,51 @@ def schedule_of_extension(asked: TrainConfig, saved: dict[str, Any]) -> tuple[Tr
         f"{asked.max_iters} instead."
     )
     return pinned, note
+
+
+# the optimizer's and the schedule's settings, which a resume may change (a lower rate for the
+# rest of a run, say) but never without a word: the run is then no longer the one it continues
+CHANGEABLE_ON_RESUME = (
+    *("lr", "min_lr", "warmup_iters", "lr_schedule", "cooldown_fraction", "cooldown_shape"),
+    *("beta1", "beta2", "weight_decay", "weight_decay_epochs", "grad_clip", "label_smoothing"),
+    *("muon_lr", "muon_momentum", "muon_orthogonaliser", "muon_scale", "muon_momentum_warmup"),
+    *("cautious_weight_decay", "normuon", "embedding_lr", "dropout", "dtype"),
+)
+
+
+def resume_notes(asked: TrainConfig, saved: dict[str, Any]) -> tuple[TrainConfig, str]:
+    """:func:`schedule_of_extension`, its note followed by :func:`changed_settings_note`'s."""
+    asked, schedule_note = schedule_of_extension(asked, saved)
+    notes = (schedule_note, changed_settings_note(asked, saved))
+    return asked, " ".join(note for note in notes if note)
+
+
+def changed_settings_note(asked: TrainConfig, saved: dict[str, Any]) -> str:
+    """A sentence naming each of :data:`CHANGEABLE_ON_RESUME` that the flags of a resume
+    (``asked``, as given) set to another value than the saved run resolved it to, old and new;
+    "" when none does (a resume without such flags continues the run exactly)."""
+    stored = TrainConfig.from_dict(saved["resolved_config"])
+    changes = [
+        f"{flag(key)} {getattr(stored, key)!r} -> {getattr(asked, key)!r}"
+        for key in CHANGEABLE_ON_RESUME
+        if getattr(asked, key) is not None and getattr(asked, key) != getattr(stored, key)
+    ]
+    if not changes:
+        return ""
+    return (
+        f"this resume changes {', '.join(changes)}: the run goes on with them, so it is no "
+        "longer the run an uninterrupted one would have been (drop those flags to continue it "
+        "exactly)."
+    )
+
+
+def stopped_line(iteration: int, checkpoint: Path, out: Path) -> str:
+    """What a run stopped by Ctrl-C says last (either engine): where it stopped, where its
+    checkpoint is, and the command that continues it."""
+    return (
+        f"stopped at iteration {iteration}; the checkpoint is saved in {checkpoint}. Continue "
+        f"with: light-llm train --resume --out {out}"
+    )
 
 
 def resume_line(iteration: int, max_iters: int | None, budgeted: bool) -> str:

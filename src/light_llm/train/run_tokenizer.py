@@ -48,9 +48,12 @@ def tokenizer_for_run(config: TrainConfig, text: str) -> Tokenizer:
 
 def fewer_ids_note(config: TrainConfig, tokenizer: Tokenizer) -> str | None:
     """One line when a tokenizer learned at its default size (no ``vocab_size`` given) has
-    fewer ids than that, because the training split could not give more; else None."""
+    fewer ids than that, because the training split could not give more; else None (and for
+    a fine-tuning run, whose tokenizer is its base's, learned from nothing here)."""
     default = TRAINED_TOKENIZER_VOCAB.get(config.tokenizer)
     if config.vocab_size is not None or default is None or tokenizer.vocab_size >= default:
+        return None
+    if config.init_from is not None:
         return None
     return (
         f"tokenizer: the training split gives only {tokenizer.vocab_size} {config.tokenizer} "

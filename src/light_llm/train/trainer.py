@@ -63,9 +63,15 @@ from light_llm.train.optimizer_state import capture_rng_states, optimizer_files,
 from light_llm.train.precision import attention_kernels, autocast, tensorfloat32_products
 from light_llm.train.prepare import PreparedRun, prepare, trained_weights
 from light_llm.train.probes import ProbeRecorder
-from light_llm.train.records import objective_note, trainer_state, training_line, warmup_note
+from light_llm.train.records import (
+    longer_warmups_note,
+    objective_note,
+    trainer_state,
+    training_line,
+    warmup_note,
+)
 from light_llm.train.result import TrainResult
-from light_llm.train.resume import resume_line, saved_run_config
+from light_llm.train.resume import resume_line, saved_run_config, stopped_line
 from light_llm.train.run_tokenizer import fewer_ids_note
 from light_llm.train.sizing import sizing_advice, vocabulary_parameters, vocabulary_remedy
 from light_llm.train.thread_governor import BUSY_ONLY_NOTE, WINDOW, ThreadGovernor
@@ -500,12 +506,7 @@ class Trainer:
             )
             plot_loss_curve(records, out / LOSS_CURVE_FILE, title)
         if result.interrupted:
-            print(
-                f"stopped at iteration {result.iteration}; the checkpoint is saved in "
-                f"{run.folder.checkpoint_dir}. Continue with: light-llm train --resume --out "
-                f"{out}",
-                file=sys.stderr,
-            )
+            print(stopped_line(result.iteration, run.folder.checkpoint_dir, out), file=sys.stderr)
             return
         if run.config.sample_tokens:
             with self.averaged():
@@ -598,6 +599,7 @@ def announce(run: PreparedRun) -> None:
         run.decay_note,
         objective_note(model.mtp_weight),
         None if run.budget_s is not None else warmup_note(cfg.warmup_iters, cfg.max_iters),
+        None if run.budget_s is not None else longer_warmups_note(cfg),
         unstarted,
     )
     for note in notes:
