@@ -144,3 +144,31 @@ def test_load_config_of_a_huggingface_bert_points_to_load():
         load_config(packaged_minilm_path(), architecture="bert")
     assert 'load(folder, architecture="bert")' in str(refused.value)
     assert load(packaged_minilm_path(), architecture="bert").config.n_layer == 6
+
+
+@pytest.mark.parametrize("cased", [False, True])
+def test_a_bert_folder_transformers_saved_without_vocab_txt_reads_its_tokenizer_json(
+    tmp_path, monkeypatch, cased
+):
+    """transformers 5 saves a BERT folder's tokenizer as tokenizer.json alone: light-llm reads
+    it, to BertTokenizerFast's ids on accented, cased and CJK text, cased or not as its
+    normalizer says; and the model in that folder gives transformers' hidden states."""
+    import transformers
+
+    from light_llm.tokenizers import load_tokenizer
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    source = packaged_minilm_path()
+    theirs = transformers.AutoTokenizer.from_pretrained(source, do_lower_case=not cased)
+    theirs.save_pretrained(tmp_path)
+    transformers.AutoModel.from_pretrained(source).save_pretrained(tmp_path)
+    assert not (tmp_path / "vocab.txt").exists() and (tmp_path / "tokenizer.json").is_file()
+    ours = load_tokenizer(tmp_path)
+    text = "Héllo, WORLD! naïve CAFÉ 東京 [MASK] unbelievable"
+    assert ours.encode(text) == theirs.encode(text, add_special_tokens=False)
+    assert ours.lowercase is not cased
+    ids = torch.tensor([ours.encode_plus("The river bank.")["input_ids"]])
+    with torch.no_grad():
+        expected = transformers.AutoModel.from_pretrained(tmp_path)(ids).last_hidden_state
+        hidden = load(tmp_path, architecture="bert").encode(ids)
+    torch.testing.assert_close(hidden, expected, atol=2e-5, rtol=1e-4)

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from light_llm.checkpoints import load
 from light_llm.checkpoints.hf_bert import packaged_minilm_path
+from light_llm.checkpoints.run import read_trainer_state
 from light_llm.cli import main
 from light_llm.models.bert import IGNORE_INDEX
 from light_llm.tokenizers import load_tokenizer
@@ -238,6 +239,13 @@ def test_bert_eval_iters_reproduces_the_trainers_last_val_loss(trained_bert, cap
     last = [line for line in lines if line["kind"] == "eval"][-1]
     assert main(["eval", "--checkpoint", str(out), "--eval-iters", "2"]) == 0
     assert printed_loss_of(capsys, "masked-LM loss") == pytest.approx(last["val_loss"], abs=1e-4)
+    # what it scored: the masked tokens of those 2 batches (about 15% of their tokens), not
+    # every token of the split
+    assert main(["eval", "--checkpoint", str(out), "--eval-iters", "2", "--json"]) == 0
+    scored = json.loads(capsys.readouterr().out)["tokens_scored"]
+    config = read_trainer_state(out / "checkpoint")["resolved_config"]
+    tokens = 2 * config["batch_size"] * config["block_size"]
+    assert 0.05 * tokens <= scored <= 0.3 * tokens
 
 
 def test_an_encoder_without_a_masked_lm_head_is_one_sentence(capsys):

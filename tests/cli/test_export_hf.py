@@ -225,17 +225,17 @@ def test_an_exported_folder_transformers_saved_again_reads_back_with_its_ids(
 
 
 def test_a_tokenizer_json_light_llm_did_not_write_is_one_sentence(checkpoint, tmp_path, capsys):
-    """A folder whose only tokenizer is a tokenizer.json of another kind (a WordPiece here):
+    """A folder whose only tokenizer is a tokenizer.json of another kind (a Unigram here):
     one sentence saying what light-llm reads, never GPT-2's tokenizer assumed for it."""
     from tokenizers import Tokenizer as TokenizerEngine
     from tokenizers import models
 
     assert export(checkpoint[0], tmp_path / "hf") == 0
     (tmp_path / "hf" / "light_tokenizer.json").unlink()
-    engine = TokenizerEngine(models.WordPiece({"[UNK]": 0, "a": 1}, unk_token="[UNK]"))
+    engine = TokenizerEngine(models.Unigram([("<unk>", 0.0), ("a", -1.0)], 0))
     (tmp_path / "hf" / "tokenizer.json").write_text(engine.to_str())
     capsys.readouterr()
     argv = ["generate", "--checkpoint", str(tmp_path / "hf"), "--prompt", "a"]
     assert main(argv) == 2
     line = error_line(capsys, "generate")
-    assert "is not a tokenizer light-llm wrote (its model is 'WordPiece', not a BPE)" in line
+    assert "is not a tokenizer light-llm wrote (its model is 'Unigram', not a BPE)" in line

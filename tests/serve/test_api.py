@@ -221,6 +221,29 @@ def test_a_prompt_longer_than_the_context_offers_its_last_tokens(client, gpt):
         assert client.post(path, json={"prompt": detail["kept_prompt"]}).status_code == 200
 
 
+def test_the_offered_end_of_a_long_prompt_fits_when_sent_back(bpe_run, encoder_client):
+    """The offered text is the prompt's own last characters, so that sent back it fits:
+    decoding the last tokens gave a cut inside a character (U+FFFD) for the byte-level BPE,
+    and a lower-cased, accent-less text starting with a "##" piece for the encoder, each
+    more tokens than the context when encoded again."""
+    emoji = "a café 😀 and 東京 " * 12
+    cased = "The UNBELIEVABLE Naïve Café Owners Overreacted Spectacularly " * 4
+    with local_client(create_app(ExplorerModel(bpe_run, "test"))) as bpe_client:
+        for client, path, prompt in (
+            (bpe_client, "/api/next-token", emoji),
+            (encoder_client, "/api/attention", cased),
+        ):
+            response = client.post(path, json={"prompt": prompt})
+            assert response.status_code == 422, response.text
+            detail = response.json()["detail"][0]
+            kept = detail["kept_prompt"]
+            assert prompt.endswith(kept) and "\ufffd" not in kept and kept
+            assert client.post(path, json={"prompt": kept}).status_code == 200, (path, kept)
+            # and no longer end fits: one more character is over the context
+            longer = prompt[-len(kept) - 1 :]
+            assert client.post(path, json={"prompt": longer}).status_code == 422
+
+
 def test_explain_pages_are_explain_json(client, tmp_path):
     listing = client.get("/api/explain").json()
     assert [entry["name"] for entry in listing] == explain.names()
@@ -327,6 +350,24 @@ def test_encoder_refuses_what_only_a_gpt_does(encoder_client):
     assert response.status_code == 422 and response.json()["detail"][0]["loc"][-1] == "text"
     response = encoder_client.post("/api/similarity", json={"sentences": []})
     assert response.status_code == 422 and response.json()["detail"][0]["loc"][-1] == "sentences"
+
+
+def test_an_encoders_bad_field_is_named_where_it_is(encoder_client):
+    """The second text of a pair, and which sentence of a list, by their own place: ["body",
+    "text_pair"], ["body", "sentences", 1], in a sentence that reads as one."""
+    response = encoder_client.post("/api/fill-mask", json={"text": "a [MASK]", "text_pair": ""})
+    assert response.status_code == 422
+    detail = response.json()["detail"][0]
+    assert (
+        detail["loc"] == ["body", "text_pair"]
+        and "second text (text_pair) is empty" in (detail["msg"])
+    )
+    response = encoder_client.post("/api/similarity", json={"sentences": ["a bank", "", "b"]})
+    assert response.status_code == 422
+    detail = response.json()["detail"][0]
+    assert detail["loc"] == ["body", "sentences", 1] and detail["msg"].startswith(
+        "sentence 1 is empty"
+    )
 
 
 def test_gpt_refuses_fill_mask_and_similarity(client):

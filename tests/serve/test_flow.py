@@ -144,3 +144,20 @@ def test_every_command_of_the_flow_formulas_is_one_the_page_renders(tmp_path):
     commands = {name for formula in formulas for name in re.findall(r"\\([a-zA-Z]+)", formula)}
     assert "lambda" in commands  # the embedding skip's and the smear's gain
     assert commands <= known, commands - known
+
+
+def test_a_rotary_encoder_shows_its_positions_stage():
+    """The shipped encoder has rotary positions: its flow has the rotary stage a rotary GPT's
+    has, angles t θ_i with θ_i = b^(-2i/d_k) computed here from its config."""
+    from light_llm.assets import packaged_encoder_folder
+
+    folder = packaged_encoder_folder()
+    explorer = ExplorerModel(folder / "checkpoint", "test")
+    config = explorer.model.config
+    assert config.positions == "rotary"
+    with local_client(create_app(explorer)) as client:
+        result = client.post("/api/flow", json={"prompt": "the river bank", "position": 2}).json()
+    rotary = stages_by_key(result)["rotary"]
+    d = config.n_embd // config.n_head
+    expected = [2 * config.position_base ** (-2 * i / d) for i in range(d // 2)]
+    np.testing.assert_allclose(rotary["values"]["angles"], expected, atol=5e-6)  # 5 decimals

@@ -194,6 +194,23 @@ def test_a_newer_checkpoint_replaces_the_served_model(runs, tmp_path):
     assert json.dumps(client.get("/api/runs").json()[0]["probes"][-1]) == "20"
 
 
+def test_every_answer_is_the_newer_checkpoints_without_the_card_asked_first(runs, tmp_path):
+    """The page polls the card, but any request is answered by the model as it is now: after
+    the run saved a newer checkpoint, next-token (no GET /api/model between) gives what a
+    server started on that checkpoint gives."""
+    copy = tmp_path / "char"
+    shutil.copytree(runs[0], copy)
+    explorer = ExplorerModel(copy, "test")
+    client = local_client(create_app(explorer))
+    before = client.post("/api/next-token", json={"prompt": "the king"}).json()
+    resume = ["train", "--resume", "--out", str(copy), "--max-iters", "20"]
+    assert main([*resume, "--restretch-schedule"]) == 0
+    after = client.post("/api/next-token", json={"prompt": "the king"}).json()
+    fresh = local_client(create_app(ExplorerModel(copy, "test")))
+    assert after == fresh.post("/api/next-token", json={"prompt": "the king"}).json()
+    assert after != before and explorer.version == 1
+
+
 def test_train_serve_starts_the_explorer_beside_the_run_and_stops_on_ctrl_c(tmp_path):
     corpus = write_corpus(tmp_path / "corpus.txt", n_lines=300)
     out = tmp_path / "run"

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, StreamingResponse
@@ -144,9 +144,11 @@ def example_document(name: str, figures: ExampleFigures) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- the application
-def error_body(field: str | None, message: str, **extra: Any) -> dict[str, Any]:
-    """FastAPI's validation-error shape: {"detail": [{"loc", "msg", "type"}]}."""
-    location = ["body", field] if field else ["body"]
+def error_body(field: str | tuple | None, message: str, **extra: Any) -> dict[str, Any]:
+    """FastAPI's validation-error shape: {"detail": [{"loc", "msg", "type"}]}; ``field`` a
+    name, or a list's name and an index in it (["body", "sentences", 2])."""
+    named = field if isinstance(field, tuple) else (field,) if field else ()
+    location = ["body", *named]
     return {"detail": [{"loc": location, "msg": message, "type": "value_error", **extra}]}
 
 
@@ -172,12 +174,18 @@ def create_app(
         finally:
             scratch.cleanup()
 
+    def model_as_it_is_now() -> None:
+        """Before every request: the checkpoint again if a run still training replaced it, so
+        that every answer (not only the model card the page polls) is the model as it is."""
+        explorer.follow_the_run()
+
     app = FastAPI(
         title="light-llm explorer",
         description="The numbers inside a light-llm model, computed by the code that trains it.",
         lifespan=lifespan,
         docs_url=None,  # the interactive docs load their script from a CDN: not here
         redoc_url=None,
+        dependencies=[Depends(model_as_it_is_now)],
     )
     app.state.explorer = explorer
     app.add_middleware(Guard, hosts=allowed_hosts(host))

@@ -179,7 +179,7 @@ def flow(explorer: ExplorerModel, prompt: str, position: int | None) -> dict[str
                 vector=vector(acts["smear"][t]),
             )
         )
-    if "pos_embed" not in acts and config.positions == "rotary" and not inspector.encoder:
+    if "pos_embed" not in acts and config.positions == "rotary":
         hs = config.head_dim
         frequencies = config.position_base ** (-np.arange(0, hs, 2) / hs)  # θ_i
         stages.append(

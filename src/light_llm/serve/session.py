@@ -60,7 +60,7 @@ class RequestError(LightLLMError):
     """A request field the model cannot take: ``field`` names it; ``extra`` (JSON-ready)
     offers a way out, e.g. the prompt cut to the context."""
 
-    def __init__(self, field: str, message: str, **extra: Any) -> None:
+    def __init__(self, field: str | tuple[str, int], message: str, **extra: Any) -> None:
         super().__init__(message)
         self.field = field
         self.extra = extra
@@ -152,6 +152,14 @@ class ExplorerModel:
             self.stamp = stamp
             self.version += 1
         return True
+
+    def follow_the_run(self) -> None:
+        """:meth:`reload_if_replaced` when the folder changed since it was loaded and still
+        holds the loaded model's run (:meth:`folder_warning`: another run's checkpoint is not
+        taken for it); cheap when nothing changed (one stat of the folder)."""
+        stamp = folder_stamp(self.folder)
+        if stamp is not None and stamp != self.stamp and self.folder_warning() is None:
+            self.reload_if_replaced()
 
     # ------------------------------------------------------------------ what it is
     @property
@@ -263,12 +271,16 @@ class ExplorerModel:
         }
 
     # ------------------------------------------------------------------ tokens
-    def encode(self, text: str, field: str = "prompt") -> list[int]:
-        """The ids the model sees for ``text``; RequestError naming ``field`` for an empty text
-        or one the tokenizer cannot encode."""
+    def encode(
+        self, text: str, field: str | tuple[str, int] = "prompt", what: str | None = None
+    ) -> list[int]:
+        """The ids the model sees for ``text``; RequestError naming ``field`` (a name, or a
+        list's name and the index in it) for an empty text or one the tokenizer cannot
+        encode, ``what`` the words for it ("the prompt")."""
+        what = what or f"the {field}"
         try:
             if not self.tokenizer.encode(text):
-                raise RequestError(field, f"the {field} is empty: type some text.")
+                raise RequestError(field, f"{what} is empty: type some text.")
             return model_input_ids(self.model, self.tokenizer, text)
         except RequestError:
             raise
@@ -281,14 +293,32 @@ class ExplorerModel:
         ids = self.encode(prompt, field)
         if len(ids) > self.block_size:
             keep = self.block_size - (2 if self.is_encoder else 0)  # [CLS], [SEP] count
-            kept = self.tokenizer.encode(prompt)[-keep:]
             raise RequestError(
                 field,
                 context_error(len(ids), self.block_size) + f" Keep the last {keep} tokens?",
                 keep_last=keep,
-                kept_prompt=self.tokenizer.decode(kept),
+                kept_prompt=self.longest_ending(prompt, keep),
             )
         return ids
+
+    def longest_ending(self, text: str, tokens: int) -> str:
+        """The longest end of ``text`` (its last characters, as typed) that encodes to at most
+        ``tokens`` tokens: sent back, it fits, which the decoded last tokens need not (a cut
+        inside a character, or an encoder's lower-cased "##" piece, encodes to more)."""
+
+        def encoded_length(start: int) -> int:
+            return len(self.tokenizer.encode(text[start:]))
+
+        low, high = 0, len(text)  # text[high:] (empty) fits; find the smallest start that does
+        while low < high:
+            middle = (low + high) // 2
+            if encoded_length(middle) <= tokens:
+                high = middle
+            else:
+                low = middle + 1
+        while high < len(text) and encoded_length(high) > tokens:  # should the counts not fall
+            high += 1  # steadily with the start, the first start that fits from there
+        return text[high:]
 
     def tokenize(self, text: str) -> dict[str, Any]:
         ids = self.encode(text, "text")
@@ -437,6 +467,8 @@ class ExplorerModel:
                 "the next token; a sentence-embedding model such as MiniLM ships without one)."
             )
         self.encode(text, "text")
+        if text_pair is not None:
+            self.encode(text_pair, "text_pair", "the second text (text_pair)")
         try:
             with self.forward_lock:
                 predictions = predict_masked(self.model, self.tokenizer, text, text_pair, top_k)
@@ -449,8 +481,8 @@ class ExplorerModel:
         L2-normalised: the all-MiniLM-L6-v2 recipe)."""
         if not self.is_encoder:
             raise NotForThisModel("sentence similarity needs an encoder; this model is a GPT.")
-        for sentence in sentences:
-            self.encode(sentence, "sentences")
+        for index, sentence in enumerate(sentences):
+            self.encode(sentence, ("sentences", index), f"sentence {index}")
         assert isinstance(self.model, BertEncoder)
         limit = sentence_length_limit(self.folder, self.block_size)
         with self.forward_lock:

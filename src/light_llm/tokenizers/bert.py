@@ -337,14 +337,23 @@ class BertTokenizer(Tokenizer):
 def load_hf_bert_tokenizer(folder: Path) -> BertTokenizer:
     """The tokenizer of a HuggingFace BERT folder: its ``vocab.txt``, cased or not as its
     ``tokenizer_config.json`` says (uncased when there is none)."""
-    options = {}
-    config_path = folder / "tokenizer_config.json"
-    if config_path.is_file():
-        options = read_json_object(config_path)
-    max_length = options.get("model_max_length", 512)
+    options = hf_tokenizer_options(folder)
     return BertTokenizer.from_vocab_file(
         folder / VOCAB_FILE,
         lowercase=bool(options.get("do_lower_case", True)),
         strip_accents=options.get("strip_accents"),
-        model_max_length=max_length if isinstance(max_length, int) and max_length <= 10**6 else 512,
+        model_max_length=hf_model_max_length(options),
     )
+
+
+def hf_tokenizer_options(folder: Path) -> dict:
+    """The ``tokenizer_config.json`` of a HuggingFace folder, {} when there is none."""
+    config_path = folder / "tokenizer_config.json"
+    return read_json_object(config_path) if config_path.is_file() else {}
+
+
+def hf_model_max_length(options: dict) -> int:
+    """The longest input a ``tokenizer_config.json``'s ``options`` give, 512 (BERT's) when
+    they give none or a sentinel of "no limit" (transformers writes 1e30 for that)."""
+    max_length = options.get("model_max_length", 512)
+    return max_length if isinstance(max_length, int) and max_length <= 10**6 else 512

@@ -77,6 +77,23 @@ def sampled_loss(
     return total
 
 
+def sampled_targets(
+    dataset: Windows, split: str, *, batch_size: int, n_batches: int, seed: int
+) -> int:
+    """How many targets the loss of :func:`sampled_loss`'s batches scores (those other than
+    IGNORE_INDEX: an encoder's masked positions), the batches drawn again as it draws them."""
+    cpu = torch.device("cpu")
+    return sum(
+        int(
+            (
+                dataset.get_batch(batch_size, eval_batch_rng(seed, split, index), cpu)[1]
+                != IGNORE_INDEX
+            ).sum()
+        )
+        for index in range(n_batches)
+    )
+
+
 @torch.no_grad()
 def sequential_loss(
     model: torch.nn.Module,

@@ -44,6 +44,7 @@ from light_llm.reference.quantize import check_quantizable, check_quantization
 from light_llm.train.config import GENERAL_DEFAULTS
 from light_llm.train.evaluate import (
     sampled_loss,
+    sampled_targets,
     sequential_loss,
     unigram_log_probabilities,
     unigram_loss,
@@ -156,9 +157,13 @@ def score_checkpoint(
                 device=torch_device,
             )
             loss = total.item() / eval_iters
-            # a sample's mean stands for every token the whole-split score predicts: all
-            # but the first of a GPT's split (each is predicted from the ones before it)
-            n_scored = val_size["tokens"] - (0 if encoder else 1)
+            # a GPT's sample mean stands for every token the whole-split score predicts (all
+            # but the first of the split, each predicted from the ones before it); an
+            # encoder's scored tokens are the masked ones of the batches
+            n_scored = val_size["tokens"] - 1
+            if encoder:
+                batches = {"batch_size": batch_size, "n_batches": eval_iters, "seed": seed}
+                n_scored = sampled_targets(dataset, "val", **batches)
             block_size = model.config.block_size
             scored = f"{eval_iters} random batches of {batch_size} x {block_size} tokens"
         else:
