@@ -19,15 +19,17 @@ from pathlib import Path
 
 from light_llm.atomic import existing_folder, write_folder_atomically
 from light_llm.checkpoints.hf_architectures import LLAMA_MODEL_TYPES
-from light_llm.checkpoints.run import CHECKPOINT_SUBFOLDER, TRAINER_STATE_FILE
+from light_llm.checkpoints.run import (
+    CHECKPOINT_SUBFOLDER,
+    CONFIG_FILE,
+    TRAINER_STATE_FILE,
+    WEIGHTS_FILE,
+)
 from light_llm.config import ModelConfig
 from light_llm.errors import CheckpointError, ConfigError
 from light_llm.reference.quantize import check_quantization
 from light_llm.tokenizers.registry import read_json
 
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.safetensors"
-SHARDED_WEIGHTS_INDEX = "model.safetensors.index.json"
 PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")
 # where a training output folder's weights lie under a folder, OUT up to two levels down
 RUN_PATTERNS = tuple(
@@ -249,19 +251,6 @@ def check_replaceable(out: str | os.PathLike, *sources: str | os.PathLike) -> No
             f"--out {out} is a folder with files in it and no model; give a new folder or an "
             "existing model folder to replace."
         )
-
-
-def model_folder_holding(path: str | os.PathLike) -> Path | None:
-    """The nearest of ``path`` and the folders above it that holds a model (its config.json
-    beside its weights) or a training run's checkpoint (its trainer state), else None."""
-    path = Path(os.path.abspath(path))
-    for folder in (path, *path.parents):
-        weights = (folder / WEIGHTS_FILE, folder / SHARDED_WEIGHTS_INDEX)
-        if (folder / TRAINER_STATE_FILE).is_file() or (
-            (folder / CONFIG_FILE).is_file() and any(file.is_file() for file in weights)
-        ):
-            return folder
-    return None
 
 
 def refuse_pickled_weights(folder: Path) -> None:

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import safetensors
 
-from light_llm.checkpoints.folder import SHARDED_WEIGHTS_INDEX
 from light_llm.checkpoints.hf_gpt2_config import tensors_from_hf
 from light_llm.checkpoints.hf_llama_config import hf_llama_shapes
+from light_llm.checkpoints.run import SHARDED_WEIGHTS_INDEX
 from light_llm.checkpoints.tensors import describe_names, weight_files
 from light_llm.errors import CheckpointError
 from light_llm.reference.model import parameter_shapes

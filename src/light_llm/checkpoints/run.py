@@ -79,6 +79,10 @@ METRICS_FILE = "metrics.jsonl"
 LOSS_CURVE_FILE = "loss_curve.png"
 LOCK_FILE = ".light-llm.lock"
 TRAINER_STATE_FILE = "trainer_state.json"  # inside the checkpoint
+# a model folder's config and weights (light-llm's and HuggingFace's names)
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+SHARDED_WEIGHTS_INDEX = "model.safetensors.index.json"
 OPTIMIZER_TENSORS_FILE = "optimizer.safetensors"  # beside it, either engine's
 TRAINER_STATE_FORMAT = "light-llm-trainer"
 TRAINER_STATE_VERSION = 1
@@ -302,6 +306,19 @@ def held_by_live_process(out: Path) -> bool:
     return bool(match) and match[2] == socket.gethostname() and process_alive(int(match[1]))
 
 
+def model_folder_holding(path: str | os.PathLike) -> Path | None:
+    """The nearest of ``path`` and the folders above it that holds a model (its config.json
+    beside its weights) or a training run's checkpoint (its trainer state), else None."""
+    path = Path(os.path.abspath(path))
+    for folder in (path, *path.parents):
+        weights = (folder / WEIGHTS_FILE, folder / SHARDED_WEIGHTS_INDEX)
+        if (folder / TRAINER_STATE_FILE).is_file() or (
+            (folder / CONFIG_FILE).is_file() and any(file.is_file() for file in weights)
+        ):
+            return folder
+    return None
+
+
 class RunFolder:
     """``out`` claimed for one run; :meth:`release` (or the process's end) frees it.
 
@@ -337,8 +354,6 @@ class RunFolder:
         wrote in a checkpoint from before manifests
         (:func:`light_llm.checkpoints.folder.names_before_manifests`); ``corpus`` is the
         file trained on, which is never written."""
-        from light_llm.checkpoints.folder import model_folder_holding  # (it imports this module)
-
         holder = model_folder_holding(self.out)
         if holder is not None:  # a run's checkpoint/ and data/ would land among its files
             same = holder == Path(os.path.abspath(self.out))

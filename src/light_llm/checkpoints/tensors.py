@@ -14,11 +14,8 @@ from pathlib import Path
 import safetensors
 
 from light_llm.atomic import check_file_name
-from light_llm.checkpoints.folder import (
-    SHARDED_WEIGHTS_INDEX,
-    WEIGHTS_FILE,
-    refuse_pickled_weights,
-)
+from light_llm.checkpoints.folder import WEIGHTS_FILE, refuse_pickled_weights
+from light_llm.checkpoints.run import SHARDED_WEIGHTS_INDEX
 from light_llm.errors import CheckpointError, reason
 from light_llm.untrusted import check_regular_file, open_regular_file, read_json_object
 
