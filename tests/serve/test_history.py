@@ -180,6 +180,9 @@ def test_runs_of_one_name_are_told_apart_and_a_run_given_twice_is_refused(runs, 
 
 
 def test_a_newer_checkpoint_replaces_the_served_model(runs, tmp_path):
+    """After the run saved a newer checkpoint, every answer is the new model's, the first
+    request too (next-token with no GET /api/model before it: what a server started on that
+    checkpoint gives), then the card and the run's probes."""
     copy = tmp_path / "char"
     shutil.copytree(runs[0], copy)
     explorer = ExplorerModel(copy, "test")
@@ -187,28 +190,13 @@ def test_a_newer_checkpoint_replaces_the_served_model(runs, tmp_path):
     before = client.post("/api/next-token", json={"prompt": "the king"}).json()
     resume = ["train", "--resume", "--out", str(copy), "--max-iters", "20"]
     assert main([*resume, "--restretch-schedule"]) == 0  # the learning rate rises again
-    card = client.get("/api/model").json()
-    assert card["training"]["iteration"] == 20 and explorer.version == 1
-    after = client.post("/api/next-token", json={"prompt": "the king"}).json()
-    assert after["tokens"] != before["tokens"]
-    assert json.dumps(client.get("/api/runs").json()[0]["probes"][-1]) == "20"
-
-
-def test_every_answer_is_the_newer_checkpoints_without_the_card_asked_first(runs, tmp_path):
-    """The page polls the card, but any request is answered by the model as it is now: after
-    the run saved a newer checkpoint, next-token (no GET /api/model between) gives what a
-    server started on that checkpoint gives."""
-    copy = tmp_path / "char"
-    shutil.copytree(runs[0], copy)
-    explorer = ExplorerModel(copy, "test")
-    client = local_client(create_app(explorer))
-    before = client.post("/api/next-token", json={"prompt": "the king"}).json()
-    resume = ["train", "--resume", "--out", str(copy), "--max-iters", "20"]
-    assert main([*resume, "--restretch-schedule"]) == 0
     after = client.post("/api/next-token", json={"prompt": "the king"}).json()
     fresh = local_client(create_app(ExplorerModel(copy, "test")))
     assert after == fresh.post("/api/next-token", json={"prompt": "the king"}).json()
-    assert after != before and explorer.version == 1
+    assert after["tokens"] != before["tokens"] and explorer.version == 1
+    card = client.get("/api/model").json()
+    assert card["training"]["iteration"] == 20 and explorer.version == 1
+    assert json.dumps(client.get("/api/runs").json()[0]["probes"][-1]) == "20"
 
 
 def test_train_serve_starts_the_explorer_beside_the_run_and_stops_on_ctrl_c(tmp_path):
