@@ -325,18 +325,23 @@ def test_adamw_step():
 
 
 def test_muon_newton_schulz_steps():
-    """Each iterate written out from the quintic on Gᵀ (G is tall), its singular values by
-    NumPy's SVD; X_5 keeps G's singular vectors."""
+    """Each iterate written out from the quintic on Gᵀ (G is tall); the singular values shown
+    are G's, each carried through p(σ) = aσ + bσ³ + cσ⁵ k times in its own column (sorted by
+    size they change places: p lifts σ2 above σ1 at the first step); X_5 keeps G's singular
+    vectors."""
     got = values("muon")
     g = np.array([[2.0, 0.5, 0.1], [1.0, -1.5, 0.05], [0.5, 0.3, -0.2], [-1.0, 0.8, 0.1]])
     x = g.T / (np.linalg.norm(g) + 1e-7)  # ε keeps a zero matrix at zero
     np.testing.assert_allclose(got["X_0 = G / ||G||_F"], x.T, rtol=1e-12)
+    sigma = np.linalg.svd(g, compute_uv=False) / (np.linalg.norm(g) + 1e-7)
     for k in range(1, 6):
         a_ = x @ x.T
         x = 3.4445 * x + (-4.7750 * a_ + 2.0315 * a_ @ a_) @ x
-        np.testing.assert_allclose(
-            got[f"Singular values of X_{k}"], np.linalg.svd(x, compute_uv=False), rtol=1e-10
-        )
+        sigma = 3.4445 * sigma - 4.7750 * sigma**3 + 2.0315 * sigma**5
+        np.testing.assert_allclose(got[f"Singular values of X_{k}"], sigma, rtol=1e-9)
+        shown = np.sort(got[f"Singular values of X_{k}"])[::-1]  # as a set: X_k's own
+        np.testing.assert_allclose(shown, np.linalg.svd(x, compute_uv=False), rtol=1e-9)
+    assert got["Singular values of X_1"][1] > got["Singular values of X_1"][0]  # they crossed
     np.testing.assert_allclose(got["X_5: Muon's update direction"], x.T, rtol=1e-10, atol=1e-12)
     u, s, vt = np.linalg.svd(g, full_matrices=False)
     np.testing.assert_allclose(got["Singular values of G"], s, rtol=1e-12)

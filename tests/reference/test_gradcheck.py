@@ -1,6 +1,8 @@
 """Every hand-written backward against central finite differences, in float64, on random sizes
 and values (seed 002 §2.2): relative error <= 1e-6."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -99,6 +101,22 @@ def test_the_check_catches_a_wrong_backward():
     (result,) = run_check("wrong", wrong)
     assert result.relative_error > 1e-2
     assert not result.ok
+
+
+def test_the_check_catches_a_backward_that_ignores_its_upstream_gradient():
+    """The loss's backward takes dloss (a weighted loss passes its weight): one that ignores
+    it fails, as the upstream gradient of a scalar output is drawn, not 1."""
+    from light_llm.reference.gradcheck import cross_entropy_check
+    from light_llm.reference.loss import cross_entropy_backward
+
+    check = cross_entropy_check()
+    wrong = dataclasses.replace(
+        check, backward=lambda d, cache, c: {"logits": cross_entropy_backward(cache)}
+    )
+    for seed in range(3):
+        assert all(result.ok for result in run_check("right", check, seed=seed))
+        (result,) = run_check("wrong", wrong, seed=seed)
+        assert not result.ok and result.relative_error > 1e-2
 
 
 def test_numerical_gradient_of_a_known_function():

@@ -31,6 +31,15 @@ def singular_values(matrix: np.ndarray) -> np.ndarray:
     return np.linalg.svd(matrix, compute_uv=False)
 
 
+def along_directions_of_g(matrix: np.ndarray) -> np.ndarray:
+    """The diagonal of Uᵀ X V, U and V the singular vectors of MUON_MATRIX (G): for an iterate
+    X_k = U p_k(S) Vᵀ, the value p_k(σ_i) that G's i-th singular value has become, in G's
+    order. Sorted by size (an SVD of X_k) they can change places: p lifts a small σ above one
+    near 1, and σ1 of X_k would then be another direction's."""
+    u, _, vt = np.linalg.svd(np.array(MUON_MATRIX), full_matrices=False)
+    return np.diag(u.T @ matrix @ vt.T)
+
+
 def iterates() -> list[np.ndarray]:
     """X_0 = G / ||G||_F, X_1, ..., X_5 of the Newton-Schulz iteration on MUON_MATRIX (4, 3)."""
     matrix = torch.tensor(MUON_MATRIX, dtype=torch.float64)
@@ -94,8 +103,10 @@ def muon() -> list[Step]:
                 f"Singular values of X_{k}",
                 f"X_{k} = {a} X + ({b} A + {c} A²) X with A = X Xᵀ, X = X_{k - 1}: each σ "
                 "becomes p(σ) = aσ + bσ³ + cσ⁵ (small ones grow about 3.4-fold per step, "
-                "those near 1 stay in a band around 1).",
-                singular_values(xs[k]),
+                "those near 1 stay in a band around 1). σi is the value along G's i-th "
+                "singular direction (the diagonal of Uᵀ X V), so a column follows one "
+                "direction; by size they can change places.",
+                along_directions_of_g(xs[k]),
                 SOURCE,
                 columns=sigma_labels,
                 key=f"singular-values-of-x-{k}",
@@ -138,8 +149,9 @@ def muon() -> list[Step]:
 
 
 def singular_value_history() -> np.ndarray:
-    """(NS_STEPS + 1, r): the singular values of X_0 ... X_5, one row per step."""
-    return np.stack([singular_values(x) for x in iterates()])
+    """(NS_STEPS + 1, r): the singular values of X_0 ... X_5 along G's singular directions
+    (:func:`along_directions_of_g`), one row per step, a column per direction."""
+    return np.stack([along_directions_of_g(x) for x in iterates()])
 
 
 def muon_figures(folder: Path) -> list[Path]:

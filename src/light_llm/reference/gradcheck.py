@@ -144,7 +144,12 @@ def run_check(name: str, check: OpCheck, dtype=np.float64, seed: int = 0) -> lis
     rng = np.random.default_rng(check_seed(seed))
     inputs, constants = check.make(rng, dtype)
     out, cache = check.forward(inputs, constants)
-    upstream = rng.standard_normal(np.shape(out)).astype(dtype) if np.ndim(out) else 1.0
+    # a random upstream gradient, a scalar output's too (a magnitude of 0.5 to 2, either sign):
+    # with 1 a backward that ignored its upstream gradient (dloss) would pass
+    if np.ndim(out):
+        upstream = rng.standard_normal(np.shape(out)).astype(dtype)
+    else:
+        upstream = float(rng.uniform(0.5, 2.0) * rng.choice([-1.0, 1.0]))
     analytic = check.backward(np.asarray(upstream, dtype=dtype), cache, constants)
 
     def loss() -> float:
@@ -457,7 +462,8 @@ def gpt_check(
         description or "NumpyGPT loss, every parameter",
         make,
         forward,
-        lambda d, cache, c: c["model"].backward(cache),
+        # backward(cache) is the loss's own gradient: times the upstream d by the chain rule
+        lambda d, cache, c: {name: d * g for name, g in c["model"].backward(cache).items()},
         floor_fraction=1e-3,
         float32_step=RELU2_FLOAT32_STEP if config.activation == "relu2" else None,
     )
