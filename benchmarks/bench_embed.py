@@ -47,7 +47,7 @@ def median_seconds(run, repeats: int) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sentences", type=int, default=64)
     parser.add_argument("--tokens", type=int, default=20, help="WordPiece tokens per sentence")
     parser.add_argument("--batch-size", type=int, default=32, help="sentence-transformers' default")

@@ -63,7 +63,7 @@ def model_folder(checkpoint: str):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", help="a trained model (default: the bpe-cpu shape)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
@@ -71,6 +71,11 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model, text, what = model_and_text(args.checkpoint, args.table_tokens)
+    if len(text) < 32 * model.config.block_size:  # the forward timed below is 32 windows
+        parser.error(
+            f"--table-tokens {args.table_tokens} gives {len(text):,} tokens; the timed forward "
+            f"needs 32 windows of the context, {32 * model.config.block_size:,} at least."
+        )
     config = model.config
     prompt = text[: min(64, config.block_size)]
     corrupt = prompt.copy()

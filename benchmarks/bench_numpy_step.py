@@ -34,7 +34,7 @@ LR, WEIGHT_DECAY, BETAS, GRAD_CLIP = 1e-3, 0.1, (0.9, 0.99), 1.0
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=50, help="timed steps per engine")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps per engine first")
     parser.add_argument(

@@ -137,7 +137,7 @@ def cpu_list(parser: argparse.ArgumentParser, given: str | None) -> list[int] | 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", nargs="+", default=["shakespeare"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1337])
     parser.add_argument("--flags", default="", help="given to both recipes (e.g. --dtype)")

@@ -9,8 +9,8 @@ Steps (each is one ``light-llm`` command; the script prints them):
 
 1. write ``DIR/without-PLAY.txt`` (every other play) and ``DIR/PLAY.txt``
    (:func:`light_llm.shakespeare.shakespeare_plays`);
-2. ``light-llm train --data without-PLAY.txt --max-iters BASE`` (the default char-cpu recipe,
-   its cosine ending at BASE);
+2. ``light-llm train --data without-PLAY.txt --max-iters BASE`` (the default recipe, its
+   schedule ending at BASE);
 3. ``light-llm train --init-from base --data PLAY.txt`` (every weight) and the same with
    ``--lora-rank R`` (adapters only), ``--max-iters TUNE`` each.
 

@@ -246,10 +246,10 @@ def train_and_score(name: str, data: str, iters: int, seed: int, threads: int, r
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     speed = sub.add_parser("speed")
-    speed.add_argument("names", nargs="*")
+    speed.add_argument("names", nargs="*", metavar="NAME", help="candidates (default: all)")
     speed.add_argument("--rounds", type=int, default=5)
     speed.add_argument("--steps", type=int, default=10)
     speed.add_argument("--dtype", choices=("float32", "bfloat16"), help="default: the trainer's")
@@ -265,6 +265,9 @@ def main() -> None:
     run.add_argument("--threads", type=int, default=1)
     run.add_argument("--root", default="sweep-runs")
     args = parser.parse_args()
+    unknown = [name for name in args.names if name not in CANDIDATES]
+    if unknown:
+        parser.error(f"unknown candidate {unknown[0]!r}; the candidates: {', '.join(CANDIDATES)}.")
     if args.command == "speed":
         from light_llm.train.cpu_allocator import keep_freed_memory
 

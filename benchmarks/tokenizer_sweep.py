@@ -1,7 +1,7 @@
 """Which tokenizer trains the best model in the same wall time: char vs BPE vs GPT-2.
 
-Every candidate trains the default recipe (``--preset bpe-cpu``: its shape, Muon + AdamW,
-batch 32) on the same corpus; only the tokenizer differs, and with it the vocabulary size V
+Every candidate trains the default recipe (``light-llm train`` with no preset: its shape, Muon
++ AdamW, batch 32) on the same corpus; only the tokenizer differs, and with it the vocabulary size V
 (the token table and the untied head are V x 96 each, and the softmax is over V). A larger
 V makes a step slower but puts more text in each 64-token window. Two ways to give each
 the same wall time:
@@ -47,8 +47,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from recipe_sweep import run_cli, seconds_per_step, step_timer  # noqa: E402
 
-DEFAULT_ITERS = 820  # the default recipe's max_iters
-WARMUP_FRACTION = 20 / 820  # the default recipe's warmup, kept in proportion to the run
+DEFAULT_ITERS = 820  # the char model's length (the default recipe's was 820 when this ran)
+WARMUP_FRACTION = 20 / 820  # the default recipe's warmup of 20, kept in proportion to the run
 CANDIDATES: dict[str, list[str]] = {
     "char": ["--tokenizer", "char"],
     "bpe-512": ["--tokenizer", "bpe", "--vocab-size", "512"],
@@ -132,7 +132,8 @@ def train_and_score(
     report = run_cli("eval", "--checkpoint", out, threads=threads)
     with open(os.path.join(out, "data", "meta.json"), encoding="utf-8") as file:
         meta = json.load(file)
-    sample = log.split("sample:\n", 1)[1].rsplit("\ndone:", 1)[0]
+    # the text after the trainer's "sample: ... :" heading, up to its speed or done line
+    sample = re.search(r"^sample: [^\n]*:\n(.*?)\n(?:speed|done): ", log, re.S | re.M).group(1)
     return {
         "name": name,
         "iters": iters,
@@ -221,7 +222,7 @@ def encoding_seconds(text: str, vocab_size: int, rounds: int) -> dict[str, float
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     speed = sub.add_parser("speed")
     speed.add_argument("--data")
