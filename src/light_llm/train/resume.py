@@ -138,11 +138,13 @@ def changed_settings_note(asked: TrainConfig, saved: dict[str, Any]) -> str:
     """A sentence naming each of :data:`CHANGEABLE_ON_RESUME` that the flags of a resume
     (``asked``, as given) set to another value than the saved run resolved it to, old and new;
     "" when none does (a resume without such flags continues the run exactly)."""
-    stored = TrainConfig.from_dict(saved["resolved_config"])
+    stored = dataclasses.asdict(TrainConfig.from_dict(saved["resolved_config"]))
+    # the dtype a run trained in is its state's (its config keeps None for "the device's")
+    stored["dtype"] = saved.get("dtype") or stored["dtype"]
     changes = [
-        f"{flag(key)} {getattr(stored, key)!r} -> {getattr(asked, key)!r}"
+        f"{flag(key)} {stored[key]!r} -> {getattr(asked, key)!r}"
         for key in CHANGEABLE_ON_RESUME
-        if getattr(asked, key) is not None and getattr(asked, key) != getattr(stored, key)
+        if getattr(asked, key) is not None and getattr(asked, key) != stored[key]
     ]
     if not changes:
         return ""
