@@ -25,7 +25,7 @@ from tokenizers import decoders, models
 from light_llm.checkpoints.folder import tokenizer_files
 from light_llm.tokenizers import BPETokenizer, CharTokenizer, GPT2Tokenizer
 from light_llm.tokenizers.bpe import byte_level_engine
-from light_llm.tokenizers.gpt2 import END_OF_TEXT, gpt2_merges, gpt2_vocabulary_files
+from light_llm.tokenizers.gpt2 import END_OF_TEXT, gpt2_vocabulary
 from light_llm.tokenizers.hf_json import HF_TOKENIZER_FILE
 
 HF_TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
@@ -42,9 +42,7 @@ def char_engine(tokenizer: CharTokenizer) -> TokenizerEngine:
 
 def gpt2_engine() -> TokenizerEngine:
     """A ``tokenizers`` pipeline giving GPT-2's ids (module docstring)."""
-    encoder_file, merges_file = gpt2_vocabulary_files()
-    vocab = json.loads(encoder_file.read_text(encoding="utf-8"))
-    engine = byte_level_engine(vocab, gpt2_merges(merges_file))
+    engine = byte_level_engine(*gpt2_vocabulary())
     engine.add_special_tokens([END_OF_TEXT])
     return engine
 

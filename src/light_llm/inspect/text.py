@@ -95,8 +95,9 @@ def id_array(ids: object, what: str, ndim: int) -> np.ndarray:
 def check_id_range(array: np.ndarray, vocab_size: int, what: str) -> None:
     """InspectError unless every id of the non-empty ``array`` lies in [0, vocab_size): the
     embedding lookup E[ids] (seed 000 §2) is defined for nothing else."""
-    if array.min() < 0 or array.max() >= vocab_size:
-        bad = array.min() if array.min() < 0 else array.max()
+    lowest, highest = array.min(), array.max()
+    if lowest < 0 or highest >= vocab_size:
+        bad = lowest if lowest < 0 else highest
         raise InspectError(
             f"token id {bad} of the {what} is outside the model's vocabulary (0 to "
             f"{vocab_size - 1})."

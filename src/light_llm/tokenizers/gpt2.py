@@ -80,6 +80,13 @@ def gpt2_merges(merges_file: Path) -> list[tuple[str, str]]:
     return [tuple(line.split(" ")) for line in lines if line]
 
 
+def gpt2_vocabulary() -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """GPT-2's vocabulary (token -> id, ``encoder.json``) and merges (``vocab.bpe``), as a
+    HuggingFace ``tokenizer.json`` writes them."""
+    encoder_file, merges_file = gpt2_vocabulary_files()
+    return json.loads(encoder_file.read_text(encoding="utf-8")), gpt2_merges(merges_file)
+
+
 def gpt2_mergeable_ranks(encoder_file: Path, merges_file: Path) -> dict[bytes, int]:
     """Token bytes -> rank, the table tiktoken's BPE merges by (lowest rank merges first).
 

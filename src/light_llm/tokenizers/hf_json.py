@@ -21,7 +21,6 @@ the ones the model was trained on, so it is not guessed at.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from light_llm.errors import CheckpointError, TokenizerError
@@ -29,12 +28,7 @@ from light_llm.tokenizers.base import TOKENIZER_FILE, Tokenizer
 from light_llm.tokenizers.bert import BertTokenizer, hf_model_max_length, hf_tokenizer_options
 from light_llm.tokenizers.bpe import BPETokenizer
 from light_llm.tokenizers.char import CharTokenizer
-from light_llm.tokenizers.gpt2 import (
-    END_OF_TEXT_ID,
-    GPT2Tokenizer,
-    gpt2_merges,
-    gpt2_vocabulary_files,
-)
+from light_llm.tokenizers.gpt2 import END_OF_TEXT_ID, GPT2Tokenizer, gpt2_vocabulary
 from light_llm.untrusted import read_json_object
 
 HF_TOKENIZER_FILE = "tokenizer.json"
@@ -42,8 +36,16 @@ HF_TOKENIZER_FILE = "tokenizer.json"
 
 def tokenizer_from_hf_json(path: Path) -> Tokenizer:
     """The light-llm tokenizer whose pipeline the ``tokenizer.json`` at ``path`` describes
-    (module docstring), else CheckpointError."""
-    description = read_json_object(path)
+    (module docstring), else CheckpointError (a TokenizerError of the tokenizer it describes,
+    such as a merge of tokens not made before it, included)."""
+    try:
+        return described_tokenizer(read_json_object(path), path)
+    except TokenizerError as error:
+        raise not_light_llms(path, str(error).rstrip(".")) from None
+
+
+def described_tokenizer(description: dict, path: Path) -> Tokenizer:
+    """:func:`tokenizer_from_hf_json` of the file's JSON object ``description``."""
     model = description.get("model")
     if isinstance(model, dict) and model.get("type") == "WordPiece":
         return wordpiece_tokenizer(description, path)
@@ -57,17 +59,13 @@ def tokenizer_from_hf_json(path: Path) -> Tokenizer:
     pairs = [merge_pair(merge, path) for merge in merges]
     pre_tokenizer = description.get("pre_tokenizer")
     if pre_tokenizer is None and not pairs:
-        return character_tokenizer(symbols, path)
+        return CharTokenizer(symbols)
     if not isinstance(pre_tokenizer, dict) or pre_tokenizer.get("type") != "ByteLevel":
         raise not_light_llms(path, "its BPE does not read bytes (no ByteLevel pre-tokenizer)")
-    if len(symbols) == END_OF_TEXT_ID + 1 and is_gpt2s(vocab, pairs):
+    if len(symbols) == END_OF_TEXT_ID + 1 and (vocab, pairs) == gpt2_vocabulary():
         return GPT2Tokenizer()
     specials = [entry.get("content") for entry in description.get("added_tokens") or []]
-    specials = [token for token in symbols if token in specials]  # in id order
-    try:
-        tokenizer = BPETokenizer(pairs, specials)
-    except TokenizerError as error:
-        raise not_light_llms(path, str(error).rstrip(".")) from None
+    tokenizer = BPETokenizer(pairs, [token for token in symbols if token in specials])
     if tokenizer.symbols() != symbols:
         raise not_light_llms(path, "its ids are not laid out as light-llm's BPE lays them out")
     return tokenizer
@@ -94,15 +92,12 @@ def wordpiece_tokenizer(description: dict, path: Path) -> BertTokenizer:
     if not isinstance(normalizer, dict) or normalizer.get("type") != "BertNormalizer":
         raise not_light_llms(path, "its WordPiece is not behind BERT's normalizer")
     strip_accents = normalizer.get("strip_accents")
-    try:
-        return BertTokenizer(
-            tokens_by_id(model.get("vocab"), path),
-            lowercase=bool(normalizer.get("lowercase", True)),
-            strip_accents=None if strip_accents is None else bool(strip_accents),
-            model_max_length=hf_model_max_length(hf_tokenizer_options(path.parent)),
-        )
-    except TokenizerError as error:
-        raise not_light_llms(path, str(error).rstrip(".")) from None
+    return BertTokenizer(
+        tokens_by_id(model.get("vocab"), path),
+        lowercase=bool(normalizer.get("lowercase", True)),
+        strip_accents=None if strip_accents is None else bool(strip_accents),
+        model_max_length=hf_model_max_length(hf_tokenizer_options(path.parent)),
+    )
 
 
 def merge_pair(merge: object, path: Path) -> tuple[str, str]:
@@ -111,21 +106,6 @@ def merge_pair(merge: object, path: Path) -> tuple[str, str]:
     if not isinstance(pair, list) or len(pair) != 2 or not all(isinstance(p, str) for p in pair):
         raise not_light_llms(path, f"its merge {merge!r} is not a pair of tokens")
     return pair[0], pair[1]
-
-
-def character_tokenizer(symbols: list[str], path: Path) -> CharTokenizer:
-    """The character tokenizer of ``symbols`` (in id order), each a single character."""
-    try:
-        return CharTokenizer(symbols)
-    except TokenizerError as error:
-        raise not_light_llms(path, str(error).rstrip(".")) from None
-
-
-def is_gpt2s(vocab: dict, merges: list[tuple[str, str]]) -> bool:
-    """Whether ``vocab`` and ``merges`` are GPT-2's own (its encoder.json and vocab.bpe)."""
-    encoder_file, merges_file = gpt2_vocabulary_files()
-    encoder = json.loads(encoder_file.read_text(encoding="utf-8"))
-    return vocab == encoder and merges == gpt2_merges(merges_file)
 
 
 def not_light_llms(path: Path, why: str) -> CheckpointError:

@@ -64,34 +64,21 @@ def sampled_loss(
     device: torch.device,
     dtype: str = "float32",
     batch_indices: range | None = None,
-) -> torch.Tensor:
-    """The sum over batches ``batch_indices`` (default: all ``n_batches``) of each batch's
-    mean loss, a 0-d tensor: divide by ``n_batches`` after adding up the shares of all
-    processes. Batch k of ``split`` is drawn by :func:`eval_batch_rng` (seed, split, k)."""
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the sum over batches ``batch_indices`` (default: all ``n_batches``) of each batch's
+    mean loss, how many targets those losses scored: those other than IGNORE_INDEX, an
+    encoder's masked positions), two 0-d tensors: divide the sum by ``n_batches`` after adding
+    up the shares of all processes. Batch k of ``split`` is drawn by :func:`eval_batch_rng`
+    (seed, split, k)."""
     total = torch.zeros((), device=device)
+    targets = torch.zeros((), dtype=torch.long, device=device)
     for index in batch_indices if batch_indices is not None else range(n_batches):
         x, y = dataset.get_batch(batch_size, eval_batch_rng(seed, split, index), device)
         with autocast(device, dtype):
             _, loss = model(x, y)
         total += loss.float()
-    return total
-
-
-def sampled_targets(
-    dataset: Windows, split: str, *, batch_size: int, n_batches: int, seed: int
-) -> int:
-    """How many targets the loss of :func:`sampled_loss`'s batches scores (those other than
-    IGNORE_INDEX: an encoder's masked positions), the batches drawn again as it draws them."""
-    cpu = torch.device("cpu")
-    return sum(
-        int(
-            (
-                dataset.get_batch(batch_size, eval_batch_rng(seed, split, index), cpu)[1]
-                != IGNORE_INDEX
-            ).sum()
-        )
-        for index in range(n_batches)
-    )
+        targets += (y != IGNORE_INDEX).sum()
+    return total, targets
 
 
 @torch.no_grad()

@@ -44,7 +44,6 @@ from light_llm.reference.quantize import check_quantizable, check_quantization
 from light_llm.train.config import GENERAL_DEFAULTS
 from light_llm.train.evaluate import (
     sampled_loss,
-    sampled_targets,
     sequential_loss,
     unigram_log_probabilities,
     unigram_loss,
@@ -147,7 +146,7 @@ def score_checkpoint(
             batch_size = batch_size or trained.get("batch_size", GENERAL_DEFAULTS["batch_size"])
             seed = trained.get("seed", GENERAL_DEFAULTS["seed"])
             check_batch_fits(model.config, batch_size)
-            total = sampled_loss(
+            total, targets = sampled_loss(
                 model,
                 dataset,
                 "val",
@@ -160,10 +159,7 @@ def score_checkpoint(
             # a GPT's sample mean stands for every token the whole-split score predicts (all
             # but the first of the split, each predicted from the ones before it); an
             # encoder's scored tokens are the masked ones of the batches
-            n_scored = val_size["tokens"] - 1
-            if encoder:
-                batches = {"batch_size": batch_size, "n_batches": eval_iters, "seed": seed}
-                n_scored = sampled_targets(dataset, "val", **batches)
+            n_scored = int(targets) if encoder else val_size["tokens"] - 1
             block_size = model.config.block_size
             scored = f"{eval_iters} random batches of {batch_size} x {block_size} tokens"
         else:

@@ -351,7 +351,7 @@ class Trainer:
         my_batches = range(run.dist.rank, cfg.eval_iters, run.dist.world_size)
         sums = torch.stack(
             [
-                sampled_loss(
+                sampled_loss(  # (the loss's sum; not the count of targets it scored)
                     run.raw_model,
                     dataset,
                     split,
@@ -361,7 +361,7 @@ class Trainer:
                     device=run.device,
                     dtype=run.dtype,
                     batch_indices=my_batches,
-                )
+                )[0]
                 for split, dataset in datasets.items()
             ]
         )
