@@ -20,6 +20,7 @@ examples:
   light-llm gradcheck                 list the operations
   light-llm gradcheck attention       softmax(QK^T/sqrt(d_k))V: dQ, dK, dV
   light-llm gradcheck gpt             every parameter of a tiny GPT, through the loss
+  light-llm gradcheck default         the same for the model light-llm trains by default
   light-llm gradcheck all --dtype float32
 """
 
