@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from light_llm.config import ModelConfig
+from light_llm.config import PRESETS, ModelConfig
 from light_llm.errors import ConfigError
 from light_llm.limits import check_seed
 from light_llm.reference.activations import (
@@ -429,15 +429,12 @@ RECIPE = dict(
     bias=False,
     logit_softcap=3.0,
 )
-# the switches of light-llm's default model (the qwen3-cpu preset, which exports as Qwen3)
-DEFAULT_SWITCHES = dict(
-    positions="rotary",
-    norm="rmsnorm",
-    activation="swiglu",
-    qk_norm=True,
-    tie_embeddings=False,
-    bias=False,
-)
+# the switches of light-llm's default model, the qwen3-cpu preset (which exports as Qwen3):
+# rotary, RMSNorm, SwiGLU, QK-norm, an untied head, no biases
+DEFAULT_SWITCHES = {
+    name: getattr(PRESETS["qwen3-cpu"], name)
+    for name in ("positions", "norm", "activation", "qk_norm", "tie_embeddings", "bias")
+}
 # the original Transformer's block order and positions (Vaswani et al. 2017): post-LN,
 # sinusoidal (its ReLU is checked alone: a float32 difference across its kink misses by O(1))
 ORIGINAL = dict(block_order="post", positions="sinusoidal")
