@@ -65,6 +65,25 @@ def text_as_read(text: str) -> str:
     return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
+def read_utf8_text(path: Path, what: str) -> str:
+    """The text of the file ``path`` (``what`` names it in messages), as :func:`text_as_read`:
+    DataError for a file that is not regular (a FIFO), binary (it holds NUL bytes) or not UTF-8
+    (the message names the offset of the first byte that is not)."""
+    raw = read_regular_file(path, CORPUS_LIMIT, what, DataError)
+    if b"\x00" in raw:
+        raise DataError(
+            f"{what} {path} looks binary (it holds NUL bytes at offset {raw.index(0)} "
+            "and on), and only UTF-8 text can be read."
+        )
+    try:
+        return text_as_read(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise DataError(
+            f"{what} {path} is not valid UTF-8: byte 0x{raw[exc.start]:02x} at offset "
+            f"{exc.start} cannot be decoded."
+        ) from None
+
+
 def load_corpus(path: str | os.PathLike | None = None) -> str:
     """The text of the corpus at ``path``, or :func:`shakespeare_text` when ``path`` is None.
 
@@ -80,20 +99,7 @@ def load_corpus(path: str | os.PathLike | None = None) -> str:
         raise DataError(f"corpus file {path} does not exist.")
     if path.is_dir():
         raise DataError(f"corpus path {path} is a folder, not a text file.")
-    raw = read_regular_file(path, CORPUS_LIMIT, "corpus file", DataError)  # not a FIFO
-    if b"\x00" in raw:
-        raise DataError(
-            f"corpus file {path} looks binary (it holds NUL bytes at offset {raw.index(0)} "
-            "and on), and a corpus must be UTF-8 text."
-        )
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(
-            f"corpus file {path} is not valid UTF-8: byte 0x{raw[exc.start]:02x} at offset "
-            f"{exc.start} cannot be decoded."
-        ) from None
-    text = text_as_read(text)
+    text = read_utf8_text(path, "corpus file")
     if not text.strip():
         detail = "is empty" if not text else "holds only whitespace"
         raise DataError(f"corpus file {path} {detail}: there is no text to read.")

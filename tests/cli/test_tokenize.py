@@ -161,7 +161,13 @@ def test_not_utf8_file_and_unknown_character(capsys, tmp_path):
     path = tmp_path / "latin1.txt"
     path.write_bytes("café".encode("latin-1"))
     code, _, err = run(capsys, "--file", str(path))
-    assert code == 2 and "is not UTF-8 text" in err and err.count("\n") == 1
+    assert code == 2 and "is not valid UTF-8: byte 0xe9 at offset 3" in err
+    assert err.count("\n") == 1
+
+    binary = tmp_path / "binary.dat"
+    binary.write_bytes(b"ELF\x00\x01")  # worded as train words it (test_data.py)
+    code, _, err = run(capsys, "--file", str(binary))
+    assert code == 2 and "looks binary (it holds NUL bytes at offset 3" in err
 
     CharTokenizer(list("abc")).save(tmp_path / "ckpt")
     code, _, err = run(capsys, "--checkpoint", str(tmp_path / "ckpt"), "abz")

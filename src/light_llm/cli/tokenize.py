@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from light_llm.errors import DataError, TokenizerError
-from light_llm.untrusted import read_text_file
 
 TOKENIZER_NAMES = ("char", "gpt2", "bert", "bpe")  # --tokenizer's names; anything else: a folder
 
@@ -150,11 +149,11 @@ def read_input(args: argparse.Namespace) -> str:
         return args.text
     if args.text is not None:
         raise TokenizerError("give either a TEXT or --file PATH, not both.")
-    from light_llm.data import CORPUS_LIMIT, text_as_read
+    from light_llm.data import read_utf8_text
 
     if not args.file.exists() and not args.file.is_symlink():
         raise DataError(f"no such file: {args.file}.")
-    return text_as_read(read_text_file(args.file, CORPUS_LIMIT, "the file", DataError))
+    return read_utf8_text(args.file, "the file")
 
 
 def print_ids(tokenizer, text: str, as_json: bool) -> None:
