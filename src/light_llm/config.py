@@ -24,7 +24,8 @@ POSITIONS = ("learned", "sinusoidal", "rotary", "none")
 ANGLED_POSITIONS = ("sinusoidal", "rotary")  # the two that position_base's angles θ_i set
 DEFAULT_POSITION_BASE = 10000.0  # the base of the Transformer's sinusoids and of RoFormer's RoPE
 NORMS = ("layernorm", "rmsnorm")
-ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "relu2", "swiglu")
+ELEMENTWISE_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "relu2")
+ACTIVATIONS = (*ELEMENTWISE_ACTIVATIONS, "swiglu")  # SwiGLU gates one projection by another
 BLOCK_ORDERS = ("pre", "post")
 ATTENTIONS = ("softmax", "linear")
 

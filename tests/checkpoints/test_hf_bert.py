@@ -77,11 +77,16 @@ def test_batching_never_changes_minilm_embeddings(minilm):
         torch.testing.assert_close(batched[i], alone[0], atol=1e-6, rtol=1e-5)
 
 
-@pytest.mark.parametrize("tie", [True, False])
-def test_masked_lm_head_matches_transformers(tmp_path, tie):
+@pytest.mark.parametrize(
+    "tie, hidden_act",
+    [(True, "gelu"), (False, "gelu"), (True, "relu"), (True, "gelu_new"), (False, "gelu_new")],
+)
+def test_masked_lm_head_matches_transformers(tmp_path, tie, hidden_act):
+    """The head's transform applies the checkpoint's hidden_act, as transformers does."""
     from transformers import BertConfig, BertForMaskedLM
 
     config = BertConfig(
+        hidden_act=hidden_act,
         vocab_size=61,
         hidden_size=32,
         num_hidden_layers=2,

@@ -94,6 +94,7 @@ def encoder_config_from_hf(hf: dict, has_mlm_head: bool, source: Path) -> Encode
             dropout=hf.get("hidden_dropout_prob", 0.1),
             norm_eps=hf.get("layer_norm_eps", 1e-12),
             activation=activation,
+            head_activation=activation,  # transformers' BertPredictionHeadTransform: hidden_act
             type_vocab_size=hf.get("type_vocab_size", 2),
             tie_embeddings=hf.get("tie_word_embeddings", True),
             mlm_head=has_mlm_head,

@@ -27,16 +27,18 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
 from light_llm.config import (
+    ELEMENTWISE_ACTIVATIONS,
     ModelConfig,
     block_matrix_weights,
     check_buildable,
     count_parameters,
 )
 from light_llm.errors import CheckpointError, ConfigError, TokenizerError
-from light_llm.limits import check_flag, check_integer
+from light_llm.limits import check_choice, check_flag, check_integer
 from light_llm.models.gpt import GPT, check_attention_mask, check_token_ids
 from light_llm.nn.attention import recompute_contexts
 from light_llm.nn.blocks import Block
+from light_llm.nn.feedforward import activation_fn
 from light_llm.nn.linear import Linear
 from light_llm.nn.norms import build_norm
 from light_llm.nn.positions import RotaryTables, SinusoidalPositions
@@ -56,6 +58,9 @@ class EncoderConfig(ModelConfig):
     type_vocab_size  number of token types (segments): 2, sentence A and sentence B (seed 003 §4)
     mlm_head         whether the model has the masked-LM head (a sentence-embedding checkpoint
                      such as MiniLM ships without one)
+    head_activation  the non-linearity of the masked-LM head's transform: exact GELU, as BERT
+                     (seed 003 §29); a HuggingFace checkpoint's is its ``hidden_act``, which
+                     transformers applies in the head as in the blocks
     """
 
     vocab_size: int = 30522
@@ -68,11 +73,13 @@ class EncoderConfig(ModelConfig):
     block_order: str = "post"
     type_vocab_size: int = 2
     mlm_head: bool = True
+    head_activation: str = "gelu"
 
     def validate(self) -> None:
         super().validate()
         check_integer("type_vocab_size", self.type_vocab_size)
         check_flag("mlm_head", self.mlm_head)
+        check_choice("head_activation", self.head_activation, ELEMENTWISE_ACTIVATIONS)
         if self.attention != "softmax":
             raise ConfigError(
                 "light-llm's linear attention is the causal form; the encoder needs softmax."
@@ -219,7 +226,8 @@ class EncoderEmbeddings(nn.Module):
 
 
 class MaskedLMHead(nn.Module):
-    """BERT's prediction head: logits = LN(GELU(h W_t + b_t)) E^T + b (seed 003 §29).
+    """BERT's prediction head: logits = LN(GELU(h W_t + b_t)) E^T + b (seed 003 §29), with
+    ``config.head_activation`` in place of GELU where a checkpoint names another.
 
     The decoder shares the token table E with the embeddings (weight tying, seed 002 §10.2,
     eq. 43) unless ``tie_embeddings`` is False; the output bias b is its own.
@@ -228,13 +236,14 @@ class MaskedLMHead(nn.Module):
     def __init__(self, config: EncoderConfig, token_table: nn.Embedding) -> None:
         super().__init__()
         self.dense = Linear(config.n_embd, config.n_embd, bias=config.bias)  # W_t, b_t
+        self.activation = config.head_activation
         self.ln = build_norm(config)
         self.decoder = Linear(config.n_embd, config.vocab_size, bias=config.bias)  # E^T, b
         if config.tie_embeddings:
             self.decoder.weight = token_table.weight
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:  # (..., d) -> (..., V)
-        return self.decoder(self.ln(F.gelu(self.dense(hidden))))
+        return self.decoder(self.ln(activation_fn(self.activation, self.dense(hidden))))
 
 
 class BertEncoder(nn.Module):
