@@ -59,6 +59,25 @@ def test_a_tokenizer_folder_is_used_as_it_is(capsys, corpus, tmp_path):
     assert load_tokenizer(out).merges == load_tokenizer(folder).merges
 
 
+def test_a_run_resumes_after_its_tokenizer_folder_is_gone(capsys, corpus, tmp_path):
+    """The checkpoint holds the tokenizer, so the folder it was learned in may move; another
+    tokenizer is refused as a difference from the saved run, named as such."""
+    folder = tmp_path / "tok"
+    assert main(["tokenizer", "train", "--data", str(corpus), "--kind", "bpe",
+                 "--vocab-size", "280", "--out", str(folder)]) == 0  # fmt: skip
+    out = tmp_path / "run"
+    assert main(["train", *tiny_flags(corpus, out, tokenizer=folder, max_iters=2)]) == 0
+    merges = load_tokenizer(folder).merges
+    shutil.rmtree(folder)
+    capsys.readouterr()
+    assert main(["train", "--resume", "--out", str(out), "--max-iters", "3"]) == 0
+    assert load_tokenizer(out).merges == merges
+    code = main(["train", "--resume", "--out", str(out), "--max-iters", "4", "--tokenizer", "gpt2"])
+    err = capsys.readouterr().err
+    assert one_sentence_error(code, err)
+    assert f"tokenizer ('{folder}' saved, 'gpt2' asked)" in err
+
+
 def test_the_resumed_run_keeps_its_tokenizer_and_refuses_another_size(capsys, corpus, tmp_path):
     out = tmp_path / "run"
     flags = tiny_flags(corpus, out, tokenizer="bpe", vocab_size=280, max_iters=2)
@@ -66,6 +85,10 @@ def test_the_resumed_run_keeps_its_tokenizer_and_refuses_another_size(capsys, co
     capsys.readouterr()
     code = main(["train", "--resume", "--out", str(out), "--vocab-size", "300"])
     assert one_sentence_error(code, capsys.readouterr().err)
+    # the saved --vocab-size is not blamed on a --tokenizer the resume gives
+    code = main(["train", "--resume", "--out", str(out), "--tokenizer", "gpt2"])
+    err = capsys.readouterr().err
+    assert one_sentence_error(code, err) and "tokenizer ('bpe' saved, 'gpt2' asked)" in err
     assert main(["train", "--resume", "--out", str(out), "--max-iters", "3"]) == 0
     assert load_tokenizer(out).vocab_size == 280
 

@@ -767,20 +767,11 @@ class TrainConfig:
             raise ConfigError(
                 f"model must be one of {', '.join(MODEL_TOKENIZERS)}, got {self.model!r}."
             )
-        tokenizers = MODEL_TOKENIZERS[self.model]
-        if self.tokenizer not in tokenizers and not tokenizer_folder(self.tokenizer):
-            named = ", ".join(tokenizers[:-1]) + " or " + tokenizers[-1]
-            raise ConfigError(
-                f"a {self.model} model trains with the {named} tokenizer, not "
-                f"{self.tokenizer!r}"
-                + (" (masked-LM needs WordPiece's [MASK])" if self.model == "bert" else "")
-                + ", or with a folder written by `light-llm tokenizer train`."
-            )
-        if self.tokenizer not in TRAINED_TOKENIZER_VOCAB and self.vocab_size is not None:
-            raise ConfigError(
-                f"--vocab-size sizes a tokenizer learned from the corpus (--tokenizer "
-                f"{' or '.join(TRAINED_TOKENIZER_VOCAB)}); {self.tokenizer!r} has its own."
-            )
+        # a resumed run reads its tokenizer from its checkpoint (the folder it was learned in
+        # may be gone), and a --tokenizer other than its own is refused by name on resuming
+        # (resume.setting_differences)
+        if not self.resume:
+            self.check_tokenizer()
         positive_ints = ("batch_size", "grad_accum", "eval_interval", "eval_iters", "log_interval")
         for key in positive_ints:
             value = getattr(self, key)
@@ -953,6 +944,24 @@ class TrainConfig:
         """Whether this is a ``--time`` run whose iteration count is still to be fixed (see
         :mod:`light_llm.train.budget`): it is then recorded as ``max_iters``."""
         return self.time is not None and self.max_iters is None
+
+    def check_tokenizer(self) -> None:
+        """ConfigError unless ``tokenizer`` is a kind the model trains with, or a folder, and
+        ``vocab_size`` is given only for a tokenizer learned from the corpus."""
+        tokenizers = MODEL_TOKENIZERS[self.model]
+        if self.tokenizer not in tokenizers and not tokenizer_folder(self.tokenizer):
+            named = ", ".join(tokenizers[:-1]) + " or " + tokenizers[-1]
+            raise ConfigError(
+                f"a {self.model} model trains with the {named} tokenizer, not "
+                f"{self.tokenizer!r}"
+                + (" (masked-LM needs WordPiece's [MASK])" if self.model == "bert" else "")
+                + ", or with a folder written by `light-llm tokenizer train`."
+            )
+        if self.tokenizer not in TRAINED_TOKENIZER_VOCAB and self.vocab_size is not None:
+            raise ConfigError(
+                f"--vocab-size sizes a tokenizer learned from the corpus (--tokenizer "
+                f"{' or '.join(TRAINED_TOKENIZER_VOCAB)}); {self.tokenizer!r} has its own."
+            )
 
     def check_resume_or_overwrite(self) -> None:
         """ConfigError for --resume with --overwrite: one continues OUT's run, the other
