@@ -52,6 +52,24 @@ def test_merged_and_unmerged_logits_agree_after_the_adapters_moved():
     assert (unmerged - GPT(config).eval()(idx)[0]).abs().max().item() > 1e-2
 
 
+def test_cached_decoding_applies_the_output_heads_adapters():
+    """The KV cache's (d, V) copy of the head is the adapted head's W + (α/r) B A (it was W
+    alone, so cached greedy decoding dropped a LoRA on lm_head): cached logits, one token at a
+    time, equal a full forward's."""
+    config = tiny_config(**VARIANTS["untied"], dropout=0.0)
+    _, model, _ = adapted(config, "c_attn,lm_head")
+    with torch.no_grad():
+        for tensor in lora_state(model).values():
+            tensor.normal_(0.0, 0.5)
+    idx = torch.randint(0, config.vocab_size, (2, 10))
+    cache = model.new_cache(2)
+    assert cache.output_head is not None  # the fast path this test is about (CPU, float32)
+    with torch.no_grad():
+        full = model(idx)[0]
+        stepped = torch.cat([model(idx[:, t : t + 1], kv_cache=cache)[0] for t in range(10)], 1)
+    torch.testing.assert_close(stepped, full, atol=1e-5, rtol=1e-5)
+
+
 def test_merged_weight_is_w_plus_scaled_b_a():
     layer = LoRALinear(5, 7, rank=2, alpha=3.0)
     with torch.no_grad():

@@ -37,6 +37,7 @@ from light_llm.limits import check_integer
 from light_llm.nn.attention import KVCache, recompute_contexts
 from light_llm.nn.blocks import Block
 from light_llm.nn.linear import Linear
+from light_llm.nn.lora import LoRALinear
 from light_llm.nn.norms import build_norm
 from light_llm.nn.positions import RotaryTables, SinusoidalPositions
 from light_llm.nn.smear import Smear
@@ -143,12 +144,16 @@ class GPT(nn.Module):
         (d, V): decoding multiplies one row by that matrix every token, and the CPU's BLAS
         (MKL) runs this product about 2.5x faster with the (d, V) layout than with
         ``nn.Linear``'s (V, d), which dominates a decoding step (``benchmarks/bench_decode.py``).
-        The copy lives as long as the cache, one generation."""
+        The copy lives as long as the cache, one generation; a head with LoRA adapters is
+        copied as its merged weight W + (α/r) B A, which its forward computes."""
         check_integer("the cache's batch_size", batch_size)
         cache = KVCache.allocate(self.config, batch_size, self.device, self.dtype)
-        float_head = self.lm_head.weight.is_floating_point()  # not an int8 head
+        head = self.lm_head
+        float_head = head.weight.is_floating_point()  # not an int8 head
         if self.device.type == "cpu" and self.dtype == torch.float32 and float_head:
-            cache.output_head = self.lm_head.weight.t().contiguous()  # (d, V)
+            with torch.no_grad():
+                weight = head.merged_weight() if isinstance(head, LoRALinear) else head.weight
+                cache.output_head = weight.t().contiguous()  # (d, V)
         return cache
 
     # ------------------------------------------------------------------ forward
