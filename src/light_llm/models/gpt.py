@@ -151,9 +151,8 @@ class GPT(nn.Module):
         head = self.lm_head
         float_head = head.weight.is_floating_point()  # not an int8 head
         if self.device.type == "cpu" and self.dtype == torch.float32 and float_head:
-            with torch.no_grad():
-                weight = head.merged_weight() if isinstance(head, LoRALinear) else head.weight
-                cache.output_head = weight.t().contiguous()  # (d, V)
+            weight = head.merged_weight() if isinstance(head, LoRALinear) else head.weight
+            cache.output_head = weight.t().contiguous()  # (d, V), gradients flowing back
         return cache
 
     # ------------------------------------------------------------------ forward
