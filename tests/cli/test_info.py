@@ -193,6 +193,35 @@ def test_an_int8_checkpoint_reports_the_bytes_its_weights_file_holds(tmp_path, c
     assert "stored_weights" not in other and other["config"]["n_layer"] == 5
 
 
+@pytest.mark.parametrize("damage", ["int16 codes", "zero scale", "garbage header"])
+def test_a_damaged_int8_checkpoint_is_one_sentence(tmp_path, capsys, damage):
+    """info refuses what loading refuses (it read the header alone, and raised KeyError on an
+    int16 tensor and a library error on a garbage header, or reported a zero scale as fine)."""
+    import numpy as np
+    import safetensors.numpy
+
+    folder = save_char_checkpoint(tmp_path / "float", block_size=24, n_layer=1, n_embd=32)[0]
+    quantized = tmp_path / "q"
+    assert main(["quantize", "--checkpoint", str(folder), "--out", str(quantized)]) == 0
+    weights = quantized / "model.safetensors"
+    tensors = safetensors.numpy.load_file(weights)
+    code_name = next(name for name, t in tensors.items() if t.dtype == np.int8)
+    if damage == "int16 codes":
+        tensors[code_name] = tensors[code_name].astype(np.int16)
+    elif damage == "zero scale":
+        scale_name = next(name for name in tensors if name.endswith("_scale"))
+        tensors[scale_name][0] = 0.0
+    if damage == "garbage header":
+        weights.write_bytes(b"\xff" * 8 + b"not a header")
+    else:
+        safetensors.numpy.save_file(tensors, weights)
+    capsys.readouterr()
+    code = main(["info", "--checkpoint", str(quantized)])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == "" and "Traceback" not in captured.err
+    assert len(captured.err.strip().splitlines()) == 1 and "model.safetensors" in captured.err
+
+
 ENCODER_VARIANTS = [
     {},  # BERT's: learned positions, post-LN LayerNorm with biases, GELU, a tied MLM head
     {"positions": "rotary"},

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -39,7 +41,6 @@ examples:
 
 BYTES_PER_VALUE = {"float32": 4, "bfloat16": 2, "float16": 2}
 # bytes a value of each safetensors dtype a checkpoint may hold
-SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I8": 1, "U8": 1}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         adapters = lora_report(folder, config)
         if adapters:
             report["lora"] = adapters
-        stored = int8_report(folder)
+        stored = int8_report(folder, config)
         if stored:
             report["stored_weights"] = stored
     if args.json:
@@ -227,29 +228,26 @@ def lora_report(checkpoint: str | ModelFolder, config: ModelConfig) -> dict | No
     }
 
 
-def int8_report(checkpoint: str | ModelFolder) -> dict | None:
+def int8_report(folder: ModelFolder, config: ModelConfig) -> dict | None:
     """For an int8 checkpoint (``light-llm quantize``): the bytes its weights file holds, from
-    the safetensors header alone (nothing loaded): the int8 codes q, one byte each, and the
-    float values beside them (the per-row scales s of W_hat = q s, and the tensors kept as
-    float). None for other folders."""
-    import numpy as np
-    from safetensors import safe_open
+    the safetensors header and the scales (no weight loaded): the int8 codes q, one byte each,
+    and the float values beside them (the per-row scales s of W_hat = q s, and the tensors kept
+    as float). The header is checked against ``config`` and the scales for finite positive
+    values first, as loading would (CheckpointError for a damaged folder). None for other
+    folders."""
+    from light_llm.checkpoints.header import check_gpt_weights, stored_tensors
 
-    from light_llm.checkpoints import inspect_folder
-    from light_llm.checkpoints.folder import WEIGHTS_FILE
-
-    folder = inspect_folder(checkpoint)
     if folder.quantization is None:
         return None
+    check_gpt_weights(folder, config)  # int8 codes, float scales and weights, their shapes
     int8_values = other_bytes = 0
-    with safe_open(folder.path / WEIGHTS_FILE, framework="np") as weights:
-        for name in weights.keys():
-            tensor = weights.get_slice(name)
-            count = int(np.prod(tensor.get_shape()))
-            if tensor.get_dtype() == "I8":
-                int8_values += count
-            else:
-                other_bytes += count * SAFETENSORS_BYTES[tensor.get_dtype()]
+    for tensor in stored_tensors(folder.path).values():
+        count = math.prod(tensor.shape)
+        if tensor.dtype == "int8":
+            int8_values += count
+        else:
+            bits = int(re.search(r"\d+", tensor.dtype).group())  # float32, bfloat16, float8_e5m2
+            other_bytes += count * bits // 8
     return {
         "quantization": folder.quantization,
         "int8_values": int8_values,
