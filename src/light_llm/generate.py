@@ -18,7 +18,7 @@ import torch
 from light_llm.errors import ConfigError, SamplingError
 from light_llm.limits import MAX_BATCH_SIZE, check_integer, check_new_tokens, check_seed
 from light_llm.models.gpt import check_attention_mask, check_token_ids
-from light_llm.sampling_options import DEFAULT_TEMPERATURE, validate_sampling
+from light_llm.sampling_options import DEFAULT_TEMPERATURE, NO_DISTRIBUTION, validate_sampling
 from light_llm.tokenizers.stream import TextStream, whole_text
 
 
@@ -60,7 +60,8 @@ def filter_logits(
         kth_largest = torch.topk(logits, int(top_k), dim=-1).values[..., -1:]  # (B, 1)
         logits = logits.masked_fill(logits < kth_largest, float("-inf"))
     if top_p is not None and top_p < 1.0:
-        sorted_logits, sorted_index = torch.sort(logits, dim=-1, descending=True)
+        # stable: of tied logits the lower id comes first, as in the NumPy engine's argsort
+        sorted_logits, sorted_index = torch.sort(logits, dim=-1, descending=True, stable=True)
         cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
         # drop a token when the mass *before* it already reaches p: the kept prefix is the
         # smallest one with cumulative mass >= p, and always contains the first token
@@ -82,16 +83,14 @@ def sample_next(
     """Draw the next token from P_temp = softmax(filtered logits) (seed 000 §8).
     ``logits``: (B, V) -> (B,) token ids. Temperature 0 is greedy (argmax)."""
     check_logits(logits)
+    # a row's largest logit is NaN if any is, +inf if any is, -inf if all are
+    if not bool(torch.isfinite(logits.amax(dim=-1)).all()):
+        raise SamplingError(NO_DISTRIBUTION)
     if temperature == 0.0:
         validate_sampling(temperature, top_k, top_p)
         return logits.argmax(dim=-1)
     probs = sampling_distribution(logits, temperature, top_k, top_p)
-    try:
-        return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
-    except RuntimeError:  # NaN or +inf logits leave no distribution to draw from
-        raise SamplingError(
-            "the logits hold NaN or infinite values, so there is no distribution to sample from."
-        ) from None
+    return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
 
 
 def sampling_distribution(

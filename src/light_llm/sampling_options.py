@@ -13,6 +13,11 @@ from light_llm.limits import is_real
 # the temperature of every generation that is not given one: `light-llm generate`,
 # generate_text, the explorer's generation and its next-token view
 DEFAULT_TEMPERATURE = 0.8
+# both engines' sentence for logits that leave no token to choose
+NO_DISTRIBUTION = (
+    "the logits hold NaN or +inf, or a row is -inf everywhere, so there is no distribution to "
+    "sample from."
+)
 
 
 def validate_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:

@@ -32,6 +32,41 @@ def test_filter_logits_keeps_what_the_pytorch_engine_keeps(options):
     assert kept.sum(axis=1).min() >= 1
 
 
+@pytest.mark.parametrize("top_p", [0.3, 0.5, 0.7, 0.9])
+def test_ties_at_the_nucleus_boundary_keep_the_same_tokens_in_both_engines(top_p):
+    """Logits rounded to integers tie often: both engines order ties by id (a stable sort),
+    so the nucleus keeps the same tokens (PyTorch's default sort, not stable, kept others)."""
+    logits = np.round(np.random.default_rng(1).standard_normal((300, 40)) * 1.5)
+    ours = filter_logits(logits, top_p=top_p)
+    theirs = torch_filter_logits(torch.from_numpy(logits), top_p=top_p).double().numpy()
+    assert np.array_equal(np.isinf(ours), np.isinf(theirs))
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.parametrize(
+    "poison", [[np.nan, 1.0, 0.0], [np.inf, 1.0, 0.0], [-np.inf, -np.inf, -np.inf]]
+)
+def test_no_distribution_is_refused_alike_by_both_engines(poison, temperature):
+    """NaN, +inf, or a row of -inf alone: both engines raise the same sentence (greedy picked
+    the NaN's id in PyTorch, and NumPy drew id 0 from a row of -inf)."""
+    from light_llm.generate import sample_next as torch_sample_next
+
+    logits = np.array([[0.0, 1.0, 2.0], poison])
+    with pytest.raises(SamplingError, match="no distribution") as ours:
+        sample_next(logits, temperature, rng=np.random.default_rng(0))
+    with pytest.raises(SamplingError, match="no distribution") as theirs:
+        torch_sample_next(torch.from_numpy(logits), temperature)
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_generate_refuses_ids_of_another_shape_by_their_shape():
+    from light_llm.reference.sampling import generate
+
+    model = NumpyGPT(tiny_config())
+    with pytest.raises(SamplingError, match=r"shape \(B, T\), got \(2,\)"):
+        generate(model, np.array([1, 2]), 3)
+
+
 def test_sample_next_draws_each_token_with_its_probability():
     logits = np.log(np.array([[0.5, 0.3, 0.15, 0.05]]))
     rng = np.random.default_rng(0)

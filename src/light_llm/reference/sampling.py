@@ -15,7 +15,11 @@ import numpy as np
 from light_llm.errors import SamplingError
 from light_llm.limits import check_new_tokens, check_seed
 from light_llm.reference.softmax import softmax_forward
-from light_llm.sampling_options import DEFAULT_TEMPERATURE, validate_sampling  # one rule
+from light_llm.sampling_options import (  # one rule
+    DEFAULT_TEMPERATURE,
+    NO_DISTRIBUTION,
+    validate_sampling,
+)
 from light_llm.tokenizers.stream import TextStream, whole_text
 
 
@@ -71,10 +75,8 @@ def sample_next(
     logits = np.asarray(logits)
     if logits.ndim != 2 or not np.issubdtype(logits.dtype, np.number):
         raise SamplingError(f"logits must be a (B, V) array of numbers, got shape {logits.shape}.")
-    if np.isnan(logits).any() or np.isposinf(logits).any():
-        raise SamplingError(
-            "the logits hold NaN or infinite values, so there is no distribution to sample from."
-        )
+    if logits.shape[-1] == 0 or not np.isfinite(np.max(logits, axis=-1)).all():
+        raise SamplingError(NO_DISTRIBUTION)
     if temperature == 0.0:
         validate_sampling(temperature, top_k, top_p)
         return np.argmax(logits, axis=-1)
@@ -120,7 +122,9 @@ def stream_tokens(
             f"{vocab_size - 1})."
         )
     tokens = given.astype(np.int64)
-    if tokens.ndim != 2 or (attention_mask is None and tokens.shape[1] == 0):
+    if tokens.ndim != 2:
+        raise SamplingError(f"token ids must have shape (B, T), got {tokens.shape}.")
+    if attention_mask is None and tokens.shape[1] == 0:
         raise SamplingError("the prompt is empty: give at least one token in a (B, T) array.")
     mask = None if attention_mask is None else np.asarray(attention_mask, dtype=np.int64)
     block_size = model.config.block_size
