@@ -5,6 +5,7 @@ import json
 import os
 
 import pytest
+import safetensors.torch
 import torch
 import torch.nn.functional as F
 
@@ -77,34 +78,27 @@ def test_batching_never_changes_minilm_embeddings(minilm):
         torch.testing.assert_close(batched[i], alone[0], atol=1e-6, rtol=1e-5)
 
 
-@pytest.mark.parametrize(
-    "tie, hidden_act",
-    [(True, "gelu"), (False, "gelu"), (True, "relu"), (True, "gelu_new"), (False, "gelu_new")],
+MASKED_LM_SHAPE = dict(
+    vocab_size=61,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=48,
+    max_position_embeddings=24,
 )
-def test_masked_lm_head_matches_transformers(tmp_path, tie, hidden_act):
-    """The head's transform applies the checkpoint's hidden_act, as transformers does."""
-    from transformers import BertConfig, BertForMaskedLM
 
-    config = BertConfig(
-        hidden_act=hidden_act,
-        vocab_size=61,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=48,
-        max_position_embeddings=24,
-        tie_word_embeddings=tie,
-    )
-    torch.manual_seed(1)
-    reference = BertForMaskedLM(config).eval()
-    with torch.no_grad():  # give the zero-initialised biases and LayerNorms real values
+
+def loaded_and_compared(folder, reference):
+    """``reference`` (a transformers masked-LM model) with its zero-initialised biases and
+    LayerNorms moved off 0 and 1, saved to ``folder`` and loaded by light-llm; its logits
+    against light-llm's on a padded batch of two sentences with token types. The model."""
+    with torch.no_grad():
         for name, parameter in reference.named_parameters():
             if "LayerNorm" in name or name.endswith("bias"):
                 parameter.add_(0.1 * torch.randn_like(parameter))
-    reference.save_pretrained(tmp_path)
-    model = load(tmp_path, architecture="bert")
-    assert model.config.n_inner == 48 and model.config.tie_embeddings == tie
-    ids = torch.randint(1, 61, (2, 9))
+    reference.eval().save_pretrained(folder)
+    model = load(folder, architecture="bert")
+    ids = torch.randint(1, 61, (2, 11))
     mask = torch.ones_like(ids)
     mask[1, 6:] = 0
     types = torch.zeros_like(ids)
@@ -114,6 +108,51 @@ def test_masked_lm_head_matches_transformers(tmp_path, tie, hidden_act):
         ours, _ = model(ids, attention_mask=mask, token_type_ids=types)
     real = mask.bool()
     torch.testing.assert_close(ours[real], expected[real], atol=1e-5, rtol=1e-4)
+    return model
+
+
+@pytest.mark.parametrize(
+    "tie, hidden_act",
+    [(True, "gelu"), (False, "gelu"), (True, "relu"), (True, "gelu_new"), (False, "gelu_new")],
+)
+def test_masked_lm_head_matches_transformers(tmp_path, tie, hidden_act):
+    """The head's transform applies the checkpoint's hidden_act, as transformers does."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    config = BertConfig(**MASKED_LM_SHAPE, hidden_act=hidden_act, tie_word_embeddings=tie)
+    torch.manual_seed(1)
+    model = loaded_and_compared(tmp_path, BertForMaskedLM(config))
+    assert model.config.n_inner == 48 and model.config.tie_embeddings == tie
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_a_roformer_folder_loads_as_a_rotary_encoder(tmp_path, tie):
+    """RoFormerForMaskedLM (BERT with rotary positions on q and k, base 10000) saved by
+    transformers: light-llm's rotary encoder computes the same logits on a padded pair batch."""
+    from transformers import RoFormerConfig, RoFormerForMaskedLM
+
+    torch.manual_seed(2)
+    config = RoFormerConfig(**MASKED_LM_SHAPE, tie_word_embeddings=tie)
+    model = loaded_and_compared(tmp_path, RoFormerForMaskedLM(config))
+    assert model.config.positions == "rotary" and model.config.tie_embeddings == tie
+
+
+def test_a_roformer_folder_light_llm_cannot_compute_is_one_sentence(tmp_path):
+    """Values turned too (rotary_value), or a table of positions that is not the formula's."""
+    from transformers import RoFormerConfig, RoFormerForMaskedLM
+
+    shape = dict(vocab_size=20, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                 intermediate_size=16, max_position_embeddings=8)  # fmt: skip
+    RoFormerForMaskedLM(RoFormerConfig(**shape, rotary_value=True)).save_pretrained(tmp_path / "v")
+    with pytest.raises(CheckpointError, match="rotary_value"):
+        load(tmp_path / "v", architecture="bert")
+    RoFormerForMaskedLM(RoFormerConfig(**shape)).save_pretrained(tmp_path / "t")
+    weights = tmp_path / "t" / "model.safetensors"
+    tensors = safetensors.torch.load_file(weights)
+    tensors["roformer.encoder.embed_positions.weight"] += 0.5
+    safetensors.torch.save_file(tensors, weights)
+    with pytest.raises(CheckpointError, match="not RoFormer's table of sines and cosines"):
+        load(tmp_path / "t", architecture="bert")
 
 
 def test_refuses_pickled_weights(tmp_path):

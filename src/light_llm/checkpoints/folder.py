@@ -51,6 +51,7 @@ CHECKPOINT_NAMES = frozenset(
     }
 )
 FORMAT_NAME = "light-llm"
+HF_ENCODER_MODEL_TYPES = ("bert", "roformer")  # config.json model_types light-llm reads
 GPT_ARCHITECTURE = "gpt"
 ENCODER_ARCHITECTURE = "bert"
 ENCODER_COMMANDS = "light-llm fill-mask, embed and eval"
@@ -122,11 +123,12 @@ class ModelFolder:
 
     @property
     def is_hf_bert(self) -> bool:
-        return self.config_json.get("model_type") == "bert"
+        """A HuggingFace BERT folder, or a RoFormer one (BERT with rotary positions)."""
+        return self.config_json.get("model_type") in HF_ENCODER_MODEL_TYPES
 
     @property
     def holds_encoder(self) -> bool:
-        """A BERT-style encoder: a light-llm one or a HuggingFace BERT."""
+        """A BERT-style encoder: a light-llm one or a HuggingFace BERT or RoFormer."""
         return self.architecture == ENCODER_ARCHITECTURE or self.is_hf_bert
 
     @property
@@ -203,7 +205,7 @@ def gpt_config(folder: ModelFolder) -> ModelConfig:
             raise CheckpointError(f"{folder.path} cannot be loaded: {exc}") from None
     if not folder.is_light_llm:
         model_type = folder.config_json.get("model_type")
-        if model_type in ("bert", "distilbert"):
+        if model_type in (*HF_ENCODER_MODEL_TYPES, "distilbert"):
             raise CheckpointError(
                 f"{folder.path} holds a HuggingFace {model_type} encoder, not a GPT: "
                 f"use it with {ENCODER_COMMANDS}."

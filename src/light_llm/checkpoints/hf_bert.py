@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from light_llm.checkpoints.encoder import load_state, stored_shapes
-from light_llm.checkpoints.folder import WEIGHTS_FILE, read_config_json
+from light_llm.checkpoints.folder import HF_ENCODER_MODEL_TYPES, WEIGHTS_FILE, read_config_json
 from light_llm.checkpoints.header import (
     StoredTensor,
     check_stored_tensors,
@@ -65,7 +65,16 @@ EMBEDDING_PARTS = {
     "cls.predictions.transform.dense": "mlm_head.dense",
     "cls.predictions.transform.LayerNorm": "mlm_head.ln",
 }
-NOT_IN_ENCODER = ("pooler.", "cls.seq_relationship.", "embeddings.position_ids")
+# RoFormer's table of sines and cosines (encoder.embed_positions) is checked against its
+# formula by load_hf_bert, then left out: light-llm's encoder computes its own
+NOT_IN_ENCODER = (
+    "pooler.",
+    "cls.seq_relationship.",
+    "embeddings.position_ids",
+    "encoder.embed_positions.",
+)
+ROFORMER_BASE = 10000.0  # RoFormerSinusoidalPositionalEmbedding's, fixed
+ROFORMER_TABLE = "roformer.encoder.embed_positions.weight"
 
 
 def encoder_config_from_hf(hf: dict, has_mlm_head: bool, source: Path) -> EncoderConfig:
@@ -77,10 +86,23 @@ def encoder_config_from_hf(hf: dict, has_mlm_head: bool, source: Path) -> Encode
             f"{source} uses the activation {hf.get('hidden_act')!r}; light-llm's encoder "
             f"supports {', '.join(HF_ACTIVATIONS)}."
         )
-    if hf.get("position_embedding_type", "absolute") != "absolute":
+    positions = "learned"
+    if hf.get("model_type") == "roformer":  # BERT with rotary positions on q and k
+        positions = "rotary"
+        if hf.get("rotary_value", False):
+            raise CheckpointError(
+                f"{source} turns the values by the rotary angles too (rotary_value); light-llm's "
+                "rotary positions turn queries and keys only."
+            )
+        if hf.get("embedding_size") not in (None, hf.get("hidden_size")):
+            raise CheckpointError(
+                f"{source} projects embeddings of size {hf['embedding_size']} to the model's "
+                "width, a layer light-llm's encoder does not have."
+            )
+    elif hf.get("position_embedding_type", "absolute") != "absolute":
         raise CheckpointError(
             f"{source} uses {hf['position_embedding_type']!r} position embeddings; light-llm's "
-            "encoder has absolute (learned) ones."
+            "encoder has absolute (learned) or RoFormer's rotary ones."
         )
     try:
         width = hf["hidden_size"]
@@ -93,6 +115,7 @@ def encoder_config_from_hf(hf: dict, has_mlm_head: bool, source: Path) -> Encode
             n_inner=None if hf["intermediate_size"] == 4 * width else hf["intermediate_size"],
             dropout=hf.get("hidden_dropout_prob", 0.1),
             norm_eps=hf.get("layer_norm_eps", 1e-12),
+            positions=positions,
             activation=activation,
             head_activation=activation,  # transformers' BertPredictionHeadTransform: hidden_act
             type_vocab_size=hf.get("type_vocab_size", 2),
@@ -121,7 +144,7 @@ def state_from_hf(hf_state: dict, n_layer: int, fuse: Callable = concatenate_row
     """
     state = {}
     for name, tensor in hf_state.items():
-        name = name.removeprefix("bert.")
+        name = name.removeprefix("bert.").removeprefix("roformer.")
         name = name.replace("LayerNorm.gamma", "LayerNorm.weight")  # pre-2019 names
         name = name.replace("LayerNorm.beta", "LayerNorm.bias")
         if name.startswith(NOT_IN_ENCODER):
@@ -165,22 +188,46 @@ def check_hf_bert_header(stored: dict[str, StoredTensor], config: EncoderConfig,
     check_stored_tensors(state, stored_shapes(config), source)
 
 
+def roformer_position_table(positions: int, head_dim: int) -> torch.Tensor:
+    """RoFormer's ``embed_positions`` (positions, d_head): [sin(m θ_i) | cos(m θ_i)] for
+    i < d_head / 2, θ_i = 10000^(-2i/d_head) (Su et al. 2021), computed in float64: the
+    angles light-llm's rotary positions turn q and k by (seed 002 §8.2)."""
+    m = torch.arange(positions, dtype=torch.float64)[:, None]
+    theta = ROFORMER_BASE ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    angles = m * theta  # (positions, d_head / 2)
+    return torch.cat([angles.sin(), angles.cos()], dim=-1).float()
+
+
+def check_roformer_table(table: torch.Tensor, config: EncoderConfig, source: Path) -> None:
+    """CheckpointError unless a RoFormer folder's stored table of sines and cosines is the one
+    its formula gives (light-llm computes the angles itself and would not use another)."""
+    expected = roformer_position_table(config.block_size, config.head_dim)
+    if table.shape != expected.shape or not torch.allclose(table.float(), expected, atol=1e-5):
+        raise CheckpointError(
+            f"{source}: {ROFORMER_TABLE} is not RoFormer's table of sines and cosines for "
+            f"{config.block_size} positions of {config.head_dim} dimensions (base 10000)."
+        )
+
+
 def load_hf_bert(folder: str | os.PathLike, device: str | torch.device = "cpu") -> BertEncoder:
     """A HuggingFace BERT folder (config.json with "model_type": "bert", model.safetensors)
     loaded into a :class:`BertEncoder`, in eval mode. The MLM head is loaded when the folder
     has one (BertForMaskedLM); a sentence-embedding model such as MiniLM has none."""
     folder = Path(folder)
     hf = read_config_json(folder)
-    if hf.get("model_type") != "bert":
+    if hf.get("model_type") not in HF_ENCODER_MODEL_TYPES:
         raise CheckpointError(
             f"{folder} is not a HuggingFace BERT folder (its config.json has model_type "
-            f"{hf.get('model_type')!r}, not 'bert')."
+            f"{hf.get('model_type')!r}, not 'bert' or 'roformer')."
         )
     stored = stored_tensors(folder)  # safetensors only: a pickle is refused, never opened
     has_head = any(name.startswith("cls.predictions.") for name in stored)
     config = encoder_config_from_hf(hf, has_head, folder)
     check_hf_bert_header(stored, config, folder / WEIGHTS_FILE)
-    state = state_from_hf(read_weights(folder), config.n_layer)
+    weights = read_weights(folder)
+    if ROFORMER_TABLE in weights:
+        check_roformer_table(weights[ROFORMER_TABLE], config, folder / WEIGHTS_FILE)
+    state = state_from_hf(weights, config.n_layer)
     word_table = state.get("embeddings.wte.weight")
     decoder = state.get("mlm_head.decoder.weight")
     if decoder is not None and word_table is not None and torch.equal(decoder, word_table):

@@ -1,8 +1,9 @@
-"""``light-llm export``: write a light-llm GPT in another library's format: the HuggingFace
+"""``light-llm export``: write a light-llm model in another library's format: the HuggingFace
 architecture that computes exactly what it computes
-(:func:`light_llm.checkpoints.hf_architectures.hf_architecture`): GPT-2
+(:func:`light_llm.checkpoints.hf_architectures.hf_architecture`): for a GPT, GPT-2
 (:func:`~light_llm.checkpoints.hf_gpt2.export_hf_gpt2`), Llama or Qwen3
-(:func:`~light_llm.checkpoints.hf_llama.export_hf_llama`)."""
+(:func:`~light_llm.checkpoints.hf_llama.export_hf_llama`); for an encoder, BERT or RoFormer
+(:func:`~light_llm.checkpoints.hf_encoder_export.export_hf_encoder`)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,15 @@ from light_llm.cli.model_flags import folder_to_folder_parser
 FORMATS = ("hf",)
 
 DESCRIPTION = """\
-Write a GPT as the HuggingFace folder (config.json, model.safetensors, the tokenizer) of the
-architecture that computes exactly what it computes, which
+Write a model as the HuggingFace folder (config.json, model.safetensors, the tokenizer) of
+the architecture that computes exactly what it computes. A GPT, which
 transformers.AutoModelForCausalLM.from_pretrained loads:
   GPT-2  learned positions, LayerNorm, GELU (or ReLU), biases, pre-LN, no QK-norm, no logit cap
   Llama  rotary positions, RMSNorm, SwiGLU, no biases, pre-norm, no logit cap
   Qwen3  the same with QK-norm
+A masked-LM encoder (light-llm train --model bert), which AutoModelForMaskedLM loads:
+  BERT      learned positions, post-LN LayerNorm, GELU (or ReLU), biases
+  RoFormer  the same with rotary positions (base 10000)
 A LoRA run's adapters are merged first. The tokenizer is kept as light_tokenizer.json and,
 for a bpe, gpt2 or char tokenizer, written as tokenizer.json for transformers.AutoTokenizer. Any
 other model is refused, naming the switch that blocks it and the architecture it is nearest.
@@ -36,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = folder_to_folder_parser(
         subparsers,
         "export",
-        "write a GPT as a HuggingFace GPT-2, Llama or Qwen3 folder",
+        "write a model as a HuggingFace GPT-2, Llama, Qwen3, BERT or RoFormer folder",
         DESCRIPTION,
         EXAMPLES,
         "light-llm checkpoint, training output folder (LoRA runs too), or HuggingFace folder",
@@ -45,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--format",
         required=True,
         choices=FORMATS,
-        help="hf: a HuggingFace GPT-2, Llama or Qwen3 folder",
+        help="hf: a HuggingFace GPT-2, Llama, Qwen3, BERT or RoFormer folder",
     )
     parser.set_defaults(func=run)
 
@@ -61,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
     from light_llm.nn.lora import merge_lora
 
     folder = inspect_folder(args.checkpoint)
+    if folder.holds_encoder:
+        return export_encoder(folder, args)
     architecture = hf_architecture(load_config(folder.path))  # before any weight is read
     check_replaceable(args.out, *folders_read(folder))  # a LoRA run's base too
     tokenizer = load_tokenizer(folder.path, check_model=True)
@@ -84,4 +90,25 @@ def run(args: argparse.Namespace) -> int:
             f"note: its {tokenizer.name} tokenizer is written only as light_tokenizer.json; "
             "transformers' AutoTokenizer cannot load it."
         )
+    return 0
+
+
+def export_encoder(folder, args: argparse.Namespace) -> int:
+    """A light-llm encoder as a HuggingFace BERT or RoFormer masked-LM folder."""
+    from light_llm.checkpoints import load, load_config, load_tokenizer
+    from light_llm.checkpoints.folder import check_replaceable
+    from light_llm.checkpoints.hf_encoder_export import (
+        ENCODER_CLASS_NAMES,
+        encoder_hf_architecture,
+        export_hf_encoder,
+    )
+
+    encoder_hf_architecture(load_config(folder.path, architecture="bert"))  # before the weights
+    check_replaceable(args.out, folder.path)
+    tokenizer = load_tokenizer(folder.path, check_model=True)
+    architecture = export_hf_encoder(load(folder.path, architecture="bert"), args.out, tokenizer)
+    print(
+        f"exported {folder.path} as a HuggingFace {architecture} folder "
+        f"({ENCODER_CLASS_NAMES[architecture]}): {args.out}"
+    )
     return 0
