@@ -49,6 +49,36 @@ def trained_checkpoint(tmp_path_factory):
     return folder, model, tokenizer
 
 
+def test_text_beyond_the_models_positions_is_said_to_be_cut(trained_checkpoint, capsys):
+    """A [MASK] within the model's 16 positions is filled in from the text that fits, and the
+    tokens cut off are counted in a note (the predictions did not see them)."""
+    folder, model, tokenizer = trained_checkpoint
+    text = "to be or not to [MASK] " + "that is the question " * 5
+    full = len(tokenizer.encode_plus(text, max_length=512)["input_ids"])
+    assert main(["fill-mask", "--checkpoint", str(folder), "--json", text]) == 0
+    captured = capsys.readouterr()
+    assert f"so {full - 16} tokens of the text (no [MASK] among them) were cut" in captured.err
+    assert main(["fill-mask", "--checkpoint", str(folder), "--json", "to be or [MASK]"]) == 0
+    assert "cut" not in capsys.readouterr().err
+
+
+def test_a_checkpoints_tokenizer_takes_no_more_tokens_than_the_model_has_positions(
+    trained_checkpoint,
+):
+    """A WordPiece tokenizer saved with BERT's 512 serves a 16-position encoder: loaded for
+    the model, it truncates and pads to 16, which the model takes."""
+    folder, model, _ = trained_checkpoint
+    assert load_tokenizer(folder).model_max_length == 512  # as saved
+    tokenizer = load_tokenizer(folder, check_model=True)
+    assert tokenizer.model_max_length == 16
+    batch = tokenizer.batch_encode_plus(["to be " * 20, "or not"], padding="max_length")
+    assert {len(ids) for ids in batch["input_ids"]} == {16}
+    with torch.no_grad():
+        model(
+            torch.tensor(batch["input_ids"]), attention_mask=torch.tensor(batch["attention_mask"])
+        )
+
+
 def test_fills_in_the_trained_word(trained_checkpoint, capsys):
     folder, model, tokenizer = trained_checkpoint
     text = "to be or not to [MASK]"

@@ -324,7 +324,14 @@ def test_encoder_tokens_attention_fill_mask_and_similarity(encoder_client, encod
     assert (weights[..., -1] > 0).all()  # bidirectional: the first token sees the last
 
     text = "the bank of the [MASK] was [MASK]."
-    masks = encoder_client.post("/api/fill-mask", json={"text": text, "top_k": 4}).json()["masks"]
+    filled = encoder_client.post("/api/fill-mask", json={"text": text, "top_k": 4}).json()
+    masks = filled["masks"]
+    assert filled["left_out"] == 0
+    # a text longer than the model's 24 positions: the tokens cut off are counted
+    long_text = "the [MASK] " + "river " * 30
+    full = len(tokenizer.encode_plus(long_text, max_length=512)["input_ids"])
+    cut = encoder_client.post("/api/fill-mask", json={"text": long_text}).json()
+    assert cut["left_out"] == full - 24 > 0
     predicted = predict_masked(model, tokenizer, text, top_k=4)
     assert [[c["id"] for c in row] for row in masks] == [[c.id for c in row] for row in predicted]
     np.testing.assert_allclose(

@@ -211,20 +211,24 @@ def load_tokenizer(path: str | os.PathLike | ModelFolder, check_model: bool = Fa
     folder = path.path if isinstance(path, ModelFolder) else resolve_checkpoint_dir(path)
     tokenizer = load_tokenizer_files(folder)
     if check_model:
-        vocab_size = model_vocab_size(inspect_folder(path))
-        check_tokenizer_matches_model(tokenizer, vocab_size, folder)
+        config = model_config_of(inspect_folder(path))
+        check_tokenizer_matches_model(tokenizer, config.vocab_size, folder)
+        longest = getattr(tokenizer, "model_max_length", None)  # a WordPiece tokenizer's
+        if longest is not None and longest > config.block_size >= 3:
+            tokenizer.model_max_length = config.block_size  # the model has no more positions
     return tokenizer
 
 
-def model_vocab_size(folder: ModelFolder) -> int:
-    """The number of ids the model in ``folder`` has (rows of its token table), from its
-    validated config: a GPT (light-llm, GPT-2, LoRA), a light-llm encoder or a HF BERT."""
+def model_config_of(folder: ModelFolder):
+    """The validated config of the model in ``folder``, without reading weights: a GPT
+    (light-llm, GPT-2, Llama, Qwen3, LoRA), a light-llm encoder or a HF BERT or RoFormer (its
+    head's tying, which only its weights show, left as the config says)."""
     if folder.is_hf_bert:
         from light_llm.checkpoints.hf_bert import encoder_config_from_hf
 
-        return encoder_config_from_hf(folder.config_json, False, folder.path).vocab_size
+        return encoder_config_from_hf(folder.config_json, False, folder.path)
     architecture = ENCODER_ARCHITECTURE if folder.holds_encoder else GPT_ARCHITECTURE
-    return load_config(folder, architecture).vocab_size
+    return load_config(folder, architecture)
 
 
 def check_tokenizer_matches_model(tokenizer, vocab_size: int, folder) -> None:

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from light_llm.checkpoints import load, load_tokenizer, resolve_checkpoint_dir
     from light_llm.checkpoints.discovery import default_encoder
     from light_llm.errors import CheckpointError
-    from light_llm.models.bert import predict_masked
+    from light_llm.models.bert import predict_masked, tokens_left_out
     from light_llm.tokenizers import BertTokenizer
 
     chosen, origin = (args.checkpoint, None) if args.checkpoint else default_encoder(Path.cwd())
@@ -76,6 +76,14 @@ def run(args: argparse.Namespace) -> int:
     if origin is not None:  # said once it has loaded, so that an error stays one line
         print(f"fill-mask: using {chosen}, {origin}.", file=sys.stderr, flush=True)
     predictions = predict_masked(model, tokenizer, args.text, args.text_pair, args.top_k)
+    left_out = tokens_left_out(tokenizer, args.text, args.text_pair, model.config.block_size)
+    if left_out:
+        print(
+            f"note: the model reads {model.config.block_size} positions, so {left_out} "
+            f"token{'s' if left_out > 1 else ''} of the text (no [MASK] among them) "
+            f"{'were' if left_out > 1 else 'was'} cut off and not seen by the predictions.",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps([[candidate._asdict() for candidate in row] for row in predictions]))
         return 0

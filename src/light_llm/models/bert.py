@@ -466,6 +466,14 @@ class Candidate(NamedTuple):
 
 
 @torch.inference_mode()
+def tokens_left_out(tokenizer, text: str, text_pair: str | None, max_length: int) -> int:
+    """How many tokens of ``text`` (and ``text_pair``) with [CLS]/[SEP] lie beyond
+    ``max_length``, which :meth:`BertTokenizer.encode_plus` cuts off (0 when all fit)."""
+    specials = 2 if text_pair is None else 3  # [CLS] A [SEP] (B [SEP])
+    pair = 0 if text_pair is None else len(tokenizer.encode(text_pair))
+    return max(0, len(tokenizer.encode(text)) + pair + specials - max_length)
+
+
 def predict_masked(
     model: BertEncoder,
     tokenizer,

@@ -52,6 +52,7 @@ from light_llm.models.bert import (
     cosine_similarity_matrix,
     embed_sentences,
     predict_masked,
+    tokens_left_out,
 )
 from light_llm.tokenizers.bert import packaged_bert_folder
 
@@ -474,7 +475,9 @@ class ExplorerModel:
                 predictions = predict_masked(self.model, self.tokenizer, text, text_pair, top_k)
         except LightLLMError as exc:
             raise RequestError("text", str(exc)) from None
-        return {"masks": [[c._asdict() for c in row] for row in predictions]}
+        left_out = tokens_left_out(self.tokenizer, text, text_pair, self.model.config.block_size)
+        # the tokens beyond the model's positions, which the predictions did not see
+        return {"masks": [[c._asdict() for c in row] for row in predictions], "left_out": left_out}
 
     def similarity(self, sentences: list[str]) -> dict[str, Any]:
         """The cosine similarity of every pair of sentence embeddings (mean-pooled,
