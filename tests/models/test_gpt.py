@@ -270,3 +270,20 @@ def test_a_cleared_cache_decodes_like_a_new_one(variant):
     assert cache.length == 0
     logits, _ = model(second, kv_cache=cache)
     torch.testing.assert_close(logits, model(second, kv_cache=model.new_cache(1))[0])
+
+
+@pytest.mark.parametrize("positions", ["rotary", "learned"])
+@pytest.mark.parametrize("architecture", ["gpt", "bert"])
+def test_ids_of_no_position_are_refused_in_one_sentence(architecture, positions):
+    """(B, 0) ids: a SamplingError naming the shape (a rotary model raised the library's
+    reshape error)."""
+    from light_llm.errors import SamplingError
+    from light_llm.models.bert import BertEncoder, EncoderConfig
+
+    if architecture == "gpt":
+        model = GPT(tiny_config(positions=positions))
+    else:
+        shape = dict(vocab_size=20, block_size=8, n_layer=1, n_head=2, n_embd=8)
+        model = BertEncoder(EncoderConfig(**shape, positions=positions))
+    with pytest.raises(SamplingError, match=r"empty \(shape \(1, 0\)\)"):
+        model(torch.zeros(1, 0, dtype=torch.long))

@@ -306,3 +306,20 @@ def test_the_mlm_trainer_refuses_another_model_and_a_gpt_run(patterned_corpus, t
     train(TrainConfig(**{**TINY, "data": str(patterned_corpus), "out": str(gpt_out)}))
     with pytest.raises(TrainingError, match="holds a gpt training run, not a bert one"):
         train_mlm(TrainConfig(out=str(gpt_out), resume=True, max_iters=12))
+
+
+def test_the_shipped_encoder_run_is_not_resumed_but_says_why(tmp_path, capsys):
+    """It keeps its weights and the record of its run, not the optimizer's state: a resume is
+    refused in one sentence (it failed on the missing file's name alone), nothing changed."""
+    import shutil
+
+    from light_llm.assets import packaged_encoder_folder
+
+    run = tmp_path / "shipped"
+    shutil.copytree(packaged_encoder_folder(), run)
+    before = sorted((p.name, p.stat().st_size) for p in run.rglob("*"))
+    assert main(["train", "--resume", "--out", str(run), "--max-iters", "2000"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "holds no optimizer state" in err
+    assert "train afresh with another --out" in err
+    assert sorted((p.name, p.stat().st_size) for p in run.rglob("*")) == before

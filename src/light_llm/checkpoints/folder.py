@@ -54,7 +54,10 @@ FORMAT_NAME = "light-llm"
 HF_ENCODER_MODEL_TYPES = ("bert", "roformer")  # config.json model_types light-llm reads
 GPT_ARCHITECTURE = "gpt"
 ENCODER_ARCHITECTURE = "bert"
-ENCODER_COMMANDS = "light-llm fill-mask, embed and eval"
+ENCODER_USE = (  # where an encoder's folder is read
+    "light-llm fill-mask, embed and eval (in Python: light_llm.checkpoints.load(folder, "
+    'architecture="bert"))'
+)
 
 
 def resolve_checkpoint_dir(path: str | os.PathLike) -> Path:
@@ -205,10 +208,10 @@ def gpt_config(folder: ModelFolder) -> ModelConfig:
             raise CheckpointError(f"{folder.path} cannot be loaded: {exc}") from None
     if not folder.is_light_llm:
         model_type = folder.config_json.get("model_type")
-        if model_type in (*HF_ENCODER_MODEL_TYPES, "distilbert"):
+        if model_type in HF_ENCODER_MODEL_TYPES:
             raise CheckpointError(
                 f"{folder.path} holds a HuggingFace {model_type} encoder, not a GPT: "
-                f"use it with {ENCODER_COMMANDS}."
+                f"use it with {ENCODER_USE}."
             )
         raise CheckpointError(
             f'{folder.path / CONFIG_FILE} is neither a light-llm checkpoint ("format": '
@@ -217,7 +220,7 @@ def gpt_config(folder: ModelFolder) -> ModelConfig:
         )
     if folder.architecture == ENCODER_ARCHITECTURE:
         raise CheckpointError(
-            f"{folder.path} holds a BERT-style encoder, not a GPT: use it with {ENCODER_COMMANDS}."
+            f"{folder.path} holds a BERT-style encoder, not a GPT: use it with {ENCODER_USE}."
         )
     if folder.architecture != GPT_ARCHITECTURE:
         raise CheckpointError(

@@ -316,6 +316,10 @@ def check_token_ids(
     if idx.dim() != 2 or (shape is not None and tuple(idx.shape) != tuple(shape)):
         expected = "(B, T)" if shape is None else str(tuple(shape))
         raise SamplingError(f"{name}s must have shape {expected}, got {tuple(idx.shape)}.")
+    if shape is None and idx.size(1) == 0:  # no position to compute (rotary cannot reshape)
+        raise SamplingError(
+            f"the {name}s are empty (shape {tuple(idx.shape)}): give at least one token."
+        )
     if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
         raise SamplingError(
             f"{name}s must be integers, got {str(idx.dtype).removeprefix('torch.')}."

@@ -97,13 +97,7 @@ def load_optimizer_state(
     (built by the current configuration, which keeps its hyperparameters). A run saved
     without NorMuon (``saved_normuon`` False) and resumed with it has no second moments:
     they start at v = 0, as the PyTorch engine's do."""
-    path = folder / OPTIMIZER_TENSORS_FILE
-    if not path.exists():
-        raise CheckpointError(
-            f"{folder} holds no optimizer state ({OPTIMIZER_TENSORS_FILE}): a NumPy run saved "
-            "before the NumPy engine resumed cannot be continued exactly; train afresh with "
-            "another --out."
-        )
+    path = folder / OPTIMIZER_TENSORS_FILE  # there: resume.saved_run checked
     saved, metadata = read_arrays(path, "optimizer state")
     if metadata.get("engine") != ENGINE:
         raise CheckpointError(

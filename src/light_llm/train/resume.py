@@ -15,11 +15,12 @@ from light_llm.atomic import check_replaceable, existing_folder
 from light_llm.checkpoints.folder import check_trainable, inspect_folder, names_before_manifests
 from light_llm.checkpoints.run import (
     CHECKPOINT_SUBFOLDER,
+    OPTIMIZER_TENSORS_FILE,
     TRAINER_STATE_FILE,
     RunFolder,
     read_trainer_state,
 )
-from light_llm.errors import TrainingError, flag
+from light_llm.errors import CheckpointError, TrainingError, flag
 from light_llm.limits import is_integer
 from light_llm.train.config import LORA_FIELDS, SAMPLING_BEFORE_CHOICE, TrainConfig
 from light_llm.train.state import check_fields
@@ -58,6 +59,13 @@ def saved_run(config: TrainConfig, folder: RunFolder) -> tuple[dict[str, Any] | 
         check_trainable(inspect_folder(checkpoint), "resumed (--resume)")
         state = read_trainer_state(checkpoint)
         check_fields(state, checkpoint / TRAINER_STATE_FILE)  # all a resume restores
+        if not (checkpoint / OPTIMIZER_TENSORS_FILE).exists():
+            raise CheckpointError(
+                f"{checkpoint} holds no optimizer state ({OPTIMIZER_TENSORS_FILE}), only the "
+                "weights and the record of a run, so the run cannot be continued exactly (the "
+                "runs that ship with light-llm, and NumPy runs saved before that engine "
+                "resumed, keep no more); train afresh with another --out."
+            )
         return state, checkpoint
     check_replaceable(folder.checkpoint_dir, config.overwrite, names_before_manifests)
     if checkpoint is not None and not config.overwrite:
