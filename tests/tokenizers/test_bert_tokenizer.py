@@ -267,6 +267,25 @@ def test_cased_vocabulary_keeps_case(tmp_path):
     assert cased.encode("Hello hello é") == [5, 6, 7]
 
 
+@pytest.mark.parametrize("split", [True, False])
+def test_tokenize_chinese_chars_is_followed_as_transformers_follows_it(tmp_path, split):
+    """A folder whose tokenizer_config.json turns tokenize_chinese_chars off keeps a run of
+    ideographs one word (北京: 北, ##京), as transformers does (it was split whatever the
+    setting); the ids agree with transformers' either way, and the setting survives a save."""
+    from transformers import BertTokenizerFast
+
+    (tmp_path / "vocab.txt").write_bytes((packaged_bert_folder() / "vocab.txt").read_bytes())
+    settings = {"do_lower_case": True, "tokenize_chinese_chars": split}
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(settings))
+    ours = load_tokenizer(tmp_path)
+    theirs = BertTokenizerFast(str(tmp_path / "vocab.txt"), tokenize_chinese_chars=split)
+    for text in ("我在北京 and 東京", "日本語のテキスト", "mixed漢字text"):
+        assert ours.encode_plus(text)["input_ids"] == theirs(text)["input_ids"], text
+    ours.save(tmp_path / "saved")
+    assert load_tokenizer(tmp_path / "saved").chinese_words is split
+    assert ("##京" in ours.tokens(ours.encode("北京"))) is not split  # one word: a piece
+
+
 def test_vocabulary_without_special_tokens_is_corrupt(tmp_path):
     (tmp_path / "vocab.txt").write_text("a\nb\n", encoding="utf-8")
     (tmp_path / "light_tokenizer.json").write_text(

@@ -157,7 +157,7 @@ def wordpiece_tokenizer_config(tokenizer: BertTokenizer, model_max_length: int) 
         "tokenizer_class": "BertTokenizer",
         "do_lower_case": tokenizer.lowercase,
         "strip_accents": tokenizer.strip_accents,
-        "tokenize_chinese_chars": True,
+        "tokenize_chinese_chars": tokenizer.chinese_words,
         "model_max_length": model_max_length,
     }
     return json.dumps(settings, indent=2).encode("utf-8")

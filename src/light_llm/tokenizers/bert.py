@@ -103,6 +103,8 @@ class BertTokenizer(Tokenizer):
         strip_accents: remove accents ("é" -> "e"); None means "as ``lowercase``".
         model_max_length: the longest input the model takes (BERT: 512 positions); the
             default ``max_length`` of truncation and of ``padding="max_length"``.
+        chinese_words: each CJK ideograph a word of its own (BERT's
+            ``tokenize_chinese_chars``, on unless a checkpoint's tokenizer turns it off).
     """
 
     name = "bert"
@@ -113,6 +115,7 @@ class BertTokenizer(Tokenizer):
         lowercase: bool = True,
         strip_accents: bool | None = None,
         model_max_length: int = 512,
+        chinese_words: bool = True,
     ) -> None:
         self.vocab = list(vocab)
         id_of = {token: index for index, token in enumerate(self.vocab)}
@@ -127,6 +130,9 @@ class BertTokenizer(Tokenizer):
             )
         self.lowercase = lowercase
         self.strip_accents = strip_accents
+        if not isinstance(chinese_words, bool):
+            raise TokenizerError(f"chinese_words must be true or false, got {chinese_words!r}.")
+        self.chinese_words = chinese_words
         self.model_max_length = model_max_length
         self.vocab_size = len(self.vocab)
         self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
@@ -139,7 +145,7 @@ class BertTokenizer(Tokenizer):
         )
         engine.normalizer = normalizers.BertNormalizer(
             clean_text=True,  # drop control characters, whitespace becomes " "
-            handle_chinese_chars=True,  # each CJK ideograph is a word of its own
+            handle_chinese_chars=self.chinese_words,  # each CJK ideograph a word of its own
             strip_accents=strip_accents,
             lowercase=lowercase,
         )
@@ -155,9 +161,11 @@ class BertTokenizer(Tokenizer):
         lowercase: bool = True,
         strip_accents: bool | None = None,
         model_max_length: int = 512,
+        chinese_words: bool = True,
     ) -> BertTokenizer:
         """A tokenizer over a HuggingFace-style ``vocab.txt``."""
-        return cls(read_vocab_file(Path(path)), lowercase, strip_accents, model_max_length)
+        vocab = read_vocab_file(Path(path))
+        return cls(vocab, lowercase, strip_accents, model_max_length, chinese_words)
 
     @classmethod
     def packaged(cls) -> BertTokenizer:
@@ -195,6 +203,7 @@ class BertTokenizer(Tokenizer):
                 "lowercase": self.lowercase,
                 "strip_accents": self.strip_accents,
                 "model_max_length": self.model_max_length,
+                "chinese_words": self.chinese_words,
             },
         )
 
@@ -335,14 +344,16 @@ class BertTokenizer(Tokenizer):
 
 
 def load_hf_bert_tokenizer(folder: Path) -> BertTokenizer:
-    """The tokenizer of a HuggingFace BERT folder: its ``vocab.txt``, cased or not as its
-    ``tokenizer_config.json`` says (uncased when there is none)."""
+    """The tokenizer of a HuggingFace BERT folder: its ``vocab.txt``, cased or not, each CJK
+    ideograph a word or not, as its ``tokenizer_config.json`` says (uncased, ideographs split,
+    when there is none)."""
     options = hf_tokenizer_options(folder)
     return BertTokenizer.from_vocab_file(
         folder / VOCAB_FILE,
         lowercase=bool(options.get("do_lower_case", True)),
         strip_accents=options.get("strip_accents"),
         model_max_length=hf_model_max_length(options),
+        chinese_words=bool(options.get("tokenize_chinese_chars", True)),
     )
 
 

@@ -97,6 +97,7 @@ def wordpiece_tokenizer(description: dict, path: Path) -> BertTokenizer:
         lowercase=bool(normalizer.get("lowercase", True)),
         strip_accents=None if strip_accents is None else bool(strip_accents),
         model_max_length=hf_model_max_length(hf_tokenizer_options(path.parent)),
+        chinese_words=bool(normalizer.get("handle_chinese_chars", True)),
     )
 
 

@@ -107,6 +107,7 @@ def tokenizer_from_json(config: dict, folder: Path) -> Tokenizer:
                 lowercase=config["lowercase"],
                 strip_accents=config["strip_accents"],
                 model_max_length=config["model_max_length"],
+                chinese_words=config.get("chinese_words", True),  # absent before it was written
             )
     except KeyError as exc:
         raise CheckpointError(
