@@ -439,7 +439,8 @@ async function refreshFillMask() {
       for (const c of candidates) table.append(el("tr", {}, el("td", { class: "token", text: c.token }), el("td", { text: fmt(c.probability) })));
       return table;
     });
-    $("#mask-results").replaceChildren(el("div", { class: "row" }, ...tables));
+    const cut = result.left_out ? [el("p", { class: "note", text: `The model reads ${state.model.context} positions: ${result.left_out} token${result.left_out > 1 ? "s" : ""} of the text (no [MASK] among them) were cut off and not seen.` })] : [];
+    $("#mask-results").replaceChildren(el("div", { class: "row" }, ...tables), ...cut);
   } catch (exc) { showError(box, exc); }
 }
 
