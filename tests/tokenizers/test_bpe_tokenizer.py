@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import subprocess
 import sys
 
@@ -98,6 +99,30 @@ def test_learning_from_chunks_gives_the_merges_of_the_whole_text(monkeypatch, ch
     assert chunked.vocab_size == LARGEST
     sample = shakespeare_slice(60_000)[30_000:]  # text neither learned from
     assert chunked.encode(sample) == reference.encode(sample).ids
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ACGT" * 5_000 + "\nTTAG" * 3,  # a genome on one line
+        "x" * 9_000,  # one repeated letter
+        "word " * 10 + " " * 10_000 + "end",  # a run of spaces
+        "7" * 4_096 + " after",  # exactly the longest run
+    ],
+)
+def test_a_long_run_without_spaces_is_learned_in_pieces(text):
+    """The trainer gets no run of more than LONGEST_RUN characters without a space (or of
+    spaces) in one piece: its merges cost O(length) per merge in a word, so one word of a
+    whole line made learning quadratic. The pieces are the text, cut; text with no such run
+    is cut only as text_chunks cuts it."""
+    pieces = list(base.learning_pieces(text))
+    assert "".join(pieces) == text
+    longest = base.LONGEST_RUN
+    assert not any(re.search(rf"\S{{{longest + 1}}}|\s{{{longest + 1}}}", p) for p in pieces)
+    natural = corpus_text()
+    assert list(base.learning_pieces(natural)) == list(base.text_chunks(natural))
+    tokenizer = train_bpe(text, 300, at_most=True)
+    assert tokenizer.decode(tokenizer.encode(text)) == text
 
 
 def hf_ids(engine: Tokenizer, texts: list[str]) -> list[list[int]]:

@@ -63,7 +63,7 @@ from light_llm.tokenizers.base import (
     Tokenizer,
     check_text,
     check_utf8,
-    text_chunks,
+    learning_pieces,
     write_tokenizer_json,
 )
 from light_llm.tokenizers.gpt2 import (
@@ -304,7 +304,7 @@ def train_bpe(
         show_progress=False,
     )
     try:
-        engine.train_from_iterator(text_chunks(text), trainer)
+        engine.train_from_iterator(learning_pieces(text), trainer)
     except Exception as exc:  # lone surrogates
         raise TokenizerError(f"cannot learn BPE from this text ({exc}).") from None
     model = json.loads(engine.to_str())["model"]

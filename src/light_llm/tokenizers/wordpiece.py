@@ -24,7 +24,7 @@ from tokenizers import models, normalizers, pre_tokenizers, trainers
 
 from light_llm.errors import TokenizerError
 from light_llm.limits import check_vocab_size
-from light_llm.tokenizers.base import check_utf8
+from light_llm.tokenizers.base import check_utf8, learning_pieces
 from light_llm.tokenizers.bert import SPECIAL_TOKENS, BertTokenizer
 
 
@@ -53,7 +53,7 @@ def train_wordpiece(text: str, vocab_size: int, at_most: bool = False) -> BertTo
         show_progress=False,
     )
     try:
-        engine.train_from_iterator([text], trainer)
+        engine.train_from_iterator(learning_pieces(text), trainer)
     except Exception as exc:  # lone surrogates
         raise TokenizerError(f"cannot learn WordPiece from this text ({exc}).") from None
     id_of = engine.get_vocab()
