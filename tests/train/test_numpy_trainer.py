@@ -465,3 +465,20 @@ def test_a_damaged_optimizer_state_is_refused_in_one_sentence(corpus, tmp_path):
         train_numpy(TrainConfig(out=str(out), engine="numpy", resume=True))
     after = checkpoint_arrays(out, "model.safetensors")
     assert all(np.array_equal(before[name], after[name]) for name in before)
+
+
+def test_a_run_that_overflows_stops_in_one_sentence_naming_its_last_checkpoint(corpus, tmp_path):
+    """A rate of 1e9 overflows the arithmetic: the run stops on the loss that is not finite,
+    naming the last checkpoint as the PyTorch engine does, and NumPy's overflow warnings
+    (lines of its source each) are not printed before it."""
+    import warnings
+
+    out = tmp_path / "run"
+    settings = dict(SMALL, data=str(corpus), engine="numpy", lr=1e9, warmup_iters=0)
+    with warnings.catch_warnings(record=True) as caught, pytest.raises(TrainingError) as stop:
+        warnings.simplefilter("always")
+        train_numpy(TrainConfig(out=str(out), **settings))
+    message = str(stop.value)
+    assert "loss became nan" in message or "loss became inf" in message
+    assert f"the last good checkpoint is {out / 'checkpoint'} (iteration" in message
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]

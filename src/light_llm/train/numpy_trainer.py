@@ -92,6 +92,7 @@ from light_llm.train.resume import (
     check_same_architecture,
     check_same_engine,
     corpus_change_note,
+    last_good_checkpoint,
     model_differences,
     refuse_differences,
     resume_line,
@@ -150,8 +151,10 @@ def train_step(
     dataset: TokenDataset,
     config: TrainConfig,
     iteration: int,
+    last_saved: tuple[Path, int] | None = None,
 ) -> float:
-    """One optimiser step over ``grad_accum`` micro-batches; returns their mean loss."""
+    """One optimiser step over ``grad_accum`` micro-batches; returns their mean loss. A loss
+    that is not finite is a TrainingError naming ``last_saved``, the checkpoint written last."""
     lr = config.learning_rate(iteration)
     grads: dict[str, np.ndarray] = {}
     loss_sum = 0.0
@@ -175,7 +178,8 @@ def train_step(
     mean_loss = loss_sum / config.grad_accum
     if not math.isfinite(mean_loss):
         raise TrainingError(
-            f"the training loss became {mean_loss} at iteration {iteration}, so training stopped."
+            f"the training loss became {mean_loss} at iteration {iteration}, so training "
+            f"stopped; {last_good_checkpoint(last_saved)}."
         )
     if config.grad_clip > 0:
         clip_grad_norm(grads, config.grad_clip)
@@ -236,10 +240,14 @@ def train_claimed(
     if saved is None:
         metrics.start_fresh()
 
+    last_saved: tuple[Path, int] | None = None  # the checkpoint folder and its iteration
+
     def save_and_log(raw: dict | None, record: dict | None = None) -> None:
         """The checkpoint (``raw``: the raw weights while the average is swapped in), then
         (see MetricsLog) the evaluation's line."""
+        nonlocal last_saved
         save(model, checkpoint_dir, tokenizer, checkpoint_files(raw), cfg.overwrite)
+        last_saved = (checkpoint_dir, iteration)
         metrics.checkpoint_written()
         if record is not None:
             run_record.write_evaluation(record)
@@ -283,6 +291,7 @@ def train_claimed(
         iteration, last_eval_iteration = int(saved["iteration"]), int(saved["last_eval_iteration"])
         best_val_loss, elapsed_before = float(saved["best_val_loss"]), float(saved["elapsed_s"])
         metrics.keep_until(iteration)
+        last_saved = (checkpoint_dir, iteration)
     resumed_at = iteration if saved else None
     probes = ProbeRecorder(
         out, cfg, tokenizer, datasets["val"].tokens, sample_with_numpy, resumed_at
@@ -356,6 +365,9 @@ def train_claimed(
             dynamic_ncols=True,
             disable=None,  # no bar outside a terminal (a log file, CI): plain lines instead
         ) as bar,
+        # overflow in the arithmetic shows as a loss that is not finite, which stops the run
+        # in one sentence (NumPy's own warnings would print lines of its source before it)
+        np.errstate(over="ignore", invalid="ignore", divide="ignore"),
     ):
         while True:
             # evaluation and checkpoint
@@ -373,6 +385,12 @@ def train_claimed(
                 )
                 best_val_loss = min(best_val_loss, losses["val"])
                 result.evaluations.append(record)
+                if not math.isfinite(losses["val"]):
+                    run_record.write_evaluation(record)
+                    raise TrainingError(
+                        f"the validation loss became {losses['val']} at iteration {iteration}, "
+                        f"so training stopped; {last_good_checkpoint(last_saved)}."
+                    )
                 last_eval_iteration = iteration
                 with averaged() as raw:
                     save_and_log(raw, record)
@@ -388,7 +406,7 @@ def train_claimed(
                 break
             # learning rate, micro-steps, clipping, optimizer step
             tick = time.perf_counter()
-            loss = train_step(model, optimizer, datasets["train"], cfg, iteration)
+            loss = train_step(model, optimizer, datasets["train"], cfg, iteration, last_saved)
             meter.add(cfg.tokens_in(iteration), time.perf_counter() - tick)
             # log
             result.losses[iteration] = loss

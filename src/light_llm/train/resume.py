@@ -163,6 +163,15 @@ def changed_settings_note(asked: TrainConfig, saved: dict[str, Any]) -> str:
     )
 
 
+def last_good_checkpoint(last_saved: tuple[Path, int] | None) -> str:
+    """Where a run that failed can be taken up (either engine): the checkpoint folder it
+    last wrote and its iteration, or that none was written yet."""
+    if last_saved is None:
+        return "no checkpoint had been written yet"
+    folder, iteration = last_saved
+    return f"the last good checkpoint is {folder} (iteration {iteration})"
+
+
 def stopped_line(iteration: int, checkpoint: Path, out: Path) -> str:
     """What a run stopped by Ctrl-C says last (either engine): where it stopped, where its
     checkpoint is, and the command that continues it."""

@@ -71,7 +71,12 @@ from light_llm.train.records import (
     warmup_note,
 )
 from light_llm.train.result import TrainResult
-from light_llm.train.resume import resume_line, saved_run_config, stopped_line
+from light_llm.train.resume import (
+    last_good_checkpoint,
+    resume_line,
+    saved_run_config,
+    stopped_line,
+)
 from light_llm.train.run_tokenizer import fewer_ids_note
 from light_llm.train.sizing import sizing_advice, vocabulary_parameters, vocabulary_remedy
 from light_llm.train.thread_governor import BUSY_ONLY_NOTE, WINDOW, ThreadGovernor
@@ -448,10 +453,7 @@ class Trainer:
         return self.prepared.progress.elapsed_before + time.perf_counter() - self.started
 
     def last_good_checkpoint(self) -> str:
-        if self.prepared.last_saved is None:
-            return "no checkpoint had been written yet"
-        folder, iteration = self.prepared.last_saved
-        return f"the last good checkpoint is {folder} (iteration {iteration})"
+        return last_good_checkpoint(self.prepared.last_saved)
 
     def save(self) -> None:
         """Write the checkpoint folder as a unit (rank 0); every rank learns if that failed."""
