@@ -50,6 +50,7 @@ LAYERS = [
             "light_llm.sampling_options",
             "light_llm.muon_spec",
             "light_llm.interventions",
+            "light_llm.terminal",
         ),
     ),
 ]

@@ -16,6 +16,7 @@ from light_llm.device import DEVICES
 from light_llm.errors import ConfigError
 from light_llm.limits import MAX_BATCH_SIZE
 from light_llm.sampling_options import DEFAULT_TEMPERATURE
+from light_llm.terminal import for_terminal
 
 DESCRIPTION = """\
 Continue each PROMPT with text sampled from a model: P(x_t | x_<t) = softmax(logits / τ),
@@ -217,15 +218,15 @@ def run(args: argparse.Namespace) -> int:
             if len(args.prompt) > 1:
                 print(f"=== prompt {number + 1} ===")
             print(steps.table(number))
-            print(prompt + completion)
+            print(for_terminal(prompt + completion))
     elif len(completions) == 1:
-        print(args.prompt[0] + completions[0])
+        print(for_terminal(args.prompt[0] + completions[0]))
     else:
         for number, (prompt, completion) in enumerate(zip(args.prompt, completions, strict=True)):
             if number:
                 print()
             print(f"=== prompt {number + 1} ===")
-            print(prompt + completion)
+            print(for_terminal(prompt + completion))
     if args.stats:
         print_stats(model, tokenizer, args.prompt, clock, threads_how, not args.no_cache)
     return 0
@@ -307,11 +308,11 @@ class StreamPrinter:
     def __call__(self, row: int, text: str) -> None:
         if self.prompt is not None:
             text, self.prompt = self.prompt + text, None
-        sys.stdout.write(text)
+        sys.stdout.write(for_terminal(text))  # the model's text: no command to a terminal
         sys.stdout.flush()
 
     def finish(self) -> None:
-        print(self.prompt or "")
+        print(for_terminal(self.prompt or ""))
 
 
 class StepRecorder:

@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 
 from light_llm.checkpoints.run import MetricsLog
 from light_llm.errors import TokenizerError, flag
+from light_llm.terminal import for_terminal
 from light_llm.train.budget import format_seconds
 from light_llm.train.config import SIZE_WARMUPS, TrainConfig
 from light_llm.train.metrics import bits_per_unit, perplexity
@@ -234,7 +235,7 @@ def printed_sample(sample: str, prompt: str, config: TrainConfig) -> str:
         f"{SAMPLE_TEMPERATURE} (seed {config.seed}), continuing {source}:"
     )
     shown = sample.removeprefix(prompt) if prompt == "\n" else sample
-    return f"{heading}\n{shown}"
+    return f"{heading}\n{for_terminal(shown)}"  # the model's text: no command to a terminal
 
 
 def sample_prompt(tokenizer, first_val_token: int) -> str:
