@@ -21,7 +21,7 @@ def test_kv_cache_appends_one_key_and_value_and_keeps_the_logits():
     after = got["K_cache after the step: [K_cache; k_new]"]
     np.testing.assert_array_equal(after[:-1], before)
     np.testing.assert_allclose(
-        after[-1], got["k_new = LayerNorm(E[new] + P[6]) W^K (layer 0, head 0)"], rtol=1e-12
+        after[-1], got["k_new = LayerNorm(E[new] + P[6]) W^K + b^K (layer 0, head 0)"], rtol=1e-12
     )
     assert got["Largest change of the cached prompt rows"] == 0.0
     np.testing.assert_allclose(

@@ -338,10 +338,12 @@ def test_muon_newton_schulz_steps():
         a_ = x @ x.T
         x = 3.4445 * x + (-4.7750 * a_ + 2.0315 * a_ @ a_) @ x
         sigma = 3.4445 * sigma - 4.7750 * sigma**3 + 2.0315 * sigma**5
-        np.testing.assert_allclose(got[f"Singular values of X_{k}"], sigma, rtol=1e-9)
-        shown = np.sort(got[f"Singular values of X_{k}"])[::-1]  # as a set: X_k's own
+        np.testing.assert_allclose(got[f"X_{k} along G's singular directions"], sigma, rtol=1e-9)
+        shown = np.sort(got[f"X_{k} along G's singular directions"])[::-1]  # as a set: X_k's own
         np.testing.assert_allclose(shown, np.linalg.svd(x, compute_uv=False), rtol=1e-9)
-    assert got["Singular values of X_1"][1] > got["Singular values of X_1"][0]  # they crossed
+    assert (
+        got["X_1 along G's singular directions"][1] > got["X_1 along G's singular directions"][0]
+    )  # they crossed
     np.testing.assert_allclose(got["X_5: Muon's update direction"], x.T, rtol=1e-10, atol=1e-12)
     u, s, vt = np.linalg.svd(g, full_matrices=False)
     np.testing.assert_allclose(got["Singular values of G"], s, rtol=1e-12)

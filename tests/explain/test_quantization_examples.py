@@ -56,3 +56,22 @@ def test_the_int8_loss_is_the_numpy_engines_on_the_rounded_weights():
     assert abs(difference) < 0.01  # the issue's goal for the default model holds here too
     leading, agreement = by_key(explain.run("quantization"))["greedy"].value
     assert 0 <= leading <= 200 and 0.9 <= agreement <= 1.0
+
+
+def test_the_bytes_count_the_tied_table_once():
+    """float32: 4 bytes a parameter (the tied head is the token table, stored once: it was
+    counted twice); int8: a byte per code of every matrix but the positions, 4 per scale and
+    per float parameter."""
+    model = trained_model().model
+    parameters = dict(model.named_parameters())  # the tied head once
+    assert "lm_head.weight" not in parameters
+    float_bytes = 4 * sum(p.numel() for p in parameters.values())
+    int8_bytes = sum(
+        p.numel() + 4 * p.shape[0]
+        if p.ndim == 2 and name != "transformer.wpe.weight"
+        else 4 * p.numel()
+        for name, p in parameters.items()
+    )
+    shown_float, shown_int8, ratio = by_key(explain.run("quantization"))["bytes"].value
+    assert (shown_float, shown_int8) == (float_bytes, int8_bytes)
+    assert ratio == int8_bytes / float_bytes

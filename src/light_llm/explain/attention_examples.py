@@ -579,8 +579,9 @@ def river() -> list[Step]:
         ),
         Step(
             "Weighted values a_j v_j (without scaling)",
-            "Each value row times its (unscaled) attention weight. The seed's 4th decimals "
-            "come from its rounded query.",
+            "Each value row times its (unscaled) attention weight. Where the seed differs in "
+            "the 4th decimal (marked *), neither the exact query nor the seed's rounded one "
+            "gives its figure: it rounded inside its own arithmetic.",
             weighted_values,
             f"{SEED_003} §25",
             seed_value=[

@@ -128,7 +128,7 @@ def kv_cache() -> list[Step]:
             key="k-cache-before-the-step-layer-0-head-0",
         ),
         Step(
-            "k_new = LayerNorm(E[new] + P[6]) W^K (layer 0, head 0)",
+            "k_new = LayerNorm(E[new] + P[6]) W^K + b^K (layer 0, head 0)",
             "The new token's key, computed by hand from its embedding, position and the block's "
             "key projection.",
             k_new,

@@ -106,7 +106,7 @@ def perplexity() -> list[Step]:
     per_token, mean_loss = next_token_losses(trained.model, ids)
     torch.manual_seed(SEED)
     untrained = GPT(model_config(tokenizer.vocab_size)).eval()
-    untrained_tokens, untrained_loss = next_token_losses(untrained, ids)
+    untrained_tokens, _ = next_token_losses(untrained, ids)  # its losses in float64
     shown = SHOWN_POSITIONS
     targets = [repr(c)[1:-1] or " " for c in EVAL_TEXT[1 : shown + 1]]
     columns = tuple(f"{t}" if t.strip() else "' '" for t in targets)
@@ -163,7 +163,7 @@ def perplexity() -> list[Step]:
             "Perplexity: untrained model, uniform guess, trained model",
             f"An untrained model (weights N(0, 0.02)) is close to the uniform guess, whose "
             f"perplexity is the vocabulary size {vocab}; training brings it far below.",
-            [math.exp(untrained_loss), float(vocab), math.exp(mean_loss)],
+            [math.exp(untrained_tokens.mean()), float(vocab), math.exp(mean_loss)],
             f"{SEED_002_OBJECTIVE}.2, eq. 44",
             columns=("untrained", "uniform", "trained"),
             key="perplexity-untrained-model-uniform-guess-trained-model",

@@ -104,7 +104,7 @@ def norms() -> list[Step]:
         Step(
             "RMSNorm(x) = γ x / RMS(x)",
             "No mean subtraction, γ = 1, by the models' RMSNorm layer. The seed divides by the "
-            "rounded 2.74 and truncates, so two entries differ: 1 / 2.7386 = 0.3651 and "
+            "rounded 2.74 (then rounds), so two entries differ: 1 / 2.7386 = 0.3651 and "
             "3 / 2.7386 = 1.0954.",
             rms_normalized,
             "seed 001, RMSNorm",

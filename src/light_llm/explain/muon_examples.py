@@ -100,7 +100,7 @@ def muon() -> list[Step]:
     for k in range(1, NS_STEPS + 1):
         steps.append(
             Step(
-                f"Singular values of X_{k}",
+                f"X_{k} along G's singular directions",
                 f"X_{k} = {a} X + ({b} A + {c} A²) X with A = X Xᵀ, X = X_{k - 1}: each σ "
                 "becomes p(σ) = aσ + bσ³ + cσ⁵ (small ones grow about 3.4-fold per step, "
                 "those near 1 stay in a band around 1). σi is the value along G's i-th "

@@ -430,7 +430,7 @@ def newton_schulz_figure(
         left.plot(steps, history[:, i], marker="o", label=f"σ{i + 1}")
     left.axhline(1.0, color="gray", linestyle=":")
     left.set_xlabel("Newton-Schulz step k (0: G / ||G||_F)")
-    left.set_ylabel("singular value of X_k")
+    left.set_ylabel("X_k along G's singular direction i")
     left.set_xticks(steps)
     left.legend(fontsize=8)
     left.grid(alpha=0.3)

@@ -40,6 +40,12 @@ def held_out_ids(tokenizer) -> list[int]:
     return tokenizer.encode("".join(c for c in text if c in known))
 
 
+def scored_characters(model, ids: list[int]) -> int:
+    """How many of ``ids`` :func:`mean_loss` scores: its whole windows' targets."""
+    block = model.config.block_size
+    return (len(ids) - 1) // block * block
+
+
 def mean_loss(model, ids: list[int]) -> float:
     """Mean next-token cross-entropy over ``ids`` cut into windows of the model's context."""
     block = model.config.block_size
@@ -48,6 +54,13 @@ def mean_loss(model, ids: list[int]) -> float:
     y = torch.tensor(ids[1 : n * block + 1]).view(n, block)
     with torch.no_grad():
         return float(model(x, y)[1])
+
+
+def stored_bytes(model) -> int:
+    """The bytes of the model's tensors, each storage once: the tied head is the token table,
+    which ``state_dict`` lists under both names."""
+    tensors = {t.data_ptr(): t for t in model.state_dict().values()}
+    return sum(t.numel() * t.element_size() for t in tensors.values())
 
 
 def greedy_agreement(model, other, prompt_ids: list[int], n: int) -> tuple[int, float, list]:
@@ -83,8 +96,7 @@ def quantization_example() -> list[Step]:
     loss, loss_int8 = mean_loss(model, ids), mean_loss(int8_model, ids)
     prompt = tokenizer.encode(PROMPT)
     leading, forced, (ours, theirs) = greedy_agreement(model, int8_model, prompt, GREEDY_TOKENS)
-    float_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
-    int8_bytes = sum(t.numel() * t.element_size() for t in int8_model.state_dict().values())
+    float_bytes, int8_bytes = stored_bytes(model), stored_bytes(int8_model)
     return [
         Step(
             "W: the first rows and columns of one weight matrix",
@@ -172,8 +184,9 @@ def quantization_example() -> list[Step]:
         ),
         Step(
             "Loss on held-out text: float32, int8, difference (nats per character)",
-            f"Mean cross-entropy on the {len(ids):,} characters of Shakespeare after the "
-            "training slice, each model on the same windows.",
+            f"Mean cross-entropy on {scored_characters(model, ids):,} characters of "
+            "Shakespeare after the training slice (whole windows of the model's context), "
+            "each model on the same windows.",
             [loss, loss_int8, loss_int8 - loss],
             SOURCE,
             columns=("float32", "int8", "int8 - float32"),

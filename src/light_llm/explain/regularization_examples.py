@@ -372,7 +372,7 @@ def initialization_figures(folder: Path) -> list[Path]:
 
 # ------------------------------------------------------------------------ mixed precision
 SEED_002_PRECISION = "seed 002 §13.2"
-PRECISION_NUMBERS = (1 / 3, 0.1, 1.001, 3.14159265, 1000.5, 70000.0, 1e-5, 1e-8)
+PRECISION_NUMBERS = (1 / 3, 0.1, 1.001, math.pi, 1000.5, 70000.0, 1e-5, 1e-8)
 PRECISION_NAMES = ("1/3", "0.1", "1.001", "π", "1000.5", "70000", "1e-5", "1e-8")
 SMALL_UPDATES = 1000  # additions of 1e-4 to 1
 

@@ -149,6 +149,7 @@ class ScheduleSettings:
     logged: tuple[tuple[int, float], ...] = ()  # (step, lr) the run logged, in step order
     cooldown_fraction: float | None = None  # warmup-stable-decay's; None: the cosine
     cooldown_shape: str = "linear"  # warmup-stable-decay's cooldown: linear or sqrt
+    other_peaks: str = ""  # the rates other parameter groups take on the same shape
 
     @classmethod
     def from_train_config(cls, config: TrainConfig, source: str) -> ScheduleSettings:
@@ -164,6 +165,7 @@ class ScheduleSettings:
             source,
             cooldown_fraction=config.cooldown_fraction if wsd else None,
             cooldown_shape=config.cooldown_shape or DEFAULT_COOLDOWN_SHAPE,
+            other_peaks=other_peaks(config),
         )
 
     def rate(self, step: int) -> float:
@@ -192,6 +194,24 @@ class ScheduleSettings:
         decay = [start + (decay_end - start) * k // 4 for k in range(5)]
         steps = {0, warmup // 2, max(warmup - 1, 0), warmup, *decay, max(self.max_iters - 1, 0)}
         return sorted(steps)
+
+
+def other_peaks(config: TrainConfig) -> str:
+    """The sentence naming the peaks of the parameter groups that do not take lr_max (Muon's
+    block matrices, the token table's own rate), each lr(t) scaled by its peak / lr_max; ""
+    when every parameter takes lr_max."""
+    groups = []
+    if config.optimizer == "muon":
+        groups.append(f"the blocks' matrices {config.muon_lr:g} (Muon)")
+    if config.embedding_lr is not None:
+        groups.append(f"the token table {config.embedding_lr:g}")
+    if not groups:
+        return ""
+    return (
+        f" lr_max is the rate of the AdamW parameters (the head, the norms' gains); "
+        f"{' and '.join(groups)} peak at their own rates on the same shape (each lr(t) "
+        "times its peak / lr_max)."
+    )
 
 
 def default_schedule() -> ScheduleSettings:
@@ -283,7 +303,7 @@ def lr_schedule(settings: ScheduleSettings | None = None) -> list[Step]:
     return [
         Step(
             "Peak and floor: lr_max, lr_min",
-            f"The schedule of {s.source}.",
+            f"The schedule of {s.source}.{s.other_peaks}",
             [s.max_lr, s.min_lr],
             "seed 000 §7, Learning Rate Scheduling",
             columns=("max_lr", "min_lr"),
