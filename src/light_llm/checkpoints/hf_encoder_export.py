@@ -31,6 +31,7 @@ from light_llm.checkpoints.hf_bert import (
     HF_ACTIVATIONS,
     LAYER_PARTS,
     ROFORMER_BASE,
+    ROFORMER_TABLE,
     roformer_position_table,
 )
 from light_llm.errors import ConfigError
@@ -118,7 +119,7 @@ def tensors_to_hf_encoder(model: BertEncoder, architecture: str) -> dict[str, to
         tensors["cls.predictions.decoder.bias"] = tensors["cls.predictions.bias"]
     if architecture == ROFORMER:
         table = roformer_position_table(config.block_size, config.head_dim)
-        tensors[f"{prefix}encoder.embed_positions.weight"] = table.to(decoder.dtype)
+        tensors[ROFORMER_TABLE] = table.to(decoder.dtype)
     if state:  # a tensor this mapping does not know would be lost silently
         raise ConfigError(f"cannot export the encoder's tensor(s) {', '.join(sorted(state))}.")
     return {name: tensor.clone().contiguous() for name, tensor in tensors.items()}
