@@ -15,9 +15,10 @@ from light_llm.checkpoints.run import read_trainer_state
 from light_llm.cli import build_parser, main
 from light_llm.cli.train import config_from_args
 from light_llm.config import PRESETS
+from light_llm.data import split_train_val
 from light_llm.models.gpt import GPT
 from light_llm.train.config import MAX_MTP_WEIGHT
-from tests.train.helpers import tiny_flags, write_corpus
+from tests.train.helpers import TINY, tiny_flags, write_corpus
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -150,6 +151,25 @@ def test_bad_corpus_is_one_sentence_and_exit_2(tmp_path, capsys, content, phrase
     assert main(["train", *tiny_flags(corpus, tmp_path / "out")]) == 2
     assert phrase in error_line(capsys)
     assert not (tmp_path / "out" / "checkpoint").exists()
+
+
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_a_repeated_character_that_a_bpe_packs_too_tightly_is_told_the_way_out(
+    tmp_path, capsys, engine
+):
+    """One character repeated: the learned BPE merges ever longer runs of it, so each split
+    holds a handful of tokens; its characters would fill a block, so the refusal names a
+    character tokenizer and a smaller vocabulary, not only a longer corpus."""
+    corpus = tmp_path / "a.txt"
+    corpus.write_text("a" * 5000, encoding="utf-8")
+    block_size = TINY["block_size"]
+    train_text, val_text = split_train_val(corpus.read_text(encoding="utf-8"))
+    assert min(len(train_text), len(val_text)) > block_size  # characters would fill a block
+    out = tmp_path / "out"
+    assert main(["train", *tiny_flags(corpus, out), "--engine", engine]) == 2
+    line = error_line(capsys)
+    assert "--tokenizer char" in line and "--vocab-size" in line and "--block-size" in line
+    assert not (out / "checkpoint").exists()
 
 
 def test_resume_with_another_model_names_the_keys_and_keeps_the_checkpoint(

@@ -101,7 +101,7 @@ from light_llm.train.resume import (
     setting_differences,
     stopped_line,
 )
-from light_llm.train.run_tokenizer import fewer_ids_note, tokenizer_for_run
+from light_llm.train.run_tokenizer import check_enough_tokens, fewer_ids_note, tokenizer_for_run
 from light_llm.train.zero_init import projection_names
 
 NUMPY_DTYPES = {None: np.float32, "float32": np.float32, "float64": np.float64}
@@ -261,6 +261,8 @@ def train_claimed(
         differences = model_differences(model.config.to_dict(), model_config.to_dict())
         refuse_differences(differences, checkpoint_dir)
     train_path, val_path = encode_corpus(text, tokenizer, run_folder.data_dir)
+    if not saved:  # a resumed run's tokenizer is its own
+        check_enough_tokens(cfg, run_folder.data_dir)
     ids_dtype = token_dtype(tokenizer.vocab_size)
     datasets = {
         "train": TokenDataset(train_path, ids_dtype, cfg.block_size),

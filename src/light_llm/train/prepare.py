@@ -78,6 +78,7 @@ from light_llm.train.resume import (
     saved_run,
     setting_differences,
 )
+from light_llm.train.run_tokenizer import check_enough_tokens
 from light_llm.train.subject import GPTSubject
 from light_llm.train.zero_init import projection_names
 
@@ -254,6 +255,8 @@ def prepare_in(
     dist.on_main(claim, device)
     # the corpus encoded into OUT/data by rank 0 first; the others then reuse its files
     dist.on_main(lambda: encode_corpus(text, tokenizer, folder.data_dir), device)
+    if not saved:  # a resumed run's tokenizer is its own
+        check_enough_tokens(cfg, folder.data_dir)
     train_data, val_data = subject.datasets(text, tokenizer, folder.data_dir, cfg.block_size)
     sizes = split_sizes(folder.data_dir) if subject.reports_bits else None
     decay_note = ""

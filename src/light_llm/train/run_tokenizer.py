@@ -3,10 +3,12 @@ from a folder (one written by ``light-llm tokenizer train``, a checkpoint or a r
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from light_llm.cache import learned_tokenizer
 from light_llm.checkpoints import load_tokenizer
-from light_llm.data import split_train_val
-from light_llm.errors import ConfigError
+from light_llm.data import split_sizes, split_train_val
+from light_llm.errors import ConfigError, DataError
 from light_llm.tokenizers import Tokenizer, get_tokenizer
 from light_llm.tokenizers.registry import TRAINED_KINDS
 from light_llm.train.config import MODEL_TOKENIZERS, TRAINED_TOKENIZER_VOCAB, TrainConfig
@@ -59,3 +61,23 @@ def fewer_ids_note(config: TrainConfig, tokenizer: Tokenizer) -> str | None:
         f"tokenizer: the training split gives only {tokenizer.vocab_size} {config.tokenizer} "
         f"ids, not the default {default}; learned those (--vocab-size asks for a number)."
     )
+
+
+def check_enough_tokens(config: TrainConfig, cache_dir: Path) -> None:
+    """DataError, for a new GPT run, when the tokenizer packs a split whose characters would
+    fill a block (``block_size`` + 1 of them) into fewer tokens than that: a learned BPE on one
+    character repeated merges ever longer runs of it. The way out is then fewer characters a
+    token (a character tokenizer, a smaller learned vocabulary) or a shorter block, not a longer
+    corpus, which :class:`~light_llm.data.TokenDataset`'s refusal of a short split advises."""
+    if config.init_from is not None or config.model != "gpt" or config.tokenizer == "char":
+        return  # a fine-tuned model's tokenizer is its base's; an encoder's is WordPiece
+    needed = config.block_size + 1
+    for split, size in split_sizes(cache_dir).items():
+        if size["tokens"] < needed <= size["chars"]:
+            smaller = " or a smaller --vocab-size" if config.tokenizer in TRAINED_KINDS else ""
+            raise DataError(
+                f"the {split} split's {size['chars']:,} characters make only {size['tokens']:,} "
+                f"tokens, fewer than the {needed:,} a block of {config.block_size:,} needs: "
+                f"train on characters (--tokenizer char){smaller}, or give a smaller "
+                "--block-size."
+            )
