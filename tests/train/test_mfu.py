@@ -11,13 +11,14 @@ import torch
 from light_llm.cache import cache_root
 from light_llm.checkpoints import load_config
 from light_llm.config import model_counts
+from light_llm.decode_stats import machine_key, write_cache
 from light_llm.train import TrainConfig, mfu, precision, train
 from light_llm.train.mfu import machine_peak, model_flops_utilisation, peak_matmul_flops
 from tests.train.helpers import TINY
 
 SPEED = re.compile(
     r"speed: ([\d,]+) training tokens a second x ([\d.]+) MFLOPs a token = ([\d.]+) GFLOP/s, "
-    r"([\d.]+)% of this CPU's (\w+) matmul peak \(([\d.]+) GFLOP/s on (\d+) threads"
+    r"([\d.]+)% of this CPU's (\w+) matmul peak \(([\d.]+) GFLOP/s on (\d+) threads?"
 )
 
 
@@ -101,3 +102,24 @@ def test_the_trainers_peak_is_measured_once_per_machine_and_kept_in_the_cache(mo
     assert machine_peak(torch.bfloat16, 3) == 1e9 and len(calls) == 2  # another format
     (cache_root() / mfu.PEAK_FILE).write_text("{damaged")
     assert machine_peak(torch.float32, 3) == 1e9 and len(calls) == 3  # measured again
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_peaks_thread_count_reads_as_english(monkeypatch, threads):
+    config = TrainConfig(**TINY).resolve().model_config(50)
+    monkeypatch.setattr(mfu, "machine_peak", lambda dtype, count: 2e9)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
+    line = mfu.mfu_line(config, 1000.0, "float32", flops_per_token=1e6)
+    assert ("on 1 thread," if threads == 1 else f"on {threads} threads,") in line
+
+
+def test_a_peak_cached_under_the_keys_first_spelling_is_read_back(monkeypatch):
+    """matmul_peak.json keys each peak by "...; N threads", 1 included: a cache written before
+    the line read "1 thread" is still read, not measured again."""
+    calls = []
+    monkeypatch.setattr(
+        mfu, "peak_matmul_flops", lambda dtype, threads, seconds: calls.append(seconds) or 1e9
+    )
+    key = f"{machine_key()}; {torch.float32}; 1 threads"
+    write_cache(mfu.PEAK_FILE, key, {"flops_per_s": 3e9, "size": mfu.PEAK_SIZE})
+    assert machine_peak(torch.float32, 1) == 3e9 and calls == []

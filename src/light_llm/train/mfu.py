@@ -60,6 +60,7 @@ def machine_peak(dtype: torch.dtype, threads: int) -> float:
     """:func:`peak_matmul_flops` of this machine for ``dtype`` on ``threads`` threads, measured
     once and kept in ``matmul_peak.json`` of the user cache (measured again when absent or
     damaged, or when caching is off)."""
+    # "1 threads" too: the key of the peaks already kept (only the printed line says "1 thread")
     key = f"{machine_key()}; {dtype}; {threads} threads"
     found = read_cache(PEAK_FILE).get(key, {}).get("flops_per_s")
     if isinstance(found, (int, float)) and found > 0:
@@ -128,9 +129,10 @@ def mfu_line(
             f"{speed}; no MFU: this CPU ({torch.backends.cpu.get_cpu_capability()}) emulates "
             "bfloat16, so it has no bfloat16 peak to compare with (a float32 run reports one)"
         )
-    peak = machine_peak(kind, torch.get_num_threads())
+    threads = torch.get_num_threads()
+    peak = machine_peak(kind, threads)
     return (
         f"{speed}, {model_flops_utilisation(tokens_per_s, flops, peak):.1%} "
         f"of this CPU's {name} matmul peak ({peak / 1e9:.4g} GFLOP/s on "
-        f"{torch.get_num_threads()} threads, a {PEAK_SIZE}x{PEAK_SIZE} product)"
+        f"{threads} thread{'' if threads == 1 else 's'}, a {PEAK_SIZE}x{PEAK_SIZE} product)"
     )
