@@ -313,10 +313,15 @@ def check_buildable(
     check_model_fits(config, bytes_per_value)
 
 
-def check_model_fits(config: ModelConfig, bytes_per_value: int = 4) -> None:
+def check_model_fits(
+    config: ModelConfig,
+    bytes_per_value: int = 4,
+    settings: str = "vocab_size, n_layer, n_embd or block_size",
+) -> None:
     """ConfigError, before anything is allocated, when the weights of a model of ``config``
     (:func:`count_parameters`, ``bytes_per_value`` each) and its sinusoidal or rotary tables
-    (built in float64) would not fit the machine's free memory."""
+    (built in float64) would not fit the machine's free memory; the message names
+    ``settings``, those to lower."""
     n_params = count_parameters(config)["total"]
     tables = 0
     if config.positions in ("sinusoidal", "rotary"):
@@ -325,7 +330,7 @@ def check_model_fits(config: ModelConfig, bytes_per_value: int = 4) -> None:
         n_params * bytes_per_value + tables,
         f"a model of {n_params:,} parameters ({config.n_layer} layers, {config.n_embd} wide, "
         f"{config.vocab_size:,} tokens, context {config.block_size:,})",
-        "choose a smaller vocab_size, n_layer, n_embd or block_size",
+        f"choose a smaller {settings}",
     )
 
 

@@ -437,8 +437,29 @@ def test_the_recipe_switches_train_and_a_resume_keeps_them(corpus, tmp_path, cap
 def test_a_softcap_that_is_not_positive_writes_nothing(corpus, tmp_path, capsys, value):
     out = tmp_path / "out"
     assert main(["train", *tiny_flags(corpus, out), f"--logit-softcap={value}"]) == 2
-    assert "logit_softcap must be a positive number" in error_line(capsys)
+    assert "--logit-softcap must be a positive number" in error_line(capsys)
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "named", "unnamed"),
+    [
+        (["--vocab-size", "0"], ["--vocab-size"], ["vocab_size"]),
+        (["--block-size", "0"], ["--block-size"], ["block_size"]),
+        (["--n-layer", "0"], ["--n-layer"], ["n_layer"]),
+        (["--n-embd", "18", "--n-head", "4"], ["--n-embd", "--n-head"], ["n_embd", "n_head"]),
+        (["--block-size", str(2**50)], ["--block-size", "--n-embd"], ["block_size", "n_embd"]),
+    ],
+)
+def test_a_refused_model_setting_is_named_by_the_flag_typed(
+    corpus, tmp_path, capsys, flags, named, unnamed
+):
+    out = tmp_path / "out"
+    assert main(["train", *tiny_flags(corpus, out), *flags]) == 2
+    line = error_line(capsys)
+    assert all(flag in line for flag in named), line
+    assert not any(field in line for field in unnamed), line
+    assert not (out / "checkpoint").exists()
 
 
 def test_n_inner_sets_the_feed_forward_width_and_a_resume_keeps_it(corpus, tmp_path):
@@ -455,7 +476,7 @@ def test_n_inner_sets_the_feed_forward_width_and_a_resume_keeps_it(corpus, tmp_p
 def test_an_n_inner_below_1_is_one_sentence_and_writes_nothing(corpus, tmp_path, capsys, value):
     out = tmp_path / "out"
     assert main(["train", *tiny_flags(corpus, out), f"--n-inner={value}"]) == 2
-    assert f"n_inner must be an integer of at least 1, got {value}" in error_line(capsys)
+    assert f"--n-inner must be an integer of at least 1, got {value}" in error_line(capsys)
     assert not out.exists()
 
 
@@ -484,7 +505,7 @@ def test_a_position_base_for_positions_without_angles_is_refused(
     flags = ["--positions", positions, "--position-base", "500"]
     assert main(["train", *tiny_flags(corpus, out), *flags]) == 2
     line = error_line(capsys)
-    assert "position_base sets the angles of rotary and sinusoidal positions" in line
+    assert "--position-base sets the angles of rotary and sinusoidal positions" in line
     assert f"this model's positions are {positions}" in line
     assert not out.exists()
 
@@ -495,7 +516,7 @@ def test_a_position_base_of_at_most_1_is_one_sentence_and_writes_nothing(
 ):
     out = tmp_path / "out"
     assert main(["train", *tiny_flags(corpus, out), f"--position-base={value}"]) == 2
-    assert "position_base must be" in error_line(capsys)
+    assert "--position-base must be" in error_line(capsys)
     assert not out.exists()
 
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -359,6 +360,13 @@ MODEL_FIELDS = (
     "tie_embeddings",
     "bias",
 )
+# The model fields set by the flag of their name (--n-embd), as ModelConfig's messages name
+# them: a run's refusal names the flag instead
+FLAGGED_MODEL_FIELDS = re.compile(
+    r"\b(n_layer|n_head|n_embd|n_inner|block_size|dropout|position_base|logit_softcap|mtp_weight)\b"
+)
+# The settings whose size a model's weights grow with, as a run's refusal names them
+MODEL_SIZE_FLAGS = "--vocab-size, --n-layer, --n-embd or --block-size"
 # Fields a resumed run takes from the stored run when not given again.
 INHERITED_FIELDS = (
     "data",
@@ -780,7 +788,7 @@ class TrainConfig:
         check_integer("batch_size", self.batch_size, 1, MAX_BATCH_SIZE)
         check_integer("eval_iters", self.eval_iters, 1, MAX_EVAL_BATCHES)
         if self.vocab_size is not None:
-            check_integer("vocab_size", self.vocab_size, 1, MAX_VOCAB_SIZE)
+            check_integer(flag("vocab_size"), self.vocab_size, 1, MAX_VOCAB_SIZE)
         if self.probe_interval is not None:
             check_integer("probe_interval (0 = no probes)", self.probe_interval, 0)
         if self.model == "bert" and (self.probe_prompt is not None or self.probe_interval):
@@ -881,10 +889,13 @@ class TrainConfig:
             )
         # LoRA's settings are checked by light_llm.nn.lora.add_lora, also before any write
         # the model settings too, before any file is written (the vocabulary comes later)
-        if self.init_from is not None:
-            self.model_config(0)
-        else:
-            self.model_config(model_presets(self.model)[self.preset].vocab_size)
+        try:
+            if self.init_from is not None:
+                self.model_config(0)
+            else:
+                self.model_config(model_presets(self.model)[self.preset].vocab_size)
+        except ConfigError as exc:  # ModelConfig names its fields; a run sets them by flags
+            raise ConfigError(FLAGGED_MODEL_FIELDS.sub(lambda m: flag(m[0]), str(exc))) from None
 
     def check_size_warmups(self) -> None:
         """ConfigError for a batch-size or sequence-length warmup that cannot work: a length

@@ -37,6 +37,7 @@ from light_llm.train.batches import rank_slots
 from light_llm.train.budget import parse_duration
 from light_llm.train.calibration import calibrated_length, steps_as_recipe
 from light_llm.train.config import (
+    MODEL_SIZE_FLAGS,
     TrainConfig,
     calibrates_length,
     fitted_length,
@@ -233,7 +234,7 @@ def prepare_in(
         tokenizer = subject.tokenizer(cfg, text)
     model_config = subject.model_config(cfg, tokenizer)
     # weights, gradients and two optimizer moments; a micro-batch's activations
-    check_model_fits(model_config, bytes_per_value=16)
+    check_model_fits(model_config, bytes_per_value=16, settings=MODEL_SIZE_FLAGS)
     check_batch_fits(model_config, cfg.batch_size, cfg.block_size, training=True)
     subject.check_model(model_config, tokenizer)
     length_note = ""
