@@ -88,3 +88,12 @@ def test_a_gpt_checkpoint_is_refused_in_one_sentence(tmp_path, capsys):
 def test_bad_options_get_one_sentence(capsys, argv, message):
     assert main(["embed", *argv, "a sentence"]) == 2
     assert message in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\t\n"])
+def test_an_empty_sentence_is_refused_as_the_server_refuses_it(capsys, blank):
+    """The server answers 422 "sentence 1 is empty: ..." for ["a bank", ""]; the CLI says it
+    in the same words, in one sentence, rather than embedding [CLS] [SEP]."""
+    assert main(["embed", "a bank", blank, "a river"]) == 2
+    line = one_error_line(capsys)
+    assert "sentence 1 is empty" in line and line.endswith(".")

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from light_llm.errors import CheckpointError
+from light_llm.errors import CheckpointError, TokenizerError
 
 DESCRIPTION = """\
 Print the sentence embedding of each SENTENCE.
@@ -102,6 +102,9 @@ def run(args: argparse.Namespace) -> int:
     tokenizer = load_tokenizer(folder, check_model=True)
     if not isinstance(tokenizer, BertTokenizer):
         raise CheckpointError(f"{folder} has a {tokenizer.name} tokenizer, not BERT's WordPiece.")
+    for index, sentence in enumerate(args.sentences):  # the server's refusal, in its words
+        if not tokenizer.encode(sentence):  # [CLS] [SEP] alone: a slip, not a sentence
+            raise TokenizerError(f"sentence {index} is empty: type some text.")
     if args.max_length is not None:  # [CLS] and [SEP] at least, the model's context at most
         check_integer("--max-length", args.max_length, 2, model.config.block_size)
     max_length = args.max_length or sentence_length_limit(folder, model.config.block_size)
