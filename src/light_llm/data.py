@@ -422,6 +422,32 @@ def encode_corpus(
     return train_path, val_path
 
 
+def predicted_sizes(
+    cache_dir: str | os.PathLike, tokenizer: Tokenizer
+) -> dict[str, dict[str, int]]:
+    """:func:`split_sizes` of what a next-token loss predicts in each split: every token but
+    the first (nothing before it predicts it), and the UTF-8 bytes and characters of the text
+    those tokens cover, the split's less its first token's (the characters wholly inside it).
+    Bits per byte are the predicted tokens' nats over these bytes, the same count for the
+    trainer's estimate and ``light-llm eval``'s whole-split score."""
+    sizes = split_sizes(cache_dir)
+    dtype = token_dtype(tokenizer.vocab_size)
+    for split, size in sizes.items():
+        path = Path(cache_dir) / {"train": TRAIN_FILE, "val": VAL_FILE}[split]
+        first = np.fromfile(path, dtype=dtype, count=1)
+        if not size["tokens"] or len(first) != 1:
+            continue
+        token_bytes = getattr(tokenizer, "token_bytes", None)
+        if token_bytes is not None:  # a byte-level token may end inside a character
+            piece = token_bytes(int(first[0]))
+        else:
+            piece = tokenizer.decode([int(first[0])]).encode("utf-8", errors="surrogatepass")
+        size["tokens"] -= 1
+        size["bytes"] -= len(piece)
+        size["chars"] -= len(piece.decode("utf-8", errors="ignore"))
+    return sizes
+
+
 def split_sizes(cache_dir: str | os.PathLike) -> dict[str, dict[str, int]]:
     """The size of each split of the token cache in ``cache_dir`` (written by
     :func:`encode_corpus`) in three units: ``{"train": {"tokens", "bytes", "chars"}, "val":

@@ -744,9 +744,11 @@ def test_bits_per_byte_of_gpt2_tokens_is_total_nats_over_bytes(corpus, tmp_path)
     train(tiny_run(corpus, out, max_iters=1, tokenizer="gpt2", eval_interval=1))
     record = metric_lines(out)[-1]
     _, val_text = split_train_val(corpus.read_text(encoding="utf-8"))
-    n_tokens = len(get_tokenizer("gpt2").encode(val_text))
+    ids = get_tokenizer("gpt2").encode(val_text)
+    n_tokens = len(ids) - 1  # predicted: all but the first, over the text they cover
+    covered = get_tokenizer("gpt2").decode(ids[1:])
     total_bits = record["val_loss"] * n_tokens / math.log(2)
-    assert record["val_bpb"] == pytest.approx(total_bits / len(val_text.encode()), rel=1e-12)
+    assert record["val_bpb"] == pytest.approx(total_bits / len(covered.encode()), rel=1e-12)
     assert n_tokens < len(val_text) and record["val_bpb"] < record["val_loss"] / math.log(2)
 
 

@@ -13,8 +13,9 @@ from light_llm.device import DEVICES
 DESCRIPTION = """\
 Print the mean next-token cross-entropy (nats per token) of a checkpoint on the validation
 split (the last 10%) of a corpus, its perplexity exp(loss) (seed 002 §10.2, eq. 44), and the
-same loss in bits per byte and per character of the split's text (loss x tokens / ln 2 /
-bytes), which compares models with different tokenizers.
+same loss in bits per byte and per character of the text the predicted tokens cover (loss x
+tokens / ln 2 / bytes; the split's first token is not predicted, so neither it nor its text
+counts), which compares models with different tokenizers.
 
 The corpus is --data, else the one the checkpoint was trained on (recorded by light-llm
 train), else Shakespeare. By default every validation token is scored once, in consecutive
@@ -117,8 +118,8 @@ def run_eval(args: argparse.Namespace) -> int:
         print(
             f"{score.bits_per_byte:.4f} bits per byte, {score.bits_per_char:.4f} bits per "
             f"character = {score.nats_per_char:.4f} nats per character (loss x "
-            f"{score.tokens_scored:,} tokens / ln 2 over the split's {score.val_bytes:,} "
-            f"bytes, {score.val_chars:,} characters)"
+            f"{score.tokens_scored:,} tokens / ln 2 over the {score.val_bytes:,} bytes, "
+            f"{score.val_chars:,} characters they cover: the split's but its first token's)"
         )
     corpus = score.corpus or "Shakespeare"
     print(f"({score.scored}; validation split of {corpus}; checkpoint {score.checkpoint})")

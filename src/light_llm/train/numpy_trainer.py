@@ -58,7 +58,7 @@ from light_llm.checkpoints.run import (
     RunFolder,
     trainer_state_file,
 )
-from light_llm.data import TokenDataset, encode_corpus, load_corpus, split_sizes, token_dtype
+from light_llm.data import TokenDataset, encode_corpus, load_corpus, predicted_sizes, token_dtype
 from light_llm.errors import CheckpointError, ConfigError, TrainingError, flag
 from light_llm.reference.model import NumpyGPT
 from light_llm.reference.optim import AdamW, MuonAdamW, clip_grad_norm, configure_optimizer
@@ -271,7 +271,8 @@ def train_claimed(
     decay_note = ""
     if not saved:  # the decay fitted to the corpus (a resumed run keeps its recorded one)
         config, cfg, decay_note = with_fitted_weight_decay(config, cfg, len(datasets["train"]))
-    run_record = RunRecord(metrics, split_sizes(run_folder.data_dir), model_config.mtp_weight)
+    sizes = predicted_sizes(run_folder.data_dir, tokenizer)
+    run_record = RunRecord(metrics, sizes, model_config.mtp_weight)
     if model is None:
         model = NumpyGPT(model_config, dtype=NUMPY_DTYPES[cfg.dtype], seed=cfg.seed)
     elif model.config != model_config:

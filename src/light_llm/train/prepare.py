@@ -28,7 +28,7 @@ from light_llm.checkpoints.run import (
     RunFolder,
 )
 from light_llm.config import ModelConfig, check_batch_fits, check_model_fits
-from light_llm.data import encode_corpus, load_corpus, split_sizes
+from light_llm.data import encode_corpus, load_corpus, predicted_sizes
 from light_llm.device import resolve_device
 from light_llm.errors import CheckpointError, ConfigError
 from light_llm.tokenizers import load_tokenizer
@@ -259,7 +259,7 @@ def prepare_in(
     if not saved:  # a resumed run's tokenizer is its own
         check_enough_tokens(cfg, folder.data_dir)
     train_data, val_data = subject.datasets(text, tokenizer, folder.data_dir, cfg.block_size)
-    sizes = split_sizes(folder.data_dir) if subject.reports_bits else None
+    sizes = predicted_sizes(folder.data_dir, tokenizer) if subject.reports_bits else None
     decay_note = ""
     if not saved:  # the decay fitted to the corpus (a resumed run keeps its recorded one)
         given, cfg, decay_note = with_fitted_weight_decay(given, cfg, len(train_data))

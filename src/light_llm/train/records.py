@@ -27,8 +27,9 @@ from light_llm.train.metrics import bits_per_unit, perplexity
 
 class RunRecord:
     """The records of one run, appended to its ``metrics.jsonl`` (``metrics``). ``sizes`` are
-    the token cache's split sizes (:func:`light_llm.data.split_sizes`: tokens, bytes and
-    characters of each split), or None for a loss that is not per next token.
+    the token cache's split sizes of what a next-token loss predicts
+    (:func:`light_llm.data.predicted_sizes`: tokens, bytes and characters of each split, its
+    first token left out), or None for a loss that is not per next token.
     ``mtp_weight`` > 0: the training loss adds multi-token prediction's second term, so its
     lines give no bits per byte (the evaluations, of the next token alone, do)."""
 

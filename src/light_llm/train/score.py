@@ -1,7 +1,9 @@
 """Scoring a checkpoint on a corpus's validation split (``light-llm eval``, and any program that
 wants the same numbers): the mean next-token cross-entropy (nats per token, seed 000 §7), its
 perplexity exp(loss) (seed 002 §10.2, eq. 44), the same loss in bits per byte and per
-character of the split's text (loss x tokens / (ln 2 x bytes)), and the unigram baseline; for
+character of the text the predicted tokens cover (loss x tokens / (ln 2 x bytes): every
+token of the split but its first, and its text but the first token's), and the unigram
+baseline; for
 a BERT-style encoder, the masked-LM loss over masks drawn with a fixed seed (seed 003 §29).
 
 By default every validation token is scored once, in consecutive windows of the model's
@@ -32,6 +34,7 @@ from light_llm.data import (
     TokenDataset,
     encode_corpus,
     load_corpus,
+    predicted_sizes,
     shakespeare_stand_in,
     split_sizes,
     token_dtype,
@@ -64,7 +67,7 @@ class Score:
     val_loss: float  # nats per scored token
     tokens_scored: int
     scored: str  # what was scored, in words
-    val_bytes: int
+    val_bytes: int  # of the text the predicted tokens cover (a GPT's: all but the first's)
     val_chars: int
     unigram_baseline: float | None  # None when a sample of batches was scored
 
@@ -75,12 +78,12 @@ class Score:
 
     @property
     def bits_per_byte(self) -> float:
-        """loss x tokens scored / (ln 2 x bytes of the split's text)."""
+        """loss x tokens scored / (ln 2 x bytes of the text they cover)."""
         return bits_per_unit(self.val_loss, self.tokens_scored, self.val_bytes)
 
     @property
     def bits_per_char(self) -> float:
-        """loss x tokens scored / (ln 2 x characters of the split's text)."""
+        """loss x tokens scored / (ln 2 x characters of the text they cover)."""
         return bits_per_unit(self.val_loss, self.tokens_scored, self.val_chars)
 
     @property
@@ -140,7 +143,8 @@ def score_checkpoint(
             train_tokens, dataset = split_datasets(
                 text, tokenizer, cache, model.config.block_size, encoder
             )
-        val_size = split_sizes(cache)["val"]
+        # the predicted tokens and the text they cover (an encoder's: the split's, unused)
+        val_size = (split_sizes(cache) if encoder else predicted_sizes(cache, tokenizer))["val"]
         baseline = None
         if eval_iters is not None:
             batch_size = batch_size or trained.get("batch_size", GENERAL_DEFAULTS["batch_size"])
@@ -159,7 +163,7 @@ def score_checkpoint(
             # a GPT's sample mean stands for every token the whole-split score predicts (all
             # but the first of the split, each predicted from the ones before it); an
             # encoder's scored tokens are the masked ones of the batches
-            n_scored = int(targets) if encoder else val_size["tokens"] - 1
+            n_scored = int(targets) if encoder else val_size["tokens"]
             block_size = model.config.block_size
             scored = f"{eval_iters} random batches of {batch_size} x {block_size} tokens"
         else:
