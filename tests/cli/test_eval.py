@@ -150,6 +150,29 @@ def test_a_model_that_records_no_corpus_and_cannot_read_shakespeare_says_so(
     assert main(["eval", "--checkpoint", str(bare), "--data", str(corpus)]) == 0
 
 
+def test_a_quantized_folder_that_can_read_shakespeare_says_it_scored_shakespeare(tmp_path, capsys):
+    """A byte-level model reads any text, so a folder that records no corpus (quantize writes
+    none) is scored on Shakespeare without an error: the output says so and how to score the
+    text it learned, and the same model's run, which records its corpus, says nothing of it."""
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    out = tmp_path / "run"
+    assert main(["train", *tiny_flags(corpus, out, max_iters=1, tokenizer="gpt2")]) == 0
+    assert main(["quantize", "--checkpoint", str(out), "--out", str(tmp_path / "q8")]) == 0
+    capsys.readouterr()
+    assert main(["eval", "--checkpoint", str(tmp_path / "q8")]) == 0
+    text = capsys.readouterr().out
+    assert "validation split of Shakespeare" in text
+    assert "records no corpus of its own" in text and "--data FILE scores" in text
+    for flags in (
+        ["--checkpoint", str(out)],
+        ["--checkpoint", str(tmp_path / "q8"), "--data", str(corpus)],
+    ):
+        assert main(["eval", *flags]) == 0
+        text = capsys.readouterr().out
+        assert f"validation split of {corpus.resolve()}" in text or str(corpus) in text
+        assert "records no corpus" not in text
+
+
 def printed_baseline(text):
     match = re.search(r"unigram baseline (\S+)", text)
     assert match, text

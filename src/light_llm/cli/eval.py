@@ -123,6 +123,11 @@ def run_eval(args: argparse.Namespace) -> int:
         )
     corpus = score.corpus or "Shakespeare"
     print(f"({score.scored}; validation split of {corpus}; checkpoint {score.checkpoint})")
+    if score.corpus is None and not score.corpus_recorded:
+        print(
+            f"note: {score.checkpoint} records no corpus of its own (export, quantize and merge "
+            "write none), so Shakespeare's was scored; --data FILE scores the text it learned."
+        )
     if score.unigram_baseline is not None:
         print(
             f"unigram baseline {score.unigram_baseline:.4f} (each of those tokens predicted from "

@@ -63,6 +63,9 @@ class Score:
 
     checkpoint: Path
     corpus: str | None  # the text file; None for Shakespeare
+    # whether the folder records the corpus it was trained on (a run's does; export's,
+    # quantize's and merge's do not, so Shakespeare stands in for it unless --data is given)
+    corpus_recorded: bool
     encoder: bool  # a masked-LM loss (no bits per byte)
     val_loss: float  # nats per scored token
     tokens_scored: int
@@ -187,6 +190,7 @@ def score_checkpoint(
     return Score(
         checkpoint=folder,
         corpus=corpus,
+        corpus_recorded=bool(trained),
         encoder=encoder,
         val_loss=loss,
         tokens_scored=n_scored,
