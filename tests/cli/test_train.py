@@ -5,6 +5,7 @@ import os
 import shutil
 import signal
 import socket
+from pathlib import Path
 
 import pytest
 import torch
@@ -988,3 +989,91 @@ def test_a_resume_that_changes_the_optimizers_settings_says_so(corpus, tmp_path,
     ) in printed
     resumed = read_trainer_state(out / "checkpoint")["resolved_config"]
     assert (resumed["lr"], resumed["weight_decay"]) == (0.005, 0.3)
+
+
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` has started and not yet reaped (Linux: /proc)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+def is_gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie nobody reaps has ended too)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return True
+    return fields[0] in ("Z", "X")
+
+
+def wait_until(condition, what: str, deadline_s: float = 120.0) -> None:
+    """Poll ``condition`` until it holds; a test that would hang fails naming ``what``."""
+    import time
+
+    end = time.monotonic() + deadline_s
+    while not condition():
+        assert time.monotonic() < end, f"never: {what}"
+        time.sleep(0.1)
+
+
+def accepts(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def served_run(corpus, out):
+    """``light-llm train --serve PORT`` in a process of its own, run until training has ended
+    and its explorer listens: the process, the explorer's pid and the port."""
+    import subprocess
+    import sys
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    command = [sys.executable, "-m", "light_llm", "train", *tiny_flags(corpus, out)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(
+        [*command, "--serve", str(port)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    for line in process.stdout:
+        if line.startswith("training has ended"):
+            break
+    else:
+        raise AssertionError(f"the run ended without its explorer: {process.wait()}")
+    wait_until(lambda: accepts(port), "the explorer listens")
+    (explorer,) = children(process.pid)
+    return process, explorer, port
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc (Linux)")
+def test_sigterm_after_training_ends_the_command_and_its_explorer(corpus, tmp_path):
+    """train --serve once training has ended: SIGTERM ends the command as Ctrl-C does,
+    stopping the explorer, which leaves the port free (it stayed up, holding the port)."""
+    process, explorer, port = served_run(corpus, tmp_path / "run")
+    try:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=120) == 0
+        assert is_gone(explorer) and not accepts(port)
+    finally:
+        process.kill()
+        if not is_gone(explorer):
+            os.kill(explorer, signal.SIGKILL)
+        process.stdout.close()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc (Linux)")
+def test_the_explorer_ends_when_its_train_command_is_killed(corpus, tmp_path):
+    """train --serve killed outright (kill -9, which it cannot handle): its explorer, in a
+    session of its own, sees its parent gone and ends, freeing the port, not orphaned."""
+    process, explorer, port = served_run(corpus, tmp_path / "run")
+    try:
+        process.kill()
+        process.wait(timeout=120)
+        wait_until(lambda: is_gone(explorer), "the explorer ends")
+        wait_until(lambda: not accepts(port), "the port is free")
+    finally:
+        if not is_gone(explorer):
+            os.kill(explorer, signal.SIGKILL)
+        process.stdout.close()

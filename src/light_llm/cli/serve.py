@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
+import signal
 import socket
 import sys
+import threading
 from pathlib import Path
 
 from light_llm.errors import ConfigError, reason
@@ -78,6 +81,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--open", action="store_true", help="open the page in the default web browser"
     )
+    parser.add_argument(  # train --serve's explorer: it ends with the command, even killed
+        "--end-with-stdin", action="store_true", help=argparse.SUPPRESS
+    )
     parser.set_defaults(func=run)
 
 
@@ -108,12 +114,30 @@ def listening_socket(host: str, port: int, flag: str = "--port") -> socket.socke
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.end_with_stdin:
+        end_when_stdin_closes()
     sock = listening_socket(args.host, args.port)  # before the slow loading
     warn_if_exposed(args.host)
     try:
         return serve(args, sock)
     finally:
         sock.close()
+
+
+def end_when_stdin_closes() -> None:
+    """End this process as SIGTERM does (uvicorn's shutdown once it serves) when standard
+    input reaches its end: ``train --serve`` hands its explorer a pipe that closes when the
+    command ends, however it ends (kill -9 too), so that the explorer is never orphaned."""
+
+    def watch() -> None:
+        try:
+            while sys.stdin.buffer.read(4096):
+                pass
+        except (OSError, ValueError):
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, daemon=True, name="end-with-stdin").start()
 
 
 def warn_if_exposed(host: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import subprocess
 import sys
 import threading
@@ -548,7 +549,9 @@ class ExplorerBeside:
     trainer's Ctrl-C is not its), started by a watcher thread as soon as the run's first
     checkpoint is there, or at the run's end if the run ended before the watcher looked. A
     lock keeps the watcher's start and the end's stop apart, so that no explorer is started
-    after the command has chosen to end (it would outlive it)."""
+    after the command has chosen to end (it would outlive it). The explorer reads a pipe from
+    this process and ends when it closes, so that it ends with the command even when the
+    command is killed outright (kill -9), which no handler sees."""
 
     POLL_S = 0.5
     STOP_GRACE_S = 5.0  # the explorer's time to shut down on its own before it is killed
@@ -571,8 +574,8 @@ class ExplorerBeside:
             and (self.out / CHECKPOINT_SUBFOLDER / TRAINER_STATE_FILE).is_file()
         ):
             command = [sys.executable, "-m", "light_llm", "serve", "--checkpoint"]
-            command += [str(self.out), "--port", str(self.port)]
-            self.process = subprocess.Popen(command, start_new_session=True)
+            command += [str(self.out), "--port", str(self.port), "--end-with-stdin"]
+            self.process = subprocess.Popen(command, start_new_session=True, stdin=subprocess.PIPE)
         return self.process is not None
 
     def watch(self) -> None:
@@ -594,22 +597,31 @@ class ExplorerBeside:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        if process is not None and process.stdin is not None:
+            process.stdin.close()
 
     def stay(self, status: int) -> int:
-        """After the run: keep the explorer up until Ctrl-C (or until it stops)."""
+        """After the run: keep the explorer up until Ctrl-C or SIGTERM, which stop it (or
+        until it stops); ``status``, the run's exit status."""
         with self.lock:
             self.stopped.set()
             self.start_if_ready()  # a run that ended before the watcher saw its checkpoint
             process = self.process
         if process is None or process.poll() is not None:
             return status
-        print(
-            "training has ended; the explorer stays up with its history (Ctrl-C stops it)",
-            flush=True,
-        )
+        on_main_thread = threading.current_thread() is threading.main_thread()
+        if on_main_thread:  # SIGTERM (kill, timeout, a service manager) ends it as Ctrl-C does
+            previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:  # a sleep, not a blocking wait for the process: Ctrl-C is handled within POLL_S
+            print(
+                "training has ended; the explorer stays up with its history (Ctrl-C stops it)",
+                flush=True,
+            )
             while process.poll() is None:
                 time.sleep(self.POLL_S)
         except KeyboardInterrupt:
             self.stop()
+        finally:
+            if on_main_thread:
+                signal.signal(signal.SIGTERM, previous)
         return status
