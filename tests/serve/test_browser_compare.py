@@ -222,3 +222,37 @@ def test_an_encoder_beside_a_gpt_is_said_not_comparable(runs, browser, tmp_path)
         assert DIFFER in status and "the curves are in nats per token" in status
         assert "bits per byte, which are" not in status  # the old sentence, false here
         assert "nats per token" in driver.find_element(By.ID, "curves-svg").text
+
+
+def test_a_non_finite_evaluation_keeps_the_curves_in_bits_per_byte(runs, browser, tmp_path):  # noqa: F811
+    """One evaluation with a NaN loss (weights gone bad) beside a BPE run: the chart stays in
+    bits per byte (the run records them; it said a run records none and drew nats per token),
+    the bad evaluation is left out of the curve and named in the status line, and the good
+    evaluations keep their dots and values."""
+    chars, bpe = runs
+    copy = tmp_path / "chars"
+    shutil.copytree(chars, copy)
+    with (copy / "metrics.jsonl").open("a", encoding="utf-8") as log:
+        log.write(
+            '{"kind": "eval", "iter": 11, "train_loss": NaN, "val_loss": NaN, '
+            '"train_bpb": NaN, "val_bpb": NaN, "elapsed_s": 9.0}\n'
+        )
+    driver = browser
+    with serving(copy, tmp_path, "--compare", str(bpe)) as url:
+        driver.get(url)
+        wait_for(driver, page_ready, "the page never got ready")
+        wait_for(
+            driver,
+            lambda d: "not finite" in d.find_element(By.ID, "training-status").text,
+            "the status line names the non-finite evaluation",
+        )
+        status = driver.find_element(By.ID, "training-status").text
+        assert "1 evaluation not finite (iteration 11" in status
+        assert "bits per byte, which are" in status and "nats per token" not in status
+        assert "bits per byte" in driver.find_element(By.ID, "curves-svg").text
+        recorded = evaluation_records(MetricsLog(chars).records())
+        dots = validation_dots(driver)["chars"]
+        assert sorted(dots) == [r["iter"] for r in recorded]  # not 11
+        assert [round(dots[r["iter"]], 4) for r in recorded] == [
+            round(r["val_bpb"], 4) for r in recorded
+        ]

@@ -254,3 +254,26 @@ def test_an_encoder_run_says_its_loss_is_over_masked_tokens(runs, tmp_path):
     assert [run["objective"] for run in listed] == ["next-token", "masked-LM"]
     assert all(point[4] is None for point in listed[1]["curves"]["val"])
     assert all(point[4] is not None for point in listed[0]["curves"]["val"])
+
+
+def test_a_non_finite_evaluation_is_told_apart_from_one_not_recorded(runs, tmp_path):
+    """An evaluation whose loss is NaN (weights gone bad) or infinite: its point says so, by
+    name ("NaN", "Infinity"), where a value not recorded is null (an encoder's bits per
+    byte), so that one bad evaluation does not read as a run without bits per byte; the
+    other points keep their numbers, and the answer is strict JSON."""
+    char, _ = runs
+    copy = tmp_path / "char"
+    shutil.copytree(char, copy)
+    with (copy / "metrics.jsonl").open("a", encoding="utf-8") as log:  # as the trainer writes
+        for iteration, loss in ((11, float("nan")), (12, float("inf"))):
+            record = {"kind": "eval", "iter": iteration, "train_loss": 4.0, "val_loss": loss}
+            record |= {"train_bpb": 2.0, "val_bpb": loss, "elapsed_s": 9.0}
+            log.write(json.dumps(record) + "\n")
+    client = local_client(create_app(ExplorerModel(copy, "test"), []))
+    answer = client.get("/api/runs")
+    json.loads(answer.text, parse_constant=pytest.fail)  # no bare NaN: strict JSON
+    val = answer.json()[0]["curves"]["val"]
+    assert [point[3:] for point in val[-2:]] == [["NaN", "NaN"], ["Infinity", "Infinity"]]
+    recorded = evaluation_records(MetricsLog(char).records())
+    assert [point[3:] for point in val[:-2]] == [[r["val_loss"], r["val_bpb"]] for r in recorded]
+    assert answer.json()[0]["curves"]["train_eval"][-1][3:] == [4.0, 2.0]

@@ -10,7 +10,8 @@ without a reload; the page's poll every 2 s of a finished run reads nothing).
 A run's curves (``train``: the logged batches; ``val`` and ``train_eval``: the evaluations;
 ``probe``: the probes' slice of validation text, often on a short run) hold, per point, the
 iteration, the training tokens seen by then, the wall time, the loss (nats per token) and the
-same loss in bits per byte of the split's text, which compares runs of different tokenizers. A
+same loss in bits per byte of the split's text, which compares runs of different tokenizers (a
+loss not recorded is None; a non-finite one is named, ``"NaN"`` or ``"Infinity"``). A
 run's ``objective`` says what its loss predicts (``next-token``, or ``masked-LM`` for an encoder,
 whose records have no bits per byte; None when its checkpoint cannot be read), and its
 ``vocabulary`` is a digest of its checkpoint's tokenizer files: two runs of one kind of
@@ -79,7 +80,18 @@ def vocabulary_digest(checkpoint: Path) -> str | None:
 
 
 def finite(value: object) -> float | None:
+    """``value`` when it is a finite number, else None."""
     return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def loss_value(value: object) -> float | str | None:
+    """A recorded loss as JSON can carry it: a finite number as it is, a non-finite one by
+    name (``"NaN"``, ``"Infinity"``, ``"-Infinity"``, as JavaScript spells them), and None
+    only for one not recorded (an encoder's bits per byte), so that a run whose weights went
+    bad is still told from a run that records no such value."""
+    if isinstance(value, (int, float)) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return finite(value)
 
 
 class RunHistory:
@@ -175,8 +187,8 @@ class RunHistory:
                 record["iter"],
                 tokens,
                 finite(record.get("elapsed_s")),
-                finite(record.get(loss)),
-                finite(record.get(bpb)),
+                loss_value(record.get(loss)),
+                loss_value(record.get(bpb)),
             ]
 
         self.last = {

@@ -53,7 +53,7 @@ async function refreshRuns() {
   const first = runs[0];
   const words = runs.map((run) => `${run.name}: ${run.live ? "training now (the page follows it)" : "not training"}` +
     (run.probes && run.probes.length ? `, ${run.probes.length} probes` : ", no probes recorded") +
-    (run.tokenizer ? `, ${run.tokenizer} tokens` : "") + (run.warning ? ` (${run.warning})` : ""));
+    (run.tokenizer ? `, ${run.tokenizer} tokens` : "") + nonFiniteWords(run) + (run.warning ? ` (${run.warning})` : ""));
   // a run's vocabulary: a digest of its tokenizer files (two runs' "char" may differ)
   const tokenizers = new Set(runs.map((run) => run.vocabulary).filter(Boolean));
   if (tokenizers.size > 1) words.push(inBits(runs)
@@ -105,9 +105,21 @@ function niceTicks(low, high, count = 5) {
 }
 
 // Whether every run's evaluations have bits per byte, the unit that compares tokenizers (an
-// encoder's and an older run's have none: then every curve is drawn in nats per token).
+// encoder's and an older run's have none, null: then every curve is drawn in nats per token;
+// a non-finite one, "NaN" or "Infinity", is recorded: a gap in the curve, not another unit).
 function inBits(runs) {
   return runs.every((run) => !run.curves || run.curves.val.every((p) => p[4] !== null));
+}
+
+// The points of a curve that can be drawn: [x, y, iteration] where both are finite numbers.
+function plotted(points, column, y) {
+  return points.filter((p) => typeof p[column] === "number" && typeof p[y] === "number").map((p) => [p[column], p[y], p[0]]);
+}
+
+// ", N evaluations not finite (...)" for a run whose validation loss went NaN or infinite.
+function nonFiniteWords(run) {
+  const bad = run.curves ? run.curves.val.filter((p) => typeof p[3] === "string").map((p) => p[0]) : [];
+  return bad.length ? `, ${bad.length} evaluation${bad.length > 1 ? "s" : ""} not finite (iteration${bad.length > 1 ? "s" : ""} ${bad.join(", ")}: left out of the curves)` : "";
 }
 
 function curveSeries() {
@@ -118,7 +130,7 @@ function curveSeries() {
   trainingState.runs.forEach((run, r) => {
     if (!run.curves) return;
     const colour = RUN_COLOURS[r % RUN_COLOURS.length];
-    const train = run.curves.train.filter((p) => p[column] !== null && p[y] !== null).map((p) => [p[column], p[y], p[0]]);
+    const train = plotted(run.curves.train, column, y);
     // the training batches' loss, smoothed over a window centred on each point (no lag)
     const half = Math.max(1, Math.round(train.length / 60));
     const smooth = train.map((p, i) => {
@@ -126,10 +138,10 @@ function curveSeries() {
       return [p[0], window.reduce((s, q) => s + q[1], 0) / window.length, p[2]];
     });
     series.push({ run, label: `${run.name} train (batches, centred mean)`, colour, points: smooth, width: 1.2, dash: "4 3" });
-    const probe = (run.curves.probe || []).filter((p) => p[column] !== null && p[y] !== null).map((p) => [p[column], p[y], p[0]]);
+    const probe = plotted((run.curves.probe || []), column, y);
     series.push({ run, label: `${run.name} validation slice (probes)`, colour, points: probe, width: 0.8, dash: "1 3", dots: true, dotRadius: 1.8 });
     series.push({ run, label: `${run.name} validation`, colour, width: 2.2, dots: true,
-      points: run.curves.val.filter((p) => p[column] !== null && p[y] !== null).map((p) => [p[column], p[y], p[0]]) });
+      points: plotted(run.curves.val, column, y) });
   });
   return { series: series.filter((s) => s.points.length), unit: bits ? "bits per byte" : "nats per token" };
 }
