@@ -261,3 +261,20 @@ def test_each_probe_adds_a_point_of_the_slices_loss_in_bits_per_byte(corpus, tmp
     expected = record["slice_loss"] * len(scored) / (np.log(2) * text_bytes)
     assert points[-1]["bpb"] == pytest.approx(expected, rel=1e-9)
     assert points[-1]["loss"] == record["slice_loss"]
+
+
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_weights_gone_bad_stop_the_run_in_the_trainers_sentence(corpus, tmp_path, engine):
+    """A rate of 1e9 turns the weights to NaN or infinity, and a probe is due at every
+    iteration: the probe of the bad weights is skipped and the run stops in the trainer's
+    sentence, naming the iteration and the last good checkpoint (it stopped in the sampler's,
+    "the model's logits are NaN or infinite"), with no probe of the bad weights written."""
+    out = tmp_path / "run"
+    config = tiny_run(corpus, out, engine=engine, lr=1e9, warmup_iters=0, probe_interval=1)
+    with pytest.raises(TrainingError) as stop:
+        (train if engine == "torch" else train_numpy)(config)
+    message = str(stop.value)
+    assert "loss became nan" in message or "loss became inf" in message, message
+    assert f"the last good checkpoint is {out / 'checkpoint'} (iteration 0)" in message
+    bad = int(message.split(" at iteration ")[1].split(",")[0])
+    assert probe_iterations(out) == list(range(bad))  # every iteration before, none after

@@ -403,7 +403,8 @@ def train_claimed(
                 elapsed = time.perf_counter() - started
                 with averaged():
                     probe = probes.record(model, iteration, cfg.tokens_before(iteration), elapsed)
-                run_record.probe(probe)
+                if probe is not None:  # None: weights gone bad, which the next loss check reports
+                    run_record.probe(probe)
                 model.training = True
             if iteration >= cfg.max_iters:
                 break

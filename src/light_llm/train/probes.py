@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from light_llm.checkpoints.probes import drop_probes_after, probe_file, write_probe
-from light_llm.errors import ConfigError, TokenizerError
+from light_llm.errors import ConfigError, SamplingError, TokenizerError
 from light_llm.inspect.probe import PROBE_SAMPLE_TEMPERATURE, PROBE_SAMPLE_TOKENS, take_probe
 from light_llm.train.config import TrainConfig
 from light_llm.train.metrics import bits_per_unit
@@ -131,15 +131,27 @@ class ProbeRecorder:
             return False
         return evaluated or iteration % self.interval == 0
 
-    def record(self, model, iteration: int, tokens_seen: int, elapsed_s: float) -> dict:
+    def record(self, model, iteration: int, tokens_seen: int, elapsed_s: float) -> dict | None:
         """Take the probe of ``model`` (in evaluation mode: the caller's to set and restore),
         write it and return it. Its ``slice_bpb`` is the slice's loss in bits per byte of its
-        text (:func:`~light_llm.train.metrics.bits_per_unit`), for the curves."""
+        text (:func:`~light_llm.train.metrics.bits_per_unit`), for the curves. None, with
+        nothing written, when the model's logits are NaN or infinite (its weights have gone
+        bad, or overflow): there is nothing to probe, and the trainer's check of the loss
+        that follows stops the run in its own sentence (the iteration, the last good
+        checkpoint), not in the sampler's."""
         started = time.perf_counter()
         prompt = self.tokenizer.decode(self.prompt_ids)
-        sample = self.sampler(
-            model, self.tokenizer, prompt, PROBE_SAMPLE_TOKENS, PROBE_SAMPLE_TEMPERATURE, self.seed
-        )
+        try:
+            sample = self.sampler(
+                model,
+                self.tokenizer,
+                prompt,
+                PROBE_SAMPLE_TOKENS,
+                PROBE_SAMPLE_TEMPERATURE,
+                self.seed,
+            )
+        except SamplingError:  # the settings are the recorder's own: the logits are bad
+            return None
         record = take_probe(model, self.tokenizer, self.prompt_ids, self.slice_ids, sample=sample)
         record["prompt"]["text"] = prompt
         scored = record["importance"]["tokens"]

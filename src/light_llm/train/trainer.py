@@ -417,7 +417,8 @@ class Trainer:
                 probe = self.probes.record(
                     run.raw_model, run.progress.iteration, run.progress.tokens_seen, self.elapsed()
                 )
-            run.record.probe(probe)
+            if probe is not None:  # None: weights gone bad, which the next loss check reports
+                run.record.probe(probe)
         finally:
             torch.set_num_threads(threads)
             run.raw_model.train()
