@@ -40,7 +40,7 @@ def test_tokenizer_train_refuses_a_vocabulary_the_library_cannot_hold(
 @pytest.mark.parametrize("size", HUGE)
 def test_train_refuses_a_vocabulary_the_library_cannot_hold(capsys, tmp_path, corpus, size):
     code, _, err = run_cli(capsys, "train", *tiny_flags(corpus, tmp_path / "o", vocab_size=size))
-    assert_refused(code, err, "vocab_size")
+    assert_refused(code, err, "--vocab-size")
     assert not (tmp_path / "o").exists()
 
 
