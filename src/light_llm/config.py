@@ -194,7 +194,8 @@ PRESETS: dict[str, ModelConfig] = {
     # character lower on both 1 MB slices and both seeds (docs/recipe.md); then 3 layers, not
     # 4: a step 0.79x as long, and at equal time 0.010 nats per character lower on the 1 MB
     # slices (three runs of four) and 0.004 on all of Shakespeare (docs/recipe.md, "Three
-    # layers at equal time").
+    # layers at equal time"). Its 768 ids are a small text's: from a large one a run learns 1536
+    # (light_llm.train.config.fitted_vocab_size).
     "qwen3-cpu": CHAR_CPU.replace(
         vocab_size=768, activation="swiglu", logit_softcap=None, n_head=2, n_layer=3
     ),

@@ -130,9 +130,9 @@ def hf_ids(engine: Tokenizer, texts: list[str]) -> list[list[int]]:
 
 
 def test_tiktoken_gives_the_ids_of_huggingfaces_bpe_on_a_megabyte_not_learned_from():
-    """The default's vocabulary (768 ids) learned from the first megabyte of Shakespeare,
-    encoded by tiktoken, against HuggingFace's BPE model with the same merges on the last
-    megabyte (romances and tragedies) and text in other scripts, chunk by chunk."""
+    """A BPE of 768 ids (the default's on a smaller text) learned from the first megabyte of
+    Shakespeare, encoded by tiktoken, against HuggingFace's BPE model with the same merges on
+    the last megabyte (romances and tragedies) and text in other scripts, chunk by chunk."""
     tokenizer = train_bpe(shakespeare_slice(), 768)
     assert tokenizer.encoded_by == "tiktoken"
     texts = list(base.text_chunks(shakespeare_tail())) + corpus_text().split("\n")[-12:]

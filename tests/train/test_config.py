@@ -7,11 +7,14 @@ import pytest
 from light_llm.errors import ConfigError
 from light_llm.train.config import (
     FITTED_MAX_ITERS,
+    LARGE_TEXT_CHARACTERS,
+    LARGE_TEXT_VOCAB,
     CpuKind,
     TrainConfig,
     calibrates_length,
     fitted_count,
     fitted_length,
+    fitted_vocab_size,
     fitted_weight_decay,
 )
 
@@ -166,3 +169,20 @@ def test_the_fitted_weight_decay_follows_the_flags(given, fitted):
 def test_fewer_than_one_pass_is_refused(epochs):
     with pytest.raises(ConfigError, match="weight_decay_epochs must be a number of at least 1"):
         TrainConfig(weight_decay_epochs=epochs).resolve()
+
+
+@pytest.mark.parametrize(
+    ("flags", "characters", "fitted"),
+    [
+        ({}, LARGE_TEXT_CHARACTERS, True),  # the default preset's BPE, from a large text
+        ({}, LARGE_TEXT_CHARACTERS - 1, False),
+        ({"vocab_size": 300}, 10 * LARGE_TEXT_CHARACTERS, False),  # a size asked for
+        ({"tokenizer": "char"}, 10 * LARGE_TEXT_CHARACTERS, False),
+        ({"preset": "bpe-cpu"}, 10 * LARGE_TEXT_CHARACTERS, False),  # its recipe's 768
+    ],
+)
+def test_the_vocabulary_fitted_to_a_large_text_is_the_default_presets_alone(
+    flags, characters, fitted
+):
+    config = TrainConfig(**flags).resolve()
+    assert fitted_vocab_size(config, characters) == (LARGE_TEXT_VOCAB if fitted else None)

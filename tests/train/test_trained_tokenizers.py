@@ -12,10 +12,11 @@ from light_llm.checkpoints import load, load_tokenizer
 from light_llm.cli import main
 from light_llm.data import load_corpus, split_train_val
 from light_llm.generate import generate_text
+from light_llm.shakespeare import shakespeare_slice
 from light_llm.tokenizers import BertTokenizer, BPETokenizer
 from light_llm.tokenizers.bpe import train_bpe
 from light_llm.tokenizers.wordpiece import train_wordpiece
-from light_llm.train.config import TRAINED_TOKENIZER_VOCAB
+from light_llm.train.config import LARGE_TEXT_CHARACTERS, LARGE_TEXT_VOCAB, TRAINED_TOKENIZER_VOCAB
 from light_llm.train.sizing import sizing_advice, vocabulary_parameters
 from tests.train.helpers import tiny_flags
 
@@ -198,3 +199,30 @@ def test_only_a_run_that_learned_its_tokenizer_says_how_many_ids_it_learned(
             "--eval-iters", "1", "--sample-tokens", "0", "--batch-size", "2"]  # fmt: skip
     assert main(argv) == 0
     assert "gives only" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_the_default_bpe_learns_more_ids_from_a_large_text_and_says_so(capsys, tmp_path, engine):
+    """The default preset's BPE is fitted to the text: LARGE_TEXT_VOCAB ids from a training
+    split of LARGE_TEXT_CHARACTERS or more (the merges a BPE of that size learns from it), the
+    kind's default below; one line says why when it learns more; a size asked for is kept."""
+    text, default = shakespeare_slice(), TRAINED_TOKENIZER_VOCAB["bpe"]
+    for size, expected in ((len(text), LARGE_TEXT_VOCAB), (256_000, default)):
+        corpus = tmp_path / f"text-{size}.txt"
+        corpus.write_text(text[:size], encoding="utf-8")
+        training_split, _ = split_train_val(text[:size])
+        assert (len(training_split) >= LARGE_TEXT_CHARACTERS) is (expected == LARGE_TEXT_VOCAB)
+        out = tmp_path / f"run-{size}"
+        assert main(["train", *tiny_flags(corpus, out, max_iters=1, engine=engine)]) == 0
+        tokenizer = load_tokenizer(out)
+        assert tokenizer.vocab_size == expected
+        assert tokenizer.merges == train_bpe(training_split, expected, at_most=True).merges
+        said = [line for line in capsys.readouterr().out.splitlines() if "ids, not" in line]
+        if expected == LARGE_TEXT_VOCAB:
+            assert len(said) == 1 and f"{LARGE_TEXT_VOCAB} bpe ids, not {default}" in said[0]
+        else:
+            assert said == []
+    asked = tmp_path / "asked"
+    flags = tiny_flags(tmp_path / f"text-{len(text)}.txt", asked, max_iters=1, engine=engine)
+    assert main(["train", *flags, "--vocab-size", "1000"]) == 0
+    assert load_tokenizer(asked).vocab_size == 1000

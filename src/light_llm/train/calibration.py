@@ -36,7 +36,7 @@ import torch
 
 from light_llm.config import ModelConfig
 from light_llm.models.gpt import GPT
-from light_llm.train.config import TRAINED_TOKENIZER_VOCAB, TrainConfig
+from light_llm.train.config import TRAINED_TOKENIZER_VOCAB, TrainConfig, fitted_vocab_run
 from light_llm.train.optim import clip_grad_norm, configure_optimizer
 from light_llm.train.precision import attention_kernels, autocast, default_dtype
 
@@ -164,6 +164,8 @@ def steps_as_recipe(cfg: TrainConfig, model_config: ModelConfig) -> bool:
     (:func:`default_run`): the same model, batch, context and accumulation, so that the
     length fitted or measured for the recipe takes it the same time."""
     recipe, recipe_model = default_run(cfg.preset)
+    if fitted_vocab_run(cfg, model_config):  # the recipe's vocabulary on a large text
+        recipe_model = recipe_model.replace(vocab_size=model_config.vocab_size)
     batch = (cfg.batch_size, cfg.block_size, cfg.grad_accum)
     return model_config == recipe_model and batch == (
         recipe.batch_size,

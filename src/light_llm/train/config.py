@@ -14,8 +14,9 @@ The defaults as a whole are the main job: ``light-llm train`` with no flags trai
 ``qwen3-cpu`` preset on Shakespeare: nanoGPT's CPU shape made narrower and shallower (3 layers, 2
 heads, 96 wide, context 64) with rotary positions, RMSNorm, SwiGLU, QK-norm, an untied head and no
 biases (the model Qwen3 computes, so that ``light-llm export`` writes it as one), over a
-byte-level BPE of 768 ids learned from the training split, trained by Muon + AdamW at batch 32
-for no longer than nanoGPT's CPU recipe takes. ``bpe-cpu`` is the default before it (ReLU² and
+byte-level BPE learned from the training split (768 ids; 1536 from a large text,
+:func:`fitted_vocab_size`), trained by Muon + AdamW at batch 32 for no longer than nanoGPT's
+CPU recipe takes. ``bpe-cpu`` is the default before it (ReLU² and
 soft-capped logits: as good, docs/recipe.md, but no HuggingFace architecture computes it), and
 ``char-cpu`` that one on characters. nanoGPT's recipe stays one flag away as
 ``nanogpt-cpu`` (nanoGPT's model: no biases, as its train.py's bias=False; ``char-baby`` is the
@@ -228,6 +229,56 @@ FITTED_MAX_ITERS: dict[str, dict[str, int]] = {
     "bpe-cpu": {"bfloat16": 650},
     "qwen3-cpu": {"bfloat16": 890, "bfloat16 with AMX": 840},
 }
+# The default's vocabulary fitted to the corpus (issue 25, thirty-first session; docs/recipe.md,
+# "The rates again at 840, and a larger vocabulary"): at equal time a BPE of 1536 ids ended
+# 0.010-0.020 nats per character below 768's on texts of 512,000 characters to all of
+# Shakespeare, and 0.017-0.066 above it on 384,000 and 256,000, where each of 1536 ids has too
+# few examples. So a new run of these presets that gives no --vocab-size learns 1536 ids from a
+# training split of at least LARGE_TEXT_CHARACTERS, and 768 (the preset's) below it.
+FITTED_VOCAB_PRESETS = ("qwen3-cpu",)
+LARGE_TEXT_CHARACTERS = 400_000
+LARGE_TEXT_VOCAB = 1536
+# A step over 1536 ids against one over 768, per kind's count key (FITTED_MAX_ITERS): the
+# default's step taking turns with the larger vocabulary's in one process (2 threads, the
+# trainer's allocator settings, medians of 12-16 rounds of 8 steps): the fitted counts are
+# divided by it, so that the run takes the time the count was fitted to. Under AMX's bfloat16
+# 1.110, 1.093 and 1.157 in three measurements (their mean); in float32 with AVX2's kernels
+# (on the AVX-512 machine) 1.154, 1.112 and 1.146 (the largest: the AVX2 count had the least
+# margin). A kind with no ratio of its own takes float32's.
+LARGE_VOCAB_STEP_RATIO = {"float32": 1.154, "bfloat16 with AMX": 1.12}
+
+
+def fitted_vocab_size(config: TrainConfig, training_characters: int) -> int | None:
+    """The vocabulary a new run of ``config`` (resolved) learns when it gives no --vocab-size:
+    :data:`LARGE_TEXT_VOCAB` ids for a preset of :data:`FITTED_VOCAB_PRESETS` learning a BPE
+    from at least :data:`LARGE_TEXT_CHARACTERS` characters of training text; None: the kind's
+    default (``TRAINED_TOKENIZER_VOCAB``)."""
+    fitted = (
+        config.vocab_size is None
+        and config.init_from is None
+        and config.tokenizer == "bpe"
+        and config.preset in FITTED_VOCAB_PRESETS
+        and training_characters >= LARGE_TEXT_CHARACTERS
+    )
+    return LARGE_TEXT_VOCAB if fitted else None
+
+
+def fitted_vocab_run(config: TrainConfig, model_config: ModelConfig) -> bool:
+    """Whether ``model_config`` is a run of ``config`` whose BPE learned
+    :data:`LARGE_TEXT_VOCAB` ids because its training text is large
+    (:func:`fitted_vocab_size`), where the counts fitted over 768 ids are scaled by the step's
+    ratio (:func:`large_vocab_step_ratio`)."""
+    return (
+        fitted_vocab_size(config, LARGE_TEXT_CHARACTERS) is not None
+        and model_config.vocab_size == LARGE_TEXT_VOCAB
+    )
+
+
+def large_vocab_step_ratio(count_key: str) -> float:
+    """:data:`LARGE_VOCAB_STEP_RATIO` of a kind's count key, float32's for a kind without."""
+    return LARGE_VOCAB_STEP_RATIO.get(count_key, LARGE_VOCAB_STEP_RATIO["float32"])
+
+
 PRESET_RECIPES: dict[str, dict[str, Any]] = {
     "char-baby": NANOGPT_CPU_RECIPE,
     "nanogpt-cpu": NANOGPT_CPU_RECIPE,

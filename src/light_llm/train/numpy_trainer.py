@@ -101,7 +101,7 @@ from light_llm.train.resume import (
     setting_differences,
     stopped_line,
 )
-from light_llm.train.run_tokenizer import check_enough_tokens, fewer_ids_note, tokenizer_for_run
+from light_llm.train.run_tokenizer import check_enough_tokens, tokenizer_for_run, vocabulary_note
 from light_llm.train.zero_init import projection_names
 
 NUMPY_DTYPES = {None: np.float32, "float32": np.float32, "float64": np.float64}
@@ -316,7 +316,7 @@ def train_claimed(
         resume_line(iteration, cfg.max_iters, budgeted=False),
         schedule_note,
         saved and corpus_change_note(saved, len(datasets["train"]), len(datasets["val"])),
-        None if iteration else fewer_ids_note(cfg, tokenizer),  # said when it was learned
+        None if iteration else vocabulary_note(cfg, tokenizer),  # said when it was learned
         decay_note,
         objective_note(model_config.mtp_weight),
         warmup_note(cfg.warmup_iters, cfg.max_iters),

@@ -41,6 +41,8 @@ from light_llm.train.config import (
     TrainConfig,
     calibrates_length,
     fitted_length,
+    fitted_vocab_run,
+    large_vocab_step_ratio,
     with_fitted_weight_decay,
 )
 from light_llm.train.cpu_allocator import keep_freed_memory
@@ -184,6 +186,13 @@ def with_machine_length(
         iterations, note = calibrated_length(cfg.preset, device, dtype, str(cpu), agree)
     else:
         iterations, note = fitted_length(given, cfg, device.type, dtype, cpu)
+    if note and fitted_vocab_run(cfg, model_config):  # counted over 768 ids: as much time
+        ratio = large_vocab_step_ratio(cpu.count_key(dtype))
+        iterations = round((iterations or cfg.max_iters) / ratio)
+        note += (
+            f" Over {model_config.vocab_size} ids a step takes {ratio:.3f}x as long, so "
+            f"{iterations} iterations take that time."
+        )
     if note and not steps_as_recipe(cfg, model_config):
         note += (
             " That length is the default's: this run's model or batch differs, so it will "

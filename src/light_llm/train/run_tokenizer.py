@@ -11,7 +11,14 @@ from light_llm.data import split_sizes, split_train_val
 from light_llm.errors import ConfigError, DataError
 from light_llm.tokenizers import Tokenizer, get_tokenizer
 from light_llm.tokenizers.registry import TRAINED_KINDS
-from light_llm.train.config import MODEL_TOKENIZERS, TRAINED_TOKENIZER_VOCAB, TrainConfig
+from light_llm.train.config import (
+    LARGE_TEXT_CHARACTERS,
+    LARGE_TEXT_VOCAB,
+    MODEL_TOKENIZERS,
+    TRAINED_TOKENIZER_VOCAB,
+    TrainConfig,
+    fitted_vocab_size,
+)
 
 # The kinds (Tokenizer.name) of tokenizer each architecture can be given in a folder; a
 # trained WordPiece vocabulary is a "bert" tokenizer.
@@ -24,16 +31,19 @@ def tokenizer_for_run(config: TrainConfig, text: str) -> Tokenizer:
     ``bpe`` and ``wordpiece`` are learned from the training split alone (the first 90% of
     the text, :func:`~light_llm.data.split_train_val`), so that the validation text stays
     unseen, with ``vocab_size`` ids; when that was not given, with the kind's default number
-    (``TRAINED_TOKENIZER_VOCAB``) or as many as a small text gives (:func:`fewer_ids_note`
-    says so); ``char`` takes the characters of the whole text (a character missing from its
-    vocabulary could not be encoded at all); a folder's tokenizer must suit the model.
+    (``TRAINED_TOKENIZER_VOCAB``; the default preset's on a large text,
+    :func:`~light_llm.train.config.fitted_vocab_size`) or as many as a small text gives
+    (:func:`vocabulary_note` says either); ``char`` takes the characters of the whole text (a
+    character missing from its vocabulary could not be encoded at all); a folder's tokenizer
+    must suit the model.
     """
     name = config.tokenizer
     if name in TRAINED_KINDS:
         training_split, _ = split_train_val(text)
         if config.vocab_size is not None:  # learned once, then from the user cache
             return learned_tokenizer(name, training_split, config.vocab_size, at_most=False)
-        default = TRAINED_TOKENIZER_VOCAB[name]
+        fitted = fitted_vocab_size(config, len(training_split))  # a large text's, or None
+        default = fitted or TRAINED_TOKENIZER_VOCAB[name]
         return learned_tokenizer(name, training_split, default, at_most=True)
     if name in MODEL_TOKENIZERS[config.model]:
         return get_tokenizer(name, text=text)
@@ -48,14 +58,25 @@ def tokenizer_for_run(config: TrainConfig, text: str) -> Tokenizer:
     return tokenizer
 
 
-def fewer_ids_note(config: TrainConfig, tokenizer: Tokenizer) -> str | None:
-    """One line when a tokenizer learned at its default size (no ``vocab_size`` given) has
-    fewer ids than that, because the training split could not give more; else None (and for
-    a fine-tuning run, whose tokenizer is its base's, learned from nothing here)."""
+def vocabulary_note(config: TrainConfig, tokenizer: Tokenizer) -> str | None:
+    """One line when a tokenizer learned at its default size (no ``vocab_size`` given) is not
+    the kind's default: more ids, fitted to a large training text
+    (:func:`~light_llm.train.config.fitted_vocab_size`), or fewer, because the training split
+    could not give more; else None (and for a fine-tuning run, whose tokenizer is its base's,
+    learned from nothing here)."""
     default = TRAINED_TOKENIZER_VOCAB.get(config.tokenizer)
-    if config.vocab_size is not None or default is None or tokenizer.vocab_size >= default:
+    if config.vocab_size is not None or default is None or config.init_from is not None:
         return None
-    if config.init_from is not None:
+    if tokenizer.vocab_size == LARGE_TEXT_VOCAB > default and fitted_vocab_size(
+        config, LARGE_TEXT_CHARACTERS
+    ):
+        return (
+            f"tokenizer: {LARGE_TEXT_VOCAB} {config.tokenizer} ids, not {default}: a training "
+            f"split of {LARGE_TEXT_CHARACTERS:,} characters or more gives each of them enough "
+            "examples, and at equal time the larger vocabulary learns more (docs/recipe.md; "
+            "--vocab-size asks for a number)."
+        )
+    if tokenizer.vocab_size >= default:
         return None
     return (
         f"tokenizer: the training split gives only {tokenizer.vocab_size} {config.tokenizer} "

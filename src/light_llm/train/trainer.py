@@ -77,7 +77,7 @@ from light_llm.train.resume import (
     saved_run_config,
     stopped_line,
 )
-from light_llm.train.run_tokenizer import fewer_ids_note
+from light_llm.train.run_tokenizer import vocabulary_note
 from light_llm.train.sizing import sizing_advice, vocabulary_parameters, vocabulary_remedy
 from light_llm.train.thread_governor import BUSY_ONLY_NOTE, WINDOW, ThreadGovernor
 
@@ -585,7 +585,7 @@ def announce(run: PreparedRun) -> None:
         vocabulary_remedy(cfg.model, cfg.tokenizer),
     )
     iteration = run.progress.iteration
-    for note in (fewer_ids_note(cfg, tokenizer), advice):
+    for note in (vocabulary_note(cfg, tokenizer), advice):
         if note and not iteration:
             print(note, flush=True)
     description = run.subject.describe(run.raw_model)
