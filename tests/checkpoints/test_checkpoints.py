@@ -207,6 +207,22 @@ def test_broken_checkpoint_is_refused_in_one_sentence(tmp_path, breakage):
     assert_one_sentence(str(caught.value))
 
 
+@pytest.mark.parametrize("trace", ["metrics.jsonl", ".light-llm.lock", "data"])
+def test_a_runs_folder_before_its_first_checkpoint_says_so(tmp_path, trace):
+    """OUT of a run still before its first checkpoint (its token cache, lock or log there, no
+    config.json) is told as that, with the way to watch a run train, not as a folder that is
+    not a checkpoint; a folder with none of them still is one."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / trace).mkdir() if trace == "data" else (out / trace).write_text("")
+    with pytest.raises(CheckpointError) as caught:
+        load(out)
+    assert "no checkpoint yet" in str(caught.value) and "--serve" in str(caught.value)
+    assert_one_sentence(str(caught.value))
+    with pytest.raises(CheckpointError, match="is not a checkpoint"):
+        load(tmp_path)
+
+
 class WritesAFileWhenUnpickled:
     def __init__(self, path: Path) -> None:
         self.path = path

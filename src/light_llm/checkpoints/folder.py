@@ -22,6 +22,9 @@ from light_llm.checkpoints.hf_architectures import LLAMA_MODEL_TYPES
 from light_llm.checkpoints.run import (
     CHECKPOINT_SUBFOLDER,
     CONFIG_FILE,
+    DATA_SUBFOLDER,
+    LOCK_FILE,
+    METRICS_FILE,
     TRAINER_STATE_FILE,
     WEIGHTS_FILE,
 )
@@ -95,6 +98,12 @@ def read_config_json(folder: Path) -> dict:
     """The JSON object in ``folder/config.json``."""
     path = folder / CONFIG_FILE
     if not path.is_file():
+        if any((folder / name).exists() for name in (METRICS_FILE, LOCK_FILE, DATA_SUBFOLDER)):
+            raise CheckpointError(  # OUT of a run that has not reached its first checkpoint
+                f"{folder} is a training run's folder with no checkpoint yet (a run writes its "
+                "first at its first evaluation); `light-llm train --serve PORT` shows a run as "
+                "it trains."
+            )
         raise CheckpointError(f"{folder} is not a checkpoint: it has no {CONFIG_FILE}.")
     return read_json(path)
 
