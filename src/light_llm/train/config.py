@@ -248,19 +248,24 @@ LARGE_TEXT_VOCAB = 1536
 LARGE_VOCAB_STEP_RATIO = {"float32": 1.154, "bfloat16 with AMX": 1.12}
 
 
-def fitted_vocab_size(config: TrainConfig, training_characters: int) -> int | None:
-    """The vocabulary a new run of ``config`` (resolved) learns when it gives no --vocab-size:
-    :data:`LARGE_TEXT_VOCAB` ids for a preset of :data:`FITTED_VOCAB_PRESETS` learning a BPE
-    from at least :data:`LARGE_TEXT_CHARACTERS` characters of training text; None: the kind's
-    default (``TRAINED_TOKENIZER_VOCAB``)."""
-    fitted = (
+def fits_vocabulary_to_text(config: TrainConfig) -> bool:
+    """Whether a new run of ``config`` (resolved) learns a vocabulary sized to its text: a BPE
+    of a preset of :data:`FITTED_VOCAB_PRESETS`, no --vocab-size given, not fine-tuning."""
+    return (
         config.vocab_size is None
         and config.init_from is None
         and config.tokenizer == "bpe"
         and config.preset in FITTED_VOCAB_PRESETS
-        and training_characters >= LARGE_TEXT_CHARACTERS
     )
-    return LARGE_TEXT_VOCAB if fitted else None
+
+
+def fitted_vocab_size(config: TrainConfig, training_characters: int) -> int | None:
+    """The vocabulary a new run of ``config`` learns when it gives no --vocab-size:
+    :data:`LARGE_TEXT_VOCAB` ids when it fits its vocabulary to its text
+    (:func:`fits_vocabulary_to_text`) and has at least :data:`LARGE_TEXT_CHARACTERS`
+    characters of training text; None: the kind's default (``TRAINED_TOKENIZER_VOCAB``)."""
+    large = training_characters >= LARGE_TEXT_CHARACTERS
+    return LARGE_TEXT_VOCAB if large and fits_vocabulary_to_text(config) else None
 
 
 def fitted_vocab_run(config: TrainConfig, model_config: ModelConfig) -> bool:
@@ -268,10 +273,7 @@ def fitted_vocab_run(config: TrainConfig, model_config: ModelConfig) -> bool:
     :data:`LARGE_TEXT_VOCAB` ids because its training text is large
     (:func:`fitted_vocab_size`), where the counts fitted over 768 ids are scaled by the step's
     ratio (:func:`large_vocab_step_ratio`)."""
-    return (
-        fitted_vocab_size(config, LARGE_TEXT_CHARACTERS) is not None
-        and model_config.vocab_size == LARGE_TEXT_VOCAB
-    )
+    return fits_vocabulary_to_text(config) and model_config.vocab_size == LARGE_TEXT_VOCAB
 
 
 def large_vocab_step_ratio(count_key: str) -> float:

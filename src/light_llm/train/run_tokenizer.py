@@ -17,6 +17,7 @@ from light_llm.train.config import (
     MODEL_TOKENIZERS,
     TRAINED_TOKENIZER_VOCAB,
     TrainConfig,
+    fits_vocabulary_to_text,
     fitted_vocab_size,
 )
 
@@ -67,9 +68,7 @@ def vocabulary_note(config: TrainConfig, tokenizer: Tokenizer) -> str | None:
     default = TRAINED_TOKENIZER_VOCAB.get(config.tokenizer)
     if config.vocab_size is not None or default is None or config.init_from is not None:
         return None
-    if tokenizer.vocab_size == LARGE_TEXT_VOCAB > default and fitted_vocab_size(
-        config, LARGE_TEXT_CHARACTERS
-    ):
+    if tokenizer.vocab_size == LARGE_TEXT_VOCAB and fits_vocabulary_to_text(config):
         return (
             f"tokenizer: {LARGE_TEXT_VOCAB} {config.tokenizer} ids, not {default}: a training "
             f"split of {LARGE_TEXT_CHARACTERS:,} characters or more gives each of them enough "
