@@ -44,6 +44,12 @@ def runs(tmp_path_factory):
     return chars, bpe
 
 
+def status_once_it_says(driver, words: str, what: str) -> str:
+    """The Learning section's status line, once it holds ``words`` (``what`` names the wait)."""
+    wait_for(driver, lambda d: words in d.find_element(By.ID, "training-status").text, what)
+    return driver.find_element(By.ID, "training-status").text
+
+
 def wait_for_panel(driver, run: int, iteration: int) -> None:
     """Until run ``run``'s probe panel shows its record of ``iteration``."""
     selector = f'.probe-panel[data-run="{run}"] > .muted'
@@ -164,14 +170,7 @@ def test_runs_are_said_to_differ_exactly_when_their_tokens_do(runs, browser, tmp
         with serving(chars, tmp_path, "--compare", str(compared)) as url:
             driver.get(url)
             wait_for(driver, page_ready, "the page never got ready")
-            wait_for(
-                driver,
-                lambda d, name=compared.name: (
-                    f"{name}:" in d.find_element(By.ID, "training-status").text
-                ),
-                "the compared run's status",
-            )
-            status = driver.find_element(By.ID, "training-status").text
+            status = status_once_it_says(driver, f"{compared.name}:", "the compared run's status")
             assert status.count("char tokens") == 2 and (DIFFER in status) == differ
 
 
@@ -186,12 +185,7 @@ def test_a_compared_run_deleted_while_watched_stays_on_the_page(runs, browser, t
         wait_for_panel(driver, 1, 10)
         before = validation_dots(driver)
         shutil.rmtree(doomed)
-        wait_for(
-            driver,
-            lambda d: "has gone" in d.find_element(By.ID, "training-status").text,
-            "the page says the run folder has gone",
-        )
-        status = driver.find_element(By.ID, "training-status").text
+        status = status_once_it_says(driver, "has gone", "the page says the run folder has gone")
         assert status.count("has gone") == 1 and str(doomed) in status
         assert validation_dots(driver) == before  # its curve stays
         move_slider(driver, 1, 5)  # the served run's panels still answer
@@ -212,12 +206,7 @@ def test_an_encoder_beside_a_gpt_is_said_not_comparable(runs, browser, tmp_path)
     with serving(chars, tmp_path, "--compare", str(encoder)) as url:
         driver.get(url)
         wait_for(driver, page_ready, "the page never got ready")
-        wait_for(
-            driver,
-            lambda d: "encoder:" in d.find_element(By.ID, "training-status").text,
-            "the encoder run's status",
-        )
-        status = driver.find_element(By.ID, "training-status").text
+        status = status_once_it_says(driver, "encoder:", "the encoder run's status")
         assert "encoder is a masked-LM encoder" in status and "not comparable" in status
         assert DIFFER in status and "the curves are in nats per token" in status
         assert "bits per byte, which are" not in status  # the old sentence, false here
@@ -241,12 +230,9 @@ def test_a_non_finite_evaluation_keeps_the_curves_in_bits_per_byte(runs, browser
     with serving(copy, tmp_path, "--compare", str(bpe)) as url:
         driver.get(url)
         wait_for(driver, page_ready, "the page never got ready")
-        wait_for(
-            driver,
-            lambda d: "not finite" in d.find_element(By.ID, "training-status").text,
-            "the status line names the non-finite evaluation",
+        status = status_once_it_says(
+            driver, "not finite", "the status line names the non-finite evaluation"
         )
-        status = driver.find_element(By.ID, "training-status").text
         assert "1 evaluation not finite (iteration 11" in status
         assert "bits per byte, which are" in status and "nats per token" not in status
         assert "bits per byte" in driver.find_element(By.ID, "curves-svg").text
