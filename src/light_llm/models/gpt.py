@@ -42,6 +42,7 @@ from light_llm.nn.norms import build_norm
 from light_llm.nn.positions import RotaryTables, SinusoidalPositions
 from light_llm.nn.smear import Smear
 from light_llm.nn.softcap import soft_cap
+from light_llm.nn.softmax_loss import softmax_cross_entropy, softmax_loss_applies
 
 INIT_STD = 0.02  # N(0, 0.02) for every weight matrix and embedding (seed 000 §10)
 # weights that only the training loss uses (the multi-token head), none of the next-token
@@ -254,7 +255,10 @@ class GPT(nn.Module):
     ) -> torch.Tensor:
         """Mean (or ``reduction="sum"``) cross-entropy of ``logits`` (B, T, V) at ``targets``
         (B, T), -1 ignored (seed 000 §7; label smoothing: seed 002 §12.2, eq. 51), in float32
-        at least, also when the logits are bf16 / fp16."""
+        at least, also when the logits are bf16 / fp16; a CPU training step on bf16 logits
+        takes the same loss from one softmax in bf16 (``nn/softmax_loss.py``)."""
+        if softmax_loss_applies(logits, targets, label_smoothing, reduction):  # training, bf16
+            return softmax_cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
         loss_dtype = torch.promote_types(logits.dtype, torch.float32)
         return F.cross_entropy(
             logits.reshape(-1, logits.size(-1)).to(loss_dtype),

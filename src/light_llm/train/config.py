@@ -241,11 +241,12 @@ LARGE_TEXT_VOCAB = 1536
 # A step over 1536 ids against one over 768, per kind's count key (FITTED_MAX_ITERS): the
 # default's step taking turns with the larger vocabulary's in one process (2 threads, the
 # trainer's allocator settings, medians of 12-16 rounds of 8 steps): the fitted counts are
-# divided by it, so that the run takes the time the count was fitted to. Under AMX's bfloat16
-# 1.110, 1.093 and 1.157 in three measurements (their mean); in float32 with AVX2's kernels
-# (on the AVX-512 machine) 1.154, 1.112 and 1.146 (the largest: the AVX2 count had the least
-# margin). A kind with no ratio of its own takes float32's.
-LARGE_VOCAB_STEP_RATIO = {"float32": 1.154, "bfloat16 with AMX": 1.12}
+# divided by it, so that the run takes the time the count was fitted to. Under AMX's bfloat16,
+# with the loss taken from one bfloat16 softmax (nn/softmax_loss.py), 1.095, 1.083 and 1.046
+# in three measurements (their mean; with the float32 loss it was 1.12); in float32 with
+# AVX2's kernels (on the AVX-512 machine) 1.154, 1.112 and 1.146 (the largest: the AVX2 count
+# had the least margin). A kind with no ratio of its own takes float32's.
+LARGE_VOCAB_STEP_RATIO = {"float32": 1.154, "bfloat16 with AMX": 1.075}
 
 
 def fits_vocabulary_to_text(config: TrainConfig) -> bool:
