@@ -95,6 +95,9 @@ def test_which_losses_take_it():
     ignored = targets.clone()
     ignored[3] = -1
     assert not softmax_loss_applies(training, ignored, 0.0, "mean")
+    beyond = targets.clone()
+    beyond[5] = 10  # F.cross_entropy names it
+    assert not softmax_loss_applies(training, beyond, 0.0, "mean")
     with torch.no_grad():
         assert not softmax_loss_applies(training, targets, 0.0, "mean")
 
@@ -115,3 +118,14 @@ def test_the_model_trains_with_it_under_autocast():
     with torch.no_grad():
         evaluated = GPT.next_token_loss(logits, targets, 0.0)
     assert torch.equal(evaluated, float32_loss.detach())
+
+
+def test_a_retained_graph_gives_the_same_gradient_twice():
+    logits, targets = bfloat16_logits(64, 30, 2.0, seed=4)
+    leaf = logits.clone().requires_grad_()
+    loss = softmax_cross_entropy(leaf, targets)
+    loss.backward(retain_graph=True)
+    first = leaf.grad.clone()
+    leaf.grad = None
+    loss.backward()
+    assert torch.equal(leaf.grad, first)

@@ -23,7 +23,7 @@ class SoftmaxCrossEntropy(torch.autograd.Function):
     gradient ∂L/∂z_{ij} = (p_ij - [j = y_i]) / N (seed 000 §7).
 
     p is computed once, by PyTorch's softmax kernel (float32 inside, rounded to the logits'
-    dtype), and kept for the backward, which scales it in place. The target's entry p_y - 1 is
+    dtype), and kept for the backward, which scales it. The target's entry p_y - 1 is
     where rounding hurts: for a confident row (p_y > 1/2) the rounded p_y is off by up to 2^-9
     of itself, which is a large part of 1 - p_y. There it is taken as minus the sum of the
     row's other probabilities, each rounded on its own, summed in float32 (in which the
@@ -58,7 +58,7 @@ class SoftmaxCrossEntropy(torch.autograd.Function):
     def backward(ctx, grad_loss: torch.Tensor) -> tuple[torch.Tensor, None]:
         probabilities, index, complement = ctx.saved_tensors
         scale = grad_loss.float() / probabilities.size(0)  # dL/dL · 1/N
-        gradient = probabilities.mul_(scale.to(probabilities.dtype))  # p / N, in place
+        gradient = probabilities * scale.to(probabilities.dtype)  # p / N (p kept: retain_graph)
         gradient.scatter_(1, index, (-complement * scale).to(gradient.dtype))  # (p_y - 1) / N
         return gradient, None
 
@@ -67,9 +67,10 @@ def softmax_loss_applies(
     logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float, reduction: str
 ) -> bool:
     """Whether :class:`SoftmaxCrossEntropy` computes this loss: bfloat16 logits on a CPU that
-    need a gradient, the mean over every position, no label smoothing and no ignored target.
-    Everything else (an evaluation, float32, a GPU, whose fused kernel does not copy) takes
-    ``F.cross_entropy`` in float32."""
+    need a gradient, the mean over every position, no label smoothing, every target an id of
+    the vocabulary (none ignored). Everything else (an evaluation, float32, a GPU, whose fused
+    kernel does not copy) takes ``F.cross_entropy`` in float32, which also names a target out
+    of range."""
     return (
         logits.dtype == torch.bfloat16
         and logits.device.type == "cpu"
@@ -78,7 +79,7 @@ def softmax_loss_applies(
         and label_smoothing == 0
         and reduction == "mean"
         and targets.numel() > 0
-        and bool((targets >= 0).all())
+        and 0 <= int(targets.min()) <= int(targets.max()) < logits.size(-1)
     )
 
 
