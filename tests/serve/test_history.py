@@ -93,6 +93,9 @@ def test_unknown_and_damaged_records_are_one_sentence(runs, tmp_path):
     assert missing.status_code == 404
     assert "no probe record of iteration 7" in missing.json()["detail"]
     assert client.get("/api/runs/3/probes/0").status_code == 404
+    for path in ("/api/runs/0/probes/8.0", "/api/runs/0.0/probes/8", "/api/runs/0/probes/-8"):
+        refused = client.get(path)
+        assert refused.status_code == 422 and refused.json()["detail"][0]["loc"][0] == "path"
     probe_file(copy, 4).write_text('{"format": "light-llm-probe", ')
     damaged = client.get("/api/runs/0/probes/4")
     assert damaged.status_code == 422 and "not valid JSON" in damaged.json()["detail"]

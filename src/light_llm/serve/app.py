@@ -36,6 +36,7 @@ from typing import Annotated, Any
 
 import numpy as np
 from fastapi import Depends, FastAPI, Request
+from fastapi import Path as PathParameter
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, StreamingResponse
@@ -64,6 +65,8 @@ PAGE_ROUTES = ("/", "/explain", "/explain/{name}")
 Temperature = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 TopK = Annotated[int | None, Field(ge=1)]
 TopP = Annotated[float | None, Field(gt=0.0, le=1.0, allow_inf_nan=False)]
+# a run's index or an iteration in a path: digits only (an int parameter would take "8.0")
+WholeNumber = Annotated[str, PathParameter(pattern=r"^[0-9]{1,12}$")]
 
 
 class TokenizeBody(Body):
@@ -281,7 +284,8 @@ def create_app(
         return summaries
 
     @app.get("/api/runs/{index}/probes/{iteration}")
-    def run_probe(index: int, iteration: int) -> dict[str, Any]:
+    def run_probe(index: WholeNumber, iteration: WholeNumber) -> dict[str, Any]:
+        index, iteration = int(index), int(iteration)
         if not 0 <= index < len(runs):
             return JSONResponse({"detail": f"there is no run {index}."}, status_code=404)
         try:
