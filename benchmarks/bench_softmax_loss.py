@@ -1,7 +1,7 @@
 """The training step with the softmax loss of bfloat16 logits (light_llm.nn.softmax_loss)
-against the same step with PyTorch's float32 cross-entropy (the logits copied up, as
-``GPT.next_token_loss`` computed every loss before), for the default's model (qwen3-cpu) over
-several vocabulary sizes.
+against the same step with PyTorch's float32 cross-entropy (the logits copied up: the path
+``GPT.next_token_loss`` keeps for every other loss, and took for all before), for the
+default's model (qwen3-cpu) over several vocabulary sizes.
 
 The two losses take turns in one process, ``--rounds`` times, each round timing ``--steps``
 steps of ``recipe_sweep.step_timer`` (the trainer's model, optimizer and autocast, with the
@@ -22,24 +22,18 @@ import statistics
 import sys
 
 import torch
-import torch.nn.functional as F
 
-from light_llm.models.gpt import GPT
+import light_llm.models.gpt as gpt_module
 from light_llm.train.cpu_allocator import keep_freed_memory
 
 sys.path.insert(0, os.path.dirname(__file__))
 from recipe_sweep import seconds_per_step, step_timer  # noqa: E402
 
 
-def float32_loss(logits, targets, label_smoothing, reduction="mean"):
-    """The baseline: PyTorch's cross-entropy on the logits copied to float32."""
-    return F.cross_entropy(
-        logits.reshape(-1, logits.size(-1)).float(),
-        targets.reshape(-1),
-        ignore_index=-1,
-        label_smoothing=label_smoothing,
-        reduction=reduction,
-    )
+def never(*_args) -> bool:
+    """The baseline: no loss takes the softmax loss, so GPT.next_token_loss takes its float32
+    ``F.cross_entropy``, as every loss did before."""
+    return False
 
 
 def main() -> None:
@@ -53,15 +47,15 @@ def main() -> None:
         f"CPU kind {torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads,"
         f" PyTorch {torch.__version__}"
     )
-    softmax_loss = GPT.__dict__["next_token_loss"]
-    losses = {"float32 cross-entropy": staticmethod(float32_loss), "softmax loss": softmax_loss}
+    applies = gpt_module.softmax_loss_applies
+    losses = {"float32 cross-entropy": never, "softmax loss": applies}
     try:
         for vocab_size in args.vocab_sizes:
             step = step_timer([], vocab_size)
             times = {name: [] for name in losses}
             for round_ in range(args.rounds + 1):
-                for name, loss in losses.items():
-                    GPT.next_token_loss = loss
+                for name, rule in losses.items():
+                    gpt_module.softmax_loss_applies = rule
                     seconds = seconds_per_step(step, args.steps)
                     if round_:  # the first round warms both up
                         times[name].append(seconds)
@@ -73,7 +67,7 @@ def main() -> None:
                 f" (rounds {min(ratios):.3f}-{max(ratios):.3f})"
             )
     finally:
-        GPT.next_token_loss = softmax_loss
+        gpt_module.softmax_loss_applies = applies
 
 
 if __name__ == "__main__":

@@ -79,8 +79,14 @@ def softmax_loss_applies(
         and label_smoothing == 0
         and reduction == "mean"
         and targets.numel() > 0
-        and 0 <= int(targets.min()) <= int(targets.max()) < logits.size(-1)
+        and ids_within(targets, logits.size(-1))
     )
+
+
+def ids_within(targets: torch.Tensor, vocab_size: int) -> bool:
+    """Whether every target is an id in [0, vocab_size), from one pass over them."""
+    lowest, highest = targets.aminmax()
+    return 0 <= int(lowest) and int(highest) < vocab_size
 
 
 def softmax_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
