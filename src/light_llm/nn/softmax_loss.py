@@ -59,7 +59,10 @@ class SoftmaxCrossEntropy(torch.autograd.Function):
         probabilities, index, complement = ctx.saved_tensors
         scale = grad_loss.float() / probabilities.size(0)  # dL/dL · 1/N
         gradient = probabilities * scale.to(probabilities.dtype)  # p / N (p kept: retain_graph)
-        gradient.scatter_(1, index, (-complement * scale).to(gradient.dtype))  # (p_y - 1) / N
+        # (p_y - 1) / N at each row's target, written by index (scatter_ on a bfloat16 CPU
+        # tensor copies the whole (N, V) array, docs/recipe.md)
+        rows = torch.arange(gradient.size(0), device=gradient.device)
+        gradient[rows, index[:, 0]] = (-complement * scale).to(gradient.dtype)[:, 0]
         return gradient, None
 
 
