@@ -163,6 +163,18 @@ def test_model_card_reports_the_run(client, gpt, gpt_run):
     assert training["val_bpb"] == pytest.approx(last["val_bpb"])
     assert training["curve"]["val"] == [[r["iter"], r["val_loss"]] for r in evaluations]
     assert len(training["curve"]["val"]) == 3  # before training, at 5 and at 10
+    assert card["quantization"] is None  # float weights
+
+
+def test_model_card_says_an_int8_checkpoint_is_int8(gpt, gpt_run, tmp_path):
+    model, _ = gpt
+    folder = tmp_path / "int8"
+    assert main(["quantize", "--checkpoint", str(gpt_run), "--out", str(folder)]) == 0
+    assert json.loads((folder / "config.json").read_text())["quantization"] == "int8"
+    with local_client(create_app(ExplorerModel(folder, "test"))) as int8_client:
+        card = int8_client.get("/api/model").json()
+    assert card["quantization"] == "int8"
+    assert card["parameters"] == model.num_parameters()  # shown as its float weights q s
 
 
 @pytest.mark.parametrize(

@@ -134,6 +134,7 @@ class ExplorerModel:
         model = load(self.folder, architecture=architecture, dequantize=True)
         tokenizer = load_tokenizer(self.folder)
         check_tokenizer_matches_model(tokenizer, model.config.vocab_size, self.folder)
+        self.quantization = inspect_folder(self.folder).quantization  # "int8", or None
         return model, tokenizer
 
     def reload_if_replaced(self) -> bool:
@@ -258,6 +259,9 @@ class ExplorerModel:
             "origin": self.origin,
             "config": config,
             "parameters": self.model.num_parameters(),
+            # how the folder stores the weights: "int8" (q and a scale s a row, shown here as
+            # q s), or None for float weights
+            "quantization": self.quantization,
             "tokenizer": {"name": self.tokenizer.name, "vocab_size": self.tokenizer.vocab_size},
             "context": self.block_size,
             "training": self.training,

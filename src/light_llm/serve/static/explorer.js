@@ -192,6 +192,9 @@ function cardSection(model) {
     ["kind", model.kind === "gpt" ? "GPT (decoder, causal)" : "encoder (bidirectional)"],
     ["run", model.name], ["chosen as", model.origin.replace(/ --checkpoint .*/, " --checkpoint").replace(/ under \/.*/, " here")],
     ["parameters", model.parameters.toLocaleString("en")],
+    ["weights", model.quantization === "int8"
+      ? "int8: each row's q and scale s in the folder, shown here as q·s (light-llm quantize)"
+      : "float"],
     ["tokenizer", `${model.tokenizer.name}, ${model.tokenizer.vocab_size} tokens`],
     ["context", `${model.context} tokens`],
   ];
