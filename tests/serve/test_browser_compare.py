@@ -2,7 +2,8 @@
 run's curve is drawn over the served run's, its probe panel stands beside at the slider's
 iteration (its latest record at or before it) with the numbers its record holds, runs of
 different tokenizers (or of one kind, other vocabularies) are said to differ, and a damaged
-record is one sentence in its panel while the rest of the page keeps working."""
+record is one sentence in its panel while the rest of the page keeps working; an encoder's run
+says why it has no probe panels."""
 
 from __future__ import annotations
 
@@ -242,3 +243,24 @@ def test_a_non_finite_evaluation_keeps_the_curves_in_bits_per_byte(runs, browser
         assert [round(dots[r["iter"]], 4) for r in recorded] == [
             round(r["val_bpb"], 4) for r in recorded
         ]
+
+
+def test_an_encoder_run_says_why_it_has_no_probes(browser, tmp_path):  # noqa: F811
+    """A masked-LM run records no probes (its trainer takes none): its Learning section says
+    so, not that none were recorded yet."""
+    corpus = write_corpus(tmp_path / "corpus.txt", n_lines=300)
+    encoder = tmp_path / "encoder"
+    flags = tiny_flags(corpus, encoder, tokenizer="wordpiece", vocab_size=90, max_iters=2)
+    assert main(["train", "--model", "bert", *flags]) == 0
+    assert probe_iterations(encoder) == []
+    driver = browser
+    with serving(encoder, tmp_path) as url:
+        driver.get(url)
+        wait_for(driver, page_ready, "the page never got ready")
+        wait_for(
+            driver,
+            lambda d: "masked-LM" in d.find_element(By.ID, "probe-panels").text,
+            "the probe panels' sentence",
+        )
+        sentence = driver.find_element(By.ID, "probe-panels").text
+        assert "records no probes" in sentence and "yet" not in sentence

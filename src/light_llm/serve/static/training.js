@@ -69,7 +69,13 @@ async function refreshRuns() {
   const list = (first && first.probes) || [];
   const slider = $("#probe-slider");
   slider.max = String(Math.max(list.length - 1, 0));
-  if (!list.length) { $("#probe-panels").replaceChildren(el("p", { class: "muted", text: "No probes recorded yet (light-llm train records them at every evaluation and every --probe-interval steps)." })); return; }
+  if (!list.length) {
+    const why = first && first.objective === "masked-LM"
+      ? "A masked-LM encoder's run records no probes: they follow a GPT's next token, its heads and its samples."
+      : "No probes recorded yet (light-llm train records them at every evaluation and every --probe-interval steps).";
+    $("#probe-panels").replaceChildren(el("p", { class: "muted", text: why }));
+    return;
+  }
   let index = list.indexOf(trainingState.iteration);
   if (trainingState.atEnd || index < 0) index = list.length - 1;
   slider.value = String(index);
