@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -43,6 +44,16 @@ def runs(tmp_path_factory):
     assert main(["train", *tiny_flags(corpus, bpe, max_iters=12, eval_interval=4)]) == 0
     assert probe_iterations(chars) == [0, 5, 10] and probe_iterations(bpe) == [0, 4, 8, 10, 12]
     return chars, bpe
+
+
+def trained_encoder(folder) -> Path:
+    """A masked-LM encoder's training output folder under ``folder``: 2 iterations over a
+    WordPiece of 90 ids learned from a small corpus."""
+    corpus = write_corpus(folder / "corpus.txt", n_lines=300)
+    encoder = folder / "encoder"
+    flags = tiny_flags(corpus, encoder, tokenizer="wordpiece", vocab_size=90, max_iters=2)
+    assert main(["train", "--model", "bert", *flags]) == 0
+    return encoder
 
 
 def status_once_it_says(driver, words: str, what: str) -> str:
@@ -199,10 +210,7 @@ def test_an_encoder_beside_a_gpt_is_said_not_comparable(runs, browser, tmp_path)
     """A masked-LM run's loss is over masked tokens, and its records have no bits per byte: the
     page says both, and draws the curves in nats per token (its axis says so)."""
     chars, _ = runs
-    corpus = write_corpus(tmp_path / "corpus.txt", n_lines=300)
-    encoder = tmp_path / "encoder"
-    flags = tiny_flags(corpus, encoder, tokenizer="wordpiece", vocab_size=90, max_iters=2)
-    assert main(["train", "--model", "bert", *flags]) == 0
+    encoder = trained_encoder(tmp_path)
     driver = browser
     with serving(chars, tmp_path, "--compare", str(encoder)) as url:
         driver.get(url)
@@ -248,10 +256,7 @@ def test_a_non_finite_evaluation_keeps_the_curves_in_bits_per_byte(runs, browser
 def test_an_encoder_run_says_why_it_has_no_probes(browser, tmp_path):  # noqa: F811
     """A masked-LM run records no probes (its trainer takes none): its Learning section says
     so, not that none were recorded yet."""
-    corpus = write_corpus(tmp_path / "corpus.txt", n_lines=300)
-    encoder = tmp_path / "encoder"
-    flags = tiny_flags(corpus, encoder, tokenizer="wordpiece", vocab_size=90, max_iters=2)
-    assert main(["train", "--model", "bert", *flags]) == 0
+    encoder = trained_encoder(tmp_path)
     assert probe_iterations(encoder) == []
     driver = browser
     with serving(encoder, tmp_path) as url:
