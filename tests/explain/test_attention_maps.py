@@ -112,20 +112,44 @@ def test_empty_prompt(model_and_tokenizer):
         prompt_attention(model, tokenizer, "")
 
 
-def test_linear_attention_has_no_map():
+def test_linear_attention_maps_give_each_layers_output():
+    """A linear-attention model's map holds the weights a_ij of seed 002 eq. 48: causal, each
+    row summing to 1, and the layer's own output (computed from running sums, never a T x T
+    matrix) is c_proj(Σ_j a_ij v_j) with the map's a."""
     tokenizer = CharTokenizer.from_text(TEXT)
-    model = GPT(
-        ModelConfig(
-            vocab_size=tokenizer.vocab_size,
-            block_size=16,
-            n_layer=1,
-            n_head=1,
-            n_embd=8,
-            attention="linear",
-        )
+    torch.manual_seed(5)
+    config = ModelConfig(
+        vocab_size=tokenizer.vocab_size,
+        block_size=16,
+        n_layer=2,
+        n_head=2,
+        n_embd=8,
+        attention="linear",
     )
-    with pytest.raises(ConfigError, match="linear attention"):
-        prompt_attention(model, tokenizer, "the")
+    model = GPT(config).eval()
+    seen = {}
+
+    def keep(module, args, kwargs, output):
+        seen[module] = (args[0], kwargs.get("rope"), output)
+
+    hooks = [
+        attn.register_forward_hook(keep, with_kwargs=True) for attn in model.attention_layers()
+    ]
+    try:
+        maps = prompt_attention(model, tokenizer, "the cat sat").maps  # (layers, heads, T, T)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    T = maps.shape[-1]
+    np.testing.assert_allclose(maps.sum(-1), 1.0, rtol=1e-5)
+    assert np.all(np.triu(maps, k=1) == 0)
+    for layer, attn in enumerate(model.attention_layers()):
+        x, rope, output = seen[attn]
+        with torch.no_grad():
+            _, _, v = attn.queries_keys_values(x, rope)  # (1, nh, T, hs)
+            heads = torch.from_numpy(maps[layer]).to(v.dtype)[None] @ v
+            rebuilt = attn.c_proj(heads.transpose(1, 2).reshape(1, T, config.n_embd))
+        torch.testing.assert_close(rebuilt, output, rtol=1e-4, atol=1e-5)
 
 
 def test_token_labels_are_visible_and_literal():

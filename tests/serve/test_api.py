@@ -14,9 +14,10 @@ import torch
 
 from light_llm import explain
 from light_llm.assets import packaged_encoder_folder
-from light_llm.checkpoints import load, load_tokenizer
+from light_llm.checkpoints import load, load_tokenizer, save
 from light_llm.checkpoints.run import MetricsLog, evaluation_records, read_trainer_state
 from light_llm.cli import main
+from light_llm.config import ModelConfig
 from light_llm.explain.attention_maps import prompt_attention
 from light_llm.explain.registry import EXAMPLES
 from light_llm.explain.render import needs_scientific
@@ -26,6 +27,7 @@ from light_llm.models.bert import (
     embed_sentences,
     predict_masked,
 )
+from light_llm.models.gpt import GPT
 from light_llm.serve import ExplorerModel, create_app
 from tests.cli.test_fill_mask import shipped_answer
 from tests.serve.conftest import local_client
@@ -99,6 +101,31 @@ def test_attention_equals_attention_maps(client, gpt):
     assert weights.shape == (2, 2, len(PROMPT), len(PROMPT))  # layer, head, query, key
     np.testing.assert_allclose(weights, expected.maps, atol=1e-6)
     assert body["tokens"] == expected.tokens and body["causal"] is True
+
+
+def test_a_linear_attention_model_has_its_maps_drawn(gpt, tmp_path):
+    """Linear attention forms no T x T matrix, yet its output averages the values with
+    weights a_ij (seed 002 eq. 48): the page gets those, equal to the Python API's, rows
+    summing to 1 (it answered 400)."""
+    _, tokenizer = gpt
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=tokenizer.vocab_size,
+        block_size=16,
+        n_layer=2,
+        n_head=2,
+        n_embd=16,
+        attention="linear",
+    )
+    model = GPT(config).eval()
+    folder = tmp_path / "linear"
+    save(model, folder, tokenizer=tokenizer)
+    with local_client(create_app(ExplorerModel(folder, "test"))) as linear_client:
+        response = linear_client.post("/api/attention", json={"prompt": PROMPT})
+    assert response.status_code == 200
+    weights = np.array(response.json()["weights"])
+    np.testing.assert_allclose(weights, prompt_attention(model, tokenizer, PROMPT).maps, atol=1e-6)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-5)
 
 
 def test_a_bpe_model_is_explored_token_by_token(bpe_run):

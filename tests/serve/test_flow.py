@@ -161,3 +161,26 @@ def test_a_rotary_encoder_shows_its_positions_stage():
     d = config.n_embd // config.n_head
     expected = [2 * config.position_base ** (-2 * i / d) for i in range(d // 2)]
     np.testing.assert_allclose(rotary["values"]["angles"], expected, atol=5e-6)  # 5 decimals
+
+
+def test_linear_attention_rows_carry_its_own_formula(tmp_path):
+    """A linear-attention model's attention row is φ(q_t)·φ(k_j) over its row sum (seed 002
+    eq. 48), not the softmax: the stage says so, links the linear-attention example, its rows
+    sum to 1, and the page renders every command of the formula."""
+    import light_llm.serve
+    from light_llm.explain.registry import EXAMPLES
+
+    tokenizer = CharTokenizer.from_text("abcdefgh ")
+    torch.manual_seed(0)
+    model = GPT(tiny_config(vocab_size=tokenizer.vocab_size, block_size=16, attention="linear"))
+    save(model.eval(), tmp_path / "m", tokenizer=tokenizer)
+    client = local_client(create_app(ExplorerModel(tmp_path / "m", "test")))
+    pattern = stages_by_key(client.post("/api/flow", json={"prompt": "abc abc"}).json())[
+        (0, "pattern")
+    ]
+    assert "softmax" not in pattern["formula"] and "\\phi" in pattern["formula"]
+    assert pattern["example"] in EXAMPLES
+    np.testing.assert_allclose(np.sum(pattern["values"]["rows"], axis=-1), 1.0, atol=1e-4)
+    script = (Path(light_llm.serve.__file__).parent / "static" / "flow.js").read_text()
+    table = re.search(r"const TEX_SYMBOLS = \{(.*?)\};", script, re.S).group(1)
+    assert "phi:" in table

@@ -70,17 +70,16 @@ def prompt_attention(
 ) -> PromptAttention:
     """The attention weights of ``model`` for ``prompt``, for one layer / head or all of them.
 
-    Raises ConfigError when the layer or head does not exist, when the prompt is longer than
-    the model's context, or when the model uses linear attention (which forms no T x T
-    matrix); TokenizerError when the prompt has no tokens.
+    A model with linear attention gives the weights a_ij = φ(q_i)·φ(k_j) / Σ_{j'<=i}
+    φ(q_i)·φ(k_j') its output averages the values with (seed 002 §11.3, eq. 48), which its
+    running sums never form as a matrix.
+
+    Raises ConfigError when the layer or head does not exist or when the prompt is longer than
+    the model's context; TokenizerError when the prompt has no tokens.
     """
     config = model.config
     layers = checked_index("layer", layer, config.n_layer)
     heads = checked_index("head", head, config.n_head)
-    if config.attention == "linear":
-        raise ConfigError(
-            "this model uses linear attention, which never forms a T x T matrix of weights to draw."
-        )
     if not tokenizer.encode(prompt):
         raise TokenizerError("the prompt has no tokens: give some text.")
     ids = model_input_ids(model, tokenizer, prompt)

@@ -345,6 +345,10 @@ class SelfAttention(nn.Module):
         dropout_p = self.dropout_p if self.training else 0.0
         if self.linear:
             y = causal_linear_attention(q, k, v, key_padding, cache)
+            if self.record_weights:  # y_i = Σ_j a_ij v_j: a's rows, for a whole prompt
+                whole = cache is None and key_padding is None
+                weights = causal_linear_attention_weights(q, k) if whole else None
+                self.last_weights = None if weights is None else weights.detach()
         else:
             if cache is not None:
                 k, v = cache.append(k, v, offset)  # (B, nh, offset + T, hs)

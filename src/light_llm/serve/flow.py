@@ -44,6 +44,17 @@ ACTIVATION_FORMULAS = {
     "swiglu": r"h = \mathrm{Swish}(x W_1) \odot (x V)",
 }
 
+# the attention row's formula and its explain example, by whether the attention is linear
+# (seed 002 §11.3, eq. 48: the weights its running sums average the values with)
+PATTERN = {
+    False: (r"A_t = \mathrm{softmax}\left(\frac{q_t K^\top}{\sqrt{d_k}}\right)", "cat-sat"),
+    True: (
+        r"A_{t j} = \frac{\phi(q_t) \cdot \phi(k_j)}{\sum_{i \le t} \phi(q_t) \cdot \phi(k_i)},"
+        r"\; \phi = \mathrm{elu} + 1",
+        "linear-attention",
+    ),
+}
+
 
 def vector(values: np.ndarray) -> list:
     return np.round(np.asarray(values, dtype=np.float64), DECIMALS).tolist()
@@ -56,6 +67,7 @@ def stage(key: str, title: str, formula: str, example: str | None, **values: Any
 def layer_stages(acts: dict[str, np.ndarray], t: int, config, norm: str) -> list[dict]:
     """One layer's stages at position ``t``; ``acts``: its recorded sites by bare name."""
     pre = config.block_order == "pre"
+    linear = config.attention == "linear"
     skip = getattr(config, "embedding_skip", False)
     qk = (
         r"q = x W_Q,\; k = x W_K,\; v = x W_V"
@@ -82,12 +94,7 @@ def layer_stages(acts: dict[str, np.ndarray], t: int, config, norm: str) -> list
         ),
         ("ln1", "norm before attention", norm, "norms"),
         ("qkv", "queries, keys and values of each head", qk, "multi-head"),
-        (
-            "pattern",
-            "attention of this token over the prompt, per head",
-            r"A_t = \mathrm{softmax}\left(\frac{q_t K^\top}{\sqrt{d_k}}\right)",
-            "cat-sat",
-        ),
+        ("pattern", "attention of this token over the prompt, per head", *PATTERN[linear]),
         (
             "attn_out",
             "heads' outputs through W_O, summed",

@@ -11,7 +11,7 @@ const flowState = { position: null, result: null, open: null };
 // The subset the formulas use: \frac, \sqrt, ^ and _ (braced or one character), \mathrm,
 // \left( \right), Greek letters and a few symbols, spacing commands. Returns HTML.
 const TEX_SYMBOLS = {
-  alpha: "α", beta: "β", gamma: "γ", delta: "δ", epsilon: "ε", theta: "θ", lambda: "λ", mu: "μ", sigma: "σ",
+  alpha: "α", beta: "β", gamma: "γ", delta: "δ", epsilon: "ε", theta: "θ", lambda: "λ", mu: "μ", sigma: "σ", phi: "φ",
   tau: "τ", odot: "⊙", cdot: "·", sum: "∑", top: "⊤", leftarrow: "←", mapsto: "↦", max: "max",
   tanh: "tanh", exp: "exp", ln: "ln", infty: "∞", times: "×", approx: "≈", le: "≤", ge: "≥",
 };
