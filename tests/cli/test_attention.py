@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import matplotlib.image
+import numpy as np
 import pytest
 import torch
 
@@ -10,6 +13,7 @@ from light_llm.checkpoints import save
 from light_llm.cli import main
 from light_llm.config import ModelConfig
 from light_llm.explain import plots
+from light_llm.explain.attention_maps import prompt_attention
 from light_llm.models.gpt import GPT
 from light_llm.tokenizers import CharTokenizer
 
@@ -128,3 +132,26 @@ def test_the_picture_of_a_run_is_titled_with_the_run(tmp_path):
     assert run_name(tmp_path / "my-run" / "checkpoint") == "my-run"
     assert run_name(tmp_path / "my-run" / ".checkpoint.old-0001-ab") == "my-run"
     assert run_name(tmp_path / "a-model") == "a-model"
+
+
+def test_a_linear_attention_model_prints_its_weights(capsys, tmp_path):
+    """Linear attention's weights (seed 002 eq. 48) as --json prints them: causal rows that
+    sum to 1, the same as the explain API's (the command refused such a model)."""
+    tokenizer = CharTokenizer.from_text("To be, or not to be")
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=tokenizer.vocab_size, block_size=BLOCK, n_layer=N_LAYER, n_head=N_HEAD,
+        n_embd=12, attention="linear",
+    )  # fmt: skip
+    model = GPT(config)
+    save(model, tmp_path / "linear", tokenizer=tokenizer)
+    code, stdout, _ = run(
+        capsys, "--checkpoint", str(tmp_path / "linear"), "--prompt", "to be", "--json",
+        "--out", str(tmp_path / "maps.png"),
+    )  # fmt: skip
+    assert code == 0
+    weights = np.array(json.loads(stdout[stdout.index("{") :])["weights"])
+    assert weights.shape == (N_LAYER, N_HEAD, 5, 5)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-5)
+    assert np.all(np.triu(weights, k=1) == 0)
+    np.testing.assert_allclose(weights, prompt_attention(model, tokenizer, "to be").maps, atol=1e-6)

@@ -13,7 +13,9 @@ A = softmax(Q K^T / sqrt(d_k)) of every layer and head (or of the one --layer / 
 as heatmaps with the prompt's tokens on both axes: row i shows what token i attends to. A GPT
 attends to earlier tokens only (the causal mask); an encoder (a --model bert run, a
 HuggingFace BERT folder, or without --checkpoint the packaged MiniLM) to every token, with
-[CLS] and [SEP] around the prompt. Layers and heads count from 0.
+[CLS] and [SEP] around the prompt. A model with linear attention (--attention linear) shows
+the weights its output averages the values with, phi(q_i).phi(k_j) / sum_{j'<=i}
+phi(q_i).phi(k_j'), phi = elu + 1 (seed 002 eq. 48). Layers and heads count from 0.
 
 --out FILE.png writes one picture (a grid: one row per layer, one column per head);
 --out DIR writes one picture per layer, DIR/attention_layer{L}.png.

@@ -3,9 +3,10 @@
 ``GPT.attention_maps`` runs the prompt through the explicit attention formula and returns
 A = softmax(Q K^T / sqrt(d_k)) with the causal mask for every layer (seed 000 §3);
 ``BertEncoder.attention_maps`` the same without the mask (bidirectional, seed 003 §16-25),
-over the prompt with [CLS] and [SEP] around it. This module checks the request against the
-model (context length, layer and head ranges), picks the layers and heads asked for and draws
-them with the tokens on both axes.
+over the prompt with [CLS] and [SEP] around it; a GPT with linear attention its weights
+φ(q_i)·φ(k_j) / Σ_{j'<=i} φ(q_i)·φ(k_j') (seed 002 §11.3, eq. 48). This module checks the
+request against the model (context length, layer and head ranges), picks the layers and heads
+asked for and draws them with the tokens on both axes.
 """
 
 from __future__ import annotations
