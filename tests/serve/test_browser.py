@@ -31,7 +31,11 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 import light_llm
 from light_llm import explain
+from light_llm.checkpoints import save
+from light_llm.config import ModelConfig
 from light_llm.explain.render import format_number, needs_scientific
+from light_llm.models.gpt import GPT
+from light_llm.tokenizers import CharTokenizer
 
 CHROMIUM_FLAGS = (
     "--headless",
@@ -460,3 +464,28 @@ def test_the_inspect_panels_show_what_the_api_computes(server, browser, tmp_path
 
     screenshot(driver, tmp_path, "explorer-inspect.png")
     assert_all_local(driver, server)
+
+
+def test_a_linear_attention_model_draws_its_weights(browser, tmp_path):
+    """A model with linear attention gets every layer's and head's maps, under its own
+    formula (seed 002 eq. 48), not the softmax's (the API answered 400, the page drew none)."""
+    tokenizer = CharTokenizer.from_text(  # every character of the page's prompt presets
+        "It is the east, and Juliet is the ROMEO: To be, or not to be First Citizen:\nBefore"
+    )
+    config = ModelConfig(
+        vocab_size=tokenizer.vocab_size, block_size=64, n_layer=2, n_head=2, n_embd=16,
+        attention="linear",
+    )  # fmt: skip
+    save(GPT(config).eval(), tmp_path / "linear", tokenizer=tokenizer)
+    driver = browser
+    with serving(tmp_path / "linear", tmp_path) as url:
+        driver.get(url)
+        wait_for(driver, page_ready, "the page never got ready")
+        heading = driver.find_element(By.CSS_SELECTOR, "#attention-section h2").text
+        assert "φ(q_i)·φ(k_j)" in heading and "softmax" not in heading
+        wait_for(
+            driver,
+            lambda d: len(d.find_elements(By.CSS_SELECTOR, "#heads canvas")) == 4,
+            "the four heads' maps",
+        )
+        assert not driver.find_element(By.ID, "prompt-error").text

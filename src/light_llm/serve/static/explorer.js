@@ -139,9 +139,11 @@ function nextTokenSection() {
     el("div", { id: "next-error", class: "error" }));
 }
 
-function attentionSection(causal) {
+function attentionSection(causal, linear) {
+  // linear attention (seed 002 eq. 48) averages the values with φ(q_i)·φ(k_j) over its row sum
+  const formula = linear ? "A_ij = φ(q_i)·φ(k_j) / Σ_j′≤i φ(q_i)·φ(k_j′), φ = elu + 1" : "A = softmax(QKᵀ / √d_k)";
   return el("section", { id: "attention-section" },
-    el("h2", { text: `Attention A = softmax(QKᵀ / √d_k)${causal ? ", causal" : ", bidirectional"}: every layer and head` }),
+    el("h2", { text: `Attention ${formula}${causal ? ", causal" : ", bidirectional"}: every layer and head` }),
     el("p", { class: "muted", text: "Row i is what token i attends to. Hover a token chip to mark its row; click a head to enlarge it." }),
     el("div", { class: "attention-views" },
       el("div", { id: "heads", class: "heads" }),
@@ -467,7 +469,7 @@ async function modelPage(app) {
   const gpt = model.kind === "gpt";
   const sections = [promptSection(gpt ? GPT_PRESETS : ENCODER_PRESETS)];
   if (gpt) sections.push(nextTokenSection());
-  sections.push(attentionSection(gpt), flowSection()); // flow.js
+  sections.push(attentionSection(gpt, model.config.attention === "linear"), flowSection()); // flow.js
   if (gpt) sections.push(generateSection());
   else sections.push(fillMaskSection(model.capabilities.fill_mask), similaritySection());
   sections.push(...inspectSections(model)); // inspect.js
