@@ -16,6 +16,7 @@ from light_llm.explain import plots
 from light_llm.explain.attention_maps import prompt_attention
 from light_llm.models.gpt import GPT
 from light_llm.tokenizers import CharTokenizer
+from tests.conftest import tiny_config
 
 N_LAYER, N_HEAD, BLOCK = 2, 3, 12
 
@@ -139,7 +140,7 @@ def test_a_linear_attention_model_prints_its_weights(capsys, tmp_path):
     sum to 1, the same as the explain API's (the command refused such a model)."""
     tokenizer = CharTokenizer.from_text("To be, or not to be")
     torch.manual_seed(0)
-    config = ModelConfig(
+    config = tiny_config(
         vocab_size=tokenizer.vocab_size, block_size=BLOCK, n_layer=N_LAYER, n_head=N_HEAD,
         n_embd=12, attention="linear",
     )  # fmt: skip

@@ -14,6 +14,7 @@ from light_llm.errors import ConfigError, TokenizerError
 from light_llm.explain.attention_maps import prompt_attention, token_label
 from light_llm.models.gpt import GPT
 from light_llm.tokenizers import CharTokenizer
+from tests.conftest import tiny_config
 
 TEXT = "the cat sat on the mat"
 
@@ -118,14 +119,7 @@ def test_linear_attention_maps_give_each_layers_output():
     matrix) is c_proj(Σ_j a_ij v_j) with the map's a."""
     tokenizer = CharTokenizer.from_text(TEXT)
     torch.manual_seed(5)
-    config = ModelConfig(
-        vocab_size=tokenizer.vocab_size,
-        block_size=16,
-        n_layer=2,
-        n_head=2,
-        n_embd=8,
-        attention="linear",
-    )
+    config = tiny_config(vocab_size=tokenizer.vocab_size, n_embd=8, attention="linear")
     model = GPT(config).eval()
     seen = {}
 

@@ -17,7 +17,6 @@ from light_llm.assets import packaged_encoder_folder
 from light_llm.checkpoints import load, load_tokenizer, save
 from light_llm.checkpoints.run import MetricsLog, evaluation_records, read_trainer_state
 from light_llm.cli import main
-from light_llm.config import ModelConfig
 from light_llm.explain.attention_maps import prompt_attention
 from light_llm.explain.registry import EXAMPLES
 from light_llm.explain.render import needs_scientific
@@ -30,6 +29,7 @@ from light_llm.models.bert import (
 from light_llm.models.gpt import GPT
 from light_llm.serve import ExplorerModel, create_app
 from tests.cli.test_fill_mask import shipped_answer
+from tests.conftest import tiny_config
 from tests.serve.conftest import local_client
 from tests.train.helpers import tiny_flags, write_corpus
 
@@ -109,15 +109,7 @@ def test_a_linear_attention_model_has_its_maps_drawn(gpt, tmp_path):
     summing to 1 (it answered 400)."""
     _, tokenizer = gpt
     torch.manual_seed(0)
-    config = ModelConfig(
-        vocab_size=tokenizer.vocab_size,
-        block_size=16,
-        n_layer=2,
-        n_head=2,
-        n_embd=16,
-        attention="linear",
-    )
-    model = GPT(config).eval()
+    model = GPT(tiny_config(vocab_size=tokenizer.vocab_size, attention="linear")).eval()
     folder = tmp_path / "linear"
     save(model, folder, tokenizer=tokenizer)
     with local_client(create_app(ExplorerModel(folder, "test"))) as linear_client:

@@ -32,10 +32,10 @@ from selenium.webdriver.support.ui import WebDriverWait
 import light_llm
 from light_llm import explain
 from light_llm.checkpoints import save
-from light_llm.config import ModelConfig
 from light_llm.explain.render import format_number, needs_scientific
 from light_llm.models.gpt import GPT
 from light_llm.tokenizers import CharTokenizer
+from tests.conftest import tiny_config
 
 CHROMIUM_FLAGS = (
     "--headless",
@@ -472,10 +472,7 @@ def test_a_linear_attention_model_draws_its_weights(browser, tmp_path):
     tokenizer = CharTokenizer.from_text(  # every character of the page's prompt presets
         "It is the east, and Juliet is the ROMEO: To be, or not to be First Citizen:\nBefore"
     )
-    config = ModelConfig(
-        vocab_size=tokenizer.vocab_size, block_size=64, n_layer=2, n_head=2, n_embd=16,
-        attention="linear",
-    )  # fmt: skip
+    config = tiny_config(vocab_size=tokenizer.vocab_size, block_size=64, attention="linear")
     save(GPT(config).eval(), tmp_path / "linear", tokenizer=tokenizer)
     driver = browser
     with serving(tmp_path / "linear", tmp_path) as url:

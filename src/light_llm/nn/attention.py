@@ -347,8 +347,8 @@ class SelfAttention(nn.Module):
             y = causal_linear_attention(q, k, v, key_padding, cache)
             if self.record_weights:  # y_i = Σ_j a_ij v_j: a's rows, for a whole prompt
                 whole = cache is None and key_padding is None
-                weights = causal_linear_attention_weights(q, k) if whole else None
-                self.last_weights = None if weights is None else weights.detach()
+                weights = causal_linear_attention_weights(q, k).detach() if whole else None
+                self.last_weights = weights
         else:
             if cache is not None:
                 k, v = cache.append(k, v, offset)  # (B, nh, offset + T, hs)
