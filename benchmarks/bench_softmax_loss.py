@@ -1,14 +1,14 @@
-"""The training step with the softmax loss of bfloat16 logits (light_llm.nn.softmax_loss)
-against the same step with PyTorch's float32 cross-entropy (the logits copied up: the path
+"""The training step with the softmax loss (light_llm.nn.softmax_loss) against the same step
+with PyTorch's float32 cross-entropy (bfloat16 logits copied up: the path
 ``GPT.next_token_loss`` keeps for every other loss, and took for all before), for the
-default's model (qwen3-cpu) over several vocabulary sizes.
+default's model (qwen3-cpu) over several vocabulary sizes, in the trainer's dtype on this CPU.
 
 The two losses take turns in one process, ``--rounds`` times, each round timing ``--steps``
 steps of ``recipe_sweep.step_timer`` (the trainer's model, optimizer and autocast, with the
 trainer's allocator settings); the median of each round's ratio, new over old, is printed with
-its range (below 1: the new loss is faster). Needs a CPU with bfloat16 arithmetic (AVX-512 BF16
-or AMX), where the trainer runs under bfloat16 autocast; elsewhere both steps take the float32
-path and the ratio is 1.
+its range (below 1: the new loss is faster). On a CPU with bfloat16 arithmetic (AVX-512 BF16 or AMX)
+the trainer runs under bfloat16 autocast and the logits are bfloat16; elsewhere (AVX2) they
+are float32, and the two steps differ by the passes the softmax loss leaves out.
 
     PYTHONPATH=src python benchmarks/bench_softmax_loss.py [--vocab-sizes 768 1536 4096]
         [--rounds 10] [--steps 8]

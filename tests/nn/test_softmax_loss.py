@@ -1,6 +1,6 @@
-"""The softmax loss of bfloat16 logits against PyTorch's cross-entropy in float64 of the same
-logits (the exact loss and gradient of what the head computed), and against the float32 path
-it replaces."""
+"""The softmax loss of bfloat16 and float32 logits against PyTorch's cross-entropy in float64 of
+the same logits (the exact loss and gradient of what the head computed), and against the
+float32 path it replaces."""
 
 import pytest
 import torch
@@ -43,6 +43,17 @@ def test_loss_and_gradient_match_float64(scale):
     # entries of unsure rows are rounded twice: from p_y, then to bfloat16)
     assert relative(grad, exact_grad) < 1.2 * relative(float32_grad, exact_grad)
     assert abs(float32_loss - exact_loss).item() < 1e-5  # the comparison itself is sound
+
+
+@pytest.mark.parametrize("scale", [0.5, 3.0, 12.0, 40.0])
+def test_float32_logits_match_float64_as_pytorchs_float32_does(scale):
+    logits, targets = bfloat16_logits(512, 300, scale, seed=5)
+    logits = logits.float() + torch.randn(logits.shape, generator=torch.Generator().manual_seed(6))
+    exact_loss, exact_grad = loss_and_gradient(F.cross_entropy, logits.double(), targets)
+    loss, grad = loss_and_gradient(softmax_cross_entropy, logits, targets)
+    pytorch_loss, pytorch_grad = loss_and_gradient(F.cross_entropy, logits, targets)
+    assert abs(loss - exact_loss).item() <= 2 * abs(pytorch_loss - exact_loss).item() + 1e-6
+    assert relative(grad, exact_grad) < 2 * relative(pytorch_grad, exact_grad) + 1e-7
 
 
 def test_confident_rows_keep_their_target_entry():
@@ -89,7 +100,8 @@ def test_which_losses_take_it():
     training = logits.clone().requires_grad_()
     assert softmax_loss_applies(training, targets, 0.0, "mean")
     assert not softmax_loss_applies(logits, targets, 0.0, "mean")  # no gradient: evaluation
-    assert not softmax_loss_applies(training.float(), targets, 0.0, "mean")
+    assert softmax_loss_applies(training.float(), targets, 0.0, "mean")  # a float32 step
+    assert not softmax_loss_applies(training.double(), targets, 0.0, "mean")  # exact checks
     assert not softmax_loss_applies(training, targets, 0.1, "mean")
     assert not softmax_loss_applies(training, targets, 0.0, "sum")
     ignored = targets.clone()

@@ -255,9 +255,9 @@ class GPT(nn.Module):
     ) -> torch.Tensor:
         """Mean (or ``reduction="sum"``) cross-entropy of ``logits`` (B, T, V) at ``targets``
         (B, T), -1 ignored (seed 000 §7; label smoothing: seed 002 §12.2, eq. 51), in float32
-        at least, also when the logits are bf16 / fp16; a CPU training step on bf16 logits
-        takes the same loss from one softmax in bf16 (``nn/softmax_loss.py``)."""
-        if softmax_loss_applies(logits, targets, label_smoothing, reduction):  # training, bf16
+        at least, also when the logits are bf16 / fp16; a CPU training step on bf16 or fp32
+        logits takes the same loss from one softmax in their dtype (``nn/softmax_loss.py``)."""
+        if softmax_loss_applies(logits, targets, label_smoothing, reduction):  # CPU training
             return softmax_cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
         loss_dtype = torch.promote_types(logits.dtype, torch.float32)
         return F.cross_entropy(
