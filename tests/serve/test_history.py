@@ -137,6 +137,26 @@ def test_a_run_folder_deleted_while_watched_keeps_what_was_read(runs, tmp_path):
     assert client.get("/api/model").json()["warning"]  # the model card says so too
 
 
+def test_a_run_folder_overwritten_by_another_run_is_said_to_be_one(runs, tmp_path):
+    """The served folder now holds the BPE run: its curves are listed, and both the list and
+    the card say that the model served is still the character run loaded first."""
+    char, bpe = runs
+    copy = tmp_path / "run"
+    shutil.copytree(char, copy)
+    client = local_client(create_app(ExplorerModel(copy, "test")))
+    before = client.get("/api/runs").json()[0]
+    assert before["warning"] is None and client.get("/api/model").json()["warning"] is None
+    shutil.rmtree(copy)
+    shutil.copytree(bpe, copy)
+    after = client.get("/api/runs").json()[0]
+    replaced = evaluation_records(MetricsLog(bpe).records())
+    assert [point[0] for point in after["curves"]["val"]] == [r["iter"] for r in replaced]
+    assert after["tokenizer"] == "bpe" and "now holds another training run" in after["warning"]
+    card = client.get("/api/model").json()
+    assert card["tokenizer"]["name"] == before["tokenizer"] == "char"  # still the loaded model
+    assert "now holds another training run" in card["warning"]
+
+
 def test_a_run_whose_log_cannot_be_read_leaves_the_others_shown(runs, tmp_path):
     char, bpe = runs
     copy = tmp_path / "bpe"
