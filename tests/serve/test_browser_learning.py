@@ -21,9 +21,11 @@ from light_llm.errors import CheckpointError
 from light_llm.inspect.probe import take_probe
 from light_llm.train.probes import PROBE_SLICE_WINDOWS
 from tests.serve.test_browser import (  # noqa: F401 (fixtures)
+    api_table,
     browser,
     light_llm_command,
     page_ready,
+    page_table,
     screenshot,
     server,
     serving,
@@ -111,6 +113,23 @@ def test_the_temperature_redraws_the_bars(server, browser):  # noqa: F811
     assert after[1] < float(before[1].rstrip("%"))  # sharper: the runner-up falls behind the top
 
 
+def card_iteration(driver) -> int:
+    """The model card's "iterations" row (read in one script: the card may be redrawn)."""
+    value = driver.execute_script(
+        "const row = [...document.querySelectorAll('#card-section table.card tr')]"
+        ".find(r => r.cells[0].textContent === 'iterations');"
+        "return row ? row.cells[1].textContent : null;"
+    )
+    return int(value)
+
+
+def panels_iteration(driver) -> int | None:
+    """The checkpoint iteration the prompt's panels were last drawn from after a newer
+    checkpoint came (None: none came since the page loaded)."""
+    value = driver.execute_script("return document.body.dataset.panelsIteration")
+    return int(value) if value else None
+
+
 def test_a_run_is_followed_live_and_replayed_after_a_kill(browser, tmp_path):  # noqa: F811
     driver = browser
     corpus = write_corpus(tmp_path / "corpus.txt", n_lines=300)
@@ -125,6 +144,7 @@ def test_a_run_is_followed_live_and_replayed_after_a_kill(browser, tmp_path):  #
         with serving(out, tmp_path) as url:
             driver.get(url)
             wait_for(driver, page_ready, "the page never got ready")
+            set_prompt(driver, PROMPT)  # inside the tiny model's context
 
             def slider_max(d):
                 return int(d.find_element(By.ID, "probe-slider").get_attribute("max"))
@@ -137,6 +157,8 @@ def test_a_run_is_followed_live_and_replayed_after_a_kill(browser, tmp_path):  #
             assert "training now" in driver.find_element(By.ID, "training-status").text
             wait_for(driver, lambda d: slider_max(d) > first, "new probes, without a reload")
             wait_for(driver, lambda d: dots(d) > first_dots, "the curve gains points")
+            loaded = card_iteration(driver)
+            wait_for(driver, lambda d: card_iteration(d) > loaded, "the card follows the run")
             # killed just after a checkpoint's probe is on disk (the next is 40 steps away)
             wait_for(driver, lambda d: checkpoint_probed(out), "a probed checkpoint")
             trainer.send_signal(signal.SIGKILL)
@@ -146,6 +168,16 @@ def test_a_run_is_followed_live_and_replayed_after_a_kill(browser, tmp_path):  #
                 lambda d: "not training" in d.find_element(By.ID, "training-status").text,
                 "the page sees the run stopped",
             )
+            # the card and the next-token table come from the last checkpoint, not the first
+            saved = read_trainer_state(out / "checkpoint")["iteration"]
+            wait_for(
+                driver,
+                lambda d: card_iteration(d) == panels_iteration(d) == saved,
+                "the card and the panels of the last checkpoint",
+            )
+            temperature = float(driver.find_element(By.ID, "temperature").get_attribute("value"))
+            shown = page_table(driver)
+            assert len(shown) == 20 and shown == api_table(url, PROMPT, temperature)
             recorded = probe_iterations(out)
             for iteration in recorded:  # nothing corrupt: every record reads whole
                 read_probe(out, iteration)
@@ -153,7 +185,6 @@ def test_a_run_is_followed_live_and_replayed_after_a_kill(browser, tmp_path):  #
             for index, iteration in enumerate(recorded):  # the slider reaches each
                 move_slider(driver, index, iteration)
             # at the checkpoint's iteration, the panel shows what the checkpoint gives
-            saved = read_trainer_state(out / "checkpoint")["iteration"]
             move_slider(driver, recorded.index(saved), saved)
             model, tokenizer = load(out), load_tokenizer(out)
             record = read_probe(out, saved)

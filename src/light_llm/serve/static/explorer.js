@@ -11,7 +11,7 @@ const SIMILARITY_PRESET = [RIVER, "The river overflowed its banks.", "I deposite
 const DEBOUNCE_MS = 200;
 const MODEL_CHECK_MS = 5000;
 
-const state = { model: null, attention: null, hovered: null, selected: [0, 0], generating: false };
+const state = { model: null, attention: null, hovered: null, selected: [0, 0], generating: false, redrawing: false };
 
 // ---------------------------------------------------------------- small helpers
 function el(tag, attributes = {}, ...children) {
@@ -559,12 +559,31 @@ function showWarning(sentence) {
   $("#banner").hidden = !sentence;
 }
 
-// Every few seconds: is the checkpoint folder still there, is the server still up?
+// The iteration of the checkpoint a card describes (undefined for a model not trained here).
+function cardIteration(card) { return (card.training || {}).iteration; }
+
+// Every few seconds: is the checkpoint folder still there, is the server still up? And has the
+// run training beside it saved a newer checkpoint, which the server now serves: then the card
+// and the prompt's panels are drawn again from it (the page's body says which iteration in
+// data-panels-iteration once they are).
 async function checkModel() {
+  let card;
   try {
-    showWarning((await api("/api/model")).warning);
+    card = await api("/api/model");
   } catch (exc) {
     showWarning(exc.message);
+    return;
+  }
+  showWarning(card.warning);
+  if (state.redrawing || !$("#card-section") || cardIteration(card) === cardIteration(state.model)) return;
+  state.redrawing = true;
+  try {
+    state.model = card;
+    $("#card-section").replaceWith(cardSection(card));
+    await refreshPrompt();
+    document.body.dataset.panelsIteration = String(cardIteration(card));
+  } finally {
+    state.redrawing = false;
   }
 }
 
