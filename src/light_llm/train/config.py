@@ -246,8 +246,10 @@ LARGE_TEXT_VOCAB = 1536
 # the targets' entries by index, 1.042, 1.037 and 1.056 against the step over 768 ids the
 # count was fitted with (their mean; 1.075 when the backward wrote them with scatter_, 1.12
 # with the float32 loss); in float32 with AVX2's kernels (on the AVX-512 machine) 1.154, 1.112
-# and 1.146 (the largest: the AVX2 count had the least margin). A kind with no ratio of its
-# own takes float32's.
+# and 1.146 (the largest: the AVX2 count had the least margin), and on a real AVX2 CPU (a
+# 2-core AMD EPYC, thirty-fourth session) 1.116, 1.109 and 1.129, where the 1040 iterations
+# it gives ended six pairs at 0.84-0.96x nanoGPT's time (docs/recipe.md, "The default over
+# 1536 ids on a real AVX2 CPU"). A kind with no ratio of its own takes float32's.
 LARGE_VOCAB_STEP_RATIO = {"float32": 1.154, "bfloat16 with AMX": 1.045}
 
 
