@@ -162,7 +162,7 @@ def server_sent_event(kind: str, data: dict[str, Any]) -> str:
 def served_run_replaced(explorer: ExplorerModel) -> str | None:
     """A sentence when the served model's run folder now holds another training run (its
     curves in /api/runs are the new run's, the model is still the one loaded); None else."""
-    if not explorer.folder.is_dir() or explorer.folder_warning() is None:
+    if not explorer.folder.is_dir() or not explorer.run_replaced():
         return None
     return (
         f"{explorer.run_folder} now holds another training run than the served model's: "

@@ -126,6 +126,8 @@ class ExplorerModel:
         self.version = 0  # how many times a newer checkpoint replaced the loaded one
         self.training = self.read_training()
         self.history = self.loaded_history()
+        # (the log's mtime and size, whether it held another run then): run_replaced's last look
+        self.replaced_seen: tuple[tuple[int, int] | None, bool] | None = None
 
     def load_checkpoint(self):
         """The model in the folder (an int8 checkpoint as its float weights q s: the page looks
@@ -194,17 +196,32 @@ class ExplorerModel:
             return evaluations
         return [record for record in evaluations if record["iter"] <= until]
 
+    def run_replaced(self) -> bool:
+        """Whether the run folder's log now holds another training run than the loaded
+        model's (the same run, still training, only adds evaluations to it). The log is read
+        again only when its size or time changed since the last look: the page asks every
+        few seconds."""
+        if self.run_folder is None:
+            return False
+        log = MetricsLog(self.run_folder)
+        try:
+            status = log.path.stat()
+            stamp = (status.st_mtime_ns, status.st_size)
+        except OSError:
+            stamp = None
+        if self.replaced_seen is None or self.replaced_seen[0] != stamp:
+            try:
+                current = evaluation_records(log.records())
+            except LightLLMError:
+                current = []
+            self.replaced_seen = (stamp, current[: len(self.history)] != self.history)
+        return self.replaced_seen[1]
+
     def folder_warning(self) -> str | None:
         """A sentence when the checkpoint folder has gone since it was loaded, or holds
         another run than the loaded model's (its card then keeps the loaded run's facts)."""
         if self.folder.is_dir():
-            if self.run_folder is None:
-                return None
-            try:
-                current = evaluation_records(MetricsLog(self.run_folder).records())
-            except LightLLMError:
-                current = []
-            if current[: len(self.history)] == self.history:
+            if not self.run_replaced():
                 return None
             return (
                 f"{self.run_folder} now holds another training run than the one loaded; "
