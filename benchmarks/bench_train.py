@@ -30,7 +30,11 @@ a temporary folder), once in every round after light-llm's variants, so that it 
 with them like the others; its "iter N: ... time X ms" lines give a run's tokens/s (the
 median over the iterations after the first 5; its evaluation at iteration 0 is left out),
 the median over the rounds is reported, and its MFU is counted with the same ModelCounts
-and float32 peak.
+and float32 peak. Its ``model.py`` also takes turns in this process ("nanoGPT model.py"): its
+GPT and optimizer stepped as its ``train.py`` steps them, under this process's allocator
+settings, so that the two ratios printed split light-llm's lead into what its step's code
+gives (light-llm / nanoGPT's model step) and what nanoGPT's loop and allocator cost (its
+model step / its ``train.py``).
 
 Shapes: nanoGPT's CPU recipe (nanogpt-cpu: 4 layers, 4 heads, 128 wide, context 64, batch
 12, vocabulary 65), light-llm's default (qwen3-cpu: 96 wide, SwiGLU, batch 32, vocabulary
@@ -45,6 +49,9 @@ dropout 0.2, vocabulary 65).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
+import io
 import os
 import pickle
 import re
@@ -87,6 +94,7 @@ GPT2_LABEL = "light-llm GPT-2"  # the twin's variants
 NANOGPT_LINE = re.compile(r"^iter (\d+): loss [-\d.naninf]+, time ([\d.]+)ms", re.MULTILINE)
 NANOGPT_SKIPPED = 5  # its first iterations: allocator and kernels warming up
 NANOGPT_LABEL = "nanoGPT train.py (float32)"
+NANOGPT_MODEL_LABEL = "nanoGPT model.py float32"  # its model and optimizer in this process
 
 
 def hf_gpt2_like(config) -> torch.nn.Module:
@@ -132,6 +140,39 @@ def hf_step(config, dtype: str, math_attention: bool) -> Callable[[torch.Tensor]
     return step
 
 
+def nanogpt_model_step(checkout: Path) -> Callable[[torch.Tensor], None]:
+    """One training step of nanoGPT's own ``model.py`` (imported from the checkout, nothing of
+    it copied) at the nanogpt-cpu shape, as its ``train.py`` takes one on a CPU: its GPT
+    without biases, its ``configure_optimizers`` (AdamW, decay 0.1 on matrices, rate 1e-3,
+    betas 0.9 and 0.99; unfused on a CPU), forward with the targets, backward, global-norm
+    clipping at 1.0, the step and zeroed gradients. In this process, under this process's
+    allocator settings, so that its step and light-llm's differ only in their code."""
+    sys.path.insert(0, str(checkout))
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # its parameter and optimizer counts
+            nanogpt_model = importlib.import_module("model")
+            torch.manual_seed(0)
+            model = nanogpt_model.GPT(
+                nanogpt_model.GPTConfig(
+                    n_layer=4, n_head=4, n_embd=128, block_size=64, bias=False,
+                    vocab_size=VOCAB_SIZES["nanogpt-cpu"], dropout=0.0,
+                )
+            )  # fmt: skip
+            optimizer = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), "cpu")
+    finally:
+        sys.path.remove(str(checkout))
+
+    def step(batch: torch.Tensor) -> None:
+        inputs, targets = batch[:, :-1].contiguous(), batch[:, 1:].contiguous()  # as its get_batch
+        _, loss = model(inputs, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
 def tokens_per_second(step, batch_size: int, block_size: int, vocab: int, steps: int, seed: int):
     generator = torch.Generator().manual_seed(seed)
     batches = [
@@ -149,8 +190,9 @@ def timed_dtypes() -> tuple[str, ...]:
     return ("float32", "bfloat16") if cpu_has_native_bfloat16() else ("float32",)
 
 
-def variants_of(name: str) -> dict[str, tuple[Callable, str]]:
-    """label -> (step on a batch, dtype of its matmuls)."""
+def variants_of(name: str, nanogpt: Path | None) -> dict[str, tuple[Callable, str]]:
+    """label -> (step on a batch, dtype of its matmuls); with nanoGPT's checkout at its
+    shape, its model's step too."""
     config = preset(name, vocab_size=VOCAB_SIZES[name])
     variants = {}
     dtypes = timed_dtypes()
@@ -171,6 +213,8 @@ def variants_of(name: str) -> dict[str, tuple[Callable, str]]:
             if dtype in dtypes:
                 torch.manual_seed(0)
                 variants[label] = (hf_step(config, dtype, math_attention), dtype)
+    if nanogpt is not None and name == "nanogpt-cpu":
+        variants[NANOGPT_MODEL_LABEL] = (nanogpt_model_step(nanogpt), "float32")
     return variants
 
 
@@ -178,7 +222,7 @@ def bench_shape(name: str, rounds: int, steps: int, nanogpt: Path | None, iters:
     config = preset(name, vocab_size=VOCAB_SIZES[name])
     batch_size = PRESET_RECIPES[name].get("batch_size", 12)
     shape = (batch_size, config.block_size, config.vocab_size)
-    variants = variants_of(name)
+    variants = variants_of(name, nanogpt)
     for step, _ in variants.values():  # warm-up: allocator, oneDNN kernels
         tokens_per_second(step, *shape, 2, seed=0)
     rates: dict[str, list[float]] = {label: [] for label in variants}
@@ -235,6 +279,14 @@ def bench_shape(name: str, rounds: int, steps: int, nanogpt: Path | None, iters:
             "transformers float32",
         ),
         "light-llm float32 / nanoGPT (float32)": ("light-llm float32", NANOGPT_LABEL),
+        "light-llm float32 / nanoGPT's model step in this process": (
+            "light-llm float32",
+            NANOGPT_MODEL_LABEL,
+        ),
+        "nanoGPT's model step in this process / its train.py": (
+            NANOGPT_MODEL_LABEL,
+            NANOGPT_LABEL,
+        ),
         f"light-llm {trained} (the trainer's arithmetic here) / nanoGPT": (
             f"light-llm {trained}",
             NANOGPT_LABEL,
