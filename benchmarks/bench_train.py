@@ -34,7 +34,10 @@ and float32 peak. Its ``model.py`` also takes turns in this process ("nanoGPT mo
 GPT and optimizer stepped as its ``train.py`` steps them, under this process's allocator
 settings, so that the two ratios printed split light-llm's lead into what its step's code
 gives (light-llm / nanoGPT's model step) and what nanoGPT's loop and allocator cost (its
-model step / its ``train.py``).
+model step / its ``train.py``). And light-llm's own loop takes its turn in every round:
+``light-llm train --preset nanogpt-cpu`` for ``--loop-iters`` iterations in a subprocess (the
+median of its progress lines' tokens/s after its first 30 iterations), against nanoGPT's
+``train.py`` loop for loop.
 
 Shapes: nanoGPT's CPU recipe (nanogpt-cpu: 4 layers, 4 heads, 128 wide, context 64, batch
 12, vocabulary 65), light-llm's default (qwen3-cpu: 96 wide, SwiGLU, batch 32, vocabulary
@@ -44,6 +47,7 @@ dropout 0.2, vocabulary 65).
 
     PYTHONPATH=src python benchmarks/bench_train.py [--shapes nanogpt-cpu qwen3-cpu bpe-cpu]
         [--rounds 5] [--steps 10] [--threads N] [--nanogpt-dir DIR] [--nanogpt-iters 40]
+        [--loop-iters 200]
 """
 
 from __future__ import annotations
@@ -95,6 +99,9 @@ NANOGPT_LINE = re.compile(r"^iter (\d+): loss [-\d.naninf]+, time ([\d.]+)ms", r
 NANOGPT_SKIPPED = 5  # its first iterations: allocator and kernels warming up
 NANOGPT_LABEL = "nanoGPT train.py (float32)"
 NANOGPT_MODEL_LABEL = "nanoGPT model.py float32"  # its model and optimizer in this process
+TRAINER_LABEL = "light-llm train, whole loop"  # `light-llm train --preset nanogpt-cpu`
+TRAINER_LINE = re.compile(r"^iter (\d+)/\d+: .*?([\d,]+) tokens/s", re.MULTILINE)
+TRAINER_SKIPPED = 30  # its first iterations: warming up, and the thread governor's trial
 
 
 def hf_gpt2_like(config) -> torch.nn.Module:
@@ -218,7 +225,9 @@ def variants_of(name: str, nanogpt: Path | None) -> dict[str, tuple[Callable, st
     return variants
 
 
-def bench_shape(name: str, rounds: int, steps: int, nanogpt: Path | None, iters: int) -> None:
+def bench_shape(
+    name: str, rounds: int, steps: int, nanogpt: Path | None, iters: int, loop_iters: int
+) -> None:
     config = preset(name, vocab_size=VOCAB_SIZES[name])
     batch_size = PRESET_RECIPES[name].get("batch_size", 12)
     shape = (batch_size, config.block_size, config.vocab_size)
@@ -228,9 +237,10 @@ def bench_shape(name: str, rounds: int, steps: int, nanogpt: Path | None, iters:
     rates: dict[str, list[float]] = {label: [] for label in variants}
     dtypes = {label: dtype for label, (_, dtype) in variants.items()}
     with_nanogpt = nanogpt is not None and name == "nanogpt-cpu"
+    trained = default_dtype(torch.device("cpu"))  # bfloat16 where the trainer takes it
     if with_nanogpt:
-        rates[NANOGPT_LABEL] = []
-        dtypes[NANOGPT_LABEL] = "float32"
+        rates[NANOGPT_LABEL], rates[TRAINER_LABEL] = [], []
+        dtypes[NANOGPT_LABEL], dtypes[TRAINER_LABEL] = "float32", trained
     with tempfile.TemporaryDirectory() as folder:
         data = write_nanogpt_dataset(Path(folder)) if with_nanogpt else None
         for round_index in range(rounds):
@@ -238,6 +248,9 @@ def bench_shape(name: str, rounds: int, steps: int, nanogpt: Path | None, iters:
                 rates[label].append(tokens_per_second(step, *shape, steps, round_index))
             if with_nanogpt:  # its turn, after light-llm's variants in every round
                 rates[NANOGPT_LABEL].append(nanogpt_tokens_per_second(nanogpt, data, iters))
+                rates[TRAINER_LABEL].append(  # and light-llm's whole loop, as a user runs it
+                    trainer_tokens_per_second(Path(folder), loop_iters, round_index)
+                )
     medians = {label: statistics.median(values) for label, values in rates.items()}
     flops = train_flops_per_token(config)
     print(
@@ -253,6 +266,8 @@ def bench_shape(name: str, rounds: int, steps: int, nanogpt: Path | None, iters:
         spread = f"range {min(rates[label]):,.0f} .. {max(rates[label]):,.0f}"
         if label == NANOGPT_LABEL:
             spread += f"; a run of {iters} iterations a round"
+        if label == TRAINER_LABEL:
+            spread += f"; {trained}, a run of {loop_iters} iterations a round"
         print(f"  {label:<28} {rate:>9,.0f} tokens/s  MFU {mfu:6.1%}   ({spread})")
     if nanogpt is None and name == "nanogpt-cpu":
         print("  nanoGPT: not measured (give --nanogpt-dir DIR, a checkout of karpathy/nanoGPT)")
@@ -261,7 +276,6 @@ def bench_shape(name: str, rounds: int, steps: int, nanogpt: Path | None, iters:
             f"  bfloat16: not timed (this CPU, {torch.backends.cpu.get_cpu_capability()}, "
             "has no bfloat16 arithmetic: the trainer takes float32)"
         )
-    trained = default_dtype(torch.device("cpu"))  # bfloat16 where the trainer takes it
     gpt2 = GPT2_LABEL if f"{GPT2_LABEL} float32" in medians else "light-llm"
     comparisons = {
         "light-llm bfloat16 / float32": ("light-llm bfloat16", "light-llm float32"),
@@ -287,6 +301,7 @@ def bench_shape(name: str, rounds: int, steps: int, nanogpt: Path | None, iters:
             NANOGPT_MODEL_LABEL,
             NANOGPT_LABEL,
         ),
+        "light-llm train / nanoGPT's train.py, loop for loop": (TRAINER_LABEL, NANOGPT_LABEL),
         f"light-llm {trained} (the trainer's arithmetic here) / nanoGPT": (
             f"light-llm {trained}",
             NANOGPT_LABEL,
@@ -295,6 +310,33 @@ def bench_shape(name: str, rounds: int, steps: int, nanogpt: Path | None, iters:
     for what, (ours, theirs) in comparisons.items():
         if ours in medians and theirs in medians:
             print(f"  ratio {what}: {medians[ours] / medians[theirs]:.2f}x")
+
+
+def trainer_tokens_per_second(folder: Path, iters: int, seed: int) -> float:
+    """``light-llm train --preset nanogpt-cpu`` (nanoGPT's recipe on the packaged Shakespeare,
+    character-level) for ``iters`` iterations in a subprocess with this process's threads and
+    no evaluation, probe or sample inside the loop: the median of the tokens a second its
+    progress lines give for every 10 iterations after the first :data:`TRAINER_SKIPPED`
+    (warm-up, and the thread governor's trial of one thread), as nanoGPT's figure is the
+    median of its iterations after its first few."""
+    out = folder / f"light-llm-{seed}"
+    command = [
+        sys.executable, "-m", "light_llm", "train", "--preset", "nanogpt-cpu",
+        "--max-iters", str(iters), "--eval-interval", str(iters), "--probe-interval", "0",
+        "--sample-tokens", "0", "--seed", str(seed), "--out", str(out),
+    ]  # fmt: skip
+    env = dict(os.environ, OMP_NUM_THREADS=str(torch.get_num_threads()))
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"light-llm train failed:\n{done.stderr[-2000:]}")
+    rates = [
+        float(rate.replace(",", ""))
+        for iteration, rate in TRAINER_LINE.findall(done.stdout)
+        if int(iteration) > TRAINER_SKIPPED
+    ]
+    if not rates:
+        sys.exit(f"light-llm train printed no tokens/s after iteration {TRAINER_SKIPPED}.")
+    return statistics.median(rates)
 
 
 def write_nanogpt_dataset(folder: Path) -> Path:
@@ -347,12 +389,17 @@ def main() -> None:
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
     parser.add_argument("--nanogpt-dir", type=Path, help="a checkout of karpathy/nanoGPT")
     parser.add_argument("--nanogpt-iters", type=int, default=40)
+    parser.add_argument(
+        "--loop-iters", type=int, default=200, help="iterations of light-llm train's loop a round"
+    )
     args = parser.parse_args()
     checkout = args.nanogpt_dir
     if checkout and not ((checkout / "train.py").is_file() and (checkout / "model.py").is_file()):
         sys.exit(f"--nanogpt-dir {checkout} holds no nanoGPT train.py and model.py.")
     if args.nanogpt_iters <= NANOGPT_SKIPPED + 1:
         sys.exit(f"--nanogpt-iters must be more than {NANOGPT_SKIPPED + 1}: the first are skipped.")
+    if args.loop_iters <= TRAINER_SKIPPED + 10:
+        sys.exit(f"--loop-iters must be more than {TRAINER_SKIPPED + 10}: the first are skipped.")
     if args.threads:
         torch.set_num_threads(args.threads)
     keep_freed_memory()  # as light-llm's trainer does on the CPU; every model runs under it
@@ -368,7 +415,9 @@ def main() -> None:
     if args.nanogpt_dir is None:
         print("nanoGPT: no --nanogpt-dir given, so nanoGPT's train.py is not run")
     for name in args.shapes:
-        bench_shape(name, args.rounds, args.steps, args.nanogpt_dir, args.nanogpt_iters)
+        bench_shape(
+            name, args.rounds, args.steps, args.nanogpt_dir, args.nanogpt_iters, args.loop_iters
+        )
 
 
 if __name__ == "__main__":
