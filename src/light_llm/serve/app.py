@@ -159,18 +159,6 @@ def server_sent_event(kind: str, data: dict[str, Any]) -> str:
     return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-def served_run_replaced(explorer: ExplorerModel) -> str | None:
-    """A sentence when the served model's run folder now holds another training run (its
-    curves in /api/runs are the new run's, the model is still the one loaded); None else."""
-    if not explorer.folder.is_dir() or not explorer.run_replaced():
-        return None
-    return (
-        f"{explorer.run_folder} now holds another training run than the served model's: "
-        "these curves are the new run's, the model card and every answer still the loaded "
-        "model's (restart the explorer to serve the new run)."
-    )
-
-
 def create_app(
     explorer: ExplorerModel, compared: list[RunHistory] | tuple = (), host: str | None = None
 ) -> FastAPI:
@@ -294,7 +282,7 @@ def create_app(
             except LightLLMError as exc:  # one run's trouble leaves the others shown
                 summaries.append({"index": index, "name": run.name, "warning": str(exc)})
         if explorer.run_folder is not None and summaries[0].get("warning") is None:
-            summaries[0]["warning"] = served_run_replaced(explorer)
+            summaries[0]["warning"] = explorer.curves_warning()
         return summaries
 
     @app.get("/api/runs/{index}/probes/{iteration}")

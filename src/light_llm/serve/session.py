@@ -233,6 +233,17 @@ class ExplorerModel:
             "is still in memory and still served."
         )
 
+    def curves_warning(self) -> str | None:
+        """A sentence for the served run's curves (/api/runs) when its folder now holds another
+        training run: the curves are the new run's, the model is still the one loaded."""
+        if not self.folder.is_dir() or not self.run_replaced():
+            return None
+        return (
+            f"{self.run_folder} now holds another training run than the served model's: "
+            "these curves are the new run's, the model card and every answer still the loaded "
+            "model's (restart the explorer to serve the new run)."
+        )
+
     def read_training(self) -> dict[str, Any] | None:
         """Iterations, losses (bits per byte where known) and the loss curve of the run the
         checkpoint comes from; None for a model that was not trained by light-llm."""
