@@ -141,6 +141,11 @@ def test_the_fitted_weight_decay_gives_the_timescale_of_e_passes(train_tokens, e
     else:
         assert decay == pytest.approx(expected, rel=1e-12)
         assert f"weight decay {expected:.3g}, not 0.1" in note
+        if train_tokens < 4096:
+            assert f"the {train_tokens} training tokens are fewer than a step's 4,096" in note
+        else:
+            steps = f"{train_tokens / 4096:,.0f} steps"
+            assert f"a pass over the {train_tokens:,} training tokens takes {steps}" in note
 
 
 @pytest.mark.parametrize(

@@ -1188,9 +1188,14 @@ def fitted_weight_decay(
     decay = 1.0 / (resolved.lr * epochs * steps_per_pass)
     if decay <= resolved.weight_decay:
         return None, ""
+    a_pass = (
+        f"the {train_tokens:,} training tokens are fewer than a step's {tokens_per_step:,}, so "
+        "a pass counts as one step"
+        if train_tokens < tokens_per_step
+        else f"a pass over the {train_tokens:,} training tokens takes {steps_per_pass:,.0f} steps"
+    )
     return decay, (
-        f"weight decay {decay:.3g}, not {resolved.weight_decay:g}: a pass over the "
-        f"{train_tokens:,} training tokens takes {steps_per_pass:,.0f} steps, and decay "
+        f"weight decay {decay:.3g}, not {resolved.weight_decay:g}: {a_pass}, and decay "
         f"{decay:.3g} at lr {resolved.lr:g} makes the weights average over {epochs:g} passes, "
         "as they learn best on a corpus they see many times (--weight-decay-epochs sets the "
         "passes, --weight-decay alone the decay itself; docs/recipe.md)."
