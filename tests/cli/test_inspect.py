@@ -154,7 +154,15 @@ def test_patch_heads_neurons_and_surprise_equal_the_api(capsys, run_folder):
     )
     assert neurons["positions"] == top_activations(model, text_ids, 1, 5, k=3).positions.tolist()
     scored = as_json(capsys, run_folder, "surprise", "--prompt", TEXT)
-    np.testing.assert_allclose(scored["losses"], surprise(model, text_ids).losses)
+    expected = surprise(model, text_ids)
+    np.testing.assert_allclose(scored["losses"], expected.losses)
+    # rank 0 is the top guess: exactly the tokens the model ranked first
+    assert scored["ranks"] == expected.ranks.tolist()
+    assert [r == 0 for r in scored["ranks"]] == [
+        top == actual for top, actual in zip(scored["top_ids"], text_ids[1:].tolist(), strict=True)
+    ]
+    code, out, _ = inspect(capsys, run_folder, "surprise", "--prompt", TEXT)
+    assert code == 0 and "its rank (0: the model's top guess)" in out
 
 
 @pytest.mark.parametrize(

@@ -713,7 +713,8 @@ class Session:
         result = surprise(self.model, ids)
         tokens = [self.token_text(i) for i in ids]
         self.say(
-            f"each token of {what}: its loss -ln p (nats), p, its rank and the model's top guess"
+            f"each token of {what}: its loss -ln p (nats), p, its rank (0: the model's top "
+            "guess) and the model's top guess"
         )
         for t in range(min(len(result.losses), TABLE_ROWS)):
             self.say(
