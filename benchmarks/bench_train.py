@@ -36,7 +36,7 @@ settings, so that the two ratios printed split light-llm's lead into what its st
 gives (light-llm / nanoGPT's model step) and what nanoGPT's loop and allocator cost (its
 model step / its ``train.py``). And light-llm's own loop takes its turn in every round:
 ``light-llm train --preset nanogpt-cpu`` for ``--loop-iters`` iterations in a subprocess (the
-median of its progress lines' tokens/s after its first 30 iterations), against nanoGPT's
+median of its logged tokens/s after its first 30 iterations), against nanoGPT's
 ``train.py`` loop for loop.
 
 Shapes: nanoGPT's CPU recipe (nanogpt-cpu: 4 layers, 4 heads, 128 wide, context 64, batch
@@ -74,6 +74,7 @@ import torch.nn.functional as F
 import transformers
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from light_llm.checkpoints.run import MetricsLog, training_records
 from light_llm.config import preset
 from light_llm.shakespeare import shakespeare_text
 from light_llm.train.config import PRESET_RECIPES
@@ -100,7 +101,6 @@ NANOGPT_SKIPPED = 5  # its first iterations: allocator and kernels warming up
 NANOGPT_LABEL = "nanoGPT train.py (float32)"
 NANOGPT_MODEL_LABEL = "nanoGPT model.py float32"  # its model and optimizer in this process
 TRAINER_LABEL = "light-llm train, whole loop"  # `light-llm train --preset nanogpt-cpu`
-TRAINER_LINE = re.compile(r"^iter (\d+)/\d+: .*?([\d,]+) tokens/s", re.MULTILINE)
 TRAINER_SKIPPED = 30  # its first iterations: warming up, and the thread governor's trial
 
 
@@ -316,23 +316,20 @@ def trainer_tokens_per_second(folder: Path, iters: int, seed: int) -> float:
     """``light-llm train --preset nanogpt-cpu`` (nanoGPT's recipe on the packaged Shakespeare,
     character-level) for ``iters`` iterations in a subprocess with this process's threads and
     no evaluation, probe or sample inside the loop: the median of the tokens a second its
-    progress lines give for every 10 iterations after the first :data:`TRAINER_SKIPPED`
-    (warm-up, and the thread governor's trial of one thread), as nanoGPT's figure is the
-    median of its iterations after its first few."""
+    metrics.jsonl logs (the figures of its progress lines) for every 10 iterations after the
+    first :data:`TRAINER_SKIPPED` (warm-up, and the thread governor's trial of one thread), as
+    nanoGPT's figure is the median of its iterations after its first few."""
     out = folder / f"light-llm-{seed}"
     command = [
         sys.executable, "-m", "light_llm", "train", "--preset", "nanogpt-cpu",
         "--max-iters", str(iters), "--eval-interval", str(iters), "--probe-interval", "0",
         "--sample-tokens", "0", "--seed", str(seed), "--out", str(out),
     ]  # fmt: skip
-    env = dict(os.environ, OMP_NUM_THREADS=str(torch.get_num_threads()))
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(f"light-llm train failed:\n{done.stderr[-2000:]}")
+    run_with_our_threads(command, "light-llm train")
     rates = [
-        float(rate.replace(",", ""))
-        for iteration, rate in TRAINER_LINE.findall(done.stdout)
-        if int(iteration) > TRAINER_SKIPPED
+        record["tokens_per_s"]
+        for record in training_records(MetricsLog(out).records())
+        if record["iter"] > TRAINER_SKIPPED
     ]
     if not rates:
         sys.exit(f"light-llm train printed no tokens/s after iteration {TRAINER_SKIPPED}.")
@@ -368,15 +365,22 @@ def nanogpt_tokens_per_second(checkout: Path, data: Path, iters: int) -> float:
         "--n_embd=128", f"--max_iters={iters}", f"--lr_decay_iters={iters}",
         "--dropout=0.0", "--eval_interval=100000", "--always_save_checkpoint=False",
     ]  # fmt: skip
-    env = dict(os.environ, OMP_NUM_THREADS=str(torch.get_num_threads()))
-    done = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(f"nanoGPT's train.py failed:\n{done.stderr[-2000:]}")
-    times = [float(ms) / 1e3 for it, ms in NANOGPT_LINE.findall(done.stdout) if int(it) > 0]
+    stdout = run_with_our_threads(command, "nanoGPT's train.py", cwd=checkout)
+    times = [float(ms) / 1e3 for it, ms in NANOGPT_LINE.findall(stdout) if int(it) > 0]
     times = times[NANOGPT_SKIPPED:]
     if not times:
         sys.exit("nanoGPT's train.py printed no iteration times.")
     return 12 * 64 / statistics.median(times)
+
+
+def run_with_our_threads(command: list[str], name: str, cwd: Path | None = None) -> str:
+    """Run ``command`` in a subprocess with this process's torch threads; its stdout, or exit
+    with the end of its stderr when it fails."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(torch.get_num_threads()))
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{name} failed:\n{done.stderr[-2000:]}")
+    return done.stdout
 
 
 def main() -> None:
