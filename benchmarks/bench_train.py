@@ -37,7 +37,10 @@ gives (light-llm / nanoGPT's model step) and what nanoGPT's loop and allocator c
 model step / its ``train.py``). And light-llm's own loop takes its turn in every round:
 ``light-llm train --preset nanogpt-cpu`` for ``--loop-iters`` iterations in a subprocess (the
 median of its logged tokens/s after its first 30 iterations), against nanoGPT's
-``train.py`` loop for loop.
+``train.py`` loop for loop; and on 2 or more threads the same loop under ``torchrun`` as one
+process of one thread a thread, each computing its share of the batch, the gradients
+averaged in shared memory (light_llm.train.shared_gradients): at nanoGPT's small products
+two processes use two cores better than one process's two threads do.
 
 Shapes: nanoGPT's CPU recipe (nanogpt-cpu: 4 layers, 4 heads, 128 wide, context 64, batch
 12, vocabulary 65), light-llm's default (qwen3-cpu: 96 wide, SwiGLU, batch 32, vocabulary
@@ -101,6 +104,8 @@ NANOGPT_SKIPPED = 5  # its first iterations: allocator and kernels warming up
 NANOGPT_LABEL = "nanoGPT train.py (float32)"
 NANOGPT_MODEL_LABEL = "nanoGPT model.py float32"  # its model and optimizer in this process
 TRAINER_LABEL = "light-llm train, whole loop"  # `light-llm train --preset nanogpt-cpu`
+# the same under torchrun: one process of one thread a thread, gradients in shared memory
+PROCESSES_LABEL = "light-llm train, processes"
 TRAINER_SKIPPED = 30  # its first iterations: warming up, and the thread governor's trial
 
 
@@ -238,9 +243,13 @@ def bench_shape(
     dtypes = {label: dtype for label, (_, dtype) in variants.items()}
     with_nanogpt = nanogpt is not None and name == "nanogpt-cpu"
     trained = default_dtype(torch.device("cpu"))  # bfloat16 where the trainer takes it
+    processes = torch.get_num_threads()  # under torchrun, one a thread, if the batch divides
+    with_processes = with_nanogpt and processes > 1 and batch_size % processes == 0
     if with_nanogpt:
         rates[NANOGPT_LABEL], rates[TRAINER_LABEL] = [], []
         dtypes[NANOGPT_LABEL], dtypes[TRAINER_LABEL] = "float32", trained
+    if with_processes:
+        rates[PROCESSES_LABEL], dtypes[PROCESSES_LABEL] = [], trained
     with tempfile.TemporaryDirectory() as folder:
         data = write_nanogpt_dataset(Path(folder)) if with_nanogpt else None
         for round_index in range(rounds):
@@ -250,6 +259,10 @@ def bench_shape(
                 rates[NANOGPT_LABEL].append(nanogpt_tokens_per_second(nanogpt, data, iters))
                 rates[TRAINER_LABEL].append(  # and light-llm's whole loop, as a user runs it
                     trainer_tokens_per_second(Path(folder), loop_iters, round_index)
+                )
+            if with_processes:
+                rates[PROCESSES_LABEL].append(
+                    trainer_tokens_per_second(Path(folder), loop_iters, round_index, processes)
                 )
     medians = {label: statistics.median(values) for label, values in rates.items()}
     flops = train_flops_per_token(config)
@@ -266,8 +279,10 @@ def bench_shape(
         spread = f"range {min(rates[label]):,.0f} .. {max(rates[label]):,.0f}"
         if label == NANOGPT_LABEL:
             spread += f"; a run of {iters} iterations a round"
-        if label == TRAINER_LABEL:
+        if label in (TRAINER_LABEL, PROCESSES_LABEL):
             spread += f"; {trained}, a run of {loop_iters} iterations a round"
+        if label == PROCESSES_LABEL:
+            spread += f"; {processes} processes of batch {batch_size // processes}"
         print(f"  {label:<28} {rate:>9,.0f} tokens/s  MFU {mfu:6.1%}   ({spread})")
     if nanogpt is None and name == "nanogpt-cpu":
         print("  nanoGPT: not measured (give --nanogpt-dir DIR, a checkout of karpathy/nanoGPT)")
@@ -302,6 +317,14 @@ def bench_shape(
             NANOGPT_LABEL,
         ),
         "light-llm train / nanoGPT's train.py, loop for loop": (TRAINER_LABEL, NANOGPT_LABEL),
+        "light-llm train in one-thread processes / nanoGPT's train.py, loop for loop": (
+            PROCESSES_LABEL,
+            NANOGPT_LABEL,
+        ),
+        "light-llm train in one-thread processes / in one process": (
+            PROCESSES_LABEL,
+            TRAINER_LABEL,
+        ),
         f"light-llm {trained} (the trainer's arithmetic here) / nanoGPT": (
             f"light-llm {trained}",
             NANOGPT_LABEL,
@@ -312,20 +335,31 @@ def bench_shape(
             print(f"  ratio {what}: {medians[ours] / medians[theirs]:.2f}x")
 
 
-def trainer_tokens_per_second(folder: Path, iters: int, seed: int) -> float:
+def trainer_tokens_per_second(folder: Path, iters: int, seed: int, processes: int = 1) -> float:
     """``light-llm train --preset nanogpt-cpu`` (nanoGPT's recipe on the packaged Shakespeare,
     character-level) for ``iters`` iterations in a subprocess with this process's threads and
     no evaluation, probe or sample inside the loop: the median of the tokens a second its
     metrics.jsonl logs (the figures of its progress lines) for every 10 iterations after the
     first :data:`TRAINER_SKIPPED` (warm-up, and the thread governor's trial of one thread), as
-    nanoGPT's figure is the median of its iterations after its first few."""
-    out = folder / f"light-llm-{seed}"
+    nanoGPT's figure is the median of its iterations after its first few. With ``processes``
+    > 1, under ``torchrun`` instead: that many processes of one thread each, each computing
+    an equal share of the batch of 12 as one micro-batch (--grad-accum), their gradients
+    averaged in shared memory (light_llm.train.shared_gradients)."""
+    out = folder / f"light-llm-{seed}-{processes}"
+    launcher = [sys.executable, "-m", "light_llm"]
+    split: list[str] = []
+    if processes > 1:
+        launcher = [
+            sys.executable, "-m", "torch.distributed.run", "--standalone",
+            f"--nproc_per_node={processes}", "-m", "light_llm",
+        ]  # fmt: skip
+        split = ["--batch-size", str(12 // processes), "--grad-accum", str(processes)]
     command = [
-        sys.executable, "-m", "light_llm", "train", "--preset", "nanogpt-cpu",
+        *launcher, "train", "--preset", "nanogpt-cpu", *split,
         "--max-iters", str(iters), "--eval-interval", str(iters), "--probe-interval", "0",
         "--sample-tokens", "0", "--seed", str(seed), "--out", str(out),
     ]  # fmt: skip
-    run_with_our_threads(command, "light-llm train")
+    run_with_our_threads(command, "light-llm train", threads=torch.get_num_threads() // processes)
     rates = [
         record["tokens_per_s"]
         for record in training_records(MetricsLog(out).records())
@@ -373,10 +407,12 @@ def nanogpt_tokens_per_second(checkout: Path, data: Path, iters: int) -> float:
     return 12 * 64 / statistics.median(times)
 
 
-def run_with_our_threads(command: list[str], name: str, cwd: Path | None = None) -> str:
-    """Run ``command`` in a subprocess with this process's torch threads; its stdout, or exit
-    with the end of its stderr when it fails."""
-    env = dict(os.environ, OMP_NUM_THREADS=str(torch.get_num_threads()))
+def run_with_our_threads(
+    command: list[str], name: str, cwd: Path | None = None, threads: int | None = None
+) -> str:
+    """Run ``command`` in a subprocess with this process's torch threads (or ``threads``);
+    its stdout, or exit with the end of its stderr when it fails."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads or torch.get_num_threads()))
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{name} failed:\n{done.stderr[-2000:]}")

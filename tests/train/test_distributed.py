@@ -69,7 +69,8 @@ def test_torchrun_two_gloo_processes_match_one_process(corpus, tmp_path, switche
             *tiny_flags(corpus, ddp_out, **settings),
         ]
     )
-    assert "2 processes" in completed.stdout  # rank 0 announced a distributed run
+    # rank 0 announced a distributed run, whose gradients meet in shared memory on one CPU
+    assert "2 processes averaging gradients in shared memory" in completed.stdout
     assert completed.stdout.count("training a ") == 1  # and rank 1 stayed silent
     single_log, ddp_log = MetricsLog(single_out).records(), MetricsLog(ddp_out).records()
     single, ddp = evaluation_records(single_log), evaluation_records(ddp_log)

@@ -113,6 +113,18 @@ def test_the_peaks_thread_count_reads_as_english(monkeypatch, threads):
     assert ("on 1 thread," if threads == 1 else f"on {threads} threads,") in line
 
 
+def test_processes_side_by_side_share_a_peak_of_each_ones_times_their_count(monkeypatch):
+    """Two torchrun processes on one CPU report the tokens of both: the fraction is of two
+    processes' peaks, 1000 tokens/s x 1 MFLOP against 2 x 2 GFLOP/s = 25%."""
+    config = TrainConfig(**TINY).resolve().model_config(50)
+    monkeypatch.setattr(mfu, "machine_peak", lambda dtype, count: 2e9)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    line = mfu.mfu_line(config, 1000.0, "float32", flops_per_token=1e6, processes=2)
+    assert "1.00 GFLOP/s, 25.0% of this CPU's float32" in line
+    assert "(2 processes x 2 GFLOP/s, each on 1 thread," in line
+    assert "50.0%" in mfu.mfu_line(config, 1000.0, "float32", flops_per_token=1e6)
+
+
 def test_a_peak_cached_under_the_keys_first_spelling_is_read_back(monkeypatch):
     """matmul_peak.json keys each peak by "...; N threads", 1 included: a cache written before
     the line read "1 thread" is still read, not measured again."""

@@ -107,13 +107,19 @@ def matmul_dtype(dtype: str) -> torch.dtype:
 
 
 def mfu_line(
-    config: ModelConfig, tokens_per_s: float, dtype: str, flops_per_token: float | None = None
+    config: ModelConfig,
+    tokens_per_s: float,
+    dtype: str,
+    flops_per_token: float | None = None,
+    processes: int = 1,
 ) -> str:
     """One line saying a CPU run's training tokens a second as matmul FLOP/s and as a
     fraction of this CPU's peak in the run's number format (:func:`machine_peak`); FLOPs a
     token are ``flops_per_token`` (a run's mean, :func:`mean_train_flops_per_token`), by
-    default those at the full context. A bfloat16 run on a CPU that only emulates bfloat16
-    gets no fraction, and no peak is measured for it."""
+    default those at the full context. ``processes`` training side by side on this machine
+    (torchrun on one CPU; ``tokens_per_s`` is all of theirs) make a peak of that many times
+    this process's, each on threads of its own. A bfloat16 run on a CPU that only emulates
+    bfloat16 gets no fraction, and no peak is measured for it."""
     flops = train_flops_per_token(config) if flops_per_token is None else flops_per_token
     kind = matmul_dtype(dtype)
     achieved = tokens_per_s * flops
@@ -131,8 +137,13 @@ def mfu_line(
         )
     threads = torch.get_num_threads()
     peak = machine_peak(kind, threads)
+    on_threads = f"{threads} thread{'' if threads == 1 else 's'}"
+    where = (
+        f"{peak / 1e9:.4g} GFLOP/s on {on_threads}"
+        if processes == 1
+        else f"{processes} processes x {peak / 1e9:.4g} GFLOP/s, each on {on_threads}"
+    )
     return (
-        f"{speed}, {model_flops_utilisation(tokens_per_s, flops, peak):.1%} "
-        f"of this CPU's {name} matmul peak ({peak / 1e9:.4g} GFLOP/s on "
-        f"{threads} thread{'' if threads == 1 else 's'}, a {PEAK_SIZE}x{PEAK_SIZE} product)"
+        f"{speed}, {model_flops_utilisation(tokens_per_s, flops, processes * peak):.1%} "
+        f"of this CPU's {name} matmul peak ({where}, a {PEAK_SIZE}x{PEAK_SIZE} product)"
     )

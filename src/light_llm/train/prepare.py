@@ -82,6 +82,7 @@ from light_llm.train.resume import (
     setting_differences,
 )
 from light_llm.train.run_tokenizer import check_enough_tokens
+from light_llm.train.shared_gradients import SharedGradients, on_one_machine
 from light_llm.train.subject import GPTSubject
 from light_llm.train.zero_init import projection_names
 
@@ -120,7 +121,7 @@ class PreparedRun:
     val_data: Any
     record: RunRecord
     raw_model: torch.nn.Module
-    model: torch.nn.Module  # raw_model compiled and/or wrapped in DDP
+    model: torch.nn.Module  # raw_model compiled and/or wrapped in DDP (not on one CPU)
     optimizer: torch.optim.Optimizer
     scaler: Any
     progress: Progress = field(default_factory=Progress)
@@ -131,6 +132,7 @@ class PreparedRun:
     precision_note: str = ""  # bfloat16 asked for on a CPU that only emulates it
     length_note: str = ""  # how many iterations the default takes on this machine, and why
     decay_note: str = ""  # the weight decay fitted to the corpus's size, and why
+    shared_gradients: SharedGradients | None = None  # torchrun on one machine's CPU, not DDP
     last_saved: tuple[Path, int] | None = None  # the checkpoint folder and its iteration
     average: WeightAverage | None = None  # --ema-beta's moving average (train.averaging)
 
@@ -318,7 +320,13 @@ def prepare_in(
         restore(run, saved, resume_folder)
     if cfg.compile:
         run.model = torch.compile(raw_model)
-    if dist.enabled:
+    if dist.enabled and device.type == "cpu" and on_one_machine():
+        for tensor in [*raw_model.parameters(), *raw_model.buffers()]:  # rank 0's, as DDP's
+            torch.distributed.broadcast(tensor.data, src=0)
+        run.shared_gradients = SharedGradients(
+            list(raw_model.parameters()), dist.rank, dist.world_size
+        )
+    elif dist.enabled:
         from torch.nn.parallel import DistributedDataParallel
 
         device_ids = [device.index] if device.type == "cuda" else None

@@ -17,7 +17,9 @@ One iteration is one optimiser step, in nanoGPT's order:
                     T_t = block_size, or context_warmup_size for the first context_warmup)
         loss_s = CE(model(x_s), y_s)   (optionally label-smoothed, seed 002 §12.2)
         backward(loss_s / slots)       (gradients add up to the mean over the batch;
-                                        under DDP averaged over the processes as well)
+                                        under torchrun averaged over the processes as well:
+                                        by DDP, or in shared memory on one machine's CPU,
+                                        light_llm.train.shared_gradients)
     clip ||g||_2 to grad_clip; optimizer step
     with --ema-beta: θ̄ = β θ̄ + (1 - β) θ (light_llm.train.averaging)
     every log_interval iterations: log the training loss
@@ -230,14 +232,19 @@ class Trainer:
             x, y = self.micro_batch(iteration, slot, batch_size, context)
             last = position == len(run.slots) - 1
             # DDP averages gradients across processes only after the last micro-batch
-            no_sync = run.model.no_sync() if run.dist.enabled and not last else None
+            ddp = run.dist.enabled and run.shared_gradients is None
+            no_sync = run.model.no_sync() if ddp and not last else None
             with no_sync or contextlib.nullcontext():
                 with autocast(run.device, run.dtype), attention_kernels(run.device, run.dtype):
                     _, loss = run.model(x, y, label_smoothing=cfg.label_smoothing)
                 loss_sum += loss.detach()
                 run.scaler.scale(loss / len(run.slots)).backward()
         stop_flag = torch.tensor(float(stop.requested), device=run.device)
-        totals = run.dist.all_reduce_sum(torch.stack([loss_sum, stop_flag])).tolist()
+        loss_and_stop = torch.stack([loss_sum, stop_flag])
+        if run.shared_gradients is not None:  # the gradients averaged in the same pass
+            totals = run.shared_gradients.average(loss_and_stop).tolist()
+        else:
+            totals = run.dist.all_reduce_sum(loss_and_stop).tolist()
         mean_loss = totals[0] / cfg.grad_accum
         if not math.isfinite(mean_loss):
             run.optimizer.zero_grad(set_to_none=True)
@@ -250,7 +257,10 @@ class Trainer:
             clip_grad_norm(run.raw_model.parameters(), cfg.grad_clip)
         run.scaler.step(run.optimizer)
         run.scaler.update()
-        run.optimizer.zero_grad(set_to_none=True)
+        if run.shared_gradients is not None:
+            run.shared_gradients.zero()
+        else:
+            run.optimizer.zero_grad(set_to_none=True)
         return mean_loss, totals[1] > 0
 
     def micro_batch(
@@ -526,7 +536,9 @@ class Trainer:
             flops = mean_train_flops_per_token(
                 run.model_config, run.config, self.first_iteration, result.iteration
             )
-            print(mfu_line(run.model_config, self.meter.run_rate, run.dtype, flops), flush=True)
+            processes = run.dist.world_size if run.shared_gradients else 1  # on this CPU
+            line = mfu_line(run.model_config, self.meter.run_rate, run.dtype, flops, processes)
+            print(line, flush=True)
         print(
             f"done: {result.iteration} iterations; checkpoint {run.folder.checkpoint_dir}, "
             f"metrics {run.record.metrics.path}, loss curve {out / LOSS_CURVE_FILE}",
@@ -570,6 +582,7 @@ def announce(run: PreparedRun) -> None:
         f"{tokenizer.name} tokenizer ({tokenizer.vocab_size} ids); {run.device.type}, "
         f"{run.dtype}"
         + (f", {run.dist.world_size} processes" if run.dist.enabled else "")
+        + (" averaging gradients in shared memory" if run.shared_gradients else "")
         + f"; writing to {run.folder.out.resolve()}",
         flush=True,
     )
