@@ -1,13 +1,21 @@
 """The shared-memory average of light_llm.train.shared_gradients, in real processes: after
 every step each process's gradients equal the mean of all processes' gradients computed here
-from the same draws, its scalars their sum, and zeroing leaves the gradients shared.
+from the same draws, its scalars their sum, and zeroing leaves the gradients shared; where
+the memory has no room, the temporary folder, and where neither has, one sentence.
 The trainer's whole path under torchrun is tests/train/test_distributed.py."""
 
+import errno
+import os
+import tempfile
+
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing
 
-from light_llm.train.shared_gradients import SharedGradients
+from light_llm.errors import TrainingError
+from light_llm.train import shared_gradients
+from light_llm.train.shared_gradients import SharedGradients, shareable, shared_file
 
 SHAPES = [(3, 5), (7,), (2, 2, 3)]  # 34 values: unequal shares among 3 processes
 STEPS = 3
@@ -55,3 +63,70 @@ def test_every_process_holds_the_mean_gradient_after_each_step(tmp_path):
     torch.multiprocessing.spawn(
         average_in_process, args=(world_size, str(tmp_path / "store")), nprocs=world_size
     )
+
+
+@pytest.fixture
+def group_of_one(tmp_path):
+    """A gloo process group of this process alone (the collectives shared_file calls)."""
+    store = f"file://{tmp_path / 'store'}"
+    dist.init_process_group("gloo", init_method=store, rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+@pytest.fixture
+def made_files(monkeypatch):
+    """The paths of the files shared_gradients creates, as it creates them."""
+    paths = []
+    make = tempfile.mkstemp
+
+    def recording_mkstemp(**kwargs):
+        handle, path = make(**kwargs)
+        paths.append(path)
+        return handle, path
+
+    monkeypatch.setattr(shared_gradients.tempfile, "mkstemp", recording_mkstemp)
+    return paths
+
+
+def no_room(monkeypatch, failing_calls: int) -> None:
+    """The first ``failing_calls`` reservations fail as a full folder does."""
+    calls = []
+    reserve = getattr(os, "posix_fallocate", None)  # (macOS has none)
+    reserve = reserve or (lambda handle, _, size: os.ftruncate(handle, size))
+
+    def fallocate(handle, offset, size):
+        calls.append(size)
+        if len(calls) <= failing_calls:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        reserve(handle, offset, size)
+
+    monkeypatch.setattr(shared_gradients.os, "posix_fallocate", fallocate, raising=False)
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="needs /dev/shm")
+def test_a_full_dev_shm_gives_way_to_the_temporary_folder(monkeypatch, group_of_one, made_files):
+    no_room(monkeypatch, failing_calls=1)
+    memory = shared_file(1000, rank=0)
+    memory[999] = 7  # mapped, and written
+    assert memory.shape == (1000,) and int(memory[999]) == 7
+    assert made_files[0].startswith("/dev/shm/") and len(made_files) == 2
+    assert os.path.dirname(made_files[1]) == tempfile.gettempdir()
+    assert not any(os.path.exists(path) for path in made_files)  # both removed
+
+
+def test_no_room_anywhere_is_one_sentence_and_leaves_no_file(monkeypatch, group_of_one, made_files):
+    no_room(monkeypatch, failing_calls=2)
+    with pytest.raises(TrainingError, match=r"^no room for the 3\.0 MB of gradients the processes"):
+        shared_file(3 * 2**20, rank=0)
+    assert made_files and not any(os.path.exists(path) for path in made_files)
+
+
+def test_only_float32_contiguous_trainable_parameters_are_shared():
+    """A frozen parameter of another dtype does not matter; a trainable one sends the run to
+    DDP, as does one whose memory is not contiguous."""
+    weight = torch.nn.Parameter(torch.zeros(3, 4))
+    frozen = torch.nn.Parameter(torch.zeros(2, dtype=torch.bfloat16), requires_grad=False)
+    assert shareable([weight, frozen])
+    assert not shareable([weight, torch.nn.Parameter(torch.zeros(2, dtype=torch.bfloat16))])
+    assert not shareable([torch.nn.Parameter(torch.zeros(4, 3).t())])

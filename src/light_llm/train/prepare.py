@@ -82,7 +82,7 @@ from light_llm.train.resume import (
     setting_differences,
 )
 from light_llm.train.run_tokenizer import check_enough_tokens
-from light_llm.train.shared_gradients import SharedGradients, on_one_machine
+from light_llm.train.shared_gradients import SharedGradients, on_one_machine, shareable
 from light_llm.train.subject import GPTSubject
 from light_llm.train.zero_init import projection_names
 
@@ -320,12 +320,11 @@ def prepare_in(
         restore(run, saved, resume_folder)
     if cfg.compile:
         run.model = torch.compile(raw_model)
-    if dist.enabled and device.type == "cpu" and on_one_machine():
+    parameters = list(raw_model.parameters())
+    if dist.enabled and device.type == "cpu" and on_one_machine() and shareable(parameters):
         for tensor in [*raw_model.parameters(), *raw_model.buffers()]:  # rank 0's, as DDP's
             torch.distributed.broadcast(tensor.data, src=0)
-        run.shared_gradients = SharedGradients(
-            list(raw_model.parameters()), dist.rank, dist.world_size
-        )
+        run.shared_gradients = SharedGradients(parameters, dist.rank, dist.world_size)
     elif dist.enabled:
         from torch.nn.parallel import DistributedDataParallel
 

@@ -45,21 +45,65 @@ def on_one_machine() -> bool:
     return int(os.environ.get("LOCAL_WORLD_SIZE", "0")) == dist.get_world_size()
 
 
+def shareable(parameters: list[torch.nn.Parameter]) -> bool:
+    """Whether the trainable ``parameters`` can take gradients from one float32 array: all
+    float32 and contiguous (every model the trainer builds; anything else goes to DDP)."""
+    trainable = [p for p in parameters if p.requires_grad]
+    return all(p.dtype == torch.float32 and p.is_contiguous() for p in trainable)
+
+
+def reserved_file(size: int) -> str:
+    """A new file of ``size`` bytes whose blocks are reserved, so that writing it later cannot
+    fail for want of space (which would kill the process with SIGBUS): in /dev/shm, memory,
+    where it has the room (a container's is often 64 MB), else in the temporary folder.
+    OSError when neither has it."""
+    if os.path.isdir("/dev/shm"):
+        try:
+            return reserved_file_in("/dev/shm", size)
+        except OSError:
+            pass  # no room in memory: the temporary folder
+    return reserved_file_in(None, size)
+
+
+def reserved_file_in(folder: str | None, size: int) -> str:
+    """:func:`reserved_file` in ``folder`` (None: the temporary folder); nothing is left
+    there when it fails."""
+    handle, path = tempfile.mkstemp(prefix="light-llm-gradients-", dir=folder)
+    try:
+        if hasattr(os, "posix_fallocate"):  # (macOS has none: its files grow on demand)
+            os.posix_fallocate(handle, 0, size)
+        else:
+            os.ftruncate(handle, size)
+    except OSError:
+        os.unlink(path)
+        raise
+    finally:
+        os.close(handle)
+    return path
+
+
 def shared_file(size: int, rank: int) -> torch.Tensor:
     """``size`` bytes that every process of the group maps (MAP_SHARED), zeroed: a file that
-    rank 0 creates in /dev/shm (the temporary folder where there is none) and removes again
-    once every process has mapped it, so nothing is left behind whatever happens next."""
-    paths: list[object] = [None]
+    rank 0 creates (:func:`reserved_file`) and removes again once every process has mapped
+    it, so nothing is left behind whatever happens next. TrainingError on every process when
+    there is no room for it."""
+    path_or_error: list[object] = [None, None]
     if rank == 0:
-        folder = "/dev/shm" if os.path.isdir("/dev/shm") else None
-        handle, paths[0] = tempfile.mkstemp(prefix="light-llm-gradients-", dir=folder)
-        os.ftruncate(handle, size)
-        os.close(handle)
-    dist.broadcast_object_list(paths, src=0)
-    memory = torch.from_file(str(paths[0]), shared=True, size=size, dtype=torch.uint8)
+        try:
+            path_or_error[0] = reserved_file(size)
+        except OSError as exc:
+            path_or_error[1] = (
+                f"no room for the {size / 2**20:.1f} MB of gradients the processes share, in "
+                f"/dev/shm or the temporary folder ({exc.strerror or exc}): free some, or "
+                "point TMPDIR at a folder with room."
+            )
+    dist.broadcast_object_list(path_or_error, src=0)
+    if path_or_error[1] is not None:
+        raise TrainingError(str(path_or_error[1]))
+    memory = torch.from_file(str(path_or_error[0]), shared=True, size=size, dtype=torch.uint8)
     dist.barrier()  # every process has mapped it
     if rank == 0:
-        os.unlink(str(paths[0]))
+        os.unlink(str(path_or_error[0]))
     return memory
 
 
