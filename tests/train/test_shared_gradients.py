@@ -7,6 +7,7 @@ The trainer's whole path under torchrun is tests/train/test_distributed.py."""
 import errno
 import os
 import tempfile
+import time
 
 import pytest
 import torch
@@ -130,3 +131,27 @@ def test_only_float32_contiguous_trainable_parameters_are_shared():
     assert shareable([weight, frozen])
     assert not shareable([weight, torch.nn.Parameter(torch.zeros(2, dtype=torch.bfloat16))])
     assert not shareable([torch.nn.Parameter(torch.zeros(4, 3).t())])
+
+
+def wait_for_a_dead_process(rank: int, world_size: int, store: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world_size)
+    shared = SharedGradients([torch.nn.Parameter(torch.zeros(3))], rank, world_size)
+    if rank == 1:
+        os._exit(0)  # killed, as far as the others can tell
+    with pytest.raises(TrainingError, match="^training stopped: process 1 of the 2 ended while"):
+        shared.average(torch.zeros(1))
+
+
+def test_a_process_that_ends_is_noticed_by_the_one_waiting_for_it(tmp_path):
+    """Without the check the barrier would spin forever (torchrun ends the others only after
+    its own timeout)."""
+    store = str(tmp_path / "store")
+    context = torch.multiprocessing.spawn(
+        wait_for_a_dead_process, args=(2, store), nprocs=2, join=False
+    )
+    deadline = time.monotonic() + 120  # a hang guard, not a speed limit: it takes 1-2 s
+    while not context.join(timeout=1):  # False until every process has ended
+        if time.monotonic() > deadline:
+            for process in context.processes:
+                process.kill()
+            pytest.fail("the waiting process never noticed that the other had ended.")
