@@ -560,10 +560,10 @@ def test_the_help_names_every_preset_of_both_models():
         (["--model", "bert", "--attention", "linear"], "the encoder needs softmax"),
         (["--model", "bert", "--logit-softcap", "5"], "soft-capping is a GPT option"),
         (["--model", "bert", "--smear"], "the smear is a GPT option"),
-        (["--optimizer", "muon", "--muon-lr", "0"], "muon_lr must be a positive number, got 0.0."),
+        (["--optimizer", "muon", "--muon-lr", "0"], "--muon-lr must be a positive number, got 0."),
         (
             ["--optimizer", "muon", "--muon-momentum", "1"],
-            "muon_momentum must be a finite number in [0, 1)",
+            "--muon-momentum must be a finite number in [0, 1)",
         ),
         (
             ["--preset", "nanogpt-cpu", "--muon-lr", "0.01"],
@@ -599,7 +599,7 @@ def test_the_help_names_every_preset_of_both_models():
         ),
         (
             ["--muon-momentum-warmup", "-1"],
-            "muon_momentum_warmup (0 = off) must be an integer of at least 0, got -1.",
+            "--muon-momentum-warmup (0 = off) must be an integer of at least 0, got -1.",
         ),
         (
             ["--lr-schedule", "cosine", "--cooldown-fraction", "0.3"],
@@ -607,20 +607,20 @@ def test_the_help_names_every_preset_of_both_models():
         ),
         (
             ["--lr-schedule", "wsd", "--cooldown-fraction", "0"],
-            "cooldown_fraction must be a finite number in (0, 1]",
+            "--cooldown-fraction must be a finite number in (0, 1]",
         ),
-        (["--lr-schedule", "wsd", "--cooldown-fraction", "nan"], "cooldown_fraction must be"),
+        (["--lr-schedule", "wsd", "--cooldown-fraction", "nan"], "--cooldown-fraction must be"),
         (
             ["--preset", "bpe-cpu", "--cooldown-shape", "sqrt"],
             "--cooldown-shape sets how the wsd schedule's cooldown falls, and this run's "
             "schedule is cosine: add --lr-schedule wsd, or drop it.",
         ),
-        (["--ema-beta", "1"], "ema_beta must be a finite number in (0, 1), got 1.0."),
-        (["--ema-beta", "0"], "ema_beta must be a finite number in (0, 1), got 0.0."),
-        (["--ema-beta", "nan"], "ema_beta must be a finite number in (0, 1), got nan."),
+        (["--ema-beta", "1"], "--ema-beta must be a finite number in (0, 1), got 1.0."),
+        (["--ema-beta", "0"], "--ema-beta must be a finite number in (0, 1), got 0.0."),
+        (["--ema-beta", "nan"], "--ema-beta must be a finite number in (0, 1), got nan."),
         (
             ["--ema-beta", "0.9", "--ema-start", "-1"],
-            "ema_start must be an integer of at least 0, got -1.",
+            "--ema-start must be an integer of at least 0, got -1.",
         ),
         (
             ["--ema-start", "3"],
@@ -629,7 +629,7 @@ def test_the_help_names_every_preset_of_both_models():
         ),
         (
             ["--ema-beta", "0.9", "--ema-start", "11"],
-            "--ema-start 11 is past the run's end (max_iters 10), so the weight average would "
+            "--ema-start 11 is past the run's end (--max-iters 10), so the weight average would "
             "never begin: give at most 10.",
         ),
         (
@@ -654,7 +654,7 @@ def test_the_help_names_every_preset_of_both_models():
         (["--batch-warmup", "5", "--batch-warmup-size", "0"], "from 1 to 3, got 0."),
         (
             ["--batch-warmup", "-1", "--batch-warmup-size", "2"],
-            "batch_warmup (0 = off) must be an integer of at least 0, got -1.",
+            "--batch-warmup (0 = off) must be an integer of at least 0, got -1.",
         ),
         (
             ["--context-warmup", "5"],
@@ -674,7 +674,7 @@ def test_the_help_names_every_preset_of_both_models():
         (["--context-warmup", "5", "--context-warmup-size", "0"], "from 1 to 15, got 0."),
         (
             ["--context-warmup", "-2", "--context-warmup-size", "8"],
-            "context_warmup (0 = off) must be an integer of at least 0, got -2.",
+            "--context-warmup (0 = off) must be an integer of at least 0, got -2.",
         ),
         (
             ["--model", "bert", "--context-warmup", "5", "--context-warmup-size", "8"],

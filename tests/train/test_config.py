@@ -172,7 +172,7 @@ def test_the_fitted_weight_decay_follows_the_flags(given, fitted):
 
 @pytest.mark.parametrize("epochs", [0.5, 0, -1, float("nan"), float("inf")])
 def test_fewer_than_one_pass_is_refused(epochs):
-    with pytest.raises(ConfigError, match="weight_decay_epochs must be a number of at least 1"):
+    with pytest.raises(ConfigError, match="--weight-decay-epochs must be a number of at least 1"):
         TrainConfig(weight_decay_epochs=epochs).resolve()
 
 

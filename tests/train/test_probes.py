@@ -185,7 +185,7 @@ def test_a_damaged_record_is_one_sentence(tmp_path):
         (["--probe-prompt", "  "], "--probe-prompt is empty"),
         (["--probe-prompt", "the king " * 10], "longer than the context of 16"),
         (["--probe-prompt", "ZQX"], "cannot be read by this run's tokenizer"),
-        (["--probe-interval", "-1"], "probe_interval (0 = no probes) must be"),
+        (["--probe-interval", "-1"], "--probe-interval (0 = no probes) must be"),
     ],
 )
 def test_bad_probe_flags_are_one_sentence_and_write_nothing(

@@ -823,7 +823,15 @@ class TrainConfig:
                 raise ConfigError(f"{field.name} must be text, got {value!r}.")
 
     def validate(self) -> None:
-        """ConfigError, in one sentence, for the first setting that cannot work."""
+        """ConfigError, in one sentence, for the first setting that cannot work, naming the
+        settings by their flags (--max-iters, not max_iters), as a run sets them."""
+        try:
+            self.check_settings()
+        except ConfigError as exc:
+            raise ConfigError(flagged_settings(str(exc))) from None
+
+    def check_settings(self) -> None:
+        """:meth:`validate`'s checks, naming the settings as the dataclass does."""
         self.check_types()
         if not str(self.out).strip():  # Path("") is the current folder
             raise ConfigError(f"--out is empty: give the folder the run writes to ({DEFAULT_OUT}).")
@@ -1060,6 +1068,28 @@ class TrainConfig:
             )
         if self.max_iters is not None:
             raise ConfigError("give --time or --max-iters, not both.")
+
+
+# the settings a message of TrainConfig.validate names as the dataclass does, each to be
+# named by its flag: those of two or more words, and lr, beta1, beta2 (the longest first;
+# not a word of a flag already, as the lr of --lr-schedule, nor of a path)
+FLAGGED_SETTINGS = re.compile(
+    r"(?<![-\w/.])("
+    + "|".join(
+        sorted(
+            [*(f.name for f in dataclasses.fields(TrainConfig) if "_" in f.name), "lr"]
+            + ["beta1", "beta2"],
+            key=len,
+            reverse=True,
+        )
+    )
+    + r")(?![-\w/])"
+)
+
+
+def flagged_settings(message: str) -> str:
+    """``message`` with every setting it names by the dataclass's name named by its flag."""
+    return FLAGGED_SETTINGS.sub(lambda match: flag(match[0]), message)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ The sum is the one DDP computes (its bucketed all-reduce, then the division by w
 so the two agree with a single process to the last bit (tests/train/test_distributed.py).
 Measured under ``torchrun --nproc_per_node 2`` at nanoGPT's recipe, 6 sequences a process
 (docs/benchmarks.md, "CPU MFU and nanoGPT"): 1.15x the training tokens a second of DDP over
-gloo, and 1.07-1.13x those of one process on two threads.
+gloo, and 1.04-1.13x those of one process on two threads.
 """
 
 from __future__ import annotations
