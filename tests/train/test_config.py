@@ -16,6 +16,7 @@ from light_llm.train.config import (
     fitted_length,
     fitted_vocab_size,
     fitted_weight_decay,
+    flagged_settings,
 )
 
 AVX2 = CpuKind("AVX2")  # where the float32 counts were fitted
@@ -191,3 +192,19 @@ def test_the_vocabulary_fitted_to_a_large_text_is_the_default_presets_alone(
 ):
     config = TrainConfig(**flags).resolve()
     assert fitted_vocab_size(config, characters) == (LARGE_TEXT_VOCAB if fitted else None)
+
+
+def test_a_message_names_settings_by_their_flags_and_leaves_flags_and_paths_alone():
+    message = (
+        "lr_decay_iters (5) must not be less than warmup_iters (10); min_lr in [0, lr]; "
+        "add --lr-schedule wsd; /tmp/max_iters/x and out-max_iters stay; beta2 too."
+    )
+    assert flagged_settings(message) == (
+        "--lr-decay-iters (5) must not be less than --warmup-iters (10); --min-lr in [0, --lr]; "
+        "add --lr-schedule wsd; /tmp/max_iters/x and out-max_iters stay; --beta2 too."
+    )
+
+
+def test_a_refusal_of_the_api_names_the_flag():
+    with pytest.raises(ConfigError, match=r"^--eval-interval must be a positive integer, got 0\.$"):
+        TrainConfig(eval_interval=0).resolve()
