@@ -560,7 +560,10 @@ def test_the_help_names_every_preset_of_both_models():
         (["--model", "bert", "--attention", "linear"], "the encoder needs softmax"),
         (["--model", "bert", "--logit-softcap", "5"], "soft-capping is a GPT option"),
         (["--model", "bert", "--smear"], "the smear is a GPT option"),
-        (["--optimizer", "muon", "--muon-lr", "0"], "--muon-lr must be a positive number, got 0."),
+        (
+            ["--optimizer", "muon", "--muon-lr", "0"],
+            "--muon-lr must be a positive number, got 0.0.",
+        ),
         (
             ["--optimizer", "muon", "--muon-momentum", "1"],
             "--muon-momentum must be a finite number in [0, 1)",
