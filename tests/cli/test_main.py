@@ -27,3 +27,24 @@ def test_no_command_prints_help_and_the_module_runs_as_a_script():
         [sys.executable, "-m", "light_llm"], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0 and "COMMAND" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "option", "value"),
+    [
+        (["train", "--time", "-5s"], "--time", "-5s"),
+        (["generate", "--checkpoint", "run", "--prompt", "-hi"], "--prompt", "-hi"),
+    ],
+)
+def test_a_value_taken_for_an_option_is_one_line_that_says_how_to_write_it(
+    capsys, argv, option, value
+):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert f"argument {option}: expected one argument" in err
+    assert f"a value that starts with '-' is written {option}=VALUE" in err
+    # and the spelling it gives is read as the value
+    written = build_parser().parse_args([*argv[:-2], f"{option}={value}"])
+    assert getattr(written, option.removeprefix("--")) in (value, [value])  # (--prompt repeats)

@@ -12,6 +12,7 @@ import argparse
 import errno
 import importlib
 import os
+import re
 import sys
 
 from light_llm.errors import LightLLMError, reason
@@ -43,7 +44,15 @@ class OneLineParser(argparse.ArgumentParser):
     too, as ``add_subparsers`` makes them of their parent's)."""
 
     def error(self, message: str):
+        missing = MISSING_VALUE.match(message)
+        if missing:  # argparse takes a value that starts with "-" for another option
+            option = missing[1].split("/")[0]
+            message += f"; a value that starts with '-' is written {option}=VALUE"
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help).\n")
+
+
+# argparse's message for an option whose value is missing, or taken for an option (-5s, -hello)
+MISSING_VALUE = re.compile(r"^argument ([^:]+): expected one argument$")
 
 
 def build_parser() -> argparse.ArgumentParser:
