@@ -38,6 +38,10 @@ COMMANDS = [
 ]
 
 
+# argparse's message for an option whose value is missing, or taken for an option (-5s, -hello)
+MISSING_VALUE = re.compile(r"^argument ([^:]+): expected one argument$")
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse's parser with its errors in one line, as every other error of light-llm: what
     is wrong, and where the options are described (subcommands' parsers are of this class
@@ -49,10 +53,6 @@ class OneLineParser(argparse.ArgumentParser):
             option = missing[1].split("/")[0]
             message += f"; a value that starts with '-' is written {option}=VALUE"
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help).\n")
-
-
-# argparse's message for an option whose value is missing, or taken for an option (-5s, -hello)
-MISSING_VALUE = re.compile(r"^argument ([^:]+): expected one argument$")
 
 
 def build_parser() -> argparse.ArgumentParser:

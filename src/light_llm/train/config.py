@@ -418,11 +418,6 @@ MODEL_FIELDS = (
     "tie_embeddings",
     "bias",
 )
-# The model fields set by the flag of their name (--n-embd), as ModelConfig's messages name
-# them: a run's refusal names the flag instead
-FLAGGED_MODEL_FIELDS = re.compile(
-    r"\b(n_layer|n_head|n_embd|n_inner|block_size|dropout|position_base|logit_softcap|mtp_weight)\b"
-)
 # The settings whose size a model's weights grow with, as a run's refusal names them
 MODEL_SIZE_FLAGS = "--vocab-size, --n-layer, --n-embd or --block-size"
 # Fields a resumed run takes from the stored run when not given again.
@@ -954,14 +949,12 @@ class TrainConfig:
                 f"{self.max_iters}."
             )
         # LoRA's settings are checked by light_llm.nn.lora.add_lora, also before any write
-        # the model settings too, before any file is written (the vocabulary comes later)
-        try:
-            if self.init_from is not None:
-                self.model_config(0)
-            else:
-                self.model_config(model_presets(self.model)[self.preset].vocab_size)
-        except ConfigError as exc:  # ModelConfig names its fields; a run sets them by flags
-            raise ConfigError(FLAGGED_MODEL_FIELDS.sub(lambda m: flag(m[0]), str(exc))) from None
+        # the model settings too, before any file is written (the vocabulary comes later;
+        # ModelConfig's messages name its fields, which validate names by their flags)
+        if self.init_from is not None:
+            self.model_config(0)
+        else:
+            self.model_config(model_presets(self.model)[self.preset].vocab_size)
 
     def check_size_warmups(self) -> None:
         """ConfigError for a batch-size or sequence-length warmup that cannot work: a length
@@ -1070,15 +1063,16 @@ class TrainConfig:
             raise ConfigError("give --time or --max-iters, not both.")
 
 
-# the settings a message of TrainConfig.validate names as the dataclass does, each to be
-# named by its flag: those of two or more words, and lr, beta1, beta2 (the longest first;
-# not a word of a flag already, as the lr of --lr-schedule, nor of a path)
+# the settings a message of TrainConfig.validate (or ModelConfig's, within it) names as the
+# dataclass does, each to be named by its flag: those of two or more words, and lr, beta1,
+# beta2, dropout (the longest first; not a word of a flag already, as the lr of
+# --lr-schedule, nor of a path)
 FLAGGED_SETTINGS = re.compile(
     r"(?<![-\w/.])("
     + "|".join(
         sorted(
             [*(f.name for f in dataclasses.fields(TrainConfig) if "_" in f.name), "lr"]
-            + ["beta1", "beta2"],
+            + ["beta1", "beta2", "dropout"],
             key=len,
             reverse=True,
         )

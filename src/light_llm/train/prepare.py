@@ -322,7 +322,7 @@ def prepare_in(
         run.model = torch.compile(raw_model)
     parameters = list(raw_model.parameters())
     if dist.enabled and device.type == "cpu" and on_one_machine() and shareable(parameters):
-        for tensor in [*raw_model.parameters(), *raw_model.buffers()]:  # rank 0's, as DDP's
+        for tensor in [*parameters, *raw_model.buffers()]:  # rank 0's, as DDP's
             torch.distributed.broadcast(tensor.data, src=0)
         run.shared_gradients = SharedGradients(parameters, dist.rank, dist.world_size)
     elif dist.enabled:

@@ -228,11 +228,11 @@ class Trainer:
         # B_t windows of T_t tokens in every slot, on every process (light_llm.schedule)
         batch_size, context = cfg.batch_size_at(iteration), cfg.context_at(iteration)
         loss_sum = torch.zeros((), device=run.device)
+        ddp = run.dist.enabled and run.shared_gradients is None
         for position, slot in enumerate(run.slots):
             x, y = self.micro_batch(iteration, slot, batch_size, context)
             last = position == len(run.slots) - 1
             # DDP averages gradients across processes only after the last micro-batch
-            ddp = run.dist.enabled and run.shared_gradients is None
             no_sync = run.model.no_sync() if ddp and not last else None
             with no_sync or contextlib.nullcontext():
                 with autocast(run.device, run.dtype), attention_kernels(run.device, run.dtype):
