@@ -48,3 +48,40 @@ def test_a_value_taken_for_an_option_is_one_line_that_says_how_to_write_it(
     # and the spelling it gives is read as the value
     written = build_parser().parse_args([*argv[:-2], f"{option}={value}"])
     assert getattr(written, option.removeprefix("--")) in (value, [value])  # (--prompt repeats)
+
+
+@pytest.mark.parametrize(
+    ("argv", "prog", "hint"),
+    [
+        (
+            ["inspect", "heads", "--checkpoint", "run", "--tokens", "0"],
+            "light-llm inspect",
+            "--token",
+        ),
+        (
+            ["generate", "--checkpoint", "run", "--prompt", "a", "--temprature", "0.5"],
+            "light-llm generate",
+            "--temperature",
+        ),
+        (
+            ["tokenizer", "train", "--data", "f", "--out", "d", "--vocab-sise", "9"],
+            "light-llm tokenizer train",
+            "--vocab-size",
+        ),
+        (["train", "--max-iters", "5", "extra"], "light-llm train", None),
+        (["--bogus"], "light-llm", None),
+    ],
+)
+def test_an_unknown_option_is_told_by_its_command_with_the_nearest_option(capsys, argv, prog, hint):
+    """The command whose options were given says so and points to its own --help (not the top
+    parser's), naming the option it nearly spells where there is one."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.count("\n") == 1
+    assert err.startswith(f"{prog}: error: unrecognized arguments: ")
+    assert err.rstrip().endswith(f"(see {prog} --help).")
+    if hint:
+        assert f"did you mean {hint}?" in err
+    else:
+        assert "did you mean" not in err

@@ -9,6 +9,7 @@ on stderr and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
 import errno
 import importlib
 import os
@@ -66,9 +67,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace):
+    """The parser of the (sub)command ``args`` was parsed for: ``light-llm tokenizer train``'s
+    for ``light-llm tokenizer train ...``, the top one for ``light-llm --bogus``."""
+    while True:
+        chooser = next(
+            (a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None
+        )
+        chosen = getattr(args, chooser.dest, None) if chooser else None
+        if chosen is None:
+            return parser
+        parser = chooser.choices[chosen]
+
+
+def unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
+    """argparse's "unrecognized arguments" sentence, with the option of ``parser`` nearest to
+    a misspelt one (``--tokens`` for ``--token``) where there is one."""
+    message = f"unrecognized arguments: {' '.join(extras)}"
+    known = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    for extra in extras:
+        name = extra.split("=", 1)[0]
+        if name.startswith("--"):
+            near = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+            if near:
+                return f"{message}; did you mean {near[0]}?"
+    return message
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # said by the subcommand's parser, which knows its options
+        owner = command_parser(parser, args)
+        owner.error(unrecognized(owner, extras))
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
