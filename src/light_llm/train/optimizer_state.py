@@ -27,12 +27,13 @@ from light_llm.untrusted import check_regular_file, read_json_object
 OPTIMIZER_JSON_FILE = "optimizer.json"
 
 
-def optimizer_files(optimizer: torch.optim.Optimizer) -> dict[str, bytes]:
-    """The optimizer's per-parameter state as ``optimizer.safetensors`` (tensor
-    ``"{index}.{name}"``, e.g. ``"3.exp_avg"``) and ``optimizer.json`` (non-tensor entries)."""
+def optimizer_files(state: dict[int, dict[str, Any]]) -> dict[str, bytes]:
+    """An optimizer's per-parameter state (its state dict's ``"state"``) as
+    ``optimizer.safetensors`` (tensor ``"{index}.{name}"``, e.g. ``"3.exp_avg"``) and
+    ``optimizer.json`` (non-tensor entries)."""
     tensors: dict[str, torch.Tensor] = {}
     scalars: dict[str, dict[str, Any]] = {}
-    for index, entries in optimizer.state_dict()["state"].items():
+    for index, entries in state.items():
         for name, value in entries.items():
             if isinstance(value, torch.Tensor):
                 tensors[f"{index}.{name}"] = value.detach().cpu().contiguous()

@@ -321,7 +321,8 @@ def prepare_in(
     if cfg.compile:
         run.model = torch.compile(raw_model)
     parameters = list(raw_model.parameters())
-    if dist.enabled and device.type == "cpu" and on_one_machine() and shareable(parameters):
+    shared = device.type == "cpu" and not run.scaler.is_enabled()  # (float16's scaler: DDP)
+    if dist.enabled and shared and on_one_machine() and shareable(parameters):
         for tensor in [*parameters, *raw_model.buffers()]:  # rank 0's, as DDP's
             torch.distributed.broadcast(tensor.data, src=0)
         run.shared_gradients = SharedGradients(parameters, dist.rank, dist.world_size)

@@ -252,15 +252,17 @@ class Trainer:
                 f"the training loss became {mean_loss} at iteration {iteration}, so "
                 f"training stopped; {self.last_good_checkpoint()}."
             )
+        if run.shared_gradients is not None:  # each process steps its share (no loss scaler)
+            if cfg.grad_clip > 0:
+                run.shared_gradients.clip(cfg.grad_clip)
+            run.shared_gradients.step(run.optimizer)
+            return mean_loss, totals[1] > 0
         if cfg.grad_clip > 0:
             run.scaler.unscale_(run.optimizer)
             clip_grad_norm(run.raw_model.parameters(), cfg.grad_clip)
         run.scaler.step(run.optimizer)
         run.scaler.update()
-        if run.shared_gradients is not None:
-            run.shared_gradients.zero()
-        else:
-            run.optimizer.zero_grad(set_to_none=True)
+        run.optimizer.zero_grad(set_to_none=True)
         return mean_loss, totals[1] > 0
 
     def micro_batch(
@@ -487,8 +489,14 @@ class Trainer:
             **run.subject.state_fields(),
         )
 
+        if run.shared_gradients is not None:  # each process keeps its share's state
+            shares = run.dist.gather_objects(run.shared_gradients.owned_state(run.optimizer))
+            optimizer_state = run.shared_gradients.joined_state(shares)
+        else:
+            optimizer_state = run.optimizer.state_dict()["state"]
+
         def write() -> None:
-            extra = {**optimizer_files(run.optimizer), **trainer_state_file(state)}
+            extra = {**optimizer_files(optimizer_state), **trainer_state_file(state)}
             folder = run.folder.checkpoint_dir
             try:
                 with self.averaged() as raw:  # the average as the model, the raw beside it
