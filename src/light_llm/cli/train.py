@@ -116,7 +116,8 @@ said.
 --resume --max-iters beyond the run's end goes on at the final learning rate, or at --min-lr
 (--restretch-schedule stretches the schedule instead); a final rate of 0, the default's, is refused.
 Under torchrun the same command trains data-parallel: on one machine's CPU the processes
-average their gradients in shared memory (at small shapes, one process of one thread a core
+average their gradients in shared memory, each taking the optimizer's step for its share of
+the parameters (at small shapes, one process of one thread a core
 beats one process's threads: OMP_NUM_THREADS=1 torchrun --standalone --nproc_per_node 2
 -m light_llm train --preset nanogpt-cpu --batch-size 6 --grad-accum 2), elsewhere with
 DistributedDataParallel.
