@@ -117,7 +117,7 @@ def test_bad_input_gets_one_sentence(trained_checkpoint, tmp_path, capsys):
     cases = [
         ([str(folder), "no mask here"], "has no [MASK]"),
         ([str(folder), "to be [MASK]", " "], "second sentence of a pair is empty"),
-        ([str(folder), "--top-k", "0", "to [MASK]"], "top_k must be an integer of at least 1"),
+        ([str(folder), "--top-k", "0", "to [MASK]"], "--top-k must be an integer of at least 1"),
         ([str(packaged_minilm_path()), "to be or not to [MASK]"], "no masked-LM head"),
         ([str(folder), "a " * 20 + "[MASK]"], "beyond the model's 16 positions"),
         # a byte that is not UTF-8, as Python's argv keeps it ("surrogateescape")

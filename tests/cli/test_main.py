@@ -85,3 +85,22 @@ def test_an_unknown_option_is_told_by_its_command_with_the_nearest_option(capsys
         assert f"did you mean {hint}?" in err
     else:
         assert "did you mean" not in err
+
+
+@pytest.mark.parametrize(
+    ("message", "said"),
+    [
+        ("top_k must be an integer of at least 1, got 0.", "--top-k must be an integer of"),
+        ("max_new_tokens must be 0 or more, got -3.", "--max-new-tokens must be 0 or more"),
+        ("top_k of 3 is fine, but", "top_k of 3 is fine, but"),  # not a setting's refusal
+        ("n_layer must be positive.", "n_layer must be positive."),  # not generate's option
+    ],
+)
+def test_an_api_refusal_names_the_commands_flag(message, said):
+    """The sentence the Python API raises names its keyword; the command line names the flag
+    of the command that was run, where that command has one."""
+    from light_llm.cli import command_parser, named_by_flag
+
+    parser = build_parser()
+    args = parser.parse_args(["generate", "--checkpoint", "run", "--prompt", "a"])
+    assert named_by_flag(command_parser(parser, args), message).startswith(said)

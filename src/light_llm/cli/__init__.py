@@ -94,6 +94,20 @@ def unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
     return message
 
 
+def named_by_flag(parser: argparse.ArgumentParser, message: str) -> str:
+    """``message`` with the setting it opens with named by the command's flag where it is
+    named as the Python API names it: "--top-k must be ..." for "top_k must be ...", the
+    sentence the API raises, so that the command line says what to change on it."""
+    name = message.split(" ", 1)[0]
+    if not message.startswith(f"{name} must "):
+        return message
+    for action in parser._actions:
+        flags = [option for option in action.option_strings if option.startswith("--")]
+        if action.dest == name and flags:
+            return flags[0] + message[len(name) :]
+    return message
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extras = parser.parse_known_args(argv)
@@ -108,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
         return code
     except LightLLMError as exc:
-        print(printable(f"light-llm {args.command}: error: {exc}"), file=sys.stderr)
+        message = named_by_flag(command_parser(parser, args), str(exc))
+        print(printable(f"light-llm {args.command}: error: {message}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"light-llm {args.command}: interrupted", file=sys.stderr)
