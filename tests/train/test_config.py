@@ -208,3 +208,10 @@ def test_a_message_names_settings_by_their_flags_and_leaves_flags_and_paths_alon
 def test_a_refusal_of_the_api_names_the_flag():
     with pytest.raises(ConfigError, match=r"^--eval-interval must be a positive integer, got 0\.$"):
         TrainConfig(eval_interval=0).resolve()
+
+
+@pytest.mark.parametrize("min_lr", [5.0, -1e-4, float("nan")])
+def test_a_floor_above_the_peak_rate_names_both_flags_and_the_peak(min_lr):
+    with pytest.raises(ConfigError) as refused:
+        TrainConfig(lr=3e-3, min_lr=min_lr).resolve()
+    assert str(refused.value) == f"--min-lr must lie between 0 and --lr (0.003), got {min_lr}."

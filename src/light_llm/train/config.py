@@ -868,7 +868,7 @@ class TrainConfig:
                 raise ConfigError(f"{key} must be a non-negative integer, got {value!r}.")
         check_real("lr", self.lr, 0, low_open=True)  # finite: inf and NaN are no rate
         if not is_real(self.min_lr) or not 0 <= self.min_lr <= self.lr:
-            raise ConfigError(f"min_lr must lie in [0, lr = {self.lr}], got {self.min_lr}.")
+            raise ConfigError(f"min_lr must lie between 0 and lr ({self.lr}), got {self.min_lr}.")
         if self.lr_decay_iters < self.warmup_iters:
             raise ConfigError(
                 f"lr_decay_iters ({self.lr_decay_iters}) must not be less than warmup_iters "
