@@ -111,6 +111,7 @@ def named_by_flag(parser: argparse.ArgumentParser, message: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extras = parser.parse_known_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # (train --processes reruns it)
     if extras:  # said by the subcommand's parser, which knows its options
         owner = command_parser(parser, args)
         owner.error(unrecognized(owner, extras))

@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from light_llm.checkpoints.run import CHECKPOINT_SUBFOLDER, TRAINER_STATE_FILE
 from light_llm.cli.model_flags import add_model_flags
+from light_llm.cli.train_processes import check_inside, check_processes, run_processes
 from light_llm.config import PRESETS
 from light_llm.device import DEVICES
 from light_llm.errors import ConfigError
@@ -117,10 +120,10 @@ said.
 (--restretch-schedule stretches the schedule instead); a final rate of 0, the default's, is refused.
 Under torchrun the same command trains data-parallel: on one machine's CPU the processes
 average their gradients in shared memory, each taking the optimizer's step for its share of
-the parameters (at small shapes, one process of one thread a core
-beats one process's threads: OMP_NUM_THREADS=1 torchrun --standalone --nproc_per_node 2
--m light_llm train --preset nanogpt-cpu --batch-size 6 --grad-accum 2), elsewhere with
-DistributedDataParallel.
+the parameters, elsewhere with DistributedDataParallel. --processes N starts the N processes
+itself, as torchrun --standalone --nproc_per_node N would, each with an N-th of the cores (at
+small shapes one process of one thread a core beats one process's threads: light-llm train
+--preset nanogpt-cpu --batch-size 6 --grad-accum 2 --processes 2).
 """
 
 EXAMPLES = """\
@@ -499,6 +502,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="recompute block activations in the backward pass to save memory",
     )
+    run.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="train in N processes, each with an N-th of the cores and of the --grad-accum "
+        "micro-batches (a multiple of N), as torchrun --standalone --nproc_per_node N would "
+        "start them; on a CPU their gradients meet in shared memory (at small shapes faster "
+        "than one process's threads: --preset nanogpt-cpu --batch-size 6 --grad-accum 2 "
+        "--processes 2; default 1)",
+    )
     run.add_argument("--resume", action="store_true", help="continue the run saved in --out")
     run.add_argument(
         "--overwrite", action="store_true", help="start afresh even if --out holds a run"
@@ -536,17 +550,31 @@ def run_train(args: argparse.Namespace) -> int:
             f"available: {available}."
         )
     module_name, function_name = target.split(":")
+    check_inside(args.processes)
+    if args.processes != 1 and "WORLD_SIZE" not in os.environ:  # this command starts them
+        resolved = (saved or config).resolve()  # a resumed run keeps its batch
+        check_processes(args.processes, resolved.batch_size, resolved.grad_accum, config.engine)
+        if args.processes > 1:
+            return beside_the_run(args, config, lambda: run_processes(args.argv, args.processes))
     trainer = getattr(importlib.import_module(module_name), function_name)
+
+    def train() -> int:
+        return 130 if trainer(config).interrupted else 0
+
+    return beside_the_run(args, config, train)
+
+
+def beside_the_run(args: argparse.Namespace, config, train: Callable[[], int]) -> int:
+    """``train()``'s exit code, with the explorer beside the run where --serve asks for it."""
     if args.serve is None:
-        result = trainer(config)
-        return 130 if result.interrupted else 0
+        return train()
     beside = ExplorerBeside(Path(config.out), args.serve)
     try:
-        result = trainer(config)
+        code = train()
     except BaseException:
         beside.stop()
         raise
-    return beside.stay(130 if result.interrupted else 0)
+    return beside.stay(code)
 
 
 class ExplorerBeside:

@@ -172,12 +172,13 @@ def last_good_checkpoint(last_saved: tuple[Path, int] | None) -> str:
     return f"the last good checkpoint is {folder} (iteration {iteration})"
 
 
-def stopped_line(iteration: int, checkpoint: Path, out: Path) -> str:
+def stopped_line(iteration: int, checkpoint: Path, out: Path, processes: int = 1) -> str:
     """What a run stopped by Ctrl-C says last (either engine): where it stopped, where its
-    checkpoint is, and the command that continues it."""
+    checkpoint is, and the command that continues it (in as many processes)."""
+    more = f" --processes {processes}" if processes > 1 else ""
     return (
         f"stopped at iteration {iteration}; the checkpoint is saved in {checkpoint}. Continue "
-        f"with: light-llm train --resume --out {out}"
+        f"with: light-llm train --resume --out {out}{more}"
     )
 
 

@@ -527,7 +527,9 @@ class Trainer:
             )
             plot_loss_curve(records, out / LOSS_CURVE_FILE, title)
         if result.interrupted:
-            print(stopped_line(result.iteration, run.folder.checkpoint_dir, out), file=sys.stderr)
+            processes = run.dist.world_size if run.shared_gradients else 1  # on this CPU
+            stopped = stopped_line(result.iteration, run.folder.checkpoint_dir, out, processes)
+            print(stopped, file=sys.stderr)
             return
         if run.config.sample_tokens:
             with self.averaged():

@@ -1,0 +1,137 @@
+"""``light-llm train --processes N``: the command starts N processes as torchrun would, and
+they train the run one process trains (losses to 1e-6, as tests/train/test_distributed.py
+checks torchrun's); what it cannot use is one sentence before any process starts; an error
+every process meets is said once; a SIGTERM to the command stops every process at one
+iteration, saved, with the command that continues it."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import light_llm
+from light_llm.checkpoints.run import MetricsLog, read_trainer_state, training_records
+from light_llm.cli import main, train_processes
+from tests.train.helpers import TINY, tiny_flags, write_corpus
+
+SETTINGS = {"grad_accum": 2, "max_iters": 4, "eval_interval": 2, "log_interval": 1}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt")
+
+
+def light_llm_command(*flags, **popen) -> subprocess.Popen:
+    source = str(Path(light_llm.__file__).resolve().parents[1])
+    environment = {**os.environ, "PYTHONPATH": source, "OMP_NUM_THREADS": "1"}
+    environment.pop("WORLD_SIZE", None)
+    command = [sys.executable, "-m", "light_llm", "train", *flags]
+    return subprocess.Popen(command, env=environment, text=True, **popen)
+
+
+def finished(process: subprocess.Popen, timeout: float = 300) -> tuple[int, str, str]:
+    out, err = process.communicate(timeout=timeout)  # a hang guard, not a speed limit
+    return process.returncode, out, err
+
+
+def test_two_processes_train_the_run_one_process_trains(corpus, tmp_path):
+    single, two = tmp_path / "single", tmp_path / "two"
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    code, _, err = finished(light_llm_command(*tiny_flags(corpus, single, **SETTINGS), **pipes))
+    assert code == 0, err[-2000:]
+    flags = [*tiny_flags(corpus, two, **SETTINGS), "--processes", "2"]
+    code, out, err = finished(light_llm_command(*flags, **pipes))
+    assert code == 0, err[-2000:]
+    assert "2 processes averaging gradients in shared memory" in out
+    assert out.count("training a ") == 1  # process 1 stayed silent
+    one, many = (training_records(MetricsLog(path).records()) for path in (single, two))
+    assert [r["iter"] for r in many] == [r["iter"] for r in one] == [0, 1, 2, 3]
+    for a, b in zip(one, many, strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-6)
+    assert len(read_trainer_state(two / "checkpoint")["rng"]) == 2  # a generator state each
+
+
+@pytest.mark.parametrize(
+    ("flags", "cores", "said"),
+    [
+        (
+            ["--processes", "2"],  # TINY's batch of 4 sequences, in one micro-batch
+            2,
+            "--processes 2 shares each step's micro-batches between the processes, so "
+            "--grad-accum (1 here) must be a multiple of 2; the same 4 sequences a step in 2 "
+            "processes: --batch-size 2 --grad-accum 2.",
+        ),
+        (
+            ["--processes", "2", "--batch-size", "3"],
+            2,
+            "--processes 2 shares each step's micro-batches between the processes, so "
+            "--grad-accum (1 here) must be a multiple of 2; the same 3 sequences a step in 2 "
+            "processes: --batch-size B --grad-accum G with B x G = 3.",
+        ),
+        (["--processes", "3", "--grad-accum", "3"], 2, "--processes 3 is more than the 2 cores"),
+        (["--processes", "0"], 2, "--processes must be 1 or more, got 0."),
+        (
+            ["--processes", "2", "--grad-accum", "2", "--engine", "numpy"],
+            2,
+            "--processes trains with PyTorch's data parallelism; the numpy engine runs in one",
+        ),
+    ],
+)
+def test_what_the_processes_cannot_do_is_one_sentence_before_any_starts(
+    corpus, tmp_path, capsys, monkeypatch, flags, cores, said
+):
+    assert TINY["batch_size"] == 4  # (the sentences count TINY's batch)
+    monkeypatch.setattr(train_processes, "usable_cores", lambda: cores)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    started = []
+    monkeypatch.setattr(train_processes, "run_processes", lambda *a: started.append(a) or 0)
+    out = tmp_path / "out"
+    assert main(["train", *tiny_flags(corpus, out), *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"light-llm train: error: {said}") and err.count("\n") == 1
+    assert not started and not out.exists()
+
+
+def test_processes_other_than_torchruns_are_refused(corpus, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    out = tmp_path / "out"
+    assert main(["train", *tiny_flags(corpus, out, grad_accum=2), "--processes", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "--processes 2 under torchrun's 3 processes: give the number of processes" in err
+    assert not out.exists()
+
+
+def test_an_error_every_process_meets_is_said_once(tmp_path):
+    flags = ["--data", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "out")]
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    code, _, err = finished(
+        light_llm_command(*flags, "--grad-accum", "2", "--processes", "2", **pipes)
+    )
+    assert code == 2
+    assert (
+        err == f"light-llm train: error: corpus file {tmp_path / 'missing.txt'} does not exist.\n"
+    )
+
+
+def test_a_sigterm_stops_every_process_at_one_iteration_and_saves(corpus, tmp_path):
+    out = tmp_path / "out"
+    flags = [*tiny_flags(corpus, out, **{**SETTINGS, "max_iters": 100_000, "eval_interval": 50})]
+    process = light_llm_command(
+        *flags, "--processes", "2", stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 240  # a hang guard, not a speed limit
+    while not (out / "checkpoint" / "trainer_state.json").is_file():  # the first evaluation
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)  # to this command alone: it passes it on
+    code, _, err = finished(process)
+    assert code == 130
+    stopped = read_trainer_state(out / "checkpoint")["iteration"]
+    assert 0 < stopped < 100_000
+    assert f"stopped at iteration {stopped}; " in err
+    assert f"Continue with: light-llm train --resume --out {out} --processes 2" in err
