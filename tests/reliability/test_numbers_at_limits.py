@@ -67,4 +67,4 @@ def test_train_and_gradcheck_refuse_a_seed_out_of_range(capsys, tmp_path, corpus
 @pytest.mark.parametrize("count", [str(MAX_NEW_TOKENS + 1), "1000000000", "-1"])
 def test_max_new_tokens_beyond_its_bound_is_refused(capsys, char_checkpoint, count):
     code, _, err = generate(capsys, char_checkpoint, "--max-new-tokens", count)
-    assert_refused(code, err, "max_new_tokens")
+    assert_refused(code, err, "--max-new-tokens")
