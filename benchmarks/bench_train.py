@@ -37,10 +37,11 @@ gives (light-llm / nanoGPT's model step) and what nanoGPT's loop and allocator c
 model step / its ``train.py``). And light-llm's own loop takes its turn in every round:
 ``light-llm train --preset nanogpt-cpu`` for ``--loop-iters`` iterations in a subprocess (the
 median of its logged tokens/s after its first 30 iterations), against nanoGPT's
-``train.py`` loop for loop; and on 2 or more threads the same loop under ``torchrun`` as one
-process of one thread a thread, each computing its share of the batch, the gradients
-averaged in shared memory (light_llm.train.shared_gradients): at nanoGPT's small products
-two processes use two cores better than one process's two threads do.
+``train.py`` loop for loop; and on 2 or more threads the same loop in ``--processes``, one
+process of one thread a thread (as torchrun starts them), each computing its share of the
+batch, the gradients averaged in shared memory (light_llm.train.shared_gradients): at
+nanoGPT's small products two processes use two cores better than one process's two threads
+do.
 
 Shapes: nanoGPT's CPU recipe (nanogpt-cpu: 4 layers, 4 heads, 128 wide, context 64, batch
 12, vocabulary 65), light-llm's default (qwen3-cpu: 96 wide, SwiGLU, batch 32, vocabulary
@@ -104,7 +105,7 @@ NANOGPT_SKIPPED = 5  # its first iterations: allocator and kernels warming up
 NANOGPT_LABEL = "nanoGPT train.py (float32)"
 NANOGPT_MODEL_LABEL = "nanoGPT model.py float32"  # its model and optimizer in this process
 TRAINER_LABEL = "light-llm train, whole loop"  # `light-llm train --preset nanogpt-cpu`
-# the same under torchrun: one process of one thread a thread, gradients in shared memory
+# the same in --processes: one process of one thread a thread, gradients in shared memory
 PROCESSES_LABEL = "light-llm train, processes"
 TRAINER_SKIPPED = 30  # its first iterations: warming up, and the thread governor's trial
 
@@ -243,7 +244,7 @@ def bench_shape(
     dtypes = {label: dtype for label, (_, dtype) in variants.items()}
     with_nanogpt = nanogpt is not None and name == "nanogpt-cpu"
     trained = default_dtype(torch.device("cpu"))  # bfloat16 where the trainer takes it
-    processes = torch.get_num_threads()  # under torchrun, one a thread, if the batch divides
+    processes = torch.get_num_threads()  # in --processes, one a thread, if the batch divides
     with_processes = with_nanogpt and processes > 1 and batch_size % processes == 0
     if with_nanogpt:
         rates[NANOGPT_LABEL], rates[TRAINER_LABEL] = [], []
@@ -344,20 +345,17 @@ def trainer_tokens_per_second(folder: Path, iters: int, seed: int, processes: in
     metrics.jsonl logs (the figures of its progress lines) for every 10 iterations after the
     first :data:`TRAINER_SKIPPED` (warm-up, and the thread governor's trial of one thread), as
     nanoGPT's figure is the median of its iterations after its first few. With ``processes``
-    > 1, under ``torchrun`` instead: that many processes of one thread each, each computing
-    an equal share of the batch of 12 as one micro-batch (--grad-accum), their gradients
-    averaged in shared memory (light_llm.train.shared_gradients)."""
+    > 1, with ``--processes`` instead (as torchrun starts them): that many processes of one
+    thread each, each computing an equal share of the batch of 12 as one micro-batch
+    (--grad-accum), their gradients averaged in shared memory
+    (light_llm.train.shared_gradients)."""
     out = folder / f"light-llm-{seed}-{processes}"
-    launcher = [sys.executable, "-m", "light_llm"]
     split: list[str] = []
     if processes > 1:
-        launcher = [
-            sys.executable, "-m", "torch.distributed.run", "--standalone",
-            f"--nproc_per_node={processes}", "-m", "light_llm",
-        ]  # fmt: skip
         split = ["--batch-size", str(12 // processes), "--grad-accum", str(processes)]
+        split += ["--processes", str(processes)]
     command = [
-        *launcher, "train", "--preset", "nanogpt-cpu", *split,
+        sys.executable, "-m", "light_llm", "train", "--preset", "nanogpt-cpu", *split,
         "--max-iters", str(iters), "--eval-interval", str(iters), "--probe-interval", "0",
         "--sample-tokens", "0", "--seed", str(seed), "--out", str(out),
     ]  # fmt: skip

@@ -135,3 +135,13 @@ def test_a_sigterm_stops_every_process_at_one_iteration_and_saves(corpus, tmp_pa
     assert 0 < stopped < 100_000
     assert f"stopped at iteration {stopped}; " in err
     assert f"Continue with: light-llm train --resume --out {out} --processes 2" in err
+
+
+@pytest.mark.parametrize(("given", "budget"), [("3", 3), (None, 8), ("0", 8), ("many", 8)])
+def test_the_processes_share_the_threads_given_else_the_cores(monkeypatch, given, budget):
+    monkeypatch.setattr(train_processes, "usable_cores", lambda: 8)
+    if given is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", given)
+    assert train_processes.thread_budget() == budget

@@ -2,8 +2,8 @@
 as ``torchrun --standalone --nproc_per_node N`` starts them, without its command line.
 
 Each process takes an N-th of the run's micro-batches (``--grad-accum`` must be a multiple of
-N) and an N-th of the cores (``OMP_NUM_THREADS``); on a CPU they average their gradients in
-shared memory and each steps its share of the parameters
+N) and an N-th of the threads (``OMP_NUM_THREADS`` where set, else the cores); on a CPU they
+average their gradients in shared memory and each steps its share of the parameters
 (:mod:`light_llm.train.shared_gradients`). At small shapes that beats one process's threads
 (nanoGPT's recipe in two one-thread processes: 1.06-1.16x one process's training tokens a
 second on a 2-core AVX2 CPU, docs/benchmarks.md). Process 0 prints and writes as a single
@@ -31,6 +31,12 @@ def usable_cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+def thread_budget() -> int:
+    """The threads the processes share: OMP_NUM_THREADS where it is set, else the cores."""
+    given = os.environ.get("OMP_NUM_THREADS", "")
+    return int(given) if given.isdigit() and int(given) > 0 else usable_cores()
 
 
 def check_processes(processes: int, batch_size: int, grad_accum: int, engine: str) -> None:
@@ -84,13 +90,14 @@ def run_processes(argv: list[str], processes: int) -> int:
     """``light-llm ARGV`` in ``processes`` processes of rank 0..N-1 (torchrun's variables set,
     the cores shared out); their exit code: process 0's, or another's where process 0 ended
     well."""
-    threads = max(1, usable_cores() // processes)
+    threads = max(1, thread_budget() // processes)
     meeting = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
     command = [sys.executable, "-m", "light_llm", *argv]
     children: list[subprocess.Popen] = []
     errors = []
     forward = forwarding(children)
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    passed_on = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
+    previous = {sig: signal.signal(sig, forward) for sig in passed_on}
     try:
         for rank in range(processes):
             environment = {
@@ -119,18 +126,22 @@ def run_processes(argv: list[str], processes: int) -> int:
             if child.poll() is None:
                 child.terminate()
                 child.wait()
-    if codes[0] != 0:
-        return codes[0]
-    for code, error in zip(codes[1:], errors, strict=True):
-        if code != 0:
-            error.seek(0)
-            lines = error.read().strip().splitlines()
-            print(
-                lines[-1] if lines else f"light-llm train: a process ended with {code}.",
-                file=sys.stderr,
-            )
-            return code
-    return 0
+    try:
+        if codes[0] != 0:
+            return codes[0]
+        for code, error in zip(codes[1:], errors, strict=True):
+            if code != 0:
+                error.seek(0)
+                lines = error.read().strip().splitlines()
+                print(
+                    lines[-1] if lines else f"light-llm train: a process ended with {code}.",
+                    file=sys.stderr,
+                )
+                return code
+        return 0
+    finally:
+        for error in errors:
+            error.close()
 
 
 def forwarding(children: list[subprocess.Popen]) -> Callable:

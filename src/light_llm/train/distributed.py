@@ -64,7 +64,7 @@ class DistributedContext:
             raise error or TrainingError("training stopped: rank 0 failed (see its message).")
 
     def gather_objects(self, value: object) -> list[object]:
-        """``value`` of every rank, in rank order (JSON-like values only)."""
+        """``value`` of every rank, in rank order (any value pickle can carry)."""
         if not self.enabled:
             return [value]
         gathered: list[object] = [None] * self.world_size

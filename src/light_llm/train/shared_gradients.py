@@ -18,8 +18,8 @@ of the tensors it owns), writes the stepped tensors to a shared copy of the para
 reads the others' from it. Every process so ends each step with the parameters one process
 taking the whole step would have, and each does 1/world_size of the optimizer's work (as
 ZeRO's first stage shares it out between GPUs). A step's loss and stop flag are summed in the
-same pass (:meth:`SharedGradients.average`), the squared norms of the shares for clipping in
-one more (:meth:`SharedGradients.clip`), so a step needs no other collective. Barriers, a
+same pass (:meth:`SharedGradients.average`), the norm of every tensor's gradient for clipping
+in one more (:meth:`SharedGradients.clip`), so a step needs no other collective. Barriers, a
 counter per process in the same shared memory that the others spin on, keep a process from
 reading a row or a share that is still being written, or writing the next step's before the
 others have read this one's. A checkpoint joins the processes' optimizer states into the one a
@@ -202,7 +202,7 @@ class SharedGradients:
     def average(self, scalars: torch.Tensor) -> torch.Tensor:
         """This process's share of the gradients, in its own row, replaced by their mean over
         the processes (module doc); returns the sum over the processes of ``scalars`` (at most
-        SCALARS - 1 values). The other processes' rows are read until :meth:`step` ends."""
+        SCALARS values). The other processes' rows are read until :meth:`step` ends."""
         self.scalars[self.rank, : scalars.numel()] = scalars
         self.barrier()  # every row and every scalar written
         share = self.rows[:, self.columns]  # (world_size, columns of this process)
