@@ -139,7 +139,8 @@ examples:
   light-llm train --init-from out-light-llm --data hamlet.txt --lora-rank 8 --out out-lora
   light-llm merge --checkpoint out-lora --out merged   # adapters folded into the weights
   light-llm fill-mask --checkpoint out-bert "to be or not to [MASK]"
-  torchrun --nproc_per_node=2 -m light_llm train --grad-accum 2
+  light-llm train --preset nanogpt-cpu --batch-size 6 --grad-accum 2 --processes 2
+  torchrun --nproc_per_node=2 -m light_llm train --grad-accum 2   # the same, by torchrun
 """
 
 # (model, engine) -> "module:function" of the trainer taking a TrainConfig.
