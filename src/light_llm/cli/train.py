@@ -140,7 +140,7 @@ examples:
   light-llm merge --checkpoint out-lora --out merged   # adapters folded into the weights
   light-llm fill-mask --checkpoint out-bert "to be or not to [MASK]"
   light-llm train --preset nanogpt-cpu --batch-size 6 --grad-accum 2 --processes 2
-  torchrun --nproc_per_node=2 -m light_llm train --grad-accum 2   # the same, by torchrun
+  torchrun --nproc_per_node=2 -m light_llm train --grad-accum 2   # processes by torchrun
 """
 
 # (model, engine) -> "module:function" of the trainer taking a TrainConfig.
