@@ -145,3 +145,19 @@ def test_the_processes_share_the_threads_given_else_the_cores(monkeypatch, given
     else:
         monkeypatch.setenv("OMP_NUM_THREADS", given)
     assert train_processes.thread_budget() == budget
+
+
+def test_a_resumed_run_whose_batch_does_not_split_is_told_to_keep_it(corpus, tmp_path, capsys):
+    """A resume keeps the saved run's batch, so the sentence does not offer another one."""
+    out = tmp_path / "out"
+    assert main(["train", *tiny_flags(corpus, out, max_iters=2, eval_interval=2)]) == 0
+    capsys.readouterr()
+    flags = [*tiny_flags(corpus, out, max_iters=4), "--resume", "--processes", "2"]
+    assert main(["train", *flags, "--batch-size", "2", "--grad-accum", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "light-llm train: error: --processes 2 shares each step's micro-batches between the "
+        "processes, and the saved run has 1 a step (--grad-accum 1), which a resume keeps: "
+        "resume it in one process.\n"
+    )
+    assert read_trainer_state(out / "checkpoint")["iteration"] == 2  # nothing trained

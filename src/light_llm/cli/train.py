@@ -554,7 +554,13 @@ def run_train(args: argparse.Namespace) -> int:
     check_inside(args.processes)
     if args.processes != 1 and "WORLD_SIZE" not in os.environ:  # this command starts them
         resolved = (saved or config).resolve()  # a resumed run keeps its batch
-        check_processes(args.processes, resolved.batch_size, resolved.grad_accum, config.engine)
+        check_processes(
+            args.processes,
+            resolved.batch_size,
+            resolved.grad_accum,
+            config.engine,
+            resumed=saved is not None,
+        )
         if args.processes > 1:
             return beside_the_run(args, config, lambda: run_processes(args.argv, args.processes))
     trainer = getattr(importlib.import_module(module_name), function_name)

@@ -39,8 +39,11 @@ def thread_budget() -> int:
     return int(given) if given.isdigit() and int(given) > 0 else usable_cores()
 
 
-def check_processes(processes: int, batch_size: int, grad_accum: int, engine: str) -> None:
-    """ConfigError, one sentence, for a --processes the run cannot use."""
+def check_processes(
+    processes: int, batch_size: int, grad_accum: int, engine: str, resumed: bool = False
+) -> None:
+    """ConfigError, one sentence, for a --processes the run cannot use (``resumed``: the batch
+    is the saved run's, which a resume keeps)."""
     if processes < 1:
         raise ConfigError(f"--processes must be 1 or more, got {processes}.")
     if processes == 1:
@@ -55,6 +58,13 @@ def check_processes(processes: int, batch_size: int, grad_accum: int, engine: st
         raise ConfigError(
             f"--processes {processes} is more than the {cores} cores this command may use; "
             f"give at most {cores}."
+        )
+    if grad_accum % processes and resumed:
+        fitting = "one process" if grad_accum == 1 else f"N processes, N dividing {grad_accum}"
+        raise ConfigError(
+            f"--processes {processes} shares each step's micro-batches between the processes, "
+            f"and the saved run has {grad_accum} a step (--grad-accum {grad_accum}), which a "
+            f"resume keeps: resume it in {fitting}."
         )
     if grad_accum % processes:
         same = (
