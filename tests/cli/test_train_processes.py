@@ -4,19 +4,16 @@ checks torchrun's); what it cannot use is one sentence before any process starts
 every process meets is said once; a SIGTERM to the command stops every process at one
 iteration, saved, with the command that continues it."""
 
-import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-import light_llm
 from light_llm.checkpoints.run import MetricsLog, read_trainer_state, training_records
 from light_llm.cli import main, train_processes
-from tests.train.helpers import TINY, tiny_flags, write_corpus
+from tests.train.helpers import TINY, one_thread_environment, tiny_flags, write_corpus
 
 SETTINGS = {"grad_accum": 2, "max_iters": 4, "eval_interval": 2, "log_interval": 1}
 
@@ -27,11 +24,8 @@ def corpus(tmp_path_factory):
 
 
 def light_llm_command(*flags, **popen) -> subprocess.Popen:
-    source = str(Path(light_llm.__file__).resolve().parents[1])
-    environment = {**os.environ, "PYTHONPATH": source, "OMP_NUM_THREADS": "1"}
-    environment.pop("WORLD_SIZE", None)
     command = [sys.executable, "-m", "light_llm", "train", *flags]
-    return subprocess.Popen(command, env=environment, text=True, **popen)
+    return subprocess.Popen(command, env=one_thread_environment(), text=True, **popen)
 
 
 def finished(process: subprocess.Popen, timeout: float = 300) -> tuple[int, str, str]:

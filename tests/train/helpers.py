@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
+
+import light_llm
 
 WORDS = (
     "the king shall come to rome and speak of love and death tonight my lord "
@@ -69,3 +72,16 @@ def record_input_shapes(monkeypatch, model_class) -> tuple[list, list]:
 
     monkeypatch.setattr(model_class, "forward", recording)
     return trained, evaluated
+
+
+def one_thread_environment() -> dict[str, str]:
+    """The environment of a subprocess that runs this checkout's light_llm on one thread, as
+    a single process (an outer run's torchrun variables left out)."""
+    source = str(Path(light_llm.__file__).resolve().parents[1])
+    environment = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([source, os.environ.get("PYTHONPATH", "")]),
+    }
+    environment.pop("WORLD_SIZE", None)
+    return environment

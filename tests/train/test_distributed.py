@@ -8,16 +8,13 @@ agree to the last bit on the same machine; the test allows 1e-6 relative, for pl
 where the all-reduce sums differently.
 """
 
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import safetensors.torch
 import torch
 
-import light_llm
 from light_llm.checkpoints.run import (
     OPTIMIZER_TENSORS_FILE,
     MetricsLog,
@@ -25,20 +22,14 @@ from light_llm.checkpoints.run import (
     read_trainer_state,
     training_records,
 )
-from tests.train.helpers import tiny_flags
+from tests.train.helpers import one_thread_environment, tiny_flags
 
 SETTINGS = {"grad_accum": 2, "max_iters": 6, "eval_interval": 2, "dropout": 0.0, "lr": 1e-2}
 SETTINGS["log_interval"] = 2
 
 
-def run(command, **env):
-    source = str(Path(light_llm.__file__).resolve().parents[1])
-    environment = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": os.pathsep.join([source, os.environ.get("PYTHONPATH", "")]),
-        **env,
-    }
+def run(command):
+    environment = one_thread_environment()
     completed = subprocess.run(command, env=environment, capture_output=True, text=True)
     assert completed.returncode == 0, completed.stderr[-3000:]
     return completed

@@ -560,9 +560,8 @@ def run_train(args: argparse.Namespace) -> int:
             resolved.grad_accum,
             config.engine,
             resumed=saved is not None,
-        )
-        if args.processes > 1:
-            return beside_the_run(args, config, lambda: run_processes(args.argv, args.processes))
+        )  # (so more than one from here)
+        return beside_the_run(args, config, lambda: run_processes(args.argv, args.processes))
     trainer = getattr(importlib.import_module(module_name), function_name)
 
     def train() -> int:

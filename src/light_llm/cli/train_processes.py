@@ -42,12 +42,10 @@ def thread_budget() -> int:
 def check_processes(
     processes: int, batch_size: int, grad_accum: int, engine: str, resumed: bool = False
 ) -> None:
-    """ConfigError, one sentence, for a --processes the run cannot use (``resumed``: the batch
-    is the saved run's, which a resume keeps)."""
+    """ConfigError, one sentence, for a --processes other than 1 that the run cannot use
+    (``resumed``: the batch is the saved run's, which a resume keeps)."""
     if processes < 1:
         raise ConfigError(f"--processes must be 1 or more, got {processes}.")
-    if processes == 1:
-        return
     if engine != "torch":
         raise ConfigError(
             f"--processes trains with PyTorch's data parallelism; the {engine} engine runs in "
@@ -59,24 +57,24 @@ def check_processes(
             f"--processes {processes} is more than the {cores} cores this command may use; "
             f"give at most {cores}."
         )
-    if grad_accum % processes and resumed:
+    if grad_accum % processes == 0:
+        return
+    shared = f"--processes {processes} shares each step's micro-batches between the processes"
+    if resumed:
         fitting = "one process" if grad_accum == 1 else f"N processes, N dividing {grad_accum}"
         raise ConfigError(
-            f"--processes {processes} shares each step's micro-batches between the processes, "
-            f"and the saved run has {grad_accum} a step (--grad-accum {grad_accum}), which a "
-            f"resume keeps: resume it in {fitting}."
+            f"{shared}, and the saved run has {grad_accum} a step (--grad-accum {grad_accum}), "
+            f"which a resume keeps: resume it in {fitting}."
         )
-    if grad_accum % processes:
-        same = (
-            f"--batch-size {batch_size // processes} --grad-accum {grad_accum * processes}"
-            if batch_size % processes == 0
-            else f"--batch-size B --grad-accum G with B x G = {batch_size * grad_accum}"
-        )
-        raise ConfigError(
-            f"--processes {processes} shares each step's micro-batches between the processes, "
-            f"so --grad-accum ({grad_accum} here) must be a multiple of {processes}; the same "
-            f"{batch_size * grad_accum} sequences a step in {processes} processes: {same}."
-        )
+    same = (
+        f"--batch-size {batch_size // processes} --grad-accum {grad_accum * processes}"
+        if batch_size % processes == 0
+        else f"--batch-size B --grad-accum G with B x G = {batch_size * grad_accum}"
+    )
+    raise ConfigError(
+        f"{shared}, so --grad-accum ({grad_accum} here) must be a multiple of {processes}; the "
+        f"same {batch_size * grad_accum} sequences a step in {processes} processes: {same}."
+    )
 
 
 def check_inside(processes: int) -> None:

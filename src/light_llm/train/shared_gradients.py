@@ -158,14 +158,13 @@ class SharedGradients:
         self.process_ids[rank] = os.getpid()
         dist.barrier()  # every process's id written
         self.passed = 0  # barriers this process has passed
-        self.offsets = [0, *itertools.accumulate(sizes)][:-1]
-        mine = owned_tensors(sizes, world_size)[rank]
+        edges = [0, *itertools.accumulate(sizes)]  # where each tensor starts in a row
+        self.offsets = edges[:-1]
+        self.mine = owned_tensors(sizes, world_size)[rank]  # the tensors this process steps
+        self.columns = slice(edges[self.mine.start], edges[self.mine.stop])  # their values
         placed = list(zip(self.parameters, self.offsets, strict=True))
-        self.mine = mine  # the indices of the tensors this process steps
-        self.owned = [placed[i] for i in mine]  # (parameter, offset) this process steps
-        self.others = [pair for i, pair in enumerate(placed) if i not in mine]
-        end = self.offsets[mine[-1]] + sizes[mine[-1]] if mine else 0
-        self.columns = slice(self.offsets[mine[0]] if mine else 0, end)
+        self.owned = [placed[i] for i in self.mine]  # (parameter, offset) this process steps
+        self.others = [pair for i, pair in enumerate(placed) if i not in self.mine]
         self.attach()
 
     def attach(self) -> None:
