@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from light_llm.checkpoints.probes import probe_iterations
 from light_llm.checkpoints.run import MetricsLog, read_trainer_state, training_records
 from light_llm.cli import main, train_processes
 from tests.train.helpers import TINY, one_thread_environment, tiny_flags, write_corpus
@@ -48,6 +49,28 @@ def test_two_processes_train_the_run_one_process_trains(corpus, tmp_path):
     for a, b in zip(one, many, strict=True):
         assert b["loss"] == pytest.approx(a["loss"], rel=1e-6)
     assert len(read_trainer_state(two / "checkpoint")["rng"]) == 2  # a generator state each
+
+
+def test_a_run_resumed_at_a_probed_evaluation_goes_on_as_in_one_process(corpus, tmp_path):
+    """The checkpoint of an evaluation is also a probe's iteration (here every second), which
+    only process 0 can see in the folder: resumed there, the processes agree that it is taken
+    (before, process 1 waited for a probe that process 0 did not take, for ever). The resumed
+    run ends where the same run resumed in one process ends."""
+    outs = {"single": tmp_path / "single", "two": tmp_path / "two"}
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    for iterations in (4, 6):  # 4 iterations (evaluated and probed at 4), then extended to 6
+        for name, out in outs.items():
+            settings = {**SETTINGS, "max_iters": iterations, "probe_interval": 2}
+            flags = tiny_flags(corpus, out, **settings)
+            flags += ["--resume"] if iterations == 6 else []
+            flags += ["--processes", "2"] if name == "two" else []
+            code, _, err = finished(light_llm_command(*flags, **pipes))
+            assert code == 0, err[-2000:]
+    assert probe_iterations(outs["two"]) == probe_iterations(outs["single"]) == [0, 2, 4, 6]
+    one, many = (training_records(MetricsLog(out).records()) for out in outs.values())
+    assert [r["iter"] for r in many] == [r["iter"] for r in one] == [0, 1, 2, 3, 4, 5]
+    for a, b in zip(one, many, strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-6)
 
 
 @pytest.mark.parametrize(

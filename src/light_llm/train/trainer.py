@@ -126,6 +126,12 @@ class Trainer:
                 run.progress.iteration if run.config.resume else None,
                 writes=run.dist.is_main,
             )
+            # rank 0 alone reads the folder: whether the resumed iteration was probed (an
+            # evaluation's checkpoint) is its to say, or the others would wait on a probe
+            if run.config.resume and run.dist.any_rank(
+                self.probes.last_recorded is not None, run.device
+            ):
+                self.probes.last_recorded = run.progress.iteration
 
     def run(self) -> TrainResult:
         try:
