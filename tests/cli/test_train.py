@@ -1002,6 +1002,11 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def read_process_command(pid: int) -> list[str]:
+    """The command line of process ``pid`` (Linux: /proc)."""
+    return Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+
+
 def is_gone(pid: int) -> bool:
     """Whether process ``pid`` has ended (a zombie nobody reaps has ended too)."""
     try:
@@ -1026,19 +1031,23 @@ def accepts(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
-def served_run(corpus, out):
-    """``light-llm train --serve PORT`` in a process of its own, run until training has ended
-    and its explorer listens: the process, the explorer's pid and the port."""
+def served_run(corpus, out, *flags):
+    """``light-llm train --serve PORT`` (and ``flags``) in a process of its own, run until
+    training has ended and its explorer listens: the process, the explorer's pid and the port."""
     import subprocess
     import sys
 
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
-    command = [sys.executable, "-m", "light_llm", "train", *tiny_flags(corpus, out)]
+    command = [sys.executable, "-m", "light_llm", "train", *tiny_flags(corpus, out), *flags]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"}
     process = subprocess.Popen(
-        [*command, "--serve", str(port)], stdout=subprocess.PIPE, text=True, env=env
+        [*command, "--serve", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     for line in process.stdout:
         if line.startswith("training has ended"):
@@ -1064,6 +1073,27 @@ def test_sigterm_after_training_ends_the_command_and_its_explorer(corpus, tmp_pa
         if not is_gone(explorer):
             os.kill(explorer, signal.SIGKILL)
         process.stdout.close()
+        process.stderr.close()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc (Linux)")
+def test_processes_serve_one_explorer_from_the_command(corpus, tmp_path):
+    """train --processes 2 --serve: the command serves the run, its processes do not (before,
+    each started an explorer, and all but one found the port taken); SIGTERM ends it."""
+    flags = ["--batch-size", "2", "--grad-accum", "2", "--processes", "2"]
+    process, explorer, port = served_run(corpus, tmp_path / "run", *flags)
+    try:
+        assert read_process_command(explorer)[3:5] == ["serve", "--checkpoint"]
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=120) == 0
+        assert is_gone(explorer) and not accepts(port)
+        assert process.stderr.read() == ""  # no port found taken, no fatal error at the end
+    finally:
+        process.kill()
+        if not is_gone(explorer):
+            os.kill(explorer, signal.SIGKILL)
+        process.stdout.close()
+        process.stderr.close()
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc (Linux)")
@@ -1080,3 +1110,4 @@ def test_the_explorer_ends_when_its_train_command_is_killed(corpus, tmp_path):
         if not is_gone(explorer):
             os.kill(explorer, signal.SIGKILL)
         process.stdout.close()
+        process.stderr.close()

@@ -570,9 +570,20 @@ def run_train(args: argparse.Namespace) -> int:
     return beside_the_run(args, config, train)
 
 
+def serves_here(args: argparse.Namespace) -> bool:
+    """Whether this process starts the explorer --serve asks for: the command the learner ran,
+    not a process it started (under torchrun, process 0 alone)."""
+    if args.serve is None:
+        return False
+    if "WORLD_SIZE" not in os.environ:
+        return True
+    started_by_processes = args.processes != 1  # the command's --processes serves beside them
+    return not started_by_processes and os.environ.get("RANK", "0") == "0"
+
+
 def beside_the_run(args: argparse.Namespace, config, train: Callable[[], int]) -> int:
     """``train()``'s exit code, with the explorer beside the run where --serve asks for it."""
-    if args.serve is None:
+    if not serves_here(args):
         return train()
     beside = ExplorerBeside(Path(config.out), args.serve)
     try:
