@@ -1,9 +1,10 @@
 """``light-llm train --processes N``: the command starts N processes as torchrun would, and
 they train the run one process trains (losses to 1e-6, as tests/train/test_distributed.py
 checks torchrun's); what it cannot use is one sentence before any process starts; an error
-every process meets is said once; a SIGTERM to the command stops every process at one
+every process meets is said once; a SIGINT or SIGTERM to the command stops every process at one
 iteration, saved, with the command that continues it."""
 
+import os
 import signal
 import subprocess
 import sys
@@ -135,17 +136,39 @@ def test_an_error_every_process_meets_is_said_once(tmp_path):
     )
 
 
-def test_a_sigterm_stops_every_process_at_one_iteration_and_saves(corpus, tmp_path):
+@pytest.mark.parametrize(
+    ("stop", "to_group"),
+    [
+        (signal.SIGTERM, False),  # kill, timeout, a service manager
+        (signal.SIGINT, False),  # kill -INT PID, a notebook's interrupt
+        (signal.SIGINT, True),  # the terminal's Ctrl-C, sent to the foreground process group
+    ],
+)
+def test_a_stop_signal_stops_every_process_at_one_iteration_and_saves(
+    corpus, tmp_path, stop, to_group
+):
+    """Sent to the command (or, as a terminal sends Ctrl-C, to its process group), the signal
+    reaches every process once: each stops at the same iteration and saves (a SIGINT that
+    reached them twice would quit without saving; one sent to the command alone, before,
+    reached none)."""
     out = tmp_path / "out"
     flags = [*tiny_flags(corpus, out, **{**SETTINGS, "max_iters": 100_000, "eval_interval": 50})]
     process = light_llm_command(
-        *flags, "--processes", "2", stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        *flags,
+        "--processes",
+        "2",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        process_group=0,  # a foreground group of its own, as a shell gives a command
     )
     deadline = time.monotonic() + 240  # a hang guard, not a speed limit
     while not (out / "checkpoint" / "trainer_state.json").is_file():  # the first evaluation
         assert process.poll() is None and time.monotonic() < deadline
         time.sleep(0.2)
-    process.send_signal(signal.SIGTERM)  # to this command alone: it passes it on
+    if to_group:
+        os.killpg(process.pid, stop)
+    else:
+        process.send_signal(stop)  # to this command alone: it passes it on
     code, _, err = finished(process)
     assert code == 130
     stopped = read_trainer_state(out / "checkpoint")["iteration"]

@@ -8,9 +8,10 @@ average their gradients in shared memory and each steps its share of the paramet
 (nanoGPT's recipe in two one-thread processes: 1.06-1.16x one process's training tokens a
 second on a 2-core AVX2 CPU, docs/benchmarks.md). Process 0 prints and writes as a single
 process does; the others' errors are shown only where process 0 has none of its own, so that
-an error every process meets (a missing file) is one line. Ctrl-C reaches every process from
-the terminal, and a SIGTERM sent to this command is passed on: they stop at the same iteration
-and save.
+an error every process meets (a missing file) is one line. The processes run in a process
+group of their own, so that the terminal's Ctrl-C reaches this command alone, which passes it
+on to each once, as it passes on a SIGINT, SIGTERM or SIGHUP sent to it (a second Ctrl-C, as
+in one process, quits without saving); they stop at the same iteration and save.
 """
 
 from __future__ import annotations
@@ -104,7 +105,11 @@ def run_processes(argv: list[str], processes: int) -> int:
     children: list[subprocess.Popen] = []
     errors = []
     forward = forwarding(children)
-    passed_on = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
+    passed_on = [
+        signal.SIGINT,
+        signal.SIGTERM,
+        *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else []),
+    ]
     previous = {sig: signal.signal(sig, forward) for sig in passed_on}
     try:
         for rank in range(processes):
@@ -117,16 +122,21 @@ def run_processes(argv: list[str], processes: int) -> int:
                 "LOCAL_WORLD_SIZE": str(processes),
                 "OMP_NUM_THREADS": str(threads),
             }
+            own_group = {"process_group": 0} if os.name == "posix" else {}  # (see the top)
             if rank == 0:
-                children.append(subprocess.Popen(command, env=environment))
+                children.append(subprocess.Popen(command, env=environment, **own_group))
                 continue
             errors.append(tempfile.TemporaryFile(mode="w+"))
             children.append(
                 subprocess.Popen(
-                    command, env=environment, stdout=subprocess.DEVNULL, stderr=errors[-1]
+                    command,
+                    env=environment,
+                    stdout=subprocess.DEVNULL,
+                    stderr=errors[-1],
+                    **own_group,
                 )
             )
-        codes = [wait_through_interrupts(child) for child in children]
+        codes = [child.wait() for child in children]
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -154,7 +164,7 @@ def run_processes(argv: list[str], processes: int) -> int:
 
 def forwarding(children: list[subprocess.Popen]) -> Callable:
     """A signal handler passing the signal on to every process still running (each takes it as
-    a request to stop after the iteration and save)."""
+    a request to stop after the iteration and save; a second SIGINT, to quit)."""
 
     def forward(signum, _frame) -> None:
         for child in children:
@@ -162,13 +172,3 @@ def forwarding(children: list[subprocess.Popen]) -> Callable:
                 child.send_signal(signum)
 
     return forward
-
-
-def wait_through_interrupts(child: subprocess.Popen) -> int:
-    """``child``'s exit code, waiting on through Ctrl-C: the terminal sent it to the child as
-    well, which stops after its iteration and saves."""
-    while True:
-        try:
-            return child.wait()
-        except KeyboardInterrupt:
-            continue
