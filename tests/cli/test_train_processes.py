@@ -201,3 +201,15 @@ def test_a_resumed_run_whose_batch_does_not_split_is_told_to_keep_it(corpus, tmp
         "resume it in one process.\n"
     )
     assert read_trainer_state(out / "checkpoint")["iteration"] == 2  # nothing trained
+
+
+def test_a_resume_with_nothing_to_resume_says_so_before_the_batch(corpus, tmp_path, capsys):
+    """--resume --processes 2 on a folder with no checkpoint: the resume's own sentence, not
+    the batch's (whose advice, followed, would only lead to it)."""
+    out = tmp_path / "empty"
+    out.mkdir()
+    assert main(["train", *tiny_flags(corpus, out), "--resume", "--processes", "2"]) == 2
+    assert capsys.readouterr().err == (
+        f"light-llm train: error: --resume found no checkpoint in {out} to continue from.\n"
+    )
+    assert list(out.iterdir()) == []

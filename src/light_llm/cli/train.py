@@ -535,7 +535,7 @@ def config_from_args(args: argparse.Namespace):
 
 def run_train(args: argparse.Namespace) -> int:
     from light_llm.train.config import DEFAULT_MODEL
-    from light_llm.train.resume import saved_run_config
+    from light_llm.train.resume import resumable_checkpoint, saved_run_config
 
     config = config_from_args(args)
     saved = saved_run_config(config.out) if config.resume else None
@@ -553,6 +553,8 @@ def run_train(args: argparse.Namespace) -> int:
     module_name, function_name = target.split(":")
     check_inside(args.processes)
     if args.processes != 1 and "WORLD_SIZE" not in os.environ:  # this command starts them
+        if config.resume:  # nothing to go on from is said before the batch it would keep
+            resumable_checkpoint(config.out)
         resolved = (saved or config).resolve()  # a resumed run keeps its batch
         check_processes(
             args.processes,

@@ -49,24 +49,32 @@ def run_device(config: TrainConfig) -> str:
     return config.device or "auto"
 
 
+def resumable_checkpoint(out: str | Path) -> Path:
+    """The checkpoint folder that ``--resume --out OUT`` continues from; a TrainingError or
+    CheckpointError, one sentence, where ``out`` holds none that a run can go on from exactly
+    (none at all, a model that does not train, no optimizer state)."""
+    checkpoint = existing_folder(Path(out) / CHECKPOINT_SUBFOLDER)
+    if checkpoint is None:
+        raise TrainingError(f"--resume found no checkpoint in {out} to continue from.")
+    check_trainable(inspect_folder(checkpoint), "resumed (--resume)")
+    check_fields(read_trainer_state(checkpoint), checkpoint / TRAINER_STATE_FILE)  # all it restores
+    if not (checkpoint / OPTIMIZER_TENSORS_FILE).exists():
+        raise CheckpointError(
+            f"{checkpoint} holds no optimizer state ({OPTIMIZER_TENSORS_FILE}), only the "
+            "weights and the record of a run, so the run cannot be continued exactly (the "
+            "runs that ship with light-llm, and NumPy runs saved before that engine "
+            "resumed, keep no more); train afresh with another --out."
+        )
+    return checkpoint
+
+
 def saved_run(config: TrainConfig, folder: RunFolder) -> tuple[dict[str, Any] | None, Path | None]:
     """The trainer state to resume from and the checkpoint folder holding it, or (None, None)
     for a fresh run (which must not overwrite another run's checkpoint unless asked to)."""
-    checkpoint = existing_folder(folder.checkpoint_dir)
     if config.resume:
-        if checkpoint is None:
-            raise TrainingError(f"--resume found no checkpoint in {folder.out} to continue from.")
-        check_trainable(inspect_folder(checkpoint), "resumed (--resume)")
-        state = read_trainer_state(checkpoint)
-        check_fields(state, checkpoint / TRAINER_STATE_FILE)  # all a resume restores
-        if not (checkpoint / OPTIMIZER_TENSORS_FILE).exists():
-            raise CheckpointError(
-                f"{checkpoint} holds no optimizer state ({OPTIMIZER_TENSORS_FILE}), only the "
-                "weights and the record of a run, so the run cannot be continued exactly (the "
-                "runs that ship with light-llm, and NumPy runs saved before that engine "
-                "resumed, keep no more); train afresh with another --out."
-            )
-        return state, checkpoint
+        checkpoint = resumable_checkpoint(folder.out)
+        return read_trainer_state(checkpoint), checkpoint
+    checkpoint = existing_folder(folder.checkpoint_dir)
     check_replaceable(folder.checkpoint_dir, config.overwrite, names_before_manifests)
     if checkpoint is not None and not config.overwrite:
         raise TrainingError(
