@@ -2,6 +2,7 @@
 
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -70,6 +71,9 @@ def test_a_picture_is_drawn_over_a_png_only(tmp_path):
     assert check_picture_path(picture, "--plot") == picture
     assert check_picture_path(tmp_path / "new.PNG") == tmp_path / "new.PNG"
     assert check_picture_path(tmp_path / "new" / "a.png") == tmp_path / "new" / "a.png"
+    before = sorted(tmp_path.iterdir())
+    check_picture_path(tmp_path / "b.png")
+    assert sorted(tmp_path.iterdir()) == before  # its trial file is gone, no folder made
     for path, message in [
         (tmp_path / "a.txt", "give a name ending in .png"),
         (text / "sub" / "a.png", f"{text} is a file, not a folder"),
@@ -80,3 +84,11 @@ def test_a_picture_is_drawn_over_a_png_only(tmp_path):
     (tmp_path / "dir.png").mkdir()
     with pytest.raises(OutputError, match="is a folder"):
         check_picture_path(tmp_path / "dir.png")
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="writes into /proc (Linux)")
+def test_a_picture_in_a_folder_that_takes_no_file_is_refused_before_the_work():
+    """/proc exists and is a folder, yet no file can be made in it (not even by root): the
+    check tries, rather than finding out after the analysis it guards."""
+    with pytest.raises(OutputError, match=r"^--plot /proc/x\.png cannot be written: "):
+        check_picture_path("/proc/x.png", "--plot")

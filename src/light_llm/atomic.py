@@ -141,17 +141,26 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"  # the first 8 bytes of every PNG file
 def check_picture_path(path: str | os.PathLike, what: str = "the picture") -> Path:
     """``path`` as a Path if a PNG picture a user named may be written there, else
     OutputError (one sentence): its name must end in .png, no file may stand where its folder
-    would be (a missing folder is made when it is written), and a file already there must be a
-    PNG itself (:func:`refuse_to_draw_over`). ``what``: how the sentence names it (a flag,
-    say)."""
+    would be (a missing folder is made when it is written), the nearest folder that exists
+    must take a new file (tried with an empty one, removed at once: a folder the system will
+    not write, such as /proc, is found before the work, not after it), and a file already there
+    must be a PNG itself (:func:`refuse_to_draw_over`). ``what``: how the sentence names it (a
+    flag, say)."""
     path = Path(path)
     if path.suffix.lower() != ".png":
         raise OutputError(f"{what} {path} is drawn as a PNG picture: give a name ending in .png.")
     if path.is_dir():
         raise OutputError(f"{what} {path} is a folder: give a file name ending in .png.")
-    folder = next((ancestor for ancestor in path.parents if ancestor.exists()), None)
+    folder = next((ancestor for ancestor in path.absolute().parents if ancestor.exists()), None)
     if folder is not None and not folder.is_dir():
         raise OutputError(f"{what} {path} cannot be written: {folder} is a file, not a folder.")
+    if folder is not None:
+        try:
+            handle, trial = tempfile.mkstemp(dir=folder, prefix=temporary_prefix(path))
+        except OSError as exc:
+            raise OutputError(f"{what} {path} cannot be written: {reason(exc)}.") from None
+        os.close(handle)
+        Path(trial).unlink(missing_ok=True)
     return refuse_to_draw_over(path, what)
 
 
