@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from light_llm.atomic import atomic_file, check_picture_path, save_figure, write_atomically
+from light_llm.atomic import (
+    atomic_file,
+    check_picture_path,
+    save_figure,
+    write_atomically,
+    write_folder_atomically,
+)
 from light_llm.errors import OutputError
 
 
@@ -92,3 +98,22 @@ def test_a_picture_in_a_folder_that_takes_no_file_is_refused_before_the_work():
     check tries, rather than finding out after the analysis it guards."""
     with pytest.raises(OutputError, match=r"^--plot /proc/x\.png cannot be written: "):
         check_picture_path("/proc/x.png", "--plot")
+
+
+def test_the_current_folder_is_not_replaced_as_a_unit(tmp_path, monkeypatch):
+    """A folder written as a unit replaces the old one whole: the current folder, or one that
+    holds it, is refused in one sentence (the rename failed with "Device or resource busy",
+    and would leave the shell in a removed folder), and nothing is written."""
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    for out, said in [
+        (".", "^. is the current folder, .* such as ./model\\.$"),
+        (str(here), "is the current folder"),
+        ("..", "^\\.\\. holds the current folder, .* such as \\.\\./model\\.$"),
+    ]:
+        with pytest.raises(OutputError, match=said):
+            write_folder_atomically(out, {"a.txt": b"a"})
+    assert sorted(tmp_path.rglob("*")) == [here]
+    write_folder_atomically("model", {"a.txt": b"a"})  # a folder inside it is fine
+    assert (here / "model" / "a.txt").read_bytes() == b"a"

@@ -291,6 +291,22 @@ def check_replaceable(
         )
 
 
+def refuse_working_folder(folder: str | os.PathLike, named: str | None = None) -> None:
+    """OutputError when ``folder`` is the current folder or holds it: a folder written as a
+    unit replaces the old one whole, which the system refuses for the folder a process stands
+    in ("Device or resource busy") and which would leave the learner's shell in a removed
+    folder. ``named``: how the sentence names it (``--out .``, say; the path by default)."""
+    folder = Path(folder)
+    named = named or str(folder)
+    target, here = folder.resolve(), Path.cwd().resolve()
+    if target == here or target in here.parents:
+        which = "is the current folder" if target == here else "holds the current folder"
+        raise OutputError(
+            f"{named} {which}, which writing there would replace as a whole; name a folder "
+            f"that does not hold it, such as {os.path.join(folder, 'model')}."
+        )
+
+
 def write_folder_atomically(
     folder: str | os.PathLike,
     files: Mapping[str, bytes],
@@ -315,6 +331,7 @@ def write_folder_atomically(
     folder = Path(folder)
     for name in files:
         check_file_name(name)
+    refuse_working_folder(folder)
     check_replaceable(folder, overwrite, written_before_manifests)
     files = {**files, FOLDER_MANIFEST: "".join(f"{name}\n" for name in files).encode("utf-8")}
     parent = make_folder(folder.parent)

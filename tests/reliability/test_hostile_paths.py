@@ -52,3 +52,29 @@ def test_a_bad_path_is_one_line(capsys, tmp_path, char_checkpoint, reader, kind)
     code, _, err = run_cli(capsys, *argv)
     assert_refused(code, err)
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+WRITERS = {
+    "export": lambda ck, corpus: ["export", "--checkpoint", ck, "--format", "hf"],
+    "quantize": lambda ck, corpus: ["quantize", "--checkpoint", ck],
+    "tokenizer train": lambda ck, corpus: [
+        *("tokenizer", "train", "--data", corpus, "--kind", "bpe", "--vocab-size", "300"),
+    ],
+}
+
+
+@pytest.mark.parametrize("out", [".", "", ".."])
+@pytest.mark.parametrize("writer", WRITERS)
+def test_the_current_folder_as_out_is_one_sentence(
+    capsys, tmp_path, monkeypatch, char_checkpoint, corpus, writer, out
+):
+    """A command that writes its --out folder as a unit, told to write the folder it runs in
+    (or one holding it), says so and names another: it said "Device or resource busy; the
+    previous one is unchanged", of a folder that had no previous one."""
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    code, _, err = run_cli(capsys, *WRITERS[writer](char_checkpoint, corpus), "--out", out)
+    which = "holds the current folder" if out == ".." else "is the current folder"
+    assert_refused(code, err, which, "such as")
+    assert list(here.iterdir()) == []

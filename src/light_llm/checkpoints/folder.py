@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from light_llm.atomic import existing_folder, write_folder_atomically
+from light_llm.atomic import existing_folder, refuse_working_folder, write_folder_atomically
 from light_llm.checkpoints.hf_architectures import LLAMA_MODEL_TYPES
 from light_llm.checkpoints.run import (
     CHECKPOINT_SUBFOLDER,
@@ -246,6 +246,7 @@ def check_replaceable(out: str | os.PathLike, *sources: str | os.PathLike) -> No
     folder that holds files but no model (no config.json), or a training run's checkpoint
     (its trainer state and optimizer, which ``train --resume`` continues from)."""
     out = Path(out)
+    refuse_working_folder(out, f"--out {out}")
     target = out.resolve()
     for source in sources:
         if target == Path(source).resolve():

@@ -125,10 +125,11 @@ def run_train(args: argparse.Namespace) -> int:
 def check_out_folder(out: Path, overwrite: bool) -> None:
     """ConfigError unless ``out`` is free: missing, empty, or (with ``overwrite``) holding
     nothing but a tokenizer."""
-    from light_llm.atomic import FOLDER_MANIFEST
+    from light_llm.atomic import FOLDER_MANIFEST, refuse_working_folder
     from light_llm.errors import ConfigError
     from light_llm.tokenizers.base import TOKENIZER_FILE
 
+    refuse_working_folder(out, f"--out {out}")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file, not a folder.")
     if not out.is_dir():
