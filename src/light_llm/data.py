@@ -136,7 +136,8 @@ class TokenDataset:
             raise DataError(
                 f"the {self.path.stem} split has {n_tokens} token{'' if n_tokens == 1 else 's'}, "
                 f"but a block of {block_size} "
-                f"needs at least {block_size + 1}; use a longer corpus or a smaller block size."
+                f"needs at least {block_size + 1}; use a longer corpus, or a model of a shorter "
+                "context (a new run's --block-size)."
             )
         self.tokens = np.memmap(self.path, dtype=self.dtype, mode="r")
 

@@ -21,6 +21,7 @@ from light_llm.atomic import FOLDER_MANIFEST
 from light_llm.checkpoints import load, save
 from light_llm.checkpoints.run import RUN_FILES, RUN_FOLDERS, TRAINER_STATE_FILE
 from light_llm.errors import OutputError
+from tests.conftest import CHAR_CORPUS
 from tests.reliability.conftest import assert_refused, run_cli, snapshot
 from tests.train.helpers import tiny_flags
 
@@ -191,7 +192,7 @@ def test_a_corpus_too_short_for_one_window_leaves_nothing(capsys, tmp_path, engi
         out = tmp_path / "out"
         out.mkdir()
     code, _, err = run_cli(capsys, "train", *tiny_flags(short, out, engine=engine))
-    assert_refused(code, err, "split has", "use a longer corpus")
+    assert_refused(code, err, "split has", "use a longer corpus", "a new run's --block-size")
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
         ["short.txt", *(["out"] if where == "empty" else [])]
     )
@@ -236,3 +237,15 @@ def test_an_empty_out_is_refused_not_the_current_folder(capsys, tmp_path, corpus
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
         [corpus.name] if corpus.parent == tmp_path else []
     )
+
+
+def test_a_corpus_too_short_to_evaluate_offers_no_flag_eval_lacks(
+    capsys, tmp_path, char_checkpoint
+):
+    """eval reads the model's context, which it cannot change: its refusal of a corpus
+    shorter than one window named "a smaller block size", which eval has no flag for."""
+    short = tmp_path / "short.txt"
+    short.write_text(CHAR_CORPUS[:40])  # the checkpoint's characters, 4 in the val split
+    code, _, err = run_cli(capsys, "eval", "--checkpoint", char_checkpoint, "--data", short)
+    assert_refused(code, err, "split has", "use a longer corpus")
+    assert err.rstrip().endswith("or a model of a shorter context (a new run's --block-size).")
