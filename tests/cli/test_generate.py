@@ -49,6 +49,29 @@ def test_greedy_output_matches_a_plain_greedy_loop(capsys, char_checkpoint, mode
     assert out == tokenizer.decode(expected) + "\n"
 
 
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_a_prompt_longer_than_the_context_is_said_and_read_from_its_end(
+    capsys, char_checkpoint, engine
+):
+    """The model reads its last block_size tokens; the command says how many it cannot see
+    (it said nothing, where inspect and attention refuse such a prompt) and the text is the
+    plain greedy loop's over the cropped window."""
+    folder, model, tokenizer = char_checkpoint
+    prompts = ["to be or not to be, that is the question", "to be"]  # 40 and 5 characters
+    argv = ["--checkpoint", str(folder), "--temperature", "0", "--max-new-tokens", "6"]
+    argv += ["--engine", engine, "--json"]
+    code, out, err = run_cli(capsys, *argv, "--prompt", prompts[0], "--prompt", prompts[1])
+    assert code == 0
+    length, context = len(tokenizer.encode(prompts[0])), model.config.block_size
+    assert err == (
+        f"note: prompt 1 is {length} tokens and the model reads {context} at a time, so its "
+        f"first {length - context} are not seen: the text goes on from the last {context}.\n"
+    )
+    expected = greedy_by_recomputation(model, tokenizer.encode(prompts[0]), 6)
+    completion = json.loads(out)["completions"][0]["completion"]
+    assert prompts[0] + completion == tokenizer.decode(expected)
+
+
 def test_batch_of_prompts_gives_each_prompts_own_continuation(capsys, char_checkpoint):
     folder, model, tokenizer = char_checkpoint
     prompts = ["to be", "or not to be, th", "q"]

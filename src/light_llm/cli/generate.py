@@ -188,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
         completions = generate_with_numpy(args, printer, options)
     else:
         model, tokenizer = load_torch_model(args)
+        note_cropped_prompts(tokenizer, args.prompt, model.config.block_size)
         threads_how = pick_threads(model, threads)
         steps = None
         if args.show_probs is not None:
@@ -230,6 +231,21 @@ def run(args: argparse.Namespace) -> int:
     if args.stats:
         print_stats(model, tokenizer, args.prompt, clock, threads_how, not args.no_cache)
     return 0
+
+
+def note_cropped_prompts(tokenizer, prompts: list[str], context: int) -> None:
+    """A note on stderr for each prompt longer than the model's context: the model reads its
+    last ``context`` tokens (seed 000 §7's window), so the start of it is not seen."""
+    for number, prompt in enumerate(prompts, start=1):
+        length = len(tokenizer.encode(prompt))
+        if length > context:
+            which = "the prompt" if len(prompts) == 1 else f"prompt {number}"
+            print(
+                f"note: {which} is {length:,} tokens and the model reads {context} at a time, "
+                f"so its first {length - context:,} are not seen: the text goes on from the "
+                f"last {context}.",
+                file=sys.stderr,
+            )
 
 
 class StepClock:
@@ -390,6 +406,7 @@ def generate_with_numpy(args: argparse.Namespace, printer, options: dict) -> lis
         params = quantize_params(model.params, model.config)
         model.load_state_dict(dequantize_params(params, model.config), source="--quantize")
     tokenizer = load_tokenizer(folder, check_model=True)
+    note_cropped_prompts(tokenizer, args.prompt, model.config.block_size)
     on_text = (lambda piece: printer(0, piece)) if printer is not None else None
     return [
         generate_text_numpy(
