@@ -156,7 +156,9 @@ def check_picture_path(path: str | os.PathLike, what: str = "the picture") -> Pa
         raise OutputError(f"{what} {path} cannot be written: {folder} is a file, not a folder.")
     if folder is not None:
         try:
-            handle, trial = tempfile.mkstemp(dir=folder, prefix=temporary_prefix(path))
+            handle, trial = tempfile.mkstemp(  # named as atomic_file names its own
+                dir=folder, prefix=f"{temporary_prefix(path)}{os.getpid()}.", suffix=".tmp"
+            )
         except OSError as exc:
             raise OutputError(f"{what} {path} cannot be written: {reason(exc)}.") from None
         os.close(handle)

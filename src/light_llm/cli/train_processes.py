@@ -8,10 +8,11 @@ average their gradients in shared memory and each steps its share of the paramet
 (nanoGPT's recipe in two one-thread processes: 1.06-1.16x one process's training tokens a
 second on a 2-core AVX2 CPU, docs/benchmarks.md). Process 0 prints and writes as a single
 process does; the others' errors are shown only where process 0 has none of its own, so that
-an error every process meets (a missing file) is one line. The processes run in a process
-group of their own, so that the terminal's Ctrl-C reaches this command alone, which passes it
-on to each once, as it passes on a SIGINT, SIGTERM or SIGHUP sent to it (a second Ctrl-C, as
-in one process, quits without saving); they stop at the same iteration and save.
+an error every process meets (a missing file) is one line. The processes run in sessions of
+their own (as torchrun starts them), so that the terminal's Ctrl-C reaches this command alone,
+which passes it on to each once, as it passes on a SIGINT, SIGTERM or SIGHUP sent to it (a
+second Ctrl-C, as in one process, quits without saving); they stop at the same iteration and
+save.
 """
 
 from __future__ import annotations
@@ -122,7 +123,9 @@ def run_processes(argv: list[str], processes: int) -> int:
                 "LOCAL_WORLD_SIZE": str(processes),
                 "OMP_NUM_THREADS": str(threads),
             }
-            own_group = {"process_group": 0} if os.name == "posix" else {}  # (see the top)
+            # a session of its own, as torchrun starts its workers (see the top): no terminal
+            # signal reaches it but through this command, and it may write to the terminal
+            own_group = {"start_new_session": True} if os.name == "posix" else {}
             if rank == 0:
                 children.append(subprocess.Popen(command, env=environment, **own_group))
                 continue

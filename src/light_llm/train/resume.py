@@ -120,8 +120,8 @@ def schedule_of_extension(asked: TrainConfig, saved: dict[str, Any]) -> tuple[Tr
     if final_lr == 0:
         raise TrainingError(
             f"the run's schedule ends at iteration {stored.lr_decay_iters} at a learning rate "
-            "of 0, so "
-            f"iterations {stored.max_iters} to {asked.max_iters} at it would change no weight; "
+            f"of 0, so iterations {stored.max_iters} to {asked.max_iters} at it would change no "
+            "weight; "
             f"--restretch-schedule stretches the schedule to end at {asked.max_iters} (the "
             "learning rate rises again), or --min-lr gives the new iterations a rate."
         )
