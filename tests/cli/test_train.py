@@ -1060,27 +1060,14 @@ def served_run(corpus, out, *flags):
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc (Linux)")
-def test_sigterm_after_training_ends_the_command_and_its_explorer(corpus, tmp_path):
+@pytest.mark.parametrize(
+    "flags", [[], ["--batch-size", "2", "--grad-accum", "2", "--processes", "2"]]
+)
+def test_sigterm_after_training_ends_the_command_and_its_explorer(corpus, tmp_path, flags):
     """train --serve once training has ended: SIGTERM ends the command as Ctrl-C does,
-    stopping the explorer, which leaves the port free (it stayed up, holding the port)."""
-    process, explorer, port = served_run(corpus, tmp_path / "run")
-    try:
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=120) == 0
-        assert is_gone(explorer) and not accepts(port)
-    finally:
-        process.kill()
-        if not is_gone(explorer):
-            os.kill(explorer, signal.SIGKILL)
-        process.stdout.close()
-        process.stderr.close()
-
-
-@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc (Linux)")
-def test_processes_serve_one_explorer_from_the_command(corpus, tmp_path):
-    """train --processes 2 --serve: the command serves the run, its processes do not (before,
-    each started an explorer, and all but one found the port taken); SIGTERM ends it."""
-    flags = ["--batch-size", "2", "--grad-accum", "2", "--processes", "2"]
+    stopping the explorer, which leaves the port free (it stayed up, holding the port). With
+    --processes the command serves the run and its processes do not (before, each started an
+    explorer, and all but one found the port taken)."""
     process, explorer, port = served_run(corpus, tmp_path / "run", *flags)
     try:
         assert read_process_command(explorer)[3:5] == ["serve", "--checkpoint"]
