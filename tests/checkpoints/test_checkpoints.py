@@ -3,6 +3,7 @@
 import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -22,7 +23,7 @@ from light_llm.checkpoints import (
     resolve_checkpoint_dir,
     save,
 )
-from light_llm.errors import CheckpointError
+from light_llm.errors import CheckpointError, ConfigError
 from light_llm.models.gpt import GPT
 from light_llm.tokenizers import CharTokenizer
 from tests.conftest import VARIANTS, tiny_config
@@ -100,9 +101,44 @@ def test_a_checkpoint_older_than_the_recipe_switches_loads_with_their_defaults(t
 
 def test_tokenizer_and_extra_files_are_saved(tmp_path):
     tokenizer = CharTokenizer.from_text("to be or not to be")
-    save(GPT(tiny_config()), tmp_path / "ck", tokenizer, {"train_state.json": b"{}"})
+    model = GPT(tiny_config(vocab_size=tokenizer.vocab_size))
+    save(model, tmp_path / "ck", tokenizer, {"train_state.json": b"{}"})
     assert load_tokenizer(tmp_path / "ck").encode("not to be") == tokenizer.encode("not to be")
     assert (tmp_path / "ck" / "train_state.json").read_bytes() == b"{}"
+
+
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_save_refuses_what_no_loader_would_read_and_writes_nothing(tmp_path, engine):
+    """save's bad arguments are one ConfigError each, with nothing written: an ``overwrite``
+    that is not a bool ("no" is true, and replaced a folder of the user's files), a path that
+    is not one, extra files that are not name -> bytes, a tokenizer with other ids than the
+    model's and weights holding NaN (both of which every loader refuses)."""
+    tokenizer = CharTokenizer.from_text("to be or not to be")
+    model = perturbed(GPT(tiny_config(vocab_size=tokenizer.vocab_size)))
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("my notes")
+    if engine == "numpy":  # the same model read by the NumPy engine
+        save(model, tmp_path / "torch", tokenizer)
+        model = load(tmp_path / "torch", engine="numpy")
+        shutil.rmtree(tmp_path / "torch")
+    for args, kwargs, said in [
+        ((model, folder, tokenizer), {"overwrite": "no"}, "overwrite must be true or false"),
+        ((model, None, tokenizer), {}, "folder must be a path"),
+        ((model, tmp_path / "a", tokenizer, ["notes.txt"]), {}, "extra_files must map"),
+        ((model, tmp_path / "a", tokenizer, {"n": "text"}), {}, "extra_files must map"),
+        ((model, tmp_path / "a", CharTokenizer.from_text("xyz")), {}, "has 3 ids but the"),
+    ]:
+        with pytest.raises(ConfigError, match=said):
+            save(*args, **kwargs)
+    if engine == "numpy":
+        model.params["transformer.wte.weight"][0, 0] = np.nan
+    else:
+        with torch.no_grad():
+            model.transformer.wte.weight[0, 0] = float("nan")
+    with pytest.raises(ConfigError, match="transformer.wte.weight holds NaN or infinite values"):
+        save(model, tmp_path / "a", tokenizer)
+    assert sorted(path.name for path in tmp_path.rglob("*")) == ["mine", "notes.txt"]
 
 
 def test_training_output_folder_resolves_to_its_checkpoint(tmp_path):

@@ -28,8 +28,9 @@ def gpt_folder(tmp_path, difference, hf: bool):
     )
     if hf:
         export_hf_gpt2(GPT(config), tmp_path / "model", tokenizer)
-    else:
-        save(GPT(config), tmp_path / "model", tokenizer)
+    else:  # the model saved alone (save refuses such a pair), the tokenizer put beside it
+        save(GPT(config), tmp_path / "model")
+        tokenizer.save(tmp_path / "model")
     return tmp_path / "model"
 
 
@@ -38,7 +39,8 @@ def encoder_folder(tmp_path, difference, hf: bool):
     size = tokenizer.vocab_size + difference
     if not hf:
         config = EncoderConfig(vocab_size=size, block_size=16, n_layer=1, n_head=2, n_embd=8)
-        save(BertEncoder(config), tmp_path / "model", tokenizer)
+        save(BertEncoder(config), tmp_path / "model")  # (as the GPT's above)
+        tokenizer.save(tmp_path / "model")
         return tmp_path / "model"
     from transformers import BertConfig, BertForMaskedLM
 

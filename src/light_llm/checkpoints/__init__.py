@@ -33,6 +33,7 @@ this module) imports no torch.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from light_llm.checkpoints.folder import (
     ENCODER_ARCHITECTURE,
@@ -44,6 +45,7 @@ from light_llm.checkpoints.folder import (
 )
 from light_llm.checkpoints.run import CHECKPOINT_SUBFOLDER
 from light_llm.errors import CheckpointError, ConfigError
+from light_llm.limits import check_flag
 from light_llm.reference.model import NumpyGPT
 
 __all__ = [
@@ -173,6 +175,20 @@ def save(
     ``extra_files`` (name -> bytes) as a light-llm checkpoint folder, replacing any previous
     one as a unit. Saving never deletes a file light-llm did not write: a folder holding
     other files is an OutputError unless ``overwrite=True``."""
+    check_flag("overwrite", overwrite)  # "no" is true: it would replace the user's files
+    if not isinstance(folder, (str, os.PathLike)):
+        raise ConfigError(f"folder must be a path (a str or a Path), got {folder!r}.")
+    if extra_files is not None and not (
+        isinstance(extra_files, Mapping)
+        and all(
+            isinstance(name, str) and isinstance(data, (bytes, bytearray))
+            for name, data in extra_files.items()
+        )
+    ):
+        raise ConfigError(
+            f"extra_files must map file names to their bytes (a dict of str -> bytes), got "
+            f"{extra_files!r:.80}."
+        )
     if tokenizer is not None and not callable(getattr(tokenizer, "save", None)):
         raise ConfigError(
             "tokenizer must be a light-llm tokenizer (CharTokenizer, BPETokenizer, "
@@ -181,6 +197,7 @@ def save(
     if isinstance(model, NumpyGPT):
         from light_llm.checkpoints.numpy_gpt import save_numpy_gpt
 
+        check_saveable(model, tokenizer, model.params)
         save_numpy_gpt(model, folder, tokenizer, extra_files, overwrite)
         return
     from light_llm.models.bert import BertEncoder
@@ -188,6 +205,7 @@ def save(
     if isinstance(model, BertEncoder):
         from light_llm.checkpoints.encoder import save_encoder
 
+        check_saveable(model, tokenizer, model.state_dict())
         save_encoder(model, folder, tokenizer, extra_files, overwrite)
         return
     from light_llm.checkpoints.gpt import save_gpt
@@ -197,7 +215,31 @@ def save(
         raise CheckpointError(
             f"save writes a GPT, a BertEncoder or a NumpyGPT, not {type(model).__name__}."
         )
+    check_saveable(model, tokenizer, model.state_dict())
     save_gpt(model, folder, tokenizer, extra_files, overwrite)
+
+
+def check_saveable(model, tokenizer, tensors: Mapping) -> None:
+    """ConfigError, before anything is written, for a checkpoint that every loader would
+    refuse: a tokenizer without exactly the model's ids (:func:`check_tokenizer_matches_model`)
+    or weights holding NaN or infinite values (``tensors``: name -> array or tensor, of either
+    engine)."""
+    import numpy as np
+
+    vocab_size = model.config.vocab_size
+    if tokenizer is not None and tokenizer.vocab_size != vocab_size:
+        raise ConfigError(
+            f"the tokenizer has {tokenizer.vocab_size:,} ids but the model has "
+            f"{vocab_size:,}, so the saved checkpoint could not be loaded; save the model with "
+            "the tokenizer it was trained with."
+        )
+    for name, values in tensors.items():
+        array = values if isinstance(values, np.ndarray) else values.detach().float().cpu().numpy()
+        if array.dtype.kind == "f" and not np.isfinite(array).all():
+            raise ConfigError(
+                f"the model's {name} holds NaN or infinite values, so the saved checkpoint "
+                "could not be loaded (its outputs would be meaningless); nothing was written."
+            )
 
 
 def load_tokenizer(path: str | os.PathLike | ModelFolder, check_model: bool = False):
