@@ -213,6 +213,55 @@ def test_the_inspectors_forward_refuses_what_is_no_batch_of_token_ids(case, engi
         inspector.run(ids)
 
 
+BAD_TARGETS_AND_STARTS = {  # (keyword arguments to Inspector.run on a (1, 4) batch, message)
+    "a negative target": (
+        {"targets": np.array([[-5, 1, 2, 3]])},
+        "token id -5 of the targets (-1: not scored) is outside",
+    ),
+    "a target past the vocabulary": (
+        {"targets": np.array([[37, 1, 2, 3]])},
+        "token id 37 of the targets",
+    ),
+    "targets of another shape": (
+        {"targets": np.array([[1, 2]])},
+        "the targets must have the batch's shape (1, 4), got (1, 2)",
+    ),
+    "a start past the layers": (
+        {"start": (7, np.zeros((1, 4, 16)))},
+        "start's layer must be from 0 to 2 (the model's 2 layers; 2: the head alone), got 7",
+    ),
+    "a negative start": (
+        {"start": (-1, np.zeros((1, 4, 16)))},
+        "start's layer must be from 0 to 2 (the model's 2 layers; 2: the head alone), got -1",
+    ),
+    "a start residual of another shape": (
+        {"start": (1, np.zeros((1, 3, 16)))},
+        "start's residual must have the batch's shape (B, T, d) = (1, 4, 16), got (1, 3, 16)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TARGETS_AND_STARTS))
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_targets_and_a_start_that_do_not_fit_are_one_sentence(case, engine):
+    """The NumPy engine read a negative target as id 0 and ran a start past the last layer as
+    no layer at all (the torch engine, some other layer for -1): both engines now refuse."""
+    model = shaken_gpt(torch.float64)
+    inspector = Inspector(model if engine == "torch" else numpy_twin(model))
+    arguments, message = BAD_TARGETS_AND_STARTS[case]
+    with pytest.raises(InspectError, match=re.escape(message)):
+        inspector.run(prompt(4)[None], **arguments)
+
+
+def test_targets_of_minus_one_are_not_scored_in_either_engine():
+    """-1 is the one value besides the ids that a target may take: no loss there."""
+    model = shaken_gpt(torch.float64)
+    ids, targets = prompt(4)[None], np.array([[1, -1, 2, -1]])
+    for inspected in (model, numpy_twin(model)):
+        losses = Inspector(inspected).run(ids, targets=targets).token_losses
+        assert np.isnan(losses[0, [1, 3]]).all() and np.isfinite(losses[0, [0, 2]]).all()
+
+
 def test_an_unknown_name_to_record_is_one_sentence():
     with pytest.raises(InspectError, match="'resid_pre.9' is not an activation of this model"):
         run_instrumented(shaken_gpt(), torch.as_tensor(prompt()[None]), record=["resid_pre.9"])

@@ -64,6 +64,10 @@ class Inspector:
         """The instrumented forward on ``ids`` (B, T), in NumPy arrays; ``start`` = (layer l,
         its recorded resid_pre) begins at layer l."""
         ids = batch_of_ids(ids, self.config.vocab_size)
+        if targets is not None:
+            targets = batch_of_targets(targets, ids.shape, self.config.vocab_size)
+        if start is not None:
+            start = self.checked_start(start, ids.shape)
         if self.engine == "numpy":
             return numpy_instrumented.run_instrumented(
                 self.model, ids, record=record, patches=patches, targets=targets, start=start
@@ -73,6 +77,29 @@ class Inspector:
         return torch_instrumented.run_on_arrays(
             self.model, ids, record=record, patches=patches, targets=targets, start=start
         )
+
+    def checked_start(self, start: object, shape: tuple[int, int]) -> tuple[int, np.ndarray]:
+        """``start`` = (layer l, resid_pre.l) checked: l from 0 to n_layer (n_layer: the final
+        norm and head alone), the residual a (B, T, d) array of the batch's shape; else
+        InspectError."""
+        n_layer, width = self.config.n_layer, self.config.n_embd
+        if not (isinstance(start, tuple | list) and len(start) == 2):
+            raise InspectError("start must be a pair (layer, its recorded resid_pre).")
+        layer, resid = start
+        if isinstance(layer, bool) or not isinstance(layer, int | np.integer):
+            raise InspectError(f"start's layer must be an integer, got {layer!r}.")
+        if not 0 <= layer <= n_layer:  # n_layer: after the last, the final norm and head alone
+            raise InspectError(
+                f"start's layer must be from 0 to {n_layer} (the model's {n_layer} layers; "
+                f"{n_layer}: the head alone), got {layer}."
+            )
+        expected = (*shape, width)
+        if tuple(np.shape(resid)) != expected:
+            raise InspectError(
+                f"start's residual must have the batch's shape (B, T, d) = {expected}, got "
+                f"{tuple(np.shape(resid))}."
+            )
+        return int(layer), resid
 
     def final_norm(self, resid: np.ndarray) -> np.ndarray:
         """LN_f(resid) (the model's final norm, its statistics taken from ``resid`` itself);
@@ -106,6 +133,21 @@ class Inspector:
         if self.config.logit_softcap is not None:
             logits = softcap_forward(logits, self.config.logit_softcap)[0]
         return logits
+
+
+def batch_of_targets(targets: object, shape: tuple[int, int], vocab_size: int) -> np.ndarray:
+    """``targets`` as a (B, T) int64 array of the batch's ``shape``, each a token id in [0,
+    vocab_size) or -1 (nothing scored there), else InspectError: -log softmax(logits)[y] is
+    defined for nothing else (a negative id was read as id 0 by the NumPy engine)."""
+    array = id_array(targets, "targets", ndim=2)
+    if array.shape != tuple(shape):
+        raise InspectError(
+            f"the targets must have the batch's shape {tuple(shape)}, got {array.shape}."
+        )
+    scored = array[array != -1]
+    if scored.size:
+        check_id_range(scored, vocab_size, "targets (-1: not scored)")
+    return array.astype(np.int64)
 
 
 def batch_of_ids(ids: object, vocab_size: int) -> np.ndarray:
