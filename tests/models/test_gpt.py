@@ -287,3 +287,22 @@ def test_ids_of_no_position_are_refused_in_one_sentence(architecture, positions)
         model = BertEncoder(EncoderConfig(**shape, positions=positions))
     with pytest.raises(SamplingError, match=r"empty \(shape \(1, 0\)\)"):
         model(torch.zeros(1, 0, dtype=torch.long))
+
+
+@pytest.mark.parametrize("smoothing", [-1.0, float("nan"), 2.0, float("inf"), "0.1", True])
+def test_label_smoothing_outside_0_to_1_is_refused_by_both_engines(smoothing):
+    """α in eq. 51 (seed 002 §12.2) mixes the one-hot target with the uniform one, so it lies
+    in [0, 1]; the torch engine read -1 and NaN as 0 and left 2 and "0.1" to PyTorch's own
+    errors, where the NumPy engine refused them: both now say the same sentence."""
+    import numpy as np
+
+    from light_llm.reference.loss import cross_entropy_forward
+
+    model = GPT(tiny_config())
+    ids = torch.randint(0, 37, (2, 5))
+    said = f"label_smoothing must be a finite number in [0, 1], got {smoothing!r}."
+    with pytest.raises(ConfigError) as torch_error:
+        model(ids, ids, label_smoothing=smoothing)
+    with pytest.raises(ConfigError) as numpy_error:
+        cross_entropy_forward(np.zeros((2, 5, 37)), ids.numpy(), label_smoothing=smoothing)
+    assert str(torch_error.value) == str(numpy_error.value) == said

@@ -33,7 +33,7 @@ from torch.utils.checkpoint import checkpoint as activation_checkpoint
 
 from light_llm.config import ModelConfig, check_buildable
 from light_llm.errors import ConfigError, SamplingError
-from light_llm.limits import check_integer
+from light_llm.limits import check_integer, check_real
 from light_llm.nn.attention import KVCache, recompute_contexts
 from light_llm.nn.blocks import Block
 from light_llm.nn.linear import Linear
@@ -189,6 +189,7 @@ class GPT(nn.Module):
         offset = kv_cache.length if kv_cache is not None else 0
         if targets is not None:
             check_token_ids(targets, self.config.vocab_size, "target", idx.shape, ignore_index=-1)
+            check_real("label_smoothing", label_smoothing, 0.0, 1.0)  # (-1 and NaN read as 0)
         if attention_mask is not None:
             check_attention_mask(attention_mask, (B, offset + T))
         if offset + T > self.config.block_size:

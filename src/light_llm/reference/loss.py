@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from light_llm.errors import ConfigError
+from light_llm.limits import check_real
 from light_llm.reference.softmax import log_softmax_backward, log_softmax_forward
 
 IGNORE_INDEX = -1
@@ -33,8 +34,7 @@ def cross_entropy_forward(
         raise ConfigError(
             f"targets of shape {targets.shape} do not fit logits of shape {logits.shape}."
         )
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise ConfigError(f"label_smoothing must be in [0, 1], got {label_smoothing}.")
+    check_real("label_smoothing", label_smoothing, 0.0, 1.0)  # as the torch engine's
     rows = logits.reshape(-1, vocab)  # (N, V)
     flat_targets = targets.reshape(-1)
     valid = flat_targets != ignore_index
