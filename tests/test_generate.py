@@ -1,5 +1,7 @@
 """Sampling rules (seed 000 §8) and generation."""
 
+import re
+
 import pytest
 import torch
 
@@ -206,3 +208,45 @@ def test_prompts_that_are_no_list_and_no_sequences_to_pad_are_refused():
         generate_text(model, tokenizer, (prompt for prompt in ["ab"]), 2)
     with pytest.raises(SamplingError, match="at least one"):
         left_pad([], pad_id=0)
+
+
+BAD_PROMPT_MASKS = {  # the mask of the prompts [[5, 6, 7], [8, 9, 10]], and what is said
+    "right padding": ([[1, 1, 0], [1, 1, 1]], "the attention mask of prompt 0 ends in padding"),
+    "a value of 2": ([[2, 2, 2], [1, 1, 1]], "must hold only 1 (a real token) and 0"),
+    "a half": ([[0.5, 1, 1], [1, 1, 1]], "must hold only 1 (a real token) and 0"),
+    "a prompt of padding alone": ([[1, 1, 1], [0, 0, 0]], "the prompt is empty"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PROMPT_MASKS))
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_a_mask_of_the_prompts_that_is_not_left_padding_is_refused(case, engine):
+    """Prompts are padded on the left, their newest token last: a right-padded row went on
+    from its pad in the torch engine, and the NumPy engine took any mask values at all
+    (2, 0.5, all 0), each changing the text in silence; both now refuse in one sentence."""
+    import numpy as np
+
+    from light_llm.reference.model import NumpyGPT
+    from light_llm.reference.sampling import generate as generate_numpy
+
+    model = GPT(tiny_config())
+    mask, said = BAD_PROMPT_MASKS[case]
+    ids = [[5, 6, 7], [8, 9, 10]]
+    with pytest.raises(SamplingError, match=re.escape(said)):
+        if engine == "torch":
+            generate(model, torch.tensor(ids), 3, attention_mask=torch.tensor(mask))
+        else:
+            twin = NumpyGPT.from_torch_state_dict(model.state_dict(), model.config)
+            generate_numpy(twin, np.array(ids), 3, attention_mask=np.array(mask))
+
+
+def test_the_numpy_forward_refuses_a_mask_of_other_values():
+    """The NumPy engine's forward, as the torch one's: a mask is 1 or 0."""
+    import numpy as np
+
+    from light_llm.reference.model import NumpyGPT
+
+    model = GPT(tiny_config())
+    twin = NumpyGPT.from_torch_state_dict(model.state_dict(), model.config)
+    with pytest.raises(SamplingError, match="must hold only 1"):
+        twin.forward(np.array([[5, 6, 7]]), attention_mask=np.full((1, 3), 0.5))

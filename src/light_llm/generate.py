@@ -18,7 +18,12 @@ import torch
 from light_llm.errors import ConfigError, SamplingError
 from light_llm.limits import MAX_BATCH_SIZE, check_integer, check_new_tokens, check_seed
 from light_llm.models.gpt import check_attention_mask, check_token_ids
-from light_llm.sampling_options import DEFAULT_TEMPERATURE, NO_DISTRIBUTION, validate_sampling
+from light_llm.sampling_options import (
+    DEFAULT_TEMPERATURE,
+    NO_DISTRIBUTION,
+    check_prompt_mask,
+    validate_sampling,
+)
 from light_llm.tokenizers.stream import TextStream, whole_text
 
 
@@ -164,11 +169,11 @@ def stream_tokens(
     try:
         tokens = idx
         mask = attention_mask
+        if tokens.size(1) == 0:
+            raise SamplingError("the prompt is empty: give at least one token.")
         if mask is not None:
             check_attention_mask(mask, tuple(idx.shape))
-        # a row of padding alone (its mask all 0) is as empty as no column at all
-        if tokens.size(1) == 0 or (mask is not None and not bool(mask.bool().any(-1).all())):
-            raise SamplingError("the prompt is empty: give at least one token.")
+            check_prompt_mask(mask)  # left padding, a token in every prompt
         finished = torch.zeros(idx.size(0), dtype=torch.bool, device=idx.device)
         cache = None
         for _ in range(max_new_tokens):

@@ -33,3 +33,21 @@ def validate_sampling(temperature: float, top_k: int | None, top_p: float | None
         raise SamplingError(f"top_k must be an integer of at least 1, got {top_k!r}.")
     if top_p is not None and (not is_real(top_p) or not 0.0 < top_p <= 1.0):
         raise SamplingError(f"top_p must be in (0, 1], got {top_p!r}.")
+
+
+def check_prompt_mask(mask) -> None:
+    """SamplingError unless the attention mask (B, T) of a batch of prompts, as nested lists
+    or an array of either engine, holds only 1 (a real token) and 0 (padding), pads each
+    prompt on its left (the newest token last, where the next one is drawn from: a row
+    ending in padding would go on from a pad) and leaves every prompt a token (seed 003 §4)."""
+    rows = [[float(value) for value in row] for row in mask.tolist()]
+    if any(value not in (0.0, 1.0) for row in rows for value in row):
+        raise SamplingError("the attention mask must hold only 1 (a real token) and 0 (padding).")
+    for number, row in enumerate(rows):
+        if not any(row):  # a row of padding alone is as empty as no column at all
+            raise SamplingError("the prompt is empty: give at least one token.")
+        if row[-1] == 0.0:
+            raise SamplingError(
+                f"the attention mask of prompt {number} ends in padding: pad prompts on the "
+                "left, so that each one's newest token is last, where the next is drawn from."
+            )

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from light_llm.config import ModelConfig, check_buildable, smear_width
-from light_llm.errors import CheckpointError, ConfigError
+from light_llm.errors import CheckpointError, ConfigError, SamplingError
 from light_llm.limits import check_seed
 from light_llm.reference.blocks import (
     VALUE_EMBEDDING_GRAD,
@@ -287,6 +287,10 @@ class NumpyGPT:
         if attention_mask is not None and np.shape(attention_mask) != (B, offset + T):
             raise ConfigError(
                 f"attention_mask must have shape {(B, offset + T)}, got {np.shape(attention_mask)}."
+            )
+        if attention_mask is not None and not np.isin(attention_mask, (0, 1)).all():
+            raise SamplingError(  # as the torch engine's check_attention_mask
+                "the attention mask must hold only 1 (a real token) and 0 (padding)."
             )
         dropout_p = config.dropout if self.training else 0.0
         positions = self.positions_for(T, offset, attention_mask)  # (T,) or (B, T)

@@ -18,6 +18,7 @@ from light_llm.reference.softmax import softmax_forward
 from light_llm.sampling_options import (  # one rule
     DEFAULT_TEMPERATURE,
     NO_DISTRIBUTION,
+    check_prompt_mask,
     validate_sampling,
 )
 from light_llm.tokenizers.stream import TextStream, whole_text
@@ -126,6 +127,13 @@ def stream_tokens(
         raise SamplingError(f"token ids must have shape (B, T), got {tokens.shape}.")
     if attention_mask is None and tokens.shape[1] == 0:
         raise SamplingError("the prompt is empty: give at least one token in a (B, T) array.")
+    if attention_mask is not None:
+        if np.shape(attention_mask) != tokens.shape:
+            raise SamplingError(
+                f"the attention mask must have the prompts' shape {tokens.shape}, got "
+                f"{np.shape(attention_mask)}."
+            )
+        check_prompt_mask(np.asarray(attention_mask))  # as the torch engine's generate
     mask = None if attention_mask is None else np.asarray(attention_mask, dtype=np.int64)
     block_size = model.config.block_size
     was_training = model.training
