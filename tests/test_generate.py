@@ -250,3 +250,23 @@ def test_the_numpy_forward_refuses_a_mask_of_other_values():
     twin = NumpyGPT.from_torch_state_dict(model.state_dict(), model.config)
     with pytest.raises(SamplingError, match="must hold only 1"):
         twin.forward(np.array([[5, 6, 7]]), attention_mask=np.full((1, 3), 0.5))
+
+
+@pytest.mark.parametrize("eos_id", [-1, 37, "a", 1.5])
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_an_eos_id_outside_the_vocabulary_is_refused_by_both_engines(eos_id, engine):
+    """The NumPy engine took eos_id 37 (of 37 ids) and -1 in silence, and "a" failed deep
+    inside; both now say the torch engine's sentence."""
+    import numpy as np
+
+    from light_llm.reference.model import NumpyGPT
+    from light_llm.reference.sampling import generate as generate_numpy
+
+    model = GPT(tiny_config())
+    said = f"eos_id must be an integer from 0 to 36, got {eos_id!r}."
+    with pytest.raises(SamplingError, match=re.escape(said)):
+        if engine == "torch":
+            generate(model, torch.tensor([[5, 6]]), 3, eos_id=eos_id)
+        else:
+            twin = NumpyGPT.from_torch_state_dict(model.state_dict(), model.config)
+            generate_numpy(twin, np.array([[5, 6]]), 3, eos_id=eos_id)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from light_llm.errors import SamplingError
-from light_llm.limits import check_new_tokens, check_seed
+from light_llm.limits import check_integer, check_new_tokens, check_seed
 from light_llm.reference.softmax import softmax_forward
 from light_llm.sampling_options import (  # one rule
     DEFAULT_TEMPERATURE,
@@ -116,6 +116,8 @@ def stream_tokens(
     if given.size and not np.issubdtype(given.dtype, np.integer):
         raise SamplingError(f"token ids must be integers, got {given.dtype}.")
     vocab_size = model.config.vocab_size
+    if eos_id is not None:  # as the torch engine's generate
+        check_integer("eos_id", eos_id, 0, vocab_size - 1, SamplingError)
     if given.size and (given.min() < 0 or given.max() >= vocab_size):
         bad = int(given.min()) if given.min() < 0 else int(given.max())
         raise SamplingError(
