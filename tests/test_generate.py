@@ -270,3 +270,40 @@ def test_an_eos_id_outside_the_vocabulary_is_refused_by_both_engines(eos_id, eng
         else:
             twin = NumpyGPT.from_torch_state_dict(model.state_dict(), model.config)
             generate_numpy(twin, np.array([[5, 6]]), 3, eos_id=eos_id)
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (1, 0)])
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_an_empty_batch_is_one_sentence_in_both_engines(shape, engine):
+    """No row, or no token: the torch forward failed inside its rotary tables on (0, 3) and
+    the NumPy one inside a reduction on (1, 0); both now say the ids are empty."""
+    import numpy as np
+
+    from light_llm.reference.model import NumpyGPT
+
+    model = GPT(tiny_config(positions="rotary"))
+    with pytest.raises(SamplingError, match=re.escape(f"the token ids are empty (shape {shape})")):
+        if engine == "torch":
+            model(torch.zeros(shape, dtype=torch.long))
+        else:
+            twin = NumpyGPT.from_torch_state_dict(model.state_dict(), model.config)
+            twin.forward(np.zeros(shape, dtype=np.int64))
+
+
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_a_random_source_that_is_not_one_is_one_sentence(engine):
+    """A seed given where the random source goes failed inside torch.multinomial (torch) or
+    as an AttributeError (NumPy)."""
+    import numpy as np
+
+    from light_llm.reference.model import NumpyGPT
+    from light_llm.reference.sampling import generate as generate_numpy
+
+    model = GPT(tiny_config())
+    if engine == "torch":
+        with pytest.raises(SamplingError, match="generator must be a torch.Generator or None"):
+            generate(model, torch.tensor([[5, 6]]), 3, generator=0)
+    else:
+        twin = NumpyGPT.from_torch_state_dict(model.state_dict(), model.config)
+        with pytest.raises(SamplingError, match="rng must be a numpy.random.Generator or None"):
+            generate_numpy(twin, np.array([[5, 6]]), 3, rng=0)

@@ -161,6 +161,10 @@ def stream_tokens(
     validate_sampling(temperature, top_k, top_p)
     check_new_tokens(max_new_tokens, SamplingError)
     check_token_ids(idx, model.config.vocab_size)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise SamplingError(
+            f"generator must be a torch.Generator or None, got {type(generator).__name__}."
+        )
     if eos_id is not None:
         check_integer("eos_id", eos_id, 0, model.config.vocab_size - 1, SamplingError)
     block_size = model.config.block_size

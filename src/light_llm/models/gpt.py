@@ -321,7 +321,7 @@ def check_token_ids(
     if idx.dim() != 2 or (shape is not None and tuple(idx.shape) != tuple(shape)):
         expected = "(B, T)" if shape is None else str(tuple(shape))
         raise SamplingError(f"{name}s must have shape {expected}, got {tuple(idx.shape)}.")
-    if shape is None and idx.size(1) == 0:  # no position to compute (rotary cannot reshape)
+    if shape is None and 0 in idx.shape:  # nothing to compute (rotary cannot reshape it)
         raise SamplingError(
             f"the {name}s are empty (shape {tuple(idx.shape)}): give at least one token."
         )

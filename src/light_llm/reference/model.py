@@ -278,6 +278,10 @@ class NumpyGPT:
         if idx.ndim != 2 or not np.issubdtype(idx.dtype, np.integer):
             raise ConfigError(f"idx must be a (B, T) array of token ids, got shape {idx.shape}.")
         B, T = idx.shape
+        if 0 in idx.shape:  # as the torch engine's check_token_ids
+            raise SamplingError(
+                f"the token ids are empty (shape {idx.shape}): give at least one token."
+            )
         offset = kv_cache.length if kv_cache is not None else 0
         if offset + T > config.block_size:
             raise ConfigError(

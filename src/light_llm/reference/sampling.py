@@ -112,6 +112,10 @@ def stream_tokens(
     every row has."""
     validate_sampling(temperature, top_k, top_p)
     check_new_tokens(max_new_tokens, SamplingError)
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        raise SamplingError(
+            f"rng must be a numpy.random.Generator or None, got {type(rng).__name__}."
+        )
     given = np.asarray(idx)
     if given.size and not np.issubdtype(given.dtype, np.integer):
         raise SamplingError(f"token ids must be integers, got {given.dtype}.")
