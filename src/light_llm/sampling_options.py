@@ -36,10 +36,11 @@ def validate_sampling(temperature: float, top_k: int | None, top_p: float | None
 
 
 def check_prompt_mask(mask) -> None:
-    """SamplingError unless the attention mask (B, T) of a batch of prompts, as nested lists
-    or an array of either engine, holds only 1 (a real token) and 0 (padding), pads each
-    prompt on its left (the newest token last, where the next one is drawn from: a row
-    ending in padding would go on from a pad) and leaves every prompt a token (seed 003 §4)."""
+    """SamplingError unless the attention mask (B, T) of a batch of prompts, a tensor or an
+    array (either engine's: anything with ``tolist``), holds only 1 (a real token) and 0
+    (padding), pads each prompt on its left (the newest token last, where the next one is
+    drawn from: a row ending in padding would go on from a pad) and leaves every prompt a
+    token (seed 003 §4)."""
     rows = [[float(value) for value in row] for row in mask.tolist()]
     if any(value not in (0.0, 1.0) for row in rows for value in row):
         raise SamplingError("the attention mask must hold only 1 (a real token) and 0 (padding).")
