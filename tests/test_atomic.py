@@ -117,3 +117,24 @@ def test_the_current_folder_is_not_replaced_as_a_unit(tmp_path, monkeypatch):
     assert sorted(tmp_path.rglob("*")) == [here]
     write_folder_atomically("model", {"a.txt": b"a"})  # a folder inside it is fine
     assert (here / "model" / "a.txt").read_bytes() == b"a"
+
+
+def test_a_folder_name_too_long_for_its_swap_is_refused_before_anything_is_written(tmp_path):
+    """A folder is replaced as a unit through a sibling named ``.NAME.old-<stamp>``: the longest
+    name whose sibling the file system takes is written, and rewritten (which makes that
+    sibling), while one byte more, or a path part over the limit, is one sentence and leaves
+    nothing behind (it was an OSError "File name too long" out of the API's save)."""
+    limit = os.pathconf(tmp_path, "PC_NAME_MAX")
+    longest = tmp_path / ("n" * (limit - len(".") - len(".old-") - 20 - 1 - 8))
+    write_folder_atomically(longest, {"a.txt": b"1"})
+    write_folder_atomically(longest, {"a.txt": b"2"})  # the old version moved aside, then removed
+    assert (longest / "a.txt").read_bytes() == b"2"
+    assert sorted(path.name for path in tmp_path.iterdir()) == [longest.name]
+    too_long = tmp_path / (longest.name + "n")
+    with pytest.raises(
+        OutputError, match=rf"its name is {limit - 34} bytes.* at most {limit - 35} "
+    ):
+        write_folder_atomically(too_long, {"a.txt": b"1"})
+    with pytest.raises(OutputError, match=rf"over this file system's {limit} a name"):
+        write_folder_atomically(tmp_path / ("p" * (limit + 1)) / "model", {"a.txt": b"1"})
+    assert sorted(path.name for path in tmp_path.iterdir()) == [longest.name]

@@ -227,6 +227,46 @@ def new_folder_prefix(folder: Path) -> str:
     return f".{folder.name}.new-"
 
 
+# what a swap adds to a folder's name for the sibling it moves the old version to:
+# ".NAME.old-" and a stamp of 20 digits, "-" and 8 hex digits (the longest sibling it writes)
+SWAP_SIBLING_EXTRA_BYTES = len("..old-") + 20 + 1 + 8
+NAME_MAX_FALLBACK = 255  # bytes a name, on every file system Linux, macOS and Windows use
+
+
+def name_limit(path: Path) -> int:
+    """The most bytes a file name may have where ``path`` would be (the file system's
+    NAME_MAX, asked of the nearest folder that exists; 255 where it cannot be asked)."""
+    for ancestor in path.absolute().parents:
+        try:  # a part of the path may itself be too long to ask about
+            if ancestor.is_dir():
+                return os.pathconf(ancestor, "PC_NAME_MAX")
+        except (OSError, ValueError, AttributeError):  # Windows has no pathconf
+            continue
+    return NAME_MAX_FALLBACK
+
+
+def check_folder_name_fits(folder: Path, what: str) -> None:
+    """OutputError, before anything is written, when a part of ``folder``'s path is longer
+    than the file system takes, or the folder's own name leaves no room for the sibling a swap
+    writes beside it (``.NAME.old-<stamp>``: :data:`SWAP_SIBLING_EXTRA_BYTES` more)."""
+    limit = name_limit(folder)
+    for part in folder.parts:
+        if len(os.fsencode(part)) > limit:
+            raise OutputError(
+                f"cannot write {what} {folder}: the name {part[:40]}... is "
+                f"{len(os.fsencode(part))} bytes, over this file system's {limit} a name; "
+                "choose a shorter one."
+            )
+    name_bytes = len(os.fsencode(folder.name))
+    if name_bytes + SWAP_SIBLING_EXTRA_BYTES > limit:
+        raise OutputError(
+            f"cannot write {what} {folder}: its name is {name_bytes} bytes, and the folder is "
+            f"replaced as a unit through a sibling {SWAP_SIBLING_EXTRA_BYTES} bytes longer, over "
+            f"this file system's {limit} a name; choose a name of at most "
+            f"{limit - SWAP_SIBLING_EXTRA_BYTES} bytes."
+        )
+
+
 def default_folder_mode() -> int:
     """0o777 less the process umask: what ``os.mkdir`` would have given (``tempfile.mkdtemp``
     makes its folders private, 0o700, which a checkpoint should not be)."""
@@ -333,6 +373,7 @@ def write_folder_atomically(
     folder = Path(folder)
     for name in files:
         check_file_name(name)
+    check_folder_name_fits(folder, what)
     refuse_working_folder(folder)
     check_replaceable(folder, overwrite, written_before_manifests)
     files = {**files, FOLDER_MANIFEST: "".join(f"{name}\n" for name in files).encode("utf-8")}
