@@ -240,11 +240,18 @@ def one_sentence(message: str) -> bool:
     return message.endswith(".") and "\n" not in message
 
 
-@pytest.mark.parametrize("vocab_size", [0, 100, 256, SMALLEST - 1, "512", True])
+@pytest.mark.parametrize("vocab_size", [0, 100, 256, SMALLEST - 1])
 def test_a_vocabulary_below_the_bytes_and_specials_is_refused(vocab_size):
     with pytest.raises(TokenizerError) as info:
         train_bpe(corpus_text(), vocab_size)
     assert "at least 257" in str(info.value) and one_sentence(str(info.value))
+
+
+@pytest.mark.parametrize("vocab_size", ["512", True, 260.5, 512.0])
+def test_a_vocabulary_size_that_is_not_a_whole_number_is_refused_as_such(vocab_size):
+    with pytest.raises(TokenizerError) as info:
+        train_bpe(corpus_text(), vocab_size)
+    assert "whole number" in str(info.value) and one_sentence(str(info.value))
 
 
 def test_a_text_too_small_for_the_merges_says_how_many_it_could_learn():

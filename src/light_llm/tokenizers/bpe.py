@@ -287,7 +287,9 @@ def train_bpe(
     """
     check_text(text)
     smallest = minimum_vocab_size(special_tokens)
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < smallest:
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+        raise TokenizerError(f"a vocabulary size is a whole number of ids, got {vocab_size!r}.")
+    if vocab_size < smallest:
         raise TokenizerError(
             f"a byte-level BPE vocabulary needs at least {smallest} ids (the 256 bytes and "
             f"{len(special_tokens)} special token(s)), got {vocab_size!r}."
