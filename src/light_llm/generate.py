@@ -22,6 +22,7 @@ from light_llm.sampling_options import (
     DEFAULT_TEMPERATURE,
     NO_DISTRIBUTION,
     check_prompt_mask,
+    check_text_tokenizer,
     validate_sampling,
 )
 from light_llm.tokenizers.stream import TextStream, whole_text
@@ -266,6 +267,7 @@ def generate_text(
     :func:`stream_tokens`.
     """
     check_torch_model(model)
+    check_text_tokenizer(tokenizer)
     validate_sampling(temperature, top_k, top_p)
     if isinstance(prompts, str):  # else each character would be a prompt of its own
         raise SamplingError("generate_text takes a list of prompts, not one str: write [prompt].")

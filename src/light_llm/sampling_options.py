@@ -35,6 +35,19 @@ def validate_sampling(temperature: float, top_k: int | None, top_p: float | None
         raise SamplingError(f"top_p must be in (0, 1], got {top_p!r}.")
 
 
+def check_text_tokenizer(tokenizer) -> None:
+    """SamplingError unless ``tokenizer`` turns text into ids and back as light-llm's
+    tokenizers do (``encode``, ``decode`` and ``eos_id``): a generation from text needs one."""
+    usable = callable(getattr(tokenizer, "encode", None)) and callable(
+        getattr(tokenizer, "decode", None)
+    )
+    if not usable or not hasattr(tokenizer, "eos_id"):
+        raise SamplingError(
+            "tokenizer must be a light-llm tokenizer (light_llm.tokenizers.load_tokenizer(folder) "
+            f"reads a checkpoint's), got {type(tokenizer).__name__}."
+        )
+
+
 def check_prompt_mask(mask) -> None:
     """SamplingError unless the attention mask (B, T) of a batch of prompts, a tensor or an
     array (either engine's: anything with ``tolist``), holds only 1 (a real token) and 0

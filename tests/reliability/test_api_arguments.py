@@ -18,6 +18,7 @@ from light_llm.limits import MAX_BATCH_SIZE
 from light_llm.models.bert import BertEncoder, EncoderConfig, embed_sentences, predict_masked
 from light_llm.nn.lora import add_lora
 from light_llm.reference.model import NumpyGPT
+from light_llm.reference.sampling import generate_text as numpy_generate_text
 from light_llm.reference.sampling import sample_next as numpy_sample_next
 from light_llm.tokenizers import BertTokenizer, CharTokenizer
 from tests.reliability.conftest import snapshot
@@ -134,6 +135,32 @@ NAMED_CALLS = {
             GPT(GPT_CONFIG), CharTokenizer.from_text("abcdefghij"), ["a"] * (MAX_BATCH_SIZE + 1), 1
         ),
         "prompts",
+    ),
+    "generate_text, tokenizer None": (
+        lambda ck: generate_text(GPT(GPT_CONFIG), None, ["a"], 2),
+        "tokenizer",
+    ),
+    "generate_text, tokenizer 'char'": (
+        lambda ck: generate_text(GPT(GPT_CONFIG), "char", ["a"], 2),
+        "tokenizer",
+    ),
+    "numpy generate_text, tokenizer None": (
+        lambda ck: numpy_generate_text(numpy_model(), None, "a", 2),
+        "tokenizer",
+    ),
+    "numpy generate_text, a list of prompts": (
+        lambda ck: numpy_generate_text(
+            numpy_model(), CharTokenizer.from_text("abcdefghij"), ["a"], 2
+        ),
+        "prompt",
+    ),
+    "load, numpy engine, device 'tpu'": (
+        lambda ck: load(ck, engine="numpy", device="tpu"),
+        "device",
+    ),
+    "load, numpy engine, device 'cuda'": (
+        lambda ck: load(ck, engine="numpy", device="cuda"),
+        "device",
     ),
     "save, tokenizer 'char'": (lambda ck: save(GPT(GPT_CONFIG), ck, tokenizer="char"), "tokenizer"),
     "save, numpy, tokenizer 'char'": (

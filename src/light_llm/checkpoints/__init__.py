@@ -96,6 +96,10 @@ def load(
     if engine not in ENGINES:
         raise CheckpointError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}.")
     if engine == "numpy":
+        if not (isinstance(device, str) and device in ("cpu", "auto")):
+            raise ConfigError(
+                f"the NumPy engine runs on the CPU: device must be cpu, got {device!r}."
+            )
         return load_model(path, architecture, engine, device, dtype, dequantize)
     from light_llm.device import check_device
 

@@ -19,6 +19,7 @@ from light_llm.sampling_options import (  # one rule
     DEFAULT_TEMPERATURE,
     NO_DISTRIBUTION,
     check_prompt_mask,
+    check_text_tokenizer,
     validate_sampling,
 )
 from light_llm.tokenizers.stream import TextStream, whole_text
@@ -201,6 +202,12 @@ def generate_text(
 ) -> str:
     """Generate a continuation of one prompt and return it (without the prompt);
     ``on_text(piece)`` receives the new text as soon as it decodes to whole characters."""
+    check_text_tokenizer(tokenizer)
+    if not isinstance(prompt, str):  # the torch engine's generate_text takes a list of them
+        raise SamplingError(
+            f"the NumPy engine's generate_text takes one prompt, a str, got "
+            f"{type(prompt).__name__}."
+        )
     ids = tokenizer.encode(prompt)
     if not ids:
         raise SamplingError(
