@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import matplotlib.image
+import pytest
 
 from light_llm import explain
 from light_llm.cli import main
@@ -101,6 +102,7 @@ def test_plot_of_an_example_without_pictures_says_so(capsys, tmp_path, monkeypat
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow  # 28 s drawing every picture, which tests/explain/test_plots.py checks one by one
 def test_json_with_plot_and_no_name_lists_every_picture_written(capsys, tmp_path):
     code, out, err = run(capsys, "--json", "--plot", str(tmp_path))
     assert code == 0

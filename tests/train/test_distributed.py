@@ -41,7 +41,14 @@ WARMUPS["context_warmup_size"] = 8
 CLIPPED_ADAMW = {"optimizer": "adamw", "grad_clip": 0.05}
 
 
-@pytest.mark.parametrize("switches", [{}, WARMUPS, CLIPPED_ADAMW])
+@pytest.mark.parametrize(
+    "switches",
+    [  # the warmups and clipping take 35 s more: run with -m slow
+        pytest.param({}, id="default"),
+        pytest.param(WARMUPS, id="warmups", marks=pytest.mark.slow),
+        pytest.param(CLIPPED_ADAMW, id="clipped-adamw", marks=pytest.mark.slow),
+    ],
+)
 def test_torchrun_two_gloo_processes_match_one_process(corpus, tmp_path, switches):
     """Also under the batch-size and sequence-length warmups: every slot of an iteration, on
     either process, draws that iteration's B_t windows of T_t tokens, so the global batch is
@@ -100,6 +107,7 @@ def torchrun(*flags: str) -> subprocess.CompletedProcess:
     return run([*command, "--nproc_per_node=2", "-m", "light_llm", "train", *flags])
 
 
+@pytest.mark.slow  # 28 s; a two-process resume also runs in tests/cli/test_train_processes.py
 def test_a_two_process_run_resumes_from_its_joined_optimizer_state(corpus, tmp_path):
     """Both processes load the checkpoint's whole optimizer state (joined from their shares)
     and step their shares on: a finished two-process run extended under torchrun ends where the
