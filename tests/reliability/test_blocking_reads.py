@@ -18,6 +18,7 @@ import textwrap
 import pytest
 
 from light_llm.checkpoints import load, save
+from light_llm.checkpoints.run import TRAINER_STATE_FILE
 from tests.reliability.conftest import assert_refused, run_cli, snapshot
 from tests.train.helpers import tiny_flags
 
@@ -68,6 +69,7 @@ def test_a_checkpoint_manifest_or_state_that_blocks_is_no_hang(
     code, _, err = run_cli(capsys, *argv)
     if name == ".light-llm-files":  # not read to load: the model answers
         assert code == 0, err
+        (checkpoint / TRAINER_STATE_FILE).unlink()  # a model folder: a run's is refused whole
         save(load(checkpoint), checkpoint)  # no manifest to trust: light-llm's names replaced
         assert (checkpoint / name).is_file()
         return

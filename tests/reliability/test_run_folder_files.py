@@ -16,6 +16,7 @@ import os
 import shutil
 
 import pytest
+import torch
 
 from light_llm.atomic import FOLDER_MANIFEST
 from light_llm.checkpoints import load, save
@@ -169,6 +170,7 @@ def test_save_replaces_only_light_llms_names_in_a_checkpoint_from_before_manifes
 ):
     target = shutil.copytree(finished_run / "checkpoint", tmp_path / "ck")
     model = load(target)
+    (target / TRAINER_STATE_FILE).unlink()  # a model folder (a run's checkpoint is refused whole)
     (target / FOLDER_MANIFEST).unlink()
     save(model, target)  # only light-llm's names: replaced
     without_manifest_and_with_notes(target)
@@ -176,6 +178,28 @@ def test_save_replaces_only_light_llms_names_in_a_checkpoint_from_before_manifes
     with pytest.raises(OutputError, match="notes.txt"):
         save(model, target)
     assert snapshot(target) == before
+
+
+def test_save_refuses_a_runs_checkpoint_and_its_folder_and_the_run_resumes(
+    capsys, tmp_path, finished_run
+):
+    """The API's save() over a run's checkpoint would have replaced its trainer state and
+    optimizer (every file light-llm's, so the manifest let it), leaving `train --resume` nothing
+    to resume: refused, as `merge --out` and `quantize --out` refuse it, and over the run's
+    folder too; the run then resumes. overwrite=True ends the run on purpose."""
+    out = copy_of(finished_run, tmp_path)
+    model = load(out)
+    before = snapshot(out)
+    with pytest.raises(OutputError, match="training run's checkpoint.*overwrite=True"):
+        save(model, out / "checkpoint")
+    with pytest.raises(OutputError, match="is a training run's folder"):
+        save(model, out, overwrite=False)
+    assert snapshot(out) == before
+    code, _, err = run_cli(capsys, "train", "--out", out, "--resume", "--max-iters", "3")
+    assert code == 0, err
+    save(model, out / "checkpoint", overwrite=True)
+    assert not (out / "checkpoint" / TRAINER_STATE_FILE).exists()
+    assert torch.equal(load(out / "checkpoint").lm_head.weight, model.lm_head.weight)
 
 
 # ------------------------------------------------- a corpus too short: nothing left behind

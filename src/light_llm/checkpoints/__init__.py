@@ -43,8 +43,8 @@ from light_llm.checkpoints.folder import (
     inspect_folder,
     resolve_checkpoint_dir,
 )
-from light_llm.checkpoints.run import CHECKPOINT_SUBFOLDER
-from light_llm.errors import CheckpointError, ConfigError
+from light_llm.checkpoints.run import CHECKPOINT_SUBFOLDER, TRAINER_STATE_FILE
+from light_llm.errors import CheckpointError, ConfigError, OutputError
 from light_llm.limits import check_flag
 from light_llm.reference.model import NumpyGPT
 
@@ -178,7 +178,9 @@ def save(
     """Write ``model`` (a GPT, a BertEncoder or a NumpyGPT), its tokenizer and any
     ``extra_files`` (name -> bytes) as a light-llm checkpoint folder, replacing any previous
     one as a unit. Saving never deletes a file light-llm did not write: a folder holding
-    other files is an OutputError unless ``overwrite=True``."""
+    other files is an OutputError unless ``overwrite=True``, and so is a training run's
+    checkpoint (its trainer state and optimizer, which ``train --resume`` continues from)
+    unless what is saved carries a trainer state of its own (a trainer's checkpoint)."""
     check_flag("overwrite", overwrite)  # "no" is true: it would replace the user's files
     if not isinstance(folder, (str, os.PathLike)):
         raise ConfigError(f"folder must be a path (a str or a Path), got {folder!r}.")
@@ -193,6 +195,7 @@ def save(
             f"extra_files must map file names to their bytes (a dict of str -> bytes), got "
             f"{extra_files!r:.80}."
         )
+    check_no_run_ended(folder, extra_files, overwrite)
     if tokenizer is not None and not callable(getattr(tokenizer, "save", None)):
         raise ConfigError(
             "tokenizer must be a light-llm tokenizer (CharTokenizer, BPETokenizer, "
@@ -221,6 +224,28 @@ def save(
         )
     check_saveable(model, tokenizer, model.state_dict())
     save_gpt(model, folder, tokenizer, extra_files, overwrite)
+
+
+def check_no_run_ended(folder: str | os.PathLike, extra_files, overwrite: bool) -> None:
+    """OutputError, unless ``overwrite``, when saving into ``folder`` would remove a training
+    run's checkpoint (the trainer state and optimizer ``train --resume`` continues from):
+    ``folder`` is that checkpoint and what is saved carries no trainer state of its own (a
+    trainer's next checkpoint does), or ``folder`` is the run's folder holding it."""
+    if overwrite:
+        return
+    if os.path.isfile(os.path.join(folder, TRAINER_STATE_FILE)):
+        if extra_files and TRAINER_STATE_FILE in extra_files:
+            return
+        raise OutputError(
+            f"{folder} holds a training run's checkpoint, whose trainer state and optimizer "
+            "`light-llm train --resume` continues from and saving a model there would remove: "
+            "give another folder, or overwrite=True to end that run."
+        )
+    if os.path.isfile(os.path.join(folder, CHECKPOINT_SUBFOLDER, TRAINER_STATE_FILE)):
+        raise OutputError(
+            f"{folder} is a training run's folder (its checkpoint, metrics and token cache), "
+            "which saving a model there would replace: give another folder."
+        )
 
 
 def check_saveable(model, tokenizer, tensors: Mapping) -> None:
