@@ -21,6 +21,9 @@ from light_llm.reference.model import NumpyGPT
 from light_llm.reference.sampling import generate_text as numpy_generate_text
 from light_llm.reference.sampling import sample_next as numpy_sample_next
 from light_llm.tokenizers import BertTokenizer, CharTokenizer
+from light_llm.train import train
+from light_llm.train.config import TrainConfig
+from light_llm.train.numpy_trainer import train_numpy
 from tests.reliability.conftest import snapshot
 
 BERT_TOKENIZER = BertTokenizer.packaged()
@@ -186,3 +189,16 @@ def test_load_gives_the_dtype_asked_for(char_checkpoint, dtype):
     model = load(char_checkpoint, dtype=dtype)
     expected = getattr(torch, dtype) if isinstance(dtype, str) else dtype
     assert {parameter.dtype for parameter in model.parameters()} == {expected}
+
+
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+@pytest.mark.parametrize("flags", [{"resume": "no"}, {"overwrite": "yes"}, {"resume": 1}])
+def test_a_flag_that_is_not_a_bool_is_refused_before_the_run_folder_is_read(
+    tmp_path, corpus, engine, flags
+):
+    """TrainConfig(resume="no") reached the trainers, which read "no" as true and said
+    "--resume found no checkpoint" before anything checked the flag."""
+    config = TrainConfig(data=str(corpus), out=str(tmp_path / "out"), **flags)
+    with pytest.raises(LightLLMError, match=rf"^{next(iter(flags))} must be true or false"):
+        (train if engine == "torch" else train_numpy)(config)
+    assert not (tmp_path / "out").exists()

@@ -1034,8 +1034,10 @@ class TrainConfig:
             )
 
     def check_resume_or_overwrite(self) -> None:
-        """ConfigError for --resume with --overwrite: one continues OUT's run, the other
-        replaces it."""
+        """ConfigError for --resume or --overwrite other than true or false ("no" is not
+        false), and for both at once: one continues OUT's run, the other replaces it."""
+        check_flag("resume", self.resume)
+        check_flag("overwrite", self.overwrite)
         if self.resume and self.overwrite:
             raise ConfigError(
                 "--resume continues the run in --out and --overwrite replaces it: give one of them."

@@ -71,6 +71,7 @@ def resumable_checkpoint(out: str | Path) -> Path:
 def saved_run(config: TrainConfig, folder: RunFolder) -> tuple[dict[str, Any] | None, Path | None]:
     """The trainer state to resume from and the checkpoint folder holding it, or (None, None)
     for a fresh run (which must not overwrite another run's checkpoint unless asked to)."""
+    config.check_resume_or_overwrite()  # "no" would resume: it is true
     if config.resume:
         checkpoint = resumable_checkpoint(folder.out)
         return read_trainer_state(checkpoint), checkpoint
