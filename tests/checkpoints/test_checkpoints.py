@@ -421,3 +421,14 @@ def test_a_path_that_is_not_a_path_is_a_checkpoint_error(reader, path):
     # not Python's TypeError from deep inside pathlib: the API names the argument
     with pytest.raises(CheckpointError, match="path"):
         reader(path)
+
+
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_a_path_part_longer_than_the_file_system_takes_is_a_checkpoint_error(tmp_path, engine):
+    """It was a raw OSError ("File name too long") out of load and load_tokenizer."""
+    too_long = tmp_path / ("n" * (os.pathconf(tmp_path, "PC_NAME_MAX") + 1))
+    for path in (too_long, too_long / "checkpoint"):
+        with pytest.raises(CheckpointError, match=r"^cannot read the checkpoint folder .*\.$"):
+            load(path, engine=engine)
+        with pytest.raises(CheckpointError, match=r"^cannot read the checkpoint folder .*\.$"):
+            load_tokenizer(path)

@@ -29,7 +29,7 @@ from light_llm.checkpoints.run import (
     WEIGHTS_FILE,
 )
 from light_llm.config import ModelConfig
-from light_llm.errors import CheckpointError, ConfigError
+from light_llm.errors import CheckpointError, ConfigError, reason
 from light_llm.reference.quantize import check_quantization
 from light_llm.tokenizers.registry import read_json
 
@@ -72,7 +72,10 @@ def resolve_checkpoint_dir(path: str | os.PathLike) -> Path:
             f"a checkpoint path is a str or a pathlib.Path, not {type(path).__name__}."
         )
     path = Path(path)
-    folder = existing_folder(path)
+    try:
+        folder = existing_folder(path)
+    except OSError as exc:  # a name longer than the file system takes, a folder not readable
+        raise CheckpointError(f"cannot read the checkpoint folder {path}: {reason(exc)}.") from None
     if folder is None:
         raise CheckpointError(f"no checkpoint folder at {path}.")
     if (folder / CONFIG_FILE).is_file():

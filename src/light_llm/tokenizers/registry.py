@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from light_llm.errors import CheckpointError, TokenizerError
+from light_llm.errors import CheckpointError, TokenizerError, reason
 from light_llm.tokenizers.base import TOKENIZER_FILE, Tokenizer
 from light_llm.tokenizers.bert import VOCAB_FILE, BertTokenizer, load_hf_bert_tokenizer
 from light_llm.tokenizers.bpe import BPETokenizer, train_bpe
@@ -67,7 +67,13 @@ def load_tokenizer(folder: str | os.PathLike) -> Tokenizer:
     ``vocab.txt`` means a BERT WordPiece tokenizer over it.
     """
     folder = Path(folder)
-    if not folder.is_dir():
+    try:
+        is_folder = folder.is_dir()
+    except OSError as exc:  # a name longer than the file system takes
+        raise CheckpointError(
+            f"cannot read the checkpoint folder {folder}: {reason(exc)}."
+        ) from None
+    if not is_folder:
         raise CheckpointError(f"no checkpoint folder at {folder}.")
     path = folder / TOKENIZER_FILE
     if path.is_file():
