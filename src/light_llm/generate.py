@@ -267,7 +267,7 @@ def generate_text(
     :func:`stream_tokens`.
     """
     check_torch_model(model)
-    check_text_tokenizer(tokenizer)
+    check_text_tokenizer(tokenizer, model.config.vocab_size)
     validate_sampling(temperature, top_k, top_p)
     if isinstance(prompts, str):  # else each character would be a prompt of its own
         raise SamplingError("generate_text takes a list of prompts, not one str: write [prompt].")

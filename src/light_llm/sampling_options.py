@@ -35,9 +35,10 @@ def validate_sampling(temperature: float, top_k: int | None, top_p: float | None
         raise SamplingError(f"top_p must be in (0, 1], got {top_p!r}.")
 
 
-def check_text_tokenizer(tokenizer) -> None:
+def check_text_tokenizer(tokenizer, vocab_size: int) -> None:
     """SamplingError unless ``tokenizer`` turns text into ids and back as light-llm's
-    tokenizers do (``encode``, ``decode`` and ``eos_id``): a generation from text needs one."""
+    tokenizers do (``encode``, ``decode`` and ``eos_id``), every id of it a row of the model's
+    embedding table of ``vocab_size`` rows: a generation from text needs one."""
     usable = callable(getattr(tokenizer, "encode", None)) and callable(
         getattr(tokenizer, "decode", None)
     )
@@ -45,6 +46,12 @@ def check_text_tokenizer(tokenizer) -> None:
         raise SamplingError(
             "tokenizer must be a light-llm tokenizer (light_llm.tokenizers.load_tokenizer(folder) "
             f"reads a checkpoint's), got {type(tokenizer).__name__}."
+        )
+    ids = getattr(tokenizer, "vocab_size", None)
+    if isinstance(ids, int) and ids > vocab_size:
+        raise SamplingError(
+            f"the tokenizer has {ids:,} ids and the model {vocab_size:,}: they are not each "
+            "other's (load both from one checkpoint folder)."
         )
 
 

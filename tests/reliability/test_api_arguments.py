@@ -18,9 +18,10 @@ from light_llm.limits import MAX_BATCH_SIZE
 from light_llm.models.bert import BertEncoder, EncoderConfig, embed_sentences, predict_masked
 from light_llm.nn.lora import add_lora
 from light_llm.reference.model import NumpyGPT
+from light_llm.reference.sampling import generate as numpy_generate
 from light_llm.reference.sampling import generate_text as numpy_generate_text
 from light_llm.reference.sampling import sample_next as numpy_sample_next
-from light_llm.tokenizers import BertTokenizer, CharTokenizer
+from light_llm.tokenizers import BertTokenizer, CharTokenizer, GPT2Tokenizer
 from light_llm.train import train
 from light_llm.train.config import TrainConfig
 from light_llm.train.numpy_trainer import train_numpy
@@ -156,6 +157,24 @@ NAMED_CALLS = {
             numpy_model(), CharTokenizer.from_text("abcdefghij"), ["a"], 2
         ),
         "prompt",
+    ),
+    "generate_text, a tokenizer of more ids than the model": (
+        lambda ck: generate_text(GPT(GPT_CONFIG), GPT2Tokenizer(), ["a"], 2),
+        "tokenizer has 50,257 ids and the model 10",
+    ),
+    "numpy generate_text, a tokenizer of more ids than the model": (
+        lambda ck: numpy_generate_text(numpy_model(), GPT2Tokenizer(), "a", 2),
+        "tokenizer has 50,257 ids and the model 10",
+    ),
+    "numpy generate_text, a PyTorch GPT": (
+        lambda ck: numpy_generate_text(
+            GPT(GPT_CONFIG), CharTokenizer.from_text("abcdefghij"), "a", 2
+        ),
+        "model",
+    ),
+    "numpy generate, a PyTorch GPT": (
+        lambda ck: numpy_generate(GPT(GPT_CONFIG), np.array([[1]]), 2),
+        "model",
     ),
     "load, numpy engine, device 'tpu'": (
         lambda ck: load(ck, engine="numpy", device="tpu"),

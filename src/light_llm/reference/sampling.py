@@ -12,8 +12,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from light_llm.errors import SamplingError
+from light_llm.errors import ConfigError, SamplingError
 from light_llm.limits import check_integer, check_new_tokens, check_seed
+from light_llm.reference.model import NumpyGPT
 from light_llm.reference.softmax import softmax_forward
 from light_llm.sampling_options import (  # one rule
     DEFAULT_TEMPERATURE,
@@ -90,6 +91,16 @@ def sample_next(
     return np.minimum(chosen, probs.shape[-1] - 1)
 
 
+def check_numpy_model(model: object) -> None:
+    """ConfigError unless ``model`` is a :class:`NumpyGPT` (a PyTorch GPT samples with
+    :mod:`light_llm.generate`)."""
+    if not isinstance(model, NumpyGPT):
+        hint = ""
+        if hasattr(model, "transformer"):  # a PyTorch GPT, without importing torch here
+            hint = "; a PyTorch GPT generates with light_llm.generate's functions of the same name"
+        raise ConfigError(f"model must be a NumpyGPT, got {type(model).__name__}{hint}.")
+
+
 def stream_tokens(
     model,
     idx: np.ndarray,
@@ -111,6 +122,7 @@ def stream_tokens(
     ``block_size`` tokens at each step. ``idx`` (B, T) may be left-padded, marked by
     ``attention_mask``. Rows that produced ``eos_id`` keep yielding it; the stream ends when
     every row has."""
+    check_numpy_model(model)
     validate_sampling(temperature, top_k, top_p)
     check_new_tokens(max_new_tokens, SamplingError)
     if rng is not None and not isinstance(rng, np.random.Generator):
@@ -202,7 +214,8 @@ def generate_text(
 ) -> str:
     """Generate a continuation of one prompt and return it (without the prompt);
     ``on_text(piece)`` receives the new text as soon as it decodes to whole characters."""
-    check_text_tokenizer(tokenizer)
+    check_numpy_model(model)
+    check_text_tokenizer(tokenizer, model.config.vocab_size)
     if not isinstance(prompt, str):  # the torch engine's generate_text takes a list of them
         raise SamplingError(
             f"the NumPy engine's generate_text takes one prompt, a str, got "
