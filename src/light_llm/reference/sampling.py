@@ -14,7 +14,6 @@ import numpy as np
 
 from light_llm.errors import ConfigError, SamplingError
 from light_llm.limits import check_integer, check_new_tokens, check_seed
-from light_llm.reference.model import NumpyGPT
 from light_llm.reference.softmax import softmax_forward
 from light_llm.sampling_options import (  # one rule
     DEFAULT_TEMPERATURE,
@@ -92,9 +91,10 @@ def sample_next(
 
 
 def check_numpy_model(model: object) -> None:
-    """ConfigError unless ``model`` is a :class:`NumpyGPT` (a PyTorch GPT samples with
-    :mod:`light_llm.generate`)."""
-    if not isinstance(model, NumpyGPT):
+    """ConfigError unless ``model`` is a :class:`~light_llm.reference.model.NumpyGPT` (a
+    PyTorch GPT samples with :mod:`light_llm.generate`): known by its weights, a dict of
+    arrays, as NumpyGPT's own ``generate`` imports this module."""
+    if not isinstance(getattr(model, "params", None), dict) or not hasattr(model, "config"):
         hint = ""
         if hasattr(model, "transformer"):  # a PyTorch GPT, without importing torch here
             hint = "; a PyTorch GPT generates with light_llm.generate's functions of the same name"
