@@ -167,6 +167,25 @@ def test_seeded_generation_equals_light_llm_generate(client, gpt, gpt_run, capsy
     )
 
 
+def test_a_generation_says_how_much_of_a_long_prompt_the_model_does_not_see(client, gpt):
+    """The model reads the last block_size tokens of a longer prompt (as generate_text does);
+    the stream said nothing of it, where the CLI notes it and /api/next-token refuses it."""
+    model, tokenizer = gpt
+    options = {"max_new_tokens": 4, "temperature": 0.0}
+    for prompt in (PROMPT, PROMPT * 3):
+        stream = events(client.post("/api/generate", json={"prompt": prompt, **options}).text)
+        length = len(tokenizer.encode(prompt))
+        context = model.config.block_size
+        assert stream[0] == (
+            "start",
+            {"prompt_tokens": length, "context": context, "not_seen": max(0, length - context)},
+        )
+        window = tokenizer.decode(tokenizer.encode(prompt)[-context:])  # what the model reads
+        expected = generate_text(model, tokenizer, [window], 4, temperature=0.0)[0]
+        assert stream[-1][1]["text"] == expected
+    assert stream[0][1]["not_seen"] > 0  # the long prompt was longer than the context
+
+
 def test_model_card_reports_the_run(client, gpt, gpt_run):
     model, _ = gpt
     card = client.get("/api/model").json()

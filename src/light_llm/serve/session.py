@@ -464,7 +464,13 @@ class ExplorerModel:
             pending.clear()
 
         with self.generation_lock:
-            emit("start", {"prompt_tokens": len(self.tokenizer.encode(prompt))})
+            prompt_tokens = len(self.tokenizer.encode(prompt))
+            # the model reads the last block_size tokens of a longer prompt (seed 000 §7)
+            not_seen = max(0, prompt_tokens - self.block_size)
+            emit(
+                "start",
+                {"prompt_tokens": prompt_tokens, "context": self.block_size, "not_seen": not_seen},
+            )
             return generate_text(
                 SerialisedForward(self.model, self.forward_lock),
                 self.tokenizer,

@@ -407,22 +407,26 @@ async function startGeneration() {
   state.generating = true; $("#generate").disabled = true;
   out.replaceChildren(el("span", { class: "prompt-text", text: prompt }));
   status.textContent = "starting…"; status.dataset.state = "running";
-  let count = 0;
+  let count = 0, unseen = "";
   try {
     const response = await fetch("/api/generate", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
     if (!response.ok) throw new ApiError(errorSentence(response.status, await response.json().catch(() => null)), null);
     for await (const { event, data } of serverSentEvents(response)) {
       if (event === "queued") status.textContent = `waiting: ${data.ahead} generation(s) ahead`;
-      else if (event === "start") status.textContent = "generating…";
+      else if (event === "start") {
+        // a prompt longer than the context: the model reads its last tokens only (as the CLI notes)
+        if (data.not_seen) unseen = ` (the model read the prompt's last ${data.context} of ${data.prompt_tokens} tokens: its first ${data.not_seen} were not seen)`;
+        status.textContent = `generating…${unseen}`;
+      }
       else if (event === "token") {
         const p = data.tokens.length ? Math.min(...data.tokens.map((t) => t.probability)) : 1;
         const title = data.tokens.map((t) => `${JSON.stringify(t.token)} id ${t.id}: p = ${fmt(t.probability)}`).join("\n");
         out.append(el("span", { class: "gen-token", style: `background:${probabilityColour(p)}`, title, "data-p": String(p) }, data.text));
         count += data.tokens.length;
-        status.textContent = `generating… ${count} tokens`;
+        status.textContent = `generating… ${count} tokens${unseen}`;
       } else if (event === "done") {
         out.dataset.text = data.text;
-        status.textContent = `done: ${count} tokens`; status.dataset.state = "done";
+        status.textContent = `done: ${count} tokens${unseen}`; status.dataset.state = "done";
       } else if (event === "error") throw new ApiError(data.detail, null);
     }
     if (status.dataset.state !== "done") throw new ApiError("the generation stopped before its end: is the server still running?", null);
