@@ -31,7 +31,7 @@ before the forward goes on.
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,6 +103,16 @@ def check_record(config: Any, record: Any, encoder: bool = False) -> frozenset[s
         return frozenset()
     if isinstance(record, str):
         record = (record,)
+    if isinstance(record, Patch) or not isinstance(record, Iterable):
+        raise InspectError(
+            f"record is True (every activation) or a list of activation names, got "
+            f"{reprlib.repr(record)}."
+        )
+    record = list(record)
+    if not all(isinstance(name, str) for name in record):
+        raise InspectError(
+            f"record names activations by str (such as 'resid_pre.0'), got {reprlib.repr(record)}."
+        )
     known = set(site_names(config, encoder))
     names = frozenset(record)
     for name in sorted(names):
@@ -119,8 +129,12 @@ def check_record(config: Any, record: Any, encoder: bool = False) -> frozenset[s
 
 def check_index(name: str, value: object, count: int, what: str) -> int:
     """``value`` as an int if it is an integer (a NumPy one too) in [0, count), else
-    InspectError naming the range."""
-    if isinstance(value, bool) or not hasattr(value, "__index__") or not 0 <= value < count:
+    InspectError: a missing or non-integer value said as such, else naming the range."""
+    if value is None:
+        raise InspectError(f"give the {name} (this model's {what} run from 0 to {count - 1}).")
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise InspectError(f"the {name} must be an integer, got {value!r}.")
+    if not 0 <= value < count:
         raise InspectError(
             f"{name} {value!r} is out of range: this model's {what} run from 0 to {count - 1}."
         )
@@ -188,13 +202,18 @@ def check_value(patch: Patch) -> None:
     value = patch.value
     if is_real(value):
         return
+    if isinstance(value, (bool, np.bool_)):  # True is 1 to Python, never a value to a user
+        raise InspectError(
+            f"the value patched into {patch.where()} is {value!r}; it must be a number or an "
+            "array of numbers."
+        )
     if hasattr(value, "shape") and not isinstance(value, np.ndarray):
         return  # a tensor (torch's, of any dtype and device)
     try:
         kind = np.asarray(value).dtype.kind
     except (TypeError, ValueError):
         kind = None
-    if kind is None or kind not in "biuf":
+    if kind is None or kind not in "iuf":
         raise InspectError(
             f"the value patched into {patch.where()} is {reprlib.repr(value)}; it must be a "
             "number or an array of numbers."
@@ -272,6 +291,13 @@ class Sites:
             raise ConfigError(
                 f"sequence of {n_positions} tokens is longer than the context of "
                 f"{config.block_size} (block_size)."
+            )
+        if patches is None:
+            patches = ()
+        if isinstance(patches, Patch) or not isinstance(patches, Iterable):
+            raise InspectError(
+                f"patches is a list of Patch, got {reprlib.repr(patches)}"
+                f"{': write [patch]' if isinstance(patches, Patch) else ''}."
             )
         checked = [check_patch(config, patch, n_positions) for patch in patches]
         return cls(check_record(config, record, encoder), checked, copy, convert)

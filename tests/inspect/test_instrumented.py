@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from light_llm.errors import InspectError
+from light_llm.errors import ConfigError, InspectError, SamplingError
 from light_llm.inspect import Inspector
 from light_llm.inspect.instrumented import run_instrumented
 from light_llm.interventions import Patch, patch_index, site_names
@@ -174,6 +174,10 @@ BAD_PATCHES = {
         Patch("mlp_out", 0, ["word"] * 10_000),
         "is ['word', 'word', 'word', 'word', 'word', 'word', ...]; it must be a number",
     ),
+    "a bool for a value": (Patch("mlp_out", 0, True), "mlp_out.0 is True; it must be a number"),
+    "no layer": (Patch("resid_pre"), "give the layer (this model's layers run from 0 to 1)"),
+    "a float layer": (Patch("resid_pre", 1.0), "the layer must be an integer, got 1.0"),
+    "a float position": (Patch("resid_pre", 0, position=2.0), "position must be an integer"),
 }
 
 
@@ -234,6 +238,19 @@ BAD_TARGETS_AND_STARTS = {  # (keyword arguments to Inspector.run on a (1, 4) ba
         {"start": (-1, np.zeros((1, 4, 16)))},
         "start's layer must be from 0 to 2 (the model's 2 layers; 2: the head alone), got -1",
     ),
+    "a start residual of text": (
+        {"start": (0, np.full((1, 4, 16), "a"))},
+        "start's residual must be an array of numbers, got <U1",
+    ),
+    "a name list of lists to record": (
+        {"record": [["resid_pre.0"]]},
+        "record names activations by str (such as 'resid_pre.0')",
+    ),
+    "a number to record": ({"record": 5}, "record is True (every activation) or a list"),
+    "one Patch, not a list": (
+        {"patches": Patch("resid_pre", 0)},
+        "patches is a list of Patch, got Patch(",
+    ),
     "a start residual of another shape": (
         {"start": (1, np.zeros((1, 3, 16)))},
         "start's residual must have the batch's shape (B, T, d) = (1, 4, 16), got (1, 3, 16)",
@@ -251,6 +268,65 @@ def test_targets_and_a_start_that_do_not_fit_are_one_sentence(case, engine):
     arguments, message = BAD_TARGETS_AND_STARTS[case]
     with pytest.raises(InspectError, match=re.escape(message)):
         inspector.run(prompt(4)[None], **arguments)
+
+
+def test_either_engines_values_patch_and_start_the_other_engine_alike():
+    """A value recorded by the torch engine (16-bit, needing its gradient) patched into the
+    NumPy engine, and a start residual given as nested lists or a tensor, are the same numbers
+    in both engines (they were a TypeError or an AttributeError in the NumPy engine, and an
+    integer residual gave float64 logits there)."""
+    model = shaken_gpt(torch.float32)
+    ids = prompt(4)[None]
+    value = torch.linspace(-1, 1, 16).to(torch.bfloat16)
+    resid = Inspector(model).run(ids, record=["resid_pre.1"]).activations["resid_pre.1"]
+    runs = []
+    for inspected in (model, numpy_twin(model)):
+        inspector = Inspector(inspected)
+        runs.append(
+            [
+                inspector.run(ids, patches=[Patch("resid_pre", 0, value)]).logits,
+                inspector.run(
+                    ids, patches=[Patch("resid_pre", 0, value.float().requires_grad_())]
+                ).logits,
+                inspector.run(ids, start=(1, resid.tolist())).logits,
+                inspector.run(ids, start=(1, torch.as_tensor(resid))).logits,
+                inspector.run(ids, start=(1, np.ones((1, 4, 16), dtype=np.int64))).logits,
+            ]
+        )
+    for by_torch, by_numpy in zip(*runs, strict=True):
+        assert by_numpy.dtype == by_torch.dtype == np.float32
+        np.testing.assert_allclose(by_numpy, by_torch, atol=1e-5)
+    np.testing.assert_allclose(runs[0][2], Inspector(model).run(ids).logits, atol=1e-6)
+
+
+def test_a_model_in_training_mode_stays_in_it():
+    """seen_model put the caller's model in eval mode and left it there."""
+    model = shaken_gpt(torch.float64).train()
+    before = Inspector(model.eval()).run(prompt()[None]).logits
+    model.train()
+    assert np.array_equal(Inspector(model).run(prompt()[None]).logits, before)
+    assert model.training
+
+
+def test_each_engines_forward_refuses_the_other_engines_model_and_bad_ids():
+    """The NumPy twin read a negative id from the table's end, scored a negative target as id
+    0 and raised an IndexError past the vocabulary; each forward given the other engine's
+    model raised an AttributeError."""
+    model = shaken_gpt(torch.float64)
+    twin = numpy_twin(model)
+    cases = [
+        (np.array([[-1, 2]]), None, "token id -1 is outside the model's vocabulary"),
+        (np.array([[37, 2]]), None, "token id 37 is outside the model's vocabulary"),
+        (np.array([[1, 2]]), np.array([[-5, 1]]), "target -5 is outside the model's vocabulary"),
+        (np.array([[1.0, 2.0]]), None, "token ids must be integers, got float64"),
+    ]
+    for ids, targets, message in cases:
+        with pytest.raises(SamplingError, match=re.escape(message)):
+            run_numpy(twin, ids, targets=targets)
+    with pytest.raises(ConfigError, match="model must be a NumpyGPT, got GPT"):
+        run_numpy(model, prompt()[None])
+    with pytest.raises(InspectError, match="not a NumpyGPT"):
+        run_instrumented(twin, torch.as_tensor(prompt()[None]))
 
 
 def test_targets_of_minus_one_are_not_scored_in_either_engine():

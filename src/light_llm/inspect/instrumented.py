@@ -36,10 +36,8 @@ from light_llm.nn.lora import lora_layers, merge_lora
 from light_llm.nn.softcap import soft_cap
 
 
-def seen_model(model) -> tuple[GPT | BertEncoder, dict[str, np.ndarray], bool]:
-    """What the Inspector looks inside of for a PyTorch ``model``: the model in evaluation
-    mode (a LoRA model merged on a copy, an int8 one as its float weights q s on a copy), its
-    weights as arrays by name, whether it is an encoder; InspectError for anything else."""
+def check_inspectable(model: object) -> None:
+    """InspectError unless ``model`` is a PyTorch GPT or an encoder with its masked-LM head."""
     if isinstance(model, BertEncoder) and model.mlm_head is None:
         raise InspectError(
             "this encoder has no masked-LM head (a sentence-embedding model), so it "
@@ -51,10 +49,20 @@ def seen_model(model) -> tuple[GPT | BertEncoder, dict[str, np.ndarray], bool]:
             "light_llm.reference.NumpyGPT) or an encoder with its masked-LM head, not a "
             f"{type(model).__name__}."
         )
+
+
+def seen_model(model) -> tuple[GPT | BertEncoder, dict[str, np.ndarray], bool]:
+    """What the Inspector looks inside of for a PyTorch ``model``: the model in evaluation
+    mode (a LoRA model merged on a copy, an int8 one as its float weights q s on a copy, one in
+    training mode on a copy: the caller's stays in its mode), its weights as arrays by name,
+    whether it is an encoder; InspectError for anything else."""
+    check_inspectable(model)
     if lora_layers(model):
         model = merge_lora(copy.deepcopy(model))
-    if isinstance(model, GPT) and is_quantized(model):
+    elif isinstance(model, GPT) and is_quantized(model):
         model = dequantized(model)
+    elif model.training:
+        model = copy.deepcopy(model)
     model.eval()
     params = {name: as_array(tensor) for name, tensor in model.state_dict().items()}
     return model, params, isinstance(model, BertEncoder)
@@ -126,6 +134,7 @@ def run_instrumented(
     encoder), -1 where nothing is scored. ``start`` = (layer l, resid_pre.l recorded before)
     begins at layer l with that residual, skipping the work before it (an intervention at
     layer l changes nothing earlier)."""
+    check_inspectable(model)
     encoder = isinstance(model, BertEncoder)
     config = model.config
     check_token_ids(idx, config.vocab_size)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from light_llm.errors import ConfigError
+from light_llm.errors import ConfigError, SamplingError
 from light_llm.interventions import (
     Sites,
     Trace,
@@ -34,7 +34,13 @@ from light_llm.reference.softmax import log_softmax_forward
 
 
 def as_array_like(value, like: np.ndarray) -> np.ndarray:
-    """A patch's value as an array of ``like``'s dtype."""
+    """A patch's value (a number, nested lists, an array, or a torch tensor of any dtype,
+    device or grad: one the PyTorch engine recorded) as an array of ``like``'s dtype."""
+    if hasattr(value, "detach") and hasattr(value, "element_size"):  # a tensor; torch not here
+        value = value.detach().cpu()
+        if value.dtype.is_floating_point and value.element_size() < 4:
+            value = value.float()  # NumPy has no bfloat16
+        value = value.numpy()
     return np.asarray(value, dtype=like.dtype)
 
 
@@ -45,14 +51,21 @@ def run_instrumented(
     iterable of names, or True for all) and applying ``patches``. The same logits as
     ``model.forward(idx)`` when nothing is patched. ``start`` = (layer l, resid_pre.l recorded
     before) begins at layer l with that residual."""
+    if not isinstance(model, NumpyGPT):
+        raise ConfigError(
+            f"model must be a NumpyGPT, got {type(model).__name__} (a PyTorch model runs "
+            "through light_llm.inspect.instrumented)."
+        )
     config, params = model.config, model.params
-    idx = np.asarray(idx)
-    if idx.ndim != 2 or not np.issubdtype(idx.dtype, np.integer):
-        raise ConfigError(f"idx must be a (B, T) array of token ids, got shape {idx.shape}.")
+    idx = checked_ids(idx, config.vocab_size, "token id")
     B, T = idx.shape
+    if targets is not None:
+        targets = checked_ids(targets, config.vocab_size, "target", idx.shape, ignore_index=-1)
     sites = Sites.for_forward(config, T, record, patches, np.copy, as_array_like)
     positions = np.arange(T)
     first, x = start if start is not None else (0, None)
+    if start is not None:  # the residual in the weights' dtype, as the torch engine casts it
+        x = as_array_like(x, params["transformer.wte.weight"])
     if start is None:
         x = embed(model, idx, positions, sites)
     x0 = None  # X_0, which the embedding skip mixes into every layer's input
@@ -75,11 +88,42 @@ def run_instrumented(
         logits, _ = softcap_forward(logits, config.logit_softcap)
     token_losses = None
     if targets is not None:  # -log softmax(logits_t)[x_{t+1}] (seed 000 §7), each token's
-        targets = np.asarray(targets)
         log_probs, _ = log_softmax_forward(logits)  # (B, T, V)
         picked = np.take_along_axis(log_probs, np.maximum(targets, 0)[..., None], -1)[..., 0]
         token_losses = np.where(targets == -1, np.nan, -picked)
     return Trace(logits, token_losses, sites.activations)
+
+
+def checked_ids(
+    ids: object,
+    vocab_size: int,
+    name: str,
+    shape: tuple[int, ...] | None = None,
+    ignore_index: int | None = None,
+) -> np.ndarray:
+    """``ids`` as a (B, T) integer array of ids in [0, vocab_size) (``ignore_index`` allowed
+    besides), of ``shape`` when given; else the SamplingError the torch engine's
+    check_token_ids gives: E[ids] and -log softmax(logits)[y] are defined for nothing else (a
+    negative id read the table from its end, and a negative target scored id 0)."""
+    array = np.asarray(ids)
+    if array.ndim != 2 or (shape is not None and array.shape != tuple(shape)):
+        expected = "(B, T)" if shape is None else str(tuple(shape))
+        raise SamplingError(f"{name}s must have shape {expected}, got {array.shape}.")
+    if 0 in array.shape:
+        raise SamplingError(
+            f"the {name}s are empty (shape {array.shape}): give at least one token."
+        )
+    if not np.issubdtype(array.dtype, np.integer):
+        raise SamplingError(f"{name}s must be integers, got {array.dtype}.")
+    scored = array if ignore_index is None else array[array != ignore_index]
+    if scored.size and (scored.min() < 0 or scored.max() >= vocab_size):
+        bad = int(scored.min()) if scored.min() < 0 else int(scored.max())
+        besides = "" if ignore_index is None else f", or {ignore_index}: not scored"
+        raise SamplingError(
+            f"{name} {bad} is outside the model's vocabulary (ids run from 0 to "
+            f"{vocab_size - 1}{besides})."
+        )
+    return array
 
 
 def embed(model: NumpyGPT, idx: np.ndarray, positions: np.ndarray, sites: Sites) -> np.ndarray:
