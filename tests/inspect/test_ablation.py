@@ -160,6 +160,13 @@ def test_prompt_mean_ablation_takes_the_mean_over_every_position_of_the_prompt(l
         (lambda m: ablate_text(m, [3], ["L0H0"]), "the text is 1 token long; it needs at least 2"),
         (lambda m: head_importance(m, []), "the text is empty"),
         (lambda m: ablate_prompt(m, [1, 2], ["L0H0"], token=40), "outside the model's vocabulary"),
+        (lambda m: ablate_prompt(m, [1, 2], b"L0H0"), "the parts to ablate are a list of names"),
+        (lambda m: ablate_prompt(m, [1, 2], ["L\u0660H\u0661"]), "names no part of a model"),
+        (
+            lambda m: ablate_prompt(m, [1, 2], ["L0H0"], mean_over=[1, 2, 3]),
+            "mean_over is the text of a mean ablation: give method='mean'",
+        ),
+        (lambda m: head_importance(m, TEXT, mlps="no"), "mlps must be true or false, got 'no'"),
     ],
 )
 def test_bad_input_is_one_sentence(call, message):

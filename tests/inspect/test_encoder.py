@@ -98,6 +98,15 @@ def test_ablation_measures_the_masked_lm_loss(tokenizer):
     assert table.heads[1, 0] == pytest.approx(result.delta_loss, abs=1e-10)
 
 
+def test_an_encoders_prompt_ablation_asks_for_its_masks_position(tokenizer):
+    """The default position, the last, is an encoder's [SEP]: ablate_prompt followed it in
+    silence where its docstring promised the [MASK]'s."""
+    model = shaken_encoder(tokenizer.vocab_size)
+    ids = np.array(tokenizer.encode_plus("to be or [MASK] to be")["input_ids"])
+    with pytest.raises(InspectError, match="an encoder predicts at its \\[MASK\\]: give position="):
+        ablate_prompt(model, ids, ["L0H1"])
+
+
 def test_prompt_mean_ablation_takes_the_mean_over_the_prompt_as_given(tokenizer):
     model = shaken_encoder(tokenizer.vocab_size)
     ids = np.array(tokenizer.encode_plus("to be or [MASK] to be")["input_ids"])

@@ -64,6 +64,7 @@ def test_both_engines_give_the_same_lens(variant):
         ([1, 2], {"top_k": 0}, "top_k must be an integer from 1 to 37"),
         ([1, 2], {"target": 37}, "outside the model's vocabulary"),
         ([1, 99], {}, "token id 99 of the prompt is outside"),
+        ([1, 2], {"keep_log_probs": "no"}, "keep_log_probs must be true or false, got 'no'"),
     ],
 )
 def test_bad_input_is_one_sentence(ids, options, message):

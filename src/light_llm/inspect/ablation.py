@@ -34,6 +34,7 @@ from light_llm.inspect.text import (
     token_array,
 )
 from light_llm.interventions import Patch, patch_index
+from light_llm.limits import check_flag
 from light_llm.reference.softmax import softmax_forward
 
 METHODS = ("zero", "mean")
@@ -99,6 +100,8 @@ def ablation_patches(
     if isinstance(components, str):
         components = [components]
     try:
+        if isinstance(components, (bytes, bytearray)):  # else each byte would be a name
+            raise TypeError
         components = list(components)
     except TypeError:
         raise InspectError(
@@ -166,16 +169,26 @@ def ablate_prompt(
     method: str = "zero",
     mean_over=None,
     token: int | None = None,
-    position: int = -1,
+    position: int | None = None,
 ) -> PromptAblation:
     """Δp of the next token for the prompt ``ids`` with ``components`` ablated (zero, or mean
     over the text ``mean_over``, the prompt itself when None): the distribution at
-    ``position`` (the last by default; for an encoder, its [MASK]'s position). The means are
-    over every position of that text, its last token too (a prompt of one token has one)."""
+    ``position`` (a GPT's last by default; an encoder's must be given: its [MASK]'s, which
+    ``light-llm inspect ablate`` finds). The means are over every position of that text, its
+    last token too (a prompt of one token has one)."""
     inspector = Inspector(model)
     config = inspector.config
     ids = prompt_ids(ids, config)
-    t = check_position(position, len(ids))
+    if position is None and inspector.encoder:  # -1 would be its [SEP]
+        raise InspectError(
+            "an encoder predicts at its [MASK]: give position=, the [MASK]'s index in the "
+            "prompt's ids."
+        )
+    t = check_position(-1 if position is None else position, len(ids))
+    if mean_over is not None and check_method(method) != "mean":
+        raise InspectError(
+            "mean_over is the text of a mean ablation: give method='mean' with it, or leave it out."
+        )
     text = ids if mean_over is None else token_array(mean_over, config, "text", 1)
     patches = ablation_patches(inspector, components, method, text, every_position=True)
     probs = next_token_probs(inspector.run(ids[None]).logits[0, t])
@@ -249,6 +262,7 @@ def head_importance(
     """The Δloss of ablating every head alone (and every MLP, unless ``mlps`` is False) over
     the text ``ids``: which parts the model's predictions lean on (an encoder: its masked-LM
     loss, with its ``tokenizer``)."""
+    check_flag("mlps", mlps, InspectError)  # "no" is true: it would ablate them
     inspector = Inspector(model)
     config = inspector.config
     ids = token_array(ids, config)

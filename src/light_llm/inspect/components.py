@@ -9,7 +9,8 @@ import re
 from light_llm.errors import InspectError
 from light_llm.interventions import Patch, check_patch
 
-COMPONENT = re.compile(r"^L(\d+)(?:H(\d+)|N(\d+)|(MLP)|(ATTN))$", re.IGNORECASE)
+# ASCII digits only (\d takes any script's: "L٠H١" would read as L0H1)
+COMPONENT = re.compile(r"^L([0-9]+)(?:H([0-9]+)|N([0-9]+)|(MLP)|(ATTN))$", re.IGNORECASE)
 
 
 def component_patch(name: object, config, value=0.0) -> Patch:

@@ -74,6 +74,8 @@ def head_roles(
         "encoder attends both ways.",
     )
     config = inspector.config
+    if isinstance(seed, np.integer):  # a NumPy integer, as every other count here takes
+        seed = int(seed)
     check_seed(seed, InspectError)
     if config.block_size < 4:
         raise InspectError(

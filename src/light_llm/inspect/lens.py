@@ -5,8 +5,9 @@ would predict if it stopped after each sublayer.
                                              and each MLP; the last s is the model's output
 
 The final norm LN_f takes its statistics from resid_s itself (as TransformerLens's
-``accumulated_resid(apply_ln=True)`` does), so the lens after the last sublayer is exactly the
-model's own logits.
+``accumulated_resid(apply_ln=True)`` does), so the lens after the last sublayer is the
+model's own logits (to float32's rounding; a 16-bit or int8 model's to its kernels' rounding:
+the note on precision in :mod:`light_llm.inspect.inspector`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from light_llm.inspect.text import (
     scoring_batches,
     token_array,
 )
+from light_llm.limits import check_flag
 from light_llm.reference.softmax import log_softmax_forward
 
 
@@ -83,6 +85,7 @@ def logit_lens(
     of the actual next token of the prompt when ``target`` is None (the last position then has
     none). For an encoder the lens reads each residual through the masked-LM head, and the
     token followed by default is the one at the position itself."""
+    check_flag("keep_log_probs", keep_log_probs, InspectError)
     inspector = Inspector(model)
     config = inspector.config
     ids = prompt_ids(ids, config)
