@@ -652,13 +652,7 @@ def test_a_time_budget_fixes_max_iters_and_equals_that_run_exactly(corpus, tmp_p
     assert metric_lines(tmp_path / "timed")[-1]["lr"] == 1e-4  # the end of the cosine
 
 
-@pytest.mark.parametrize(
-    "stop_during",
-    [
-        pytest.param(3, id="in-the-warmup", marks=pytest.mark.slow),
-        pytest.param(8, id="after-the-estimate"),
-    ],
-)
+@pytest.mark.parametrize("stop_during", [3, 8], ids=["in-the-warmup", "after-the-estimate"])
 def test_a_resumed_time_run_finishes_as_the_run_of_its_count(
     corpus, tmp_path, monkeypatch, stop_during
 ):
