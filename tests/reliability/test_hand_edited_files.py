@@ -131,3 +131,44 @@ def test_a_hand_edited_lora_config_is_one_sentence(capsys, tmp_path, lora_run, s
     code, _, err = run_cli(capsys, *argv)
     assert_refused(code, err, word, "config.json")
     assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    ("field", "edit"),
+    [
+        ("tie_embeddings", lambda value: not value),  # was read as another model, exit 0
+        ("n_layer", lambda value: value + 1),  # was a RuntimeError from load_state_dict
+        ("activation", lambda value: "relu" if value != "relu" else "gelu"),  # a RuntimeError
+    ],
+    ids=["tie_embeddings", "n_layer", "activation"],
+)
+@pytest.mark.parametrize("command", ["generate", "merge"])
+def test_a_lora_runs_model_settings_edited_away_from_its_base_are_one_sentence(
+    capsys, tmp_path, lora_run, field, edit, command
+):
+    """The base's weights were checksummed, but the run's own model settings rebuilt the base
+    unchecked; only the dropout may differ from the base's, which a LoRA run may set."""
+    run = shutil.copytree(lora_run, tmp_path / "lora")
+    config_path = run / "checkpoint" / "config.json"
+    config = json.loads(config_path.read_text())
+    config["model"][field] = edit(config["model"][field])
+    config_path.write_text(json.dumps(config))
+    before = snapshot(tmp_path)
+    if command == "generate":
+        argv = ["generate", "--checkpoint", run, "--prompt", "the", "--max-new-tokens", "2"]
+    else:
+        argv = ["merge", "--checkpoint", run, "--out", tmp_path / "merged"]
+    code, _, err = run_cli(capsys, *argv)
+    assert_refused(code, err, "differ from those of its base", field)
+    assert snapshot(tmp_path) == before
+
+
+def test_a_lora_runs_own_dropout_still_loads(capsys, tmp_path, lora_run):
+    run = shutil.copytree(lora_run, tmp_path / "lora")
+    config_path = run / "checkpoint" / "config.json"
+    config = json.loads(config_path.read_text())
+    config["model"]["dropout"] = 0.25
+    config_path.write_text(json.dumps(config))
+    argv = ["generate", "--checkpoint", run, "--prompt", "the", "--max-new-tokens", "2"]
+    code, _, err = run_cli(capsys, *argv, "--seed", "1")
+    assert code == 0, err

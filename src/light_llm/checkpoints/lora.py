@@ -15,6 +15,7 @@ its weight files), adds the adapters and copies them in.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -151,8 +152,25 @@ def load_adapters_into(model: torch.nn.Module, folder: Path) -> None:
 
 def load_base(path: str | os.PathLike, config, device: str | torch.device = "cpu") -> GPT:
     """The GPT of the model folder ``path`` (a base, not yet adapted), built with ``config``
-    (the run's: the base's shape, perhaps another dropout), in eval mode."""
+    (the run's: the base's shape, perhaps another dropout), in eval mode; CheckpointError when
+    ``config`` differs from the base's in anything but the dropout (a run's config.json edited
+    by hand would rebuild the base as another model, or fail to hold its weights)."""
     model = load_gpt(inspect_folder(path), device)
+    differing = [
+        field.name
+        for field in dataclasses.fields(config)
+        if field.name != "dropout"
+        and getattr(config, field.name) != getattr(model.config, field.name)
+    ]
+    if differing:
+        shown = ", ".join(
+            f"{name} {getattr(config, name)!r} (the base's: {getattr(model.config, name)!r})"
+            for name in differing[:3]
+        )
+        raise CheckpointError(
+            f"the run's model settings differ from those of its base {path}: {shown}; a LoRA "
+            "run keeps its base's model (only the dropout may differ)."
+        )
     if model.config != config:
         rebuilt = GPT(config).to(device)
         rebuilt.load_state_dict(model.state_dict())
