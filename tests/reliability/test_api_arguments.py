@@ -12,11 +12,15 @@ import torch
 
 from light_llm import GPT, ModelConfig
 from light_llm.checkpoints import load, save
+from light_llm.checkpoints.hf_encoder_export import export_hf_encoder
+from light_llm.checkpoints.hf_gpt2 import export_hf_gpt2
+from light_llm.checkpoints.hf_llama import export_hf_llama
 from light_llm.errors import LightLLMError
 from light_llm.generate import filter_logits, generate, generate_text, sample_next
 from light_llm.limits import MAX_BATCH_SIZE
 from light_llm.models.bert import BertEncoder, EncoderConfig, embed_sentences, predict_masked
-from light_llm.nn.lora import add_lora
+from light_llm.models.quantize import quantize_gpt
+from light_llm.nn.lora import add_lora, merge_lora
 from light_llm.reference.model import NumpyGPT
 from light_llm.reference.sampling import generate as numpy_generate
 from light_llm.reference.sampling import generate_text as numpy_generate_text
@@ -184,6 +188,31 @@ NAMED_CALLS = {
         lambda ck: load(ck, engine="numpy", device="cuda"),
         "device",
     ),
+    "export_hf_llama, a NumpyGPT": (
+        lambda ck: export_hf_llama(numpy_model(), ck.parent / "hf"),
+        "model to export must be a GPT",
+    ),
+    "export_hf_gpt2, None": (lambda ck: export_hf_gpt2(None, ck.parent / "hf"), "model"),
+    "export_hf_gpt2, folder 123": (lambda ck: export_hf_gpt2(load(ck), 123), "folder"),
+    "export_hf_llama, tokenizer 'bpe'": (
+        lambda ck: export_hf_llama(load(ck), ck.parent / "hf", "bpe"),
+        "tokenizer must be a light-llm tokenizer",
+    ),
+    "export_hf_gpt2, a tokenizer of other ids": (
+        lambda ck: export_hf_gpt2(load(ck), ck.parent / "hf", GPT2Tokenizer()),
+        "the tokenizer has 50,257 ids but the model has",
+    ),
+    "export_hf_encoder, a GPT": (
+        lambda ck: export_hf_encoder(load(ck), ck.parent / "hf", BERT_TOKENIZER),
+        "model to export must be a BertEncoder",
+    ),
+    "export_hf_encoder, a char tokenizer": (
+        lambda ck: export_hf_encoder(ENCODER, ck.parent / "hf", CharTokenizer.from_text("ab")),
+        "tokenizer must be a BertTokenizer",
+    ),
+    "merge_lora(None)": (lambda ck: merge_lora(None), "merged into a torch model"),
+    "quantize_gpt, a NumpyGPT": (lambda ck: quantize_gpt(numpy_model()), "PyTorch GPT"),
+    "quantize_gpt, an encoder": (lambda ck: quantize_gpt(ENCODER), "PyTorch GPT"),
     "save, tokenizer 'char'": (lambda ck: save(GPT(GPT_CONFIG), ck, tokenizer="char"), "tokenizer"),
     "save, numpy, tokenizer 'char'": (
         lambda ck: save(numpy_model(), ck, tokenizer="c"),
@@ -221,3 +250,14 @@ def test_a_flag_that_is_not_a_bool_is_refused_before_the_run_folder_is_read(
     with pytest.raises(LightLLMError, match=rf"^{next(iter(flags))} must be true or false"):
         (train if engine == "torch" else train_numpy)(config)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("export", [export_hf_gpt2, export_hf_llama])
+def test_export_overwrite_no_keeps_the_users_files(char_checkpoint, tmp_path, export):
+    """overwrite="no" was read for its truth, and "no" is true: the user's notes went."""
+    folder = tmp_path / "users"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(LightLLMError, match="^overwrite must be true or false, got 'no'"):
+        export(load(char_checkpoint), folder, overwrite="no")
+    assert [path.name for path in folder.iterdir()] == ["notes.txt"]

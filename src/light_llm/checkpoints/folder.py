@@ -282,6 +282,43 @@ def refuse_pickled_weights(folder: Path) -> None:
             )
 
 
+def check_export_arguments(
+    model: object,
+    model_class: type,
+    folder: object,
+    tokenizer: object,
+    overwrite: object = False,
+    tokenizer_class: type | None = None,
+) -> None:
+    """ConfigError, before anything is written, for what an export cannot use: ``model`` not
+    a ``model_class`` (a PyTorch GPT or encoder), ``folder`` not a path, ``overwrite`` not a
+    bool ("no" is true, and would replace the user's files), or a ``tokenizer`` that is not a
+    light-llm one (of ``tokenizer_class`` when given) with exactly the model's ids (the folder
+    written would load in transformers and fail on the first text)."""
+    if not isinstance(model, model_class):
+        raise ConfigError(
+            f"the model to export must be a {model_class.__name__}, got {type(model).__name__}."
+        )
+    if not isinstance(folder, str | os.PathLike):
+        raise ConfigError(
+            f"the folder to export to must be a path (a str or a Path), got {folder!r}."
+        )
+    if not isinstance(overwrite, bool):
+        raise ConfigError(f"overwrite must be true or false, got {overwrite!r}.")
+    if tokenizer is None:
+        return
+    expected = tokenizer_class or object
+    if not (isinstance(tokenizer, expected) and callable(getattr(tokenizer, "save", None))):
+        kind = f"a {tokenizer_class.__name__}" if tokenizer_class else "a light-llm tokenizer"
+        raise ConfigError(f"the tokenizer must be {kind}, got {type(tokenizer).__name__}.")
+    vocab_size = model.config.vocab_size
+    if tokenizer.vocab_size != vocab_size:
+        raise ConfigError(
+            f"the tokenizer has {tokenizer.vocab_size:,} ids but the model has {vocab_size:,}: "
+            "export the model with the tokenizer it was trained with."
+        )
+
+
 def tokenizer_files(tokenizer) -> dict[str, bytes]:
     """The files ``tokenizer.save`` writes, read back as bytes (it writes into a folder)."""
     with tempfile.TemporaryDirectory() as scratch:

@@ -24,7 +24,12 @@ import safetensors.torch
 import torch
 
 from light_llm.atomic import write_folder_atomically
-from light_llm.checkpoints.folder import CONFIG_FILE, WEIGHTS_FILE, tokenizer_files
+from light_llm.checkpoints.folder import (
+    CONFIG_FILE,
+    WEIGHTS_FILE,
+    check_export_arguments,
+    tokenizer_files,
+)
 from light_llm.checkpoints.hf_architectures import and_list
 from light_llm.checkpoints.hf_bert import (
     EMBEDDING_PARTS,
@@ -165,13 +170,17 @@ def wordpiece_tokenizer_config(tokenizer: BertTokenizer, model_max_length: int) 
 
 
 def export_hf_encoder(
-    model: BertEncoder, folder: str | os.PathLike, tokenizer: BertTokenizer
+    model: BertEncoder, folder: str | os.PathLike, tokenizer: BertTokenizer, overwrite: bool = False
 ) -> str:
     """Write ``model`` as a HuggingFace BERT or RoFormer masked-LM folder that
     ``AutoModelForMaskedLM.from_pretrained`` loads and that computes the same logits, with
     ``tokenizer``'s files (light_tokenizer.json and vocab.txt, tokenizer_config.json for
-    ``AutoTokenizer``); the folder is replaced as a unit. Returns the architecture's name.
+    ``AutoTokenizer``); the folder is replaced as a unit, one holding files light-llm did not
+    write only with ``overwrite``. Returns the architecture's name.
     ConfigError, before anything is written, for a model neither expresses."""
+    if tokenizer is None:
+        raise ConfigError("an encoder is exported with its WordPiece tokenizer: give it.")
+    check_export_arguments(model, BertEncoder, folder, tokenizer, overwrite, BertTokenizer)
     config = model.config
     architecture = encoder_hf_architecture(config)
     tensors = tensors_to_hf_encoder(model, architecture)
@@ -183,5 +192,5 @@ def export_hf_encoder(
         **tokenizer_files(tokenizer),
         "tokenizer_config.json": wordpiece_tokenizer_config(tokenizer, config.block_size),
     }
-    write_folder_atomically(folder, files)
+    write_folder_atomically(folder, files, overwrite)
     return architecture

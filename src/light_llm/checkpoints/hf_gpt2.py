@@ -14,7 +14,13 @@ import safetensors.torch
 import torch
 
 from light_llm.atomic import write_folder_atomically
-from light_llm.checkpoints.folder import CONFIG_FILE, WEIGHTS_FILE, ModelFolder, read_config_json
+from light_llm.checkpoints.folder import (
+    CONFIG_FILE,
+    WEIGHTS_FILE,
+    ModelFolder,
+    check_export_arguments,
+    read_config_json,
+)
 from light_llm.checkpoints.gpt import check_float_weights_only, load_gpt
 from light_llm.checkpoints.hf_architectures import GPT2, check_exportable
 from light_llm.checkpoints.hf_gpt2_config import (
@@ -78,6 +84,7 @@ def export_hf_gpt2(
     biases at zero, which computes the same. ConfigError if the model uses a variant GPT-2
     cannot express.
     """
+    check_export_arguments(model, GPT, folder, tokenizer, overwrite)
     config = model.config
     check_exportable(config, GPT2)
     check_float_weights_only(model, GPT2)

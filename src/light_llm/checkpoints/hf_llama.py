@@ -14,7 +14,7 @@ import safetensors.torch
 import torch
 
 from light_llm.atomic import write_folder_atomically
-from light_llm.checkpoints.folder import CONFIG_FILE, WEIGHTS_FILE
+from light_llm.checkpoints.folder import CONFIG_FILE, WEIGHTS_FILE, check_export_arguments
 from light_llm.checkpoints.gpt import check_float_weights_only, weights_to_save
 from light_llm.checkpoints.hf_architectures import check_exportable, llama_family
 from light_llm.checkpoints.hf_llama_config import hf_llama_config_from, tensors_to_hf_llama
@@ -33,6 +33,7 @@ def export_hf_llama(
     express it). The folder is replaced as a unit; a folder holding files light-llm did not
     write, only with ``overwrite``. ConfigError, before anything is written, if the model uses
     a variant Llama and Qwen3 cannot express."""
+    check_export_arguments(model, GPT, folder, tokenizer, overwrite)
     config = model.config
     check_exportable(config, llama_family(config))
     check_float_weights_only(model, llama_family(config))

@@ -15,6 +15,7 @@ from torch import nn
 
 from light_llm.config import ModelConfig
 from light_llm.errors import ConfigError
+from light_llm.models.gpt import GPT
 from light_llm.nn.int8 import Int8Embedding, Int8Linear, quantize_rows
 from light_llm.nn.lora import merge_lora
 from light_llm.reference.quantize import non_finite_weight_message
@@ -32,6 +33,8 @@ def quantize_gpt(model: nn.Module, rounded: bool = True) -> nn.Module:
     released. ConfigError (naming the tensor) when a weight holds NaN or infinity: its scale
     absmax / 127 would not be a number. LoRA adapters are merged into their weights first.
     ``rounded=False`` only shapes the int8 layers (zeros), for a checkpoint to fill."""
+    if not isinstance(model, GPT):  # an encoder's or the NumPy engine's weights are not read
+        raise ConfigError(f"quantize_gpt quantizes a PyTorch GPT, not a {type(model).__name__}.")
     if is_quantized(model):
         return model
     if rounded:

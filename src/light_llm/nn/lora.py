@@ -233,6 +233,10 @@ def lora_state(model: nn.Module) -> dict[str, torch.Tensor]:
 def merge_lora(model: nn.Module) -> nn.Module:
     """Fold every adapter into its weight, W <- W + (α / r) B A, replacing each LoRALinear by
     a plain ``nn.Linear``; every parameter requires gradients again. Returns ``model``."""
+    if not isinstance(model, nn.Module):
+        raise ConfigError(
+            f"LoRA adapters are merged into a torch model, not {type(model).__name__}."
+        )
     for name, layer in lora_layers(model).items():
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
