@@ -155,6 +155,12 @@ def test_a_multi_token_model_leaves_without_its_training_head(tmp_path, capsys, 
     assert export(tmp_path / "checkpoint", tmp_path / "hf") == 0
     printed = capsys.readouterr().out
     assert "its multi-token head (W_mtp, which only training uses) is left out" in printed
+    # the note on the character tokenizer, and what it warns of: AutoTokenizer drops a
+    # character outside the vocabulary ("Z") where light-llm refuses the text
+    assert f"its character tokenizer knows {vocab} characters" in printed
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    ids = hf_tokenizer("toZ be", add_special_tokens=False)["input_ids"]
+    assert ids == tokenizer.encode("to be")
     stored = safetensors.torch.load_file(tmp_path / "hf" / "model.safetensors")
     assert not any("mtp" in name for name in stored)
     idx = torch.randint(0, vocab, (2, 16), generator=torch.Generator().manual_seed(0))

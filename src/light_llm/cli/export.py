@@ -85,6 +85,12 @@ def run(args: argparse.Namespace) -> int:
             "note: its multi-token head (W_mtp, which only training uses) is left out; the "
             "folder computes the same next-token logits."
         )
+    if tokenizer.name == "char":
+        print(
+            f"note: its character tokenizer knows {tokenizer.vocab_size} characters; "
+            "transformers' AutoTokenizer drops any other from a text without a word, where "
+            "light-llm refuses it (docs/finetuning.md)."
+        )
     if hf_engine(tokenizer) is None:
         print(
             f"note: its {tokenizer.name} tokenizer is written only as light_tokenizer.json; "
