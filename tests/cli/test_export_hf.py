@@ -181,6 +181,19 @@ def test_an_out_inside_the_folder_read_is_refused(checkpoint, tmp_path, capsys, 
 
 
 @pytest.mark.parametrize("command", [["export", "--format", "hf"], ["quantize"]])
+def test_an_out_holding_the_folder_read_is_refused_as_such(checkpoint, tmp_path, capsys, command):
+    """--out the run folder that holds the checkpoint read: it was called "a folder with files
+    in it and no model"."""
+    run = tmp_path / "run"
+    shutil.copytree(checkpoint[0], run / "checkpoint")
+    before = sorted(path.name for path in run.rglob("*"))
+    assert main([*command, "--checkpoint", str(run), "--out", str(run)]) == 2
+    said = error_line(capsys, command[0])
+    assert f"--out {run} holds {run / 'checkpoint'}, a model folder this command reads" in said
+    assert sorted(path.name for path in run.rglob("*")) == before
+
+
+@pytest.mark.parametrize("command", [["export", "--format", "hf"], ["quantize"]])
 def test_a_foreign_file_in_out_names_no_flag_the_command_lacks(
     checkpoint, tmp_path, capsys, command
 ):

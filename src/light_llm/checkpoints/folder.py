@@ -259,6 +259,11 @@ def check_replaceable(out: str | os.PathLike, *sources: str | os.PathLike) -> No
                 f"--out {out} is inside {source}, a model folder this command reads from; "
                 "write it outside that folder."
             )
+        if target in Path(source).resolve().parents:  # a run's folder, which holds its checkpoint
+            raise CheckpointError(
+                f"--out {out} holds {source}, a model folder this command reads from, which "
+                "writing there would replace; give another folder."
+            )
     if (out / TRAINER_STATE_FILE).is_file():
         raise CheckpointError(
             f"--out {out} holds a training run's checkpoint, which `light-llm train --resume` "
