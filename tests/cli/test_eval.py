@@ -361,3 +361,16 @@ def test_a_run_without_its_token_cache_gets_none_written(trained, tmp_path, caps
     assert main(["eval", "--checkpoint", str(bare), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["val_loss"] == with_cache["val_loss"]
     assert sorted(path.relative_to(bare) for path in bare.rglob("*")) == before
+
+
+@pytest.mark.parametrize("model", ["gpt", "bert"])
+def test_a_corpus_too_short_names_the_split_eval_reads(
+    trained, trained_bert, tmp_path, capsys, model
+):
+    """eval scores the validation split; an encoder's was refused for its training split."""
+    corpus, out = trained if model == "gpt" else trained_bert
+    short = tmp_path / "short.txt"
+    short.write_text(corpus.read_text()[:40])  # characters the model's tokenizer knows
+    assert main(["eval", "--checkpoint", str(out), "--data", str(short)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "the val split has" in lines[0], lines

@@ -206,14 +206,23 @@ def mlm_datasets(
     """Train and validation masked-LM batches over ``text`` (90/10 split, ids cached in
     ``cache_dir`` by :func:`light_llm.data.encode_corpus`), examples of ``block_size``
     positions with [CLS] and [SEP] (the encoder's ``block_size``)."""
+    train_path, val_path = encode_corpus(text, tokenizer, cache_dir)
+    return tuple(
+        mlm_split(path, tokenizer, block_size, mask_probability) for path in (train_path, val_path)
+    )
+
+
+def mlm_split(
+    path: str | os.PathLike,
+    tokenizer: BertTokenizer,
+    block_size: int,
+    mask_probability: float = MASK_PROBABILITY,
+) -> MaskedLMDataset:
+    """Masked-LM batches over one split's cached ids at ``path`` (:func:`mlm_datasets`)."""
     if block_size < 3:
         raise ConfigError(f"a masked-LM block needs [CLS], a token and [SEP]: got {block_size}.")
-    train_path, val_path = encode_corpus(text, tokenizer, cache_dir)
     dtype = token_dtype(tokenizer.vocab_size)
-    return tuple(
-        MaskedLMDataset(TokenDataset(path, dtype, block_size - 2), tokenizer, mask_probability)
-        for path in (train_path, val_path)
-    )
+    return MaskedLMDataset(TokenDataset(path, dtype, block_size - 2), tokenizer, mask_probability)
 
 
 class EncoderSubject(GPTSubject):

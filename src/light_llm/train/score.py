@@ -52,7 +52,7 @@ from light_llm.train.evaluate import (
     unigram_loss,
 )
 from light_llm.train.metrics import bits_per_unit, perplexity
-from light_llm.train.mlm import SEQUENTIAL_MASK_SEED, mlm_datasets
+from light_llm.train.mlm import SEQUENTIAL_MASK_SEED, mlm_split
 
 SEQUENTIAL_BATCH_SIZE = 32  # windows a batch when every token is scored
 
@@ -217,12 +217,14 @@ def load_scored_model(folder: ModelFolder, encoder: bool, device):
 def split_datasets(text: str, tokenizer, cache: Path, block_size: int, encoder: bool):
     """(training split's ids, validation dataset): next-token windows of ``block_size``, or
     for an encoder masked windows of ``block_size`` - 2 tokens in [CLS] ... [SEP]."""
-    if encoder:
-        train, val = mlm_datasets(text, tokenizer, cache, block_size)
-        return train.tokens.tokens, val
     train_path, val_path = encode_corpus(text, tokenizer, cache)
     dtype = token_dtype(tokenizer.vocab_size)
-    return np.fromfile(train_path, dtype=dtype), TokenDataset(val_path, dtype, block_size)
+    # only the validation split is scored: the training split may be shorter than a window
+    if encoder:
+        val = mlm_split(val_path, tokenizer, block_size)
+    else:
+        val = TokenDataset(val_path, dtype, block_size)
+    return np.fromfile(train_path, dtype=dtype), val
 
 
 def sequential_windows(windows: TokenDataset, encoder: bool) -> int:
