@@ -26,7 +26,7 @@ from light_llm.checkpoints import (
 from light_llm.errors import CheckpointError, ConfigError
 from light_llm.models.gpt import GPT
 from light_llm.tokenizers import CharTokenizer
-from tests.conftest import VARIANTS, tiny_config
+from tests.conftest import VARIANTS, save_char_checkpoint, tiny_config
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -432,3 +432,18 @@ def test_a_path_part_longer_than_the_file_system_takes_is_a_checkpoint_error(tmp
             load(path, engine=engine)
         with pytest.raises(CheckpointError, match=r"^cannot read the checkpoint folder .*\.$"):
             load_tokenizer(path)
+
+
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors"])
+@pytest.mark.parametrize("kind", ["folder", "link to /dev/zero"])
+def test_a_checkpoint_file_that_is_no_regular_file_is_named_as_such(tmp_path, name, kind):
+    """A config.json linked to /dev/zero was "no config.json", a model.safetensors that is a
+    folder "missing"."""
+    folder, _, _ = save_char_checkpoint(tmp_path / "ck", block_size=8, n_layer=1, n_embd=8)
+    (folder / name).unlink()
+    if kind == "folder":
+        (folder / name).mkdir()
+    else:
+        (folder / name).symlink_to("/dev/zero")
+    with pytest.raises(CheckpointError, match=rf"{name} is not a regular file"):
+        load(folder)

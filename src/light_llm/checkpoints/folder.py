@@ -107,6 +107,10 @@ def read_config_json(folder: Path) -> dict:
                 "first at its first evaluation); `light-llm train --serve PORT` shows a run as "
                 "it trains."
             )
+        if path.exists() or path.is_symlink():  # a folder, a device, a FIFO, a dangling link
+            raise CheckpointError(
+                f"{path} is not a regular file, so it cannot be read as a config."
+            )
         raise CheckpointError(f"{folder} is not a checkpoint: it has no {CONFIG_FILE}.")
     return read_json(path)
 

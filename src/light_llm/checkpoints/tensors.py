@@ -48,6 +48,8 @@ def weight_files(folder: Path) -> list[Path]:
             check_file_name(shard)
         return [index_path, *(folder / shard for shard in shards)]
     refuse_pickled_weights(folder)
+    if path.exists() or path.is_symlink():  # a folder, a device, a FIFO, a dangling link
+        raise CheckpointError(f"{path} is not a regular file, so it holds no weights to read.")
     raise CheckpointError(f"{folder} has no weights: {WEIGHTS_FILE} is missing.")
 
 
