@@ -11,6 +11,7 @@ import pytest
 from light_llm import GPT, ModelConfig
 from light_llm.checkpoints import load_tokenizer, save
 from light_llm.checkpoints.hf_gpt2 import export_hf_gpt2
+from light_llm.checkpoints.hf_tokenizer import exported_tokenizer_files
 from light_llm.errors import CheckpointError
 from light_llm.models.bert import BertEncoder, EncoderConfig
 from light_llm.serve.session import ExplorerModel
@@ -26,8 +27,10 @@ def gpt_folder(tmp_path, difference, hf: bool):
     config = ModelConfig(
         vocab_size=tokenizer.vocab_size + difference, block_size=8, n_layer=1, n_head=2, n_embd=8
     )
-    if hf:
-        export_hf_gpt2(GPT(config), tmp_path / "model", tokenizer)
+    if hf:  # exported alone (export refuses such a pair), the tokenizer's files put beside it
+        export_hf_gpt2(GPT(config), tmp_path / "model")
+        for name, data in exported_tokenizer_files(tokenizer, config.block_size).items():
+            (tmp_path / "model" / name).write_bytes(data)
     else:  # the model saved alone (save refuses such a pair), the tokenizer put beside it
         save(GPT(config), tmp_path / "model")
         tokenizer.save(tmp_path / "model")
