@@ -44,8 +44,8 @@ def top_activations(
     inspector = Inspector(model)
     config = inspector.config
     ids = token_array(ids, config, "text", 2)
-    check_index("layer", layer, config.n_layer, "layers")
-    check_index("neuron", neuron, config.ffn_hidden, "MLP units")
+    layer = check_index("layer", layer, config.n_layer, "layers")
+    neuron = check_index("neuron", neuron, config.ffn_hidden, "MLP units")
     for name, value, low in (("k", k, 1), ("context", context, 0)):
         if not is_whole(value) or not low <= value <= 10_000:
             raise InspectError(f"{name} must be an integer from {low} to 10000, got {value!r}.")
