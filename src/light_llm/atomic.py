@@ -254,15 +254,15 @@ def check_folder_name_fits(folder: Path, what: str) -> None:
         if len(os.fsencode(part)) > limit:
             raise OutputError(
                 f"cannot write {what} {folder}: the name {part[:40]}... is "
-                f"{len(os.fsencode(part))} bytes, over this file system's {limit} a name; "
-                "choose a shorter one."
+                f"{len(os.fsencode(part))} bytes, over the {limit} this file system allows a "
+                "name; choose a shorter one."
             )
     name_bytes = len(os.fsencode(folder.name))
     if name_bytes + SWAP_SIBLING_EXTRA_BYTES > limit:
         raise OutputError(
             f"cannot write {what} {folder}: its name is {name_bytes} bytes, and the folder is "
             f"replaced as a unit through a sibling {SWAP_SIBLING_EXTRA_BYTES} bytes longer, over "
-            f"this file system's {limit} a name; choose a name of at most "
+            f"the {limit} this file system allows a name; choose a name of at most "
             f"{limit - SWAP_SIBLING_EXTRA_BYTES} bytes."
         )
 
