@@ -64,7 +64,9 @@ def test_bad_input_is_one_sentence(layer, neuron, options, message):
 
 def test_numpy_integers_are_counts_too():
     model = shaken_gpt()
-    counted = top_activations(model, TEXT, np.int64(1), np.int32(2), k=np.int64(3), context=2)
+    counted = top_activations(
+        model, TEXT, np.int64(1), np.int32(2), k=np.int64(3), context=np.int64(2)
+    )
     plain = top_activations(model, TEXT, 1, 2, k=3, context=2)
     assert (counted.layer, counted.neuron) == (1, 2)  # plain ints: a tensor(2) was kept
     assert type(counted.layer) is int and type(counted.neuron) is int
