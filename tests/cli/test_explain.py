@@ -143,23 +143,34 @@ def test_markdown_of_every_example_has_contents_and_a_section_each(capsys):
         assert f"\n## `light-llm explain {name}`\n" in out
 
 
-def test_a_page_is_written_over_light_llms_own_pages_only(capsys, tmp_path):
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["cat-sat"], id="one-example"),
+        # every example's page, written to a file, draws every picture (20-40 s): -m slow
+        pytest.param([], id="every-example", marks=pytest.mark.slow),
+        pytest.param(["--equations"], id="equations"),
+    ],
+)
+def test_a_page_light_llm_wrote_is_written_over(capsys, tmp_path, argv):
     """--markdown rewrites a page it wrote before (one example's, every example's, the
-    equations'), and refuses, before drawing any picture, a folder or a user's file, which
-    it leaves as it was."""
-    for argv in (["cat-sat"], [], ["--equations"]):
-        page = tmp_path / "page.md"
-        page.unlink(missing_ok=True)
-        if argv:
-            code, _, err = run(capsys, *argv, "--markdown", str(page))
-            assert code == 0, err
-        else:  # every example's page as it goes to stdout, without its pictures: written
-            # to a file, it draws them all, which one rewrite below is enough to pay for
-            code, out, err = run(capsys, "--markdown")
-            assert code == 0, err
-            page.write_text(out, encoding="utf-8")
+    equations')."""
+    page = tmp_path / "page.md"
+    if argv:
         code, _, err = run(capsys, *argv, "--markdown", str(page))
         assert code == 0, err
+    else:  # every example's page as it goes to stdout, without its pictures: written
+        # to a file, it draws them all, which one rewrite below is enough to pay for
+        code, out, err = run(capsys, "--markdown")
+        assert code == 0, err
+        page.write_text(out, encoding="utf-8")
+    code, _, err = run(capsys, *argv, "--markdown", str(page))
+    assert code == 0, err
+
+
+def test_a_folder_or_a_users_file_is_not_written_over(capsys, tmp_path):
+    """--markdown refuses, before drawing any picture, a folder or a user's file, which it
+    leaves as it was."""
     fresh = tmp_path / "fresh"
     folder = fresh / "pages"
     folder.mkdir(parents=True)
