@@ -131,12 +131,13 @@ def test_batches_are_masked_windows_of_the_corpus(corpus_datasets):
     assert len(val) > 0 and val.get_batch(2, torch.Generator().manual_seed(0))[0].shape == (2, 16)
 
 
-def test_masked_lm_needs_the_bert_tokenizer(corpus_datasets):
+def test_masked_lm_needs_the_bert_tokenizer(corpus_datasets, tmp_path):
     _, train, _ = corpus_datasets
     with pytest.raises(TokenizerError, match="bert tokenizer"):
         MaskedLMDataset(train.tokens, CharTokenizer.from_text("abc"))
     with pytest.raises(ConfigError, match="block needs"):
-        mlm_datasets("abc", BertTokenizer.packaged(), "unused", block_size=2)
+        mlm_datasets("abc", BertTokenizer.packaged(), tmp_path / "cache", block_size=2)
+    assert not (tmp_path / "cache").exists()  # refused before the corpus is encoded
 
 
 def test_a_tiny_encoder_overfits_one_batch():

@@ -206,10 +206,17 @@ def mlm_datasets(
     """Train and validation masked-LM batches over ``text`` (90/10 split, ids cached in
     ``cache_dir`` by :func:`light_llm.data.encode_corpus`), examples of ``block_size``
     positions with [CLS] and [SEP] (the encoder's ``block_size``)."""
+    check_mlm_block(block_size)  # before the corpus is encoded into cache_dir
     train_path, val_path = encode_corpus(text, tokenizer, cache_dir)
     return tuple(
         mlm_split(path, tokenizer, block_size, mask_probability) for path in (train_path, val_path)
     )
+
+
+def check_mlm_block(block_size: int) -> None:
+    """ConfigError for a block too short to hold [CLS], a token and [SEP]."""
+    if block_size < 3:
+        raise ConfigError(f"a masked-LM block needs [CLS], a token and [SEP]: got {block_size}.")
 
 
 def mlm_split(
@@ -219,8 +226,7 @@ def mlm_split(
     mask_probability: float = MASK_PROBABILITY,
 ) -> MaskedLMDataset:
     """Masked-LM batches over one split's cached ids at ``path`` (:func:`mlm_datasets`)."""
-    if block_size < 3:
-        raise ConfigError(f"a masked-LM block needs [CLS], a token and [SEP]: got {block_size}.")
+    check_mlm_block(block_size)
     dtype = token_dtype(tokenizer.vocab_size)
     return MaskedLMDataset(TokenDataset(path, dtype, block_size - 2), tokenizer, mask_probability)
 
