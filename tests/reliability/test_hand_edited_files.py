@@ -114,21 +114,31 @@ LORA_SETTINGS = {
 }
 
 
-@pytest.mark.parametrize("setting", LORA_SETTINGS.values(), ids=LORA_SETTINGS.keys())
-@pytest.mark.parametrize("command", ["generate", "merge"])
-def test_a_hand_edited_lora_config_is_one_sentence(capsys, tmp_path, lora_run, setting, command):
+def edited_lora_run(lora_run, tmp_path, section: str, key: str, edit):
+    """A copy of ``lora_run`` whose config.json has ``edit(value)`` for its ``section``'s
+    ``key`` ("lora": the adapters' settings, "model": the model's)."""
     run = shutil.copytree(lora_run, tmp_path / "lora")
     config_path = run / "checkpoint" / "config.json"
     config = json.loads(config_path.read_text())
-    key, value, word = setting
-    config["lora"][key] = value
+    config[section][key] = edit(config[section][key])
     config_path.write_text(json.dumps(config))  # 1e400 is written as Infinity
-    before = snapshot(tmp_path)
+    return run
+
+
+def lora_command(command: str, run, tmp_path) -> list:
+    """``generate`` (two tokens) or ``merge`` (into tmp_path/merged) of the LoRA ``run``."""
     if command == "generate":
-        argv = ["generate", "--checkpoint", run, "--prompt", "the", "--max-new-tokens", "2"]
-    else:
-        argv = ["merge", "--checkpoint", run, "--out", tmp_path / "merged"]
-    code, _, err = run_cli(capsys, *argv)
+        return ["generate", "--checkpoint", run, "--prompt", "the", "--max-new-tokens", "2"]
+    return ["merge", "--checkpoint", run, "--out", tmp_path / "merged"]
+
+
+@pytest.mark.parametrize("setting", LORA_SETTINGS.values(), ids=LORA_SETTINGS.keys())
+@pytest.mark.parametrize("command", ["generate", "merge"])
+def test_a_hand_edited_lora_config_is_one_sentence(capsys, tmp_path, lora_run, setting, command):
+    key, value, word = setting
+    run = edited_lora_run(lora_run, tmp_path, "lora", key, lambda _: value)
+    before = snapshot(tmp_path)
+    code, _, err = run_cli(capsys, *lora_command(command, run, tmp_path))
     assert_refused(code, err, word, "config.json")
     assert snapshot(tmp_path) == before
 
@@ -148,27 +158,14 @@ def test_a_lora_runs_model_settings_edited_away_from_its_base_are_one_sentence(
 ):
     """The base's weights were checksummed, but the run's own model settings rebuilt the base
     unchecked; only the dropout may differ from the base's, which a LoRA run may set."""
-    run = shutil.copytree(lora_run, tmp_path / "lora")
-    config_path = run / "checkpoint" / "config.json"
-    config = json.loads(config_path.read_text())
-    config["model"][field] = edit(config["model"][field])
-    config_path.write_text(json.dumps(config))
+    run = edited_lora_run(lora_run, tmp_path, "model", field, edit)
     before = snapshot(tmp_path)
-    if command == "generate":
-        argv = ["generate", "--checkpoint", run, "--prompt", "the", "--max-new-tokens", "2"]
-    else:
-        argv = ["merge", "--checkpoint", run, "--out", tmp_path / "merged"]
-    code, _, err = run_cli(capsys, *argv)
+    code, _, err = run_cli(capsys, *lora_command(command, run, tmp_path))
     assert_refused(code, err, "differ from those of its base", field)
     assert snapshot(tmp_path) == before
 
 
 def test_a_lora_runs_own_dropout_still_loads(capsys, tmp_path, lora_run):
-    run = shutil.copytree(lora_run, tmp_path / "lora")
-    config_path = run / "checkpoint" / "config.json"
-    config = json.loads(config_path.read_text())
-    config["model"]["dropout"] = 0.25
-    config_path.write_text(json.dumps(config))
-    argv = ["generate", "--checkpoint", run, "--prompt", "the", "--max-new-tokens", "2"]
-    code, _, err = run_cli(capsys, *argv, "--seed", "1")
+    run = edited_lora_run(lora_run, tmp_path, "model", "dropout", lambda _: 0.25)
+    code, _, err = run_cli(capsys, *lora_command("generate", run, tmp_path), "--seed", "1")
     assert code == 0, err
