@@ -4,7 +4,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from light_llm.errors import ConfigError
+from light_llm.errors import ConfigError, SamplingError
+
+
+def check_ids_in_vocabulary(
+    ids: np.ndarray, vocab_size: int, name: str = "token id", ignore_index: int | None = None
+) -> None:
+    """SamplingError unless every id of the integer array ``ids`` (but ``ignore_index``) lies in
+    [0, vocab_size): E[ids] and -log softmax(logits)[y] are defined for nothing else (NumPy
+    would read a negative id from the table's end)."""
+    scored = ids if ignore_index is None else ids[ids != ignore_index]
+    if scored.size and (scored.min() < 0 or scored.max() >= vocab_size):
+        bad = int(scored.min()) if scored.min() < 0 else int(scored.max())
+        besides = "" if ignore_index is None else f", or {ignore_index}: not scored"
+        raise SamplingError(
+            f"{name} {bad} is outside the model's vocabulary (ids run from 0 to "
+            f"{vocab_size - 1}{besides})."
+        )
 
 
 def embedding_forward(idx: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, tuple]:

@@ -24,6 +24,7 @@ from light_llm.interventions import (
 from light_llm.reference.activations import activation_forward, swiglu_forward
 from light_llm.reference.attention import attention_forward, attention_mask, split_heads
 from light_llm.reference.blocks import linear_layer_forward, norm_forward
+from light_llm.reference.embedding import check_ids_in_vocabulary
 from light_llm.reference.linear_attention import DENOMINATOR_FLOOR, feature_map_forward
 from light_llm.reference.model import NumpyGPT
 from light_llm.reference.norms import rms_normalize_forward
@@ -115,14 +116,7 @@ def checked_ids(
         )
     if not np.issubdtype(array.dtype, np.integer):
         raise SamplingError(f"{name}s must be integers, got {array.dtype}.")
-    scored = array if ignore_index is None else array[array != ignore_index]
-    if scored.size and (scored.min() < 0 or scored.max() >= vocab_size):
-        bad = int(scored.min()) if scored.min() < 0 else int(scored.max())
-        besides = "" if ignore_index is None else f", or {ignore_index}: not scored"
-        raise SamplingError(
-            f"{name} {bad} is outside the model's vocabulary (ids run from 0 to "
-            f"{vocab_size - 1}{besides})."
-        )
+    check_ids_in_vocabulary(array, vocab_size, name, ignore_index)
     return array
 
 

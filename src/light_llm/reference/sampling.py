@@ -14,6 +14,7 @@ import numpy as np
 
 from light_llm.errors import ConfigError, SamplingError
 from light_llm.limits import check_integer, check_new_tokens, check_seed
+from light_llm.reference.embedding import check_ids_in_vocabulary
 from light_llm.reference.softmax import softmax_forward
 from light_llm.sampling_options import (  # one rule
     DEFAULT_TEMPERATURE,
@@ -135,12 +136,7 @@ def stream_tokens(
     vocab_size = model.config.vocab_size
     if eos_id is not None:  # as the torch engine's generate
         check_integer("eos_id", eos_id, 0, vocab_size - 1, SamplingError)
-    if given.size and (given.min() < 0 or given.max() >= vocab_size):
-        bad = int(given.min()) if given.min() < 0 else int(given.max())
-        raise SamplingError(
-            f"token id {bad} is outside the model's vocabulary (ids run from 0 to "
-            f"{vocab_size - 1})."
-        )
+    check_ids_in_vocabulary(given, vocab_size)
     tokens = given.astype(np.int64)
     if tokens.ndim != 2:
         raise SamplingError(f"token ids must have shape (B, T), got {tokens.shape}.")
