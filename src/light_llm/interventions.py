@@ -103,7 +103,7 @@ def check_record(config: Any, record: Any, encoder: bool = False) -> frozenset[s
         return frozenset()
     if isinstance(record, str):
         record = (record,)
-    if isinstance(record, Patch) or not isinstance(record, Iterable):
+    if not isinstance(record, Iterable):
         raise InspectError(
             f"record is True (every activation) or a list of activation names, got "
             f"{reprlib.repr(record)}."
@@ -294,7 +294,7 @@ class Sites:
             )
         if patches is None:
             patches = ()
-        if isinstance(patches, Patch) or not isinstance(patches, Iterable):
+        if not isinstance(patches, Iterable):  # one Patch, say, which is not a list of them
             raise InspectError(
                 f"patches is a list of Patch, got {reprlib.repr(patches)}"
                 f"{': write [patch]' if isinstance(patches, Patch) else ''}."

@@ -103,10 +103,9 @@ class Inspector:
                 f"{n_layer}: the head alone), got {layer}."
             )
         expected = (*shape, width)
-        if not hasattr(resid, "detach") and np.asarray(resid).dtype.kind not in "iuf":
-            raise InspectError(
-                f"start's residual must be an array of numbers, got {np.asarray(resid).dtype}."
-            )
+        dtype = None if hasattr(resid, "detach") else np.asarray(resid).dtype  # a tensor's: numbers
+        if dtype is not None and dtype.kind not in "iuf":
+            raise InspectError(f"start's residual must be an array of numbers, got {dtype}.")
         if tuple(np.shape(resid)) != expected:
             raise InspectError(
                 f"start's residual must have the batch's shape (B, T, d) = {expected}, got "
