@@ -39,6 +39,7 @@ from light_llm.checkpoints.folder import (
     ENCODER_ARCHITECTURE,
     GPT_ARCHITECTURE,
     ModelFolder,
+    check_same_ids,
     gpt_config,
     inspect_folder,
     resolve_checkpoint_dir,
@@ -255,13 +256,12 @@ def check_saveable(model, tokenizer, tensors: Mapping) -> None:
     engine)."""
     import numpy as np
 
-    vocab_size = model.config.vocab_size
-    if tokenizer is not None and tokenizer.vocab_size != vocab_size:
-        raise ConfigError(
-            f"the tokenizer has {tokenizer.vocab_size:,} ids but the model has "
-            f"{vocab_size:,}, so the saved checkpoint could not be loaded; save the model with "
-            "the tokenizer it was trained with."
-        )
+    check_same_ids(
+        tokenizer,
+        model.config.vocab_size,
+        ", so the saved checkpoint could not be loaded; save the model with the tokenizer it "
+        "was trained with.",
+    )
     for name, values in tensors.items():
         array = values if isinstance(values, np.ndarray) else values.detach().float().cpu().numpy()
         if array.dtype.kind == "f" and not np.isfinite(array).all():

@@ -320,11 +320,20 @@ def check_export_arguments(
     if not (isinstance(tokenizer, expected) and callable(getattr(tokenizer, "save", None))):
         kind = f"a {tokenizer_class.__name__}" if tokenizer_class else "a light-llm tokenizer"
         raise ConfigError(f"the tokenizer must be {kind}, got {type(tokenizer).__name__}.")
-    vocab_size = model.config.vocab_size
-    if tokenizer.vocab_size != vocab_size:
+    check_same_ids(
+        tokenizer,
+        model.config.vocab_size,
+        ": export the model with the tokenizer it was trained with.",
+    )
+
+
+def check_same_ids(tokenizer, vocab_size: int, consequence: str) -> None:
+    """ConfigError, before a folder is written, unless ``tokenizer`` has exactly the model's
+    ``vocab_size`` ids (every loader refuses such a pair); ``consequence`` ends the sentence."""
+    if tokenizer is not None and tokenizer.vocab_size != vocab_size:
         raise ConfigError(
-            f"the tokenizer has {tokenizer.vocab_size:,} ids but the model has {vocab_size:,}: "
-            "export the model with the tokenizer it was trained with."
+            f"the tokenizer has {tokenizer.vocab_size:,} ids but the model has "
+            f"{vocab_size:,}{consequence}"
         )
 
 
